@@ -1,0 +1,117 @@
+"""Approvals: nothing is created, changed, destroyed or funded without one.
+
+An ``Approval`` is single-use and bound to one action and one target (and, for spending actions, a cost cap).
+Only an ``Approver`` grants them: the TUI dialog, an interactive prompt, or flags that approve a printed plan.
+Mutating client methods call ``Approval.consume`` before any network I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from vastui.errors import ApprovalRequired
+
+
+class Action(enum.StrEnum):
+    CREATE_INSTANCE = "create_instance"
+    DESTROY_INSTANCE = "destroy_instance"
+    STOP_INSTANCE = "stop_instance"
+    START_INSTANCE = "start_instance"
+    LABEL_INSTANCE = "label_instance"
+    PREPAY_INSTANCE = "prepay_instance"
+    TRANSFER_CREDIT = "transfer_credit"
+    CREATE_SSH_KEY = "create_ssh_key"
+    DELETE_SSH_KEY = "delete_ssh_key"
+    ATTACH_SSH_KEY = "attach_ssh_key"
+
+
+def offer_target(offer_id: int) -> str:
+    return f"offer:{offer_id}"
+
+
+def instance_target(instance_id: int) -> str:
+    return f"instance:{instance_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """What the operator is asked to approve, in words and in machine terms."""
+
+    action: Action
+    target: str
+    summary: str
+    cost_cap_usd: float | None = None
+    campaign_id: str | None = None
+
+
+@dataclass(slots=True, eq=False)
+class Approval:
+    """A granted request. Use it once, for exactly its action and target."""
+
+    request: ApprovalRequest
+    granted_by: str
+    granted_at: float
+    approval_id: str = field(default_factory=lambda: secrets.token_hex(8))
+    used: bool = False
+
+    def consume(self, *, action: Action, target: str) -> None:
+        """Mark this approval used for ``action`` on ``target``; raise ApprovalRequired if it does not fit."""
+        if self.used:
+            raise ApprovalRequired(
+                f"approval {self.approval_id} was already used; {action} on {target} needs a new one",
+                title="Approval already used",
+            )
+        if self.request.action != action or self.request.target != target:
+            raise ApprovalRequired(
+                f"approval {self.approval_id} is for {self.request.action} on {self.request.target}, "
+                f"not {action} on {target}",
+                title="Approval does not match",
+            )
+        self.used = True
+
+
+def require(approval: Approval | None, *, action: Action, target: str) -> Approval:
+    """Check and consume an approval; called by every mutating method before any I/O."""
+    if approval is None:
+        raise ApprovalRequired(f"{action} on {target} needs an explicit approval", title="Approval required")
+    approval.consume(action=action, target=target)
+    return approval
+
+
+class Approver(Protocol):
+    """Something that can ask the operator. Returns None when the operator declines."""
+
+    async def request(self, request: ApprovalRequest) -> Approval | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One line of the audit log: an approval granted or declined, or a mutating call and its outcome."""
+
+    at: float
+    kind: str  # "approval", "declined", "call"
+    action: Action
+    target: str
+    approval_id: str | None
+    granted_by: str | None
+    outcome: str
+    campaign_id: str | None = None
+
+
+class AuditSink(Protocol):
+    """Where approvals and mutating calls are written (the store implements it)."""
+
+    async def record_audit(self, record: AuditRecord) -> None: ...
+
+
+class NullAudit:
+    """An audit sink that keeps records in memory (for one-shot commands and tests)."""
+
+    def __init__(self) -> None:
+        self.records: list[AuditRecord] = []
+
+    async def record_audit(self, record: AuditRecord) -> None:
+        self.records.append(record)

@@ -1,0 +1,179 @@
+"""Settings and paths, the API-key resolution (one function), and redaction of secrets.
+
+Precedence: CLI flag > ``VASTUI_*`` / ``VAST_*`` environment > TOML in the platform config dir > defaults.
+Nothing here runs at import time; ``load_settings`` reads the environment when called.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+from vastui.errors import ConfigError
+
+DEFAULT_URL = "https://console.vast.ai"
+APP_NAME = "vastui"
+REDACTED = "<redacted>"
+
+
+class Secret:
+    """A secret string that never shows itself in ``repr``, ``str`` or f-strings.
+
+    Use ``reveal()`` at the one place it must go on the wire.
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret({REDACTED})"
+
+    def __str__(self) -> str:
+        return REDACTED
+
+    def __format__(self, spec: str) -> str:
+        return REDACTED
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __reduce__(self) -> object:
+        raise TypeError("a Secret cannot be pickled")
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedKey:
+    """The API key and where it came from (the source is safe to show, the key is not)."""
+
+    key: Secret | None
+    source: str
+
+
+def official_key_file(home: Path) -> Path:
+    return home / ".config" / "vastai" / "vast_api_key"
+
+
+def resolve_api_key(*, explicit: str | None, env: Mapping[str, str], home: Path) -> ResolvedKey:
+    """Resolve the Vast API key as the official CLI does: explicit > ``VAST_API_KEY`` > the CLI's key file."""
+    if explicit:
+        return ResolvedKey(Secret(explicit.strip()), "--api-key")
+    from_env = env.get("VAST_API_KEY", "").strip()
+    if from_env:
+        return ResolvedKey(Secret(from_env), "VAST_API_KEY")
+    path = official_key_file(home)
+    if path.is_file():
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"cannot read the API key file {path}: {exc.strerror}") from exc
+        if text:
+            return ResolvedKey(Secret(text), str(path))
+    return ResolvedKey(None, "none")
+
+
+def resolve_url(*, explicit: str | None, env: Mapping[str, str]) -> str:
+    """``--url`` > ``VAST_URL`` > the production console. Trailing slashes are dropped (they give ``//api``)."""
+    url = explicit or env.get("VAST_URL") or DEFAULT_URL
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise ConfigError(f"not an http(s) URL: {url!r}")
+    return url.rstrip("/")
+
+
+class Redactor:
+    """Replaces every known secret in a text. Every log line, receipt and error shown passes through one."""
+
+    def __init__(self, secrets: Iterable[Secret | str | None] = ()) -> None:
+        self._values: set[str] = set()
+        for secret in secrets:
+            self.add(secret)
+
+    def add(self, secret: Secret | str | None) -> None:
+        value = secret.reveal() if isinstance(secret, Secret) else secret
+        if value and len(value) >= 4:
+            self._values.add(value)
+
+    def __call__(self, text: str) -> str:
+        for value in sorted(self._values, key=len, reverse=True):
+            text = text.replace(value, REDACTED)
+        # Bearer tokens that slipped through from any source
+        return re.sub(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}", r"\1" + REDACTED, text)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything a vastui process needs to know about its environment."""
+
+    url: str
+    api_key: ResolvedKey
+    config_dir: Path
+    data_dir: Path
+    db_path: Path
+    ssh_key_path: Path | None
+    known_hosts_path: Path
+
+
+def _read_toml(path: Path) -> dict[str, object]:
+    if not path.is_file():
+        return {}
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+def load_settings(
+    *,
+    url: str | None = None,
+    api_key: str | None = None,
+    db_path: str | None = None,
+    ssh_key: str | None = None,
+    env: Mapping[str, str] | None = None,
+    home: Path | None = None,
+) -> Settings:
+    """Build Settings from flags, environment, the config file and defaults (in that order)."""
+    env = os.environ if env is None else env
+    home = Path.home() if home is None else home
+    config_dir = Path(env.get("VASTUI_CONFIG_DIR") or platformdirs.user_config_dir(APP_NAME))
+    data_dir = Path(env.get("VASTUI_DATA_DIR") or platformdirs.user_data_dir(APP_NAME))
+    file_cfg = _read_toml(config_dir / "config.toml")
+
+    def pick(flag: str | None, env_name: str, key: str) -> str | None:
+        if flag:
+            return flag
+        if env.get(env_name):
+            return env[env_name]
+        value = file_cfg.get(key)
+        return str(value) if value is not None else None
+
+    resolved_url = resolve_url(explicit=pick(url, "VAST_URL", "url"), env={})
+    db = Path(pick(db_path, "VASTUI_DB", "db_path") or (data_dir / "vastui.sqlite3"))
+    ssh = pick(ssh_key, "VASTUI_SSH_KEY", "ssh_key")
+    default_ssh = home / ".ssh" / "id_ed25519"
+    ssh_path = Path(ssh).expanduser() if ssh else (default_ssh if default_ssh.is_file() else None)
+    return Settings(
+        url=resolved_url,
+        api_key=resolve_api_key(explicit=api_key, env=env, home=home),
+        config_dir=config_dir,
+        data_dir=data_dir,
+        db_path=db,
+        ssh_key_path=ssh_path,
+        known_hosts_path=data_dir / "known_hosts",
+    )

@@ -1,0 +1,107 @@
+"""The one exception tree of vastui: every error a user can see is a VastuiError."""
+
+from __future__ import annotations
+
+
+class VastuiError(Exception):
+    """Root of every error vastui raises on purpose.
+
+    ``message`` is a full sentence for the operator; ``title`` is a short heading for a dialog.
+    """
+
+    def __init__(self, message: str, *, title: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.title = title or type(self).__name__
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(VastuiError):
+    """Settings or paths are unusable (a missing key file, a bad value)."""
+
+
+class ApiError(VastuiError):
+    """The marketplace answered with an error, or not at all."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None, title: str = "") -> None:
+        super().__init__(message, title=title)
+        self.status = status
+        self.code = code
+
+
+class AuthError(ApiError):
+    """The API key was rejected (401/403)."""
+
+
+class NotFound(ApiError):
+    """The thing asked for does not exist (404, or an empty show)."""
+
+
+class RateLimited(ApiError):
+    """429 that was still refused after the retries ran out."""
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None, status: int | None = 429,
+                 code: str | None = None, title: str = "") -> None:
+        super().__init__(message, status=status, code=code, title=title)
+        self.retry_after_s = retry_after_s
+
+
+class QuotaExceeded(RateLimited):
+    """The search quota is spent; retrying before the reset time cannot help."""
+
+
+class TransportError(ApiError):
+    """The connection failed, timed out or was dropped."""
+
+
+class IncompleteListing(ApiError):
+    """A paginated listing could not be read to the end; what was read is not the whole truth."""
+
+
+class QueryError(VastuiError):
+    """A search query could not be parsed; ``column`` is the 1-based position of the bad token."""
+
+    def __init__(self, message: str, *, query: str, column: int, title: str = "Bad query") -> None:
+        pointer = " " * (column - 1) + "^"
+        super().__init__(f"{message} (column {column})\n  {query}\n  {pointer}", title=title)
+        self.reason = message
+        self.query = query
+        self.column = column
+
+
+class ApprovalRequired(VastuiError):
+    """A mutating action was attempted without a valid, unused approval for it."""
+
+
+class StoreError(VastuiError):
+    """The local database could not be read or written."""
+
+
+class ManifestError(VastuiError):
+    """A workload manifest is invalid; says file, line and field."""
+
+    def __init__(self, reason: str, *, path: str, line: int | None, field: str, title: str = "Bad manifest") -> None:
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {field} — {reason}", title=title)
+        self.reason = reason
+        self.path = path
+        self.line = line
+        self.field = field
+
+
+class RemoteError(VastuiError):
+    """Remote execution over SSH failed."""
+
+
+class RemoteTimeout(RemoteError, TimeoutError):
+    """A remote step missed its deadline."""
+
+
+class HostKeyMismatch(RemoteError):
+    """A host presented a different key than the one recorded on first contact."""
+
+
+class CampaignError(VastuiError):
+    """A campaign cannot go on (budget, plan, or state problems)."""
