@@ -68,6 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
     p.set_defaults(handler=_cmd_instances)
 
+    # --- manifest ------------------------------------------------------------------------------------------
+    manifest_parser = sub.add_parser("manifest", help="validate workload manifests")
+    manifest_sub = manifest_parser.add_subparsers(dest="manifest_command", metavar="ACTION")
+    manifest_parser.set_defaults(handler=lambda args: _cmd_manifest_help(manifest_parser))
+    pm = manifest_sub.add_parser("check", help="validate a manifest and print its identity digest")
+    pm.add_argument("file", help="the manifest (TOML), e.g. examples/resnet.toml")
+    pm.set_defaults(handler=_cmd_manifest_check)
+
     return parser
 
 
@@ -81,6 +89,27 @@ def _cmd_offers(args: argparse.Namespace) -> int:
 
 def _cmd_instances(args: argparse.Namespace) -> int:
     raise VastuiError("vastui instances is not built yet")
+
+
+def _cmd_manifest_help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _cmd_manifest_check(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from vastui.bench.manifest import load_manifest
+    from vastui.errors import ManifestError
+
+    try:
+        manifest = load_manifest(Path(args.file))
+    except ManifestError as exc:
+        print(str(exc), file=sys.stderr)  # file:line: field — reason, as compilers do, so editors can jump to it
+        return 1
+    print(manifest.digest)
+    print(manifest.summary())
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
