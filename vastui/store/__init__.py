@@ -1,0 +1,47 @@
+"""The store: everything vastui keeps, in one SQLite file (the only place with SQL; owns aiosqlite)."""
+
+from __future__ import annotations
+
+from vastui.store.migrations import SCHEMA_VERSION
+from vastui.store.records import (
+    BadHost,
+    Campaign,
+    CampaignPhaseChange,
+    DestroyEvidence,
+    GpuSample,
+    HostKnowledge,
+    InstanceState,
+    InstanceTransition,
+    Intent,
+    IntentStatus,
+    Manifest,
+    OfferSnapshot,
+    OwnedInstance,
+    ProgressRecord,
+    Receipt,
+    Run,
+    RunStatus,
+)
+from vastui.store.sqlite_store import SqliteStore
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "BadHost",
+    "Campaign",
+    "CampaignPhaseChange",
+    "DestroyEvidence",
+    "GpuSample",
+    "HostKnowledge",
+    "InstanceState",
+    "InstanceTransition",
+    "Intent",
+    "IntentStatus",
+    "Manifest",
+    "OfferSnapshot",
+    "OwnedInstance",
+    "ProgressRecord",
+    "Receipt",
+    "Run",
+    "RunStatus",
+    "SqliteStore",
+]

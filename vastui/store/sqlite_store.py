@@ -1,0 +1,78 @@
+"""``SqliteStore``: the one store of a vastui process, over one aiosqlite connection to one SQLite file.
+
+Durability choice: WAL with ``synchronous=FULL``. In WAL mode ``NORMAL`` already survives a killed process (committed
+pages sit in the OS cache), but it can lose the last commits on a power cut or kernel crash. The writes that matter
+most here are create intents, written before money is spent: an intent lost after the create call went out is an
+instance nobody knows to destroy. FULL costs one WAL fsync per commit; telemetry is batched, so that is a few
+fsyncs a second at most. ``busy_timeout`` lets a second vastui process (``vastui leaks`` beside a campaign) wait
+for the writer instead of failing, and every write starts with ``BEGIN IMMEDIATE`` so it takes the write lock up
+front and never deadlocks upgrading a read lock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from types import TracebackType
+
+import aiosqlite
+
+from vastui.errors import StoreError
+from vastui.store.audit import AuditTables
+from vastui.store.campaigns import CampaignTables
+from vastui.store.hosts import HostTables
+from vastui.store.instances import InstanceTables
+from vastui.store.migrations import migrate
+from vastui.store.runs import RunTables
+
+DEFAULT_BUSY_TIMEOUT_S = 5.0
+
+
+class SqliteStore(CampaignTables, InstanceTables, RunTables, HostTables, AuditTables):
+    """Everything vastui keeps: campaigns, intents and instances, runs and telemetry, host knowledge, bad hosts,
+    the audit log and receipts. Open it with ``await SqliteStore.open(path)``; close it (or use ``async with``).
+    """
+
+    @classmethod
+    async def open(cls, path: Path | str, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> SqliteStore:
+        """Open (creating if needed) the database file, set WAL, FULL sync, foreign keys and busy timeout,
+        and migrate it to the current schema. Raises StoreError with what failed."""
+        db_path = Path(path)
+        try:
+            db_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"could not create the folder for the database {db_path}: {exc.strerror}") from exc
+        try:
+            conn = await aiosqlite.connect(str(db_path), isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"could not open the database {db_path}: {exc}", title="Database error") from exc
+        try:
+            conn.row_factory = sqlite3.Row
+            await _configure(conn, db_path, busy_timeout_s)
+            await migrate(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        return cls(conn, db_path)
+
+    async def __aenter__(self) -> SqliteStore:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+
+async def _configure(conn: aiosqlite.Connection, db_path: Path, busy_timeout_s: float) -> None:
+    try:
+        await conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        mode = list(await conn.execute_fetchall("PRAGMA journal_mode = WAL"))[0][0]
+        await conn.execute("PRAGMA synchronous = FULL")
+        await conn.execute("PRAGMA foreign_keys = ON")
+        foreign_keys = list(await conn.execute_fetchall("PRAGMA foreign_keys"))[0][0]
+    except sqlite3.Error as exc:
+        raise StoreError(f"could not configure the database {db_path}: {exc}", title="Database error") from exc
+    if str(mode).lower() != "wal":
+        raise StoreError(f"could not switch the database {db_path} to WAL mode (it stays in {mode!r} mode)")
+    if foreign_keys != 1:
+        raise StoreError(f"could not turn on foreign keys for the database {db_path}")
