@@ -1,0 +1,150 @@
+"""Round trips for manifests, campaigns and their phases, offer snapshots, receipts, the audit log; store basics."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+from store_support import DIGEST
+
+from vastui.approval import Action, AuditRecord, AuditSink, instance_target, offer_target
+from vastui.errors import StoreError
+from vastui.store import SCHEMA_VERSION, OfferSnapshot, SqliteStore
+
+
+async def test_open_sets_wal_full_sync_and_foreign_keys(store: SqliteStore, db_path: Path) -> None:
+    assert await store.schema_version() == SCHEMA_VERSION
+    assert await store.integrity_check() == ["ok"]
+    # synchronous and foreign_keys are per connection: ask the store's own connection.
+    assert (await store._read_one("t", "PRAGMA synchronous"))[0] == 2  # FULL
+    assert (await store._read_one("t", "PRAGMA foreign_keys"))[0] == 1
+    assert (await store._read_one("t", "PRAGMA busy_timeout"))[0] == 5000
+    with sqlite3.connect(db_path) as other:  # WAL is a property of the file
+        assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_async_with_closes_and_a_closed_store_refuses(db_path: Path) -> None:
+    async with await SqliteStore.open(db_path) as store:
+        await store.save_manifest(digest="d", name="n", toml_text="", stored_at=1.0)
+    with pytest.raises(StoreError, match="closed"):
+        await store.manifest("d")
+    await store.close()  # idempotent
+
+
+async def test_open_fails_with_store_error_naming_the_path(tmp_path: Path) -> None:
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    with pytest.raises(StoreError, match="a-folder"):
+        await SqliteStore.open(folder)
+
+
+async def test_manifest_round_trip_keeps_the_first_text(store: SqliteStore) -> None:
+    saved = await store.save_manifest(digest="d1", name="resnet", toml_text="a = 1\n", stored_at=5.0)
+    again = await store.save_manifest(digest="d1", name="other", toml_text="a = 2\n", stored_at=6.0)
+    assert saved == again == await store.manifest("d1")
+    assert saved.toml_text == "a = 1\n" and saved.name == "resnet" and saved.stored_at == 5.0
+    assert await store.manifest("missing") is None
+
+
+async def test_campaign_lifecycle_and_active_list(campaign_store: SqliteStore) -> None:
+    store = campaign_store
+    c1 = await store.campaign("c1")
+    assert c1 is not None and c1.is_active and c1.phase == "plan" and c1.budget_usd == 20.0
+    assert c1.deadline_at == 7300.0 and c1.manifest_digest == DIGEST
+    moved = await store.set_campaign_phase(campaign_id="c1", phase="measure", at=200.0, note="3 candidates")
+    assert moved.phase == "measure" and moved.phase_at == 200.0 and moved.is_active
+    done = await store.finish_campaign(campaign_id="c1", phase="done", at=300.0)
+    assert done.finished_at == 300.0 and not done.is_active
+    assert [c.campaign_id for c in await store.active_campaigns()] == ["c2"]
+    assert [c.campaign_id for c in await store.campaigns()] == ["c1", "c2"]
+    phases = await store.campaign_phases("c1")
+    assert [(p.phase, p.at, p.note) for p in phases] == [
+        ("plan", 100.0, None), ("measure", 200.0, "3 candidates"), ("done", 300.0, None)]
+    with pytest.raises(StoreError, match="already finished"):
+        await store.set_campaign_phase(campaign_id="c1", phase="measure", at=400.0)
+    with pytest.raises(StoreError, match="no such campaign"):
+        await store.set_campaign_phase(campaign_id="nope", phase="measure", at=400.0)
+    assert await store.campaign("nope") is None
+
+
+async def test_campaign_needs_its_manifest_and_a_unique_id(campaign_store: SqliteStore) -> None:
+    with pytest.raises(StoreError, match="FOREIGN KEY"):
+        await campaign_store.create_campaign(campaign_id="c9", manifest_digest="unknown", created_at=1.0, phase="plan")
+    with pytest.raises(StoreError, match="UNIQUE"):
+        await campaign_store.create_campaign(campaign_id="c1", manifest_digest=DIGEST, created_at=1.0, phase="plan")
+    # the failed writes left nothing behind
+    assert await campaign_store.campaign("c9") is None
+    assert len(await campaign_store.campaign_phases("c1")) == 1
+
+
+async def test_offer_snapshots_round_trip_in_one_batch(campaign_store: SqliteStore) -> None:
+    snaps = [
+        OfferSnapshot(campaign_id="c1", offer_id=100 + i, machine_id=10 + i, gpu_name="RTX 4090", num_gpus=1 + i % 2,
+                      dph_usd=0.3 + i / 10, taken_at=150.0, snapshot_json=f'{{"id": {100 + i}, "dlperf": 12.5}}')
+        for i in range(5)
+    ]
+    await campaign_store.save_offer_snapshots(snaps)
+    await campaign_store.save_offer_snapshots([OfferSnapshot(None, 7, 8, "A100", 1, 1.1, 1.0, "{}")])
+    assert await campaign_store.offer_snapshots(campaign_id="c1") == snaps
+    assert [s.offer_id for s in await campaign_store.offer_snapshots(campaign_id=None)] == [7]
+    assert await campaign_store.offer_snapshots(campaign_id="c2") == []
+
+
+async def test_invalid_json_is_refused_before_anything_is_written(campaign_store: SqliteStore) -> None:
+    good = OfferSnapshot("c1", 1, 2, "A100", 1, 1.0, 1.0, "{}")
+    bad = OfferSnapshot("c1", 3, 4, "A100", 1, 1.0, 1.0, "{not json")
+    with pytest.raises(StoreError, match="offer 3"):
+        await campaign_store.save_offer_snapshots([good, bad])
+    assert await campaign_store.offer_snapshots(campaign_id="c1") == []
+
+
+async def test_receipts_keep_every_version(campaign_store: SqliteStore) -> None:
+    first = await campaign_store.save_receipt(campaign_id="c1", created_at=500.0, json_text='{"v": 1}',
+                                              markdown_text="# Receipt 1\n")
+    second = await campaign_store.save_receipt(campaign_id="c1", created_at=600.0, json_text='{"v": 2}',
+                                               markdown_text="# Receipt 2\n")
+    assert await campaign_store.receipts("c1") == [first, second]
+    assert await campaign_store.latest_receipt("c1") == second
+    assert second.json_text == '{"v": 2}' and second.markdown_text == "# Receipt 2\n" and second.created_at == 600.0
+    assert await campaign_store.latest_receipt("c2") is None
+
+
+async def test_audit_log_is_an_audit_sink_and_queries_by_campaign(campaign_store: SqliteStore) -> None:
+    sink: AuditSink = campaign_store
+    records = [
+        AuditRecord(at=1.0, kind="approval", action=Action.CREATE_INSTANCE, target=offer_target(5), approval_id="a1",
+                    granted_by="operator", outcome="granted", campaign_id="c1"),
+        AuditRecord(at=2.0, kind="call", action=Action.CREATE_INSTANCE, target=offer_target(5), approval_id="a1",
+                    granted_by=None, outcome="created instance 77", campaign_id="c1"),
+        AuditRecord(at=3.0, kind="declined", action=Action.DESTROY_INSTANCE, target=instance_target(9),
+                    approval_id=None, granted_by="operator", outcome="declined", campaign_id=None),
+    ]
+    for record in records:
+        await sink.record_audit(record)
+    assert await campaign_store.audit_records() == records
+    assert await campaign_store.audit_records(campaign_id="c1") == records[:2]
+    assert await campaign_store.audit_records(campaign_id="c2") == []
+
+
+async def test_history_tables_refuse_rewrites(campaign_store: SqliteStore, db_path: Path) -> None:
+    await campaign_store.record_audit(AuditRecord(1.0, "call", Action.DESTROY_INSTANCE, "instance:1", None, None,
+                                                  "ok", "c1"))
+    await campaign_store.record_transition(instance_id=1, state="running", at=1.0)
+    with sqlite3.connect(db_path) as other:
+        for sql in ("UPDATE audit_log SET outcome = 'forged'", "DELETE FROM audit_log",
+                    "UPDATE instance_transitions SET state = 'gone'", "DELETE FROM campaign_phases"):
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                other.execute(sql)
+    assert (await campaign_store.audit_records())[0].outcome == "ok"
+
+
+async def test_concurrent_writers_on_one_connection_do_not_interleave(campaign_store: SqliteStore) -> None:
+    async def phase(i: int) -> None:
+        await campaign_store.set_campaign_phase(campaign_id="c2", phase=f"p{i}", at=float(i))
+
+    await asyncio.gather(*(phase(i) for i in range(40)))
+    phases = await campaign_store.campaign_phases("c2")
+    assert len(phases) == 41
+    assert await campaign_store.integrity_check() == ["ok"]
