@@ -40,3 +40,132 @@ class EventBus:
             if queue.full():
                 queue.get_nowait()
             queue.put_nowait(event)
+
+
+# --- campaign events ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class CampaignStarted(Event):
+    campaign_id: str
+    workload: str
+    manifest_digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlanMade(Event):
+    campaign_id: str
+    candidate_offer_ids: tuple[int, ...]
+    expected_spend_usd: float
+    spend_upper_bound_usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalGiven(Event):
+    campaign_id: str | None
+    action: str
+    target: str
+    granted_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRefused(Event):
+    campaign_id: str | None
+    action: str
+    target: str
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceRented(Event):
+    campaign_id: str
+    candidate: str
+    offer_id: int
+    instance_id: int
+    dph_total: float
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceStatusChanged(Event):
+    campaign_id: str
+    instance_id: int
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class CandidatePhaseChanged(Event):
+    campaign_id: str
+    candidate: str
+    phase: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SampleTaken(Event):
+    """One GPU reading from the agent (utilisation %, memory MiB)."""
+
+    campaign_id: str
+    candidate: str
+    gpu_index: int
+    util_pct: float | None
+    mem_used_mib: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockMeasured(Event):
+    campaign_id: str
+    candidate: str
+    block_index: int
+    throughput_units_per_s: float
+    data_wait_share: float
+    gpu_util_pct: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateEliminated(Event):
+    campaign_id: str
+    candidate: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceDestroyed(Event):
+    campaign_id: str | None
+    instance_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceConfirmedGone(Event):
+    campaign_id: str | None
+    instance_id: int
+    listings_missed: int
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionMade(Event):
+    campaign_id: str
+    chosen: str | None
+    runner_up: str | None
+    summary: str
+    provisional: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignFinished(Event):
+    campaign_id: str
+    status: str
+    spend_usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class LeakFound(Event):
+    instance_id: int
+    reason: str
+    accrued_usd: float
+    burn_usd_per_h: float
+
+
+@dataclass(frozen=True, slots=True)
+class Notice(Event):
+    """A line of text for the operator (warnings, degraded data)."""
+
+    campaign_id: str | None
+    level: str
+    text: str
