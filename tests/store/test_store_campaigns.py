@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ async def test_open_sets_wal_full_sync_and_foreign_keys(store: SqliteStore, db_p
     assert (await store._read_one("t", "PRAGMA synchronous"))[0] == 2  # FULL
     assert (await store._read_one("t", "PRAGMA foreign_keys"))[0] == 1
     assert (await store._read_one("t", "PRAGMA busy_timeout"))[0] == 5000
-    with sqlite3.connect(db_path) as other:  # WAL is a property of the file
+    with closing(sqlite3.connect(db_path)) as other:  # WAL is a property of the file
         assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
@@ -132,7 +133,7 @@ async def test_history_tables_refuse_rewrites(campaign_store: SqliteStore, db_pa
     await campaign_store.record_audit(AuditRecord(1.0, "call", Action.DESTROY_INSTANCE, "instance:1", None, None,
                                                   "ok", "c1"))
     await campaign_store.record_transition(instance_id=1, state="running", at=1.0)
-    with sqlite3.connect(db_path) as other:
+    with closing(sqlite3.connect(db_path)) as other:
         for sql in ("UPDATE audit_log SET outcome = 'forged'", "DELETE FROM audit_log",
                     "UPDATE instance_transitions SET state = 'gone'", "DELETE FROM campaign_phases"):
             with pytest.raises(sqlite3.IntegrityError, match="append-only"):
