@@ -1,0 +1,334 @@
+"""The offer search language of ``vastai search offers``, parsed into the JSON the official CLI sends.
+
+Same syntax and same output as vastai 1.9.1 (``api/query.py``) for every query it accepts and we accept:
+numbers stay strings, GB fields are multiplied by 1000 (MB), ``duration`` by 86400 (days to seconds),
+``driver_version`` becomes an int, ``_`` becomes a space, ``in``/``notin`` give lists of strings, ``any``/``*``/``?``
+remove a field (defaults included), aliases are applied and several operators on one field merge.
+
+Where the official parser prints a warning, crashes or silently sends garbage, this one raises ``QueryError`` with
+the 1-based column of the offending token: unconsumed text, an unknown operator or field (with a suggestion),
+a blank value, a wildcard with an operator other than ``=``, ``in`` on a multiplied field, single quotes, stray
+double quotes, and values of the wrong kind (``num_gpus>=two``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from vastui.errors import QueryError
+
+# The field names the official CLI knows (``offers_fields``), and the aliases it rewrites before storing.
+NUMERIC_FIELDS = frozenset({
+    "bw_nvlink", "cluster_id", "compute_cap", "cpu_cores", "cpu_cores_effective", "cpu_ghz", "cpu_ram",
+    "cuda_max_good", "direct_port_count", "disk_bw", "disk_space", "dlperf", "dlperf_per_dphtotal", "dph_total",
+    "duration", "flops_per_dphtotal", "gpu_frac", "gpu_max_power", "gpu_max_temp", "gpu_mem_bw", "gpu_ram",
+    "gpu_total_ram", "host_id", "id", "inet_down", "inet_down_cost", "inet_up", "inet_up_cost", "machine_id",
+    "min_bid", "num_gpus", "pci_gen", "pcie_bw", "reliability", "storage_cost", "total_flops",
+})
+BOOL_FIELDS = frozenset({
+    "datacenter", "external", "gpu_display_active", "has_avx", "rentable", "rented", "static_ip", "verified",
+    "vms_enabled",
+})
+STRING_FIELDS = frozenset({
+    "cpu_arch", "geolocation", "gpu_arch", "gpu_name", "mobo_name", "ubuntu_version", "verification",
+})
+VERSION_FIELD = "driver_version"
+KNOWN_FIELDS = NUMERIC_FIELDS | BOOL_FIELDS | STRING_FIELDS | {VERSION_FIELD}
+FIELD_ALIASES: Mapping[str, str] = {
+    "cuda_vers": "cuda_max_good",
+    "display_active": "gpu_display_active",
+    "dlperf_usd": "dlperf_per_dphtotal",
+    "dph": "dph_total",
+    "flops_usd": "flops_per_dphtotal",
+}
+# Values the user writes in GB (or days) that the API wants in MB (or seconds).
+FIELD_MULTIPLIERS: Mapping[str, float] = {"cpu_ram": 1000, "gpu_ram": 1000, "gpu_total_ram": 1000,
+                                          "duration": 24.0 * 60.0 * 60.0}
+# Offer columns that can be sorted on besides the filterable ones.
+ORDER_ONLY_FIELDS = frozenset({"score", "dph_base", "discounted_dph_total", "start_date", "end_date"})
+ORDER_FIELDS = KNOWN_FIELDS | ORDER_ONLY_FIELDS
+
+DEFAULT_FILTERS: Mapping[str, Mapping[str, object]] = {
+    "verified": {"eq": True}, "external": {"eq": False}, "rentable": {"eq": True},
+}
+OFFER_TYPES: Mapping[str, str] = {"on-demand": "on-demand", "bid": "bid", "interruptible": "bid",
+                                  "reserved": "reserved"}
+
+OPERATORS: Mapping[str, str] = {
+    "=": "eq", "==": "eq", "eq": "eq",
+    "!=": "neq", "neq": "neq", "noteq": "neq", "not eq": "neq",
+    ">": "gt", "gt": "gt", ">=": "gte", "gte": "gte",
+    "<": "lt", "lt": "lt", "<=": "lte", "lte": "lte",
+    "in": "in", "notin": "notin", "nin": "notin", "not in": "notin",
+}
+WILDCARDS = frozenset({"any", "*", "?"})
+
+# The official CLI's term regex, verbatim: field, operator, spaces, value, spaces.
+_TERM = re.compile(
+    r"([a-zA-Z0-9_]+)( *[=><!]+| +(?:[lg]te?|nin|neq|eq|not ?eq|not ?in|in) )?( *)"
+    r"(\[[^\]]+\]|\"[^\"]+\"|[^ ]+)?( *)"
+)
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_VERSION_PART = re.compile(r"[0-9]{1,3}")
+_BOOL_WORDS = frozenset({"true", "True", "false", "False", "0", "1", "null", "None"})
+
+FilterValue = str | float | int | bool | None | list[str] | list[int]
+Filters = dict[str, dict[str, object]]
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One ``field op value`` term as written, with 0-based offsets into the full query."""
+
+    field: str
+    field_at: int
+    op: str
+    op_at: int
+    value: str
+    value_at: int
+
+
+def tokenize(query: str) -> list[Term]:
+    """Split a query into terms exactly as the official regex does; raise QueryError on text it cannot consume."""
+    terms: list[Term] = []
+    pos = len(query) - len(query.lstrip())
+    end = len(query.rstrip())
+    for match in _TERM.finditer(query, pos, end):
+        if match.start() != pos:
+            _fail(query, pos, f"unexpected {query[pos]!r}: each term starts with a field name, e.g. num_gpus>=2")
+        op_raw = match.group(2) or ""
+        op_at = match.start(2) + (len(op_raw) - len(op_raw.lstrip(" "))) if op_raw else match.end(1)
+        terms.append(Term(field=match.group(1), field_at=match.start(1), op=op_raw.strip(" "), op_at=op_at,
+                          value=match.group(4) or "", value_at=match.start(4) if match.group(4) else match.end(3)))
+        pos = match.end()
+    if pos < end:
+        _fail(query, pos, f"unexpected {query[pos]!r}: each term starts with a field name, e.g. num_gpus>=2")
+    return terms
+
+
+def parse_query(query: str, *, base: Mapping[str, Mapping[str, object]] | None = None) -> Filters:
+    """Parse a search query into ``{field: {op: value}}``, merged on top of ``base`` (not modified).
+
+    Raises QueryError (with the column of the offending token) for anything the official CLI would reject,
+    crash on, or send although it is surely a mistake.
+    """
+    result: Filters = {key: dict(ops) for key, ops in (base or {}).items()}
+    for index, term in enumerate(tokenize(query)):
+        field = _canonical_field(query, term, follows_value=index > 0 and not term.op)
+        op = _operator(query, term)
+        value = _value(query, term, field, op)
+        ops = result.setdefault(field, {})
+        if isinstance(value, _Wildcard):
+            del result[field]
+            continue
+        ops[op] = value
+    return result
+
+
+class _Wildcard:
+    """Marks a term that removes its field (``field=any``)."""
+
+
+_WILDCARD = _Wildcard()
+
+
+def _fail(query: str, offset: int, reason: str) -> None:
+    raise QueryError(reason, query=query, column=min(max(offset, 0), max(len(query) - 1, 0)) + 1)
+
+
+def _canonical_field(query: str, term: Term, *, follows_value: bool) -> str:
+    field = FIELD_ALIASES.get(term.field, term.field)
+    if field not in KNOWN_FIELDS and follows_value:
+        _fail(query, term.field_at, f"unexpected {term.field!r}: a value with spaces must be double-quoted or "
+                                    'written with _ (gpu_name="RTX 4090" or gpu_name=RTX_4090)')
+    if field not in KNOWN_FIELDS:
+        choices = sorted(KNOWN_FIELDS | set(FIELD_ALIASES))
+        close = difflib.get_close_matches(term.field, choices, n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(close)}?" if close else "; see `vastui offers --help` for the fields"
+        _fail(query, term.field_at, f"unknown field {term.field!r}{hint}")
+    return field
+
+
+def _operator(query: str, term: Term) -> str:
+    if not term.op:
+        where = term.value_at if term.value else term.field_at
+        _fail(query, where, f"expected an operator after {term.field!r} (= != < <= > >= in notin); "
+                            "quote multi-word values with double quotes")
+    op = OPERATORS.get(term.op)
+    if op is None:
+        _fail(query, term.op_at, f"unknown operator {term.op!r}; use one of = != < <= > >= in notin")
+    assert op is not None
+    return op
+
+
+def _value(query: str, term: Term, field: str, op: str) -> FilterValue | _Wildcard:
+    raw = term.value
+    at = term.value_at if raw else term.op_at
+    quote = raw.find("'")
+    if quote >= 0:
+        _fail(query, at + quote, "single quotes are not part of the query language; use double quotes")
+    stripped = raw.strip(",[]")
+    if not stripped:
+        _fail(query, at, f"value cannot be blank for {term.field!r}")
+    if op in ("in", "notin"):
+        if field in FIELD_MULTIPLIERS:
+            _fail(query, term.op_at, f"{term.field!r} is given in {_unit(field)} and cannot be used with {term.op!r}; "
+                                     "use a range such as >= and <=")
+        return _list_value(query, term, field)
+    _check_double_quotes(query, stripped, at + raw.find(stripped))
+    if field == VERSION_FIELD and "." in stripped:
+        return _driver_version(query, stripped, at)
+    if stripped in WILDCARDS:
+        if op != "eq":
+            _fail(query, at, f"wildcard {stripped!r} only makes sense with '=' (it removes the filter)")
+        return _WILDCARD
+    text = stripped.replace("_", " ").strip('"')
+    if not text:
+        _fail(query, at, f"value cannot be blank for {term.field!r}")
+    if field in FIELD_MULTIPLIERS:
+        return _scaled(query, text, at, field)
+    _check_kind(query, text, at, field)
+    return {"true": True, "True": True, "false": False, "False": False,
+            "null": None, "None": None}.get(text, text)
+
+
+def _check_double_quotes(query: str, text: str, at: int) -> None:
+    """A value is either unquoted, or wholly inside one pair of double quotes."""
+    if '"' not in text:
+        return
+    if not text.startswith('"'):
+        _fail(query, at + text.find('"'), "stray double quote inside a value")
+    if len(text) < 2 or not text.endswith('"'):
+        _fail(query, at, 'unclosed double quote (a quoted value must end with ")')
+    inner = text.find('"', 1)
+    if inner != len(text) - 1:
+        _fail(query, at + inner, "stray double quote inside a value")
+
+
+def _list_value(query: str, term: Term, field: str) -> list[str] | list[int]:
+    raw = term.value
+    stripped = raw.strip(",[]")
+    base = raw.find(stripped)
+    items: list[tuple[str, int]] = []
+    pos = 0
+    for piece in stripped.split(","):
+        item = piece.strip()
+        if item:
+            items.append((item, term.value_at + base + pos + len(piece) - len(piece.lstrip())))
+        pos += len(piece) + 1
+    if not items:
+        _fail(query, term.value_at, f"the list for {term.field!r} is empty")
+    if field == VERSION_FIELD and "." in stripped:
+        # The official parser crashes here; we encode each version as it encodes a single one.
+        return [_driver_version(query, item, col) for item, col in items]
+    values: list[str] = []
+    for item, col in items:
+        _check_double_quotes(query, item, col)
+        if item in WILDCARDS:
+            _fail(query, col, f"wildcard {item!r} makes no sense in a list; use {term.field}=any to drop the filter")
+        text = item.replace("_", " ").strip('"')
+        if not text:
+            _fail(query, col, "list items cannot be blank")
+        if field in NUMERIC_FIELDS and not _NUMBER.fullmatch(text):
+            _fail(query, col, f"{field} takes numbers, not {text!r}")
+        if field == VERSION_FIELD and not (text.isascii() and text.isdigit()):
+            _fail(query, col, f"not a driver version: {text!r} (write it like 535.86.05)")
+        if field in BOOL_FIELDS and text not in _BOOL_WORDS:
+            _fail(query, col, f"{field} takes true or false, not {text!r}")
+        values.append(text)
+    return values
+
+
+def _driver_version(query: str, text: str, at: int) -> int:
+    """``535.86.05`` -> ``535086005``, as the official CLI encodes driver versions."""
+    parts = text.split(".")
+    if len(parts) != 3 or not all(_VERSION_PART.fullmatch(part) for part in parts) or not text.strip("0."):
+        _fail(query, at, f"not a driver version: {text!r} (write it like 535.86.05)")
+    return int("".join(part.zfill(3) for part in parts))
+
+
+def _scaled(query: str, text: str, at: int, field: str) -> float:
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if not _NUMBER.fullmatch(text.strip()) or not math.isfinite(number):
+        _fail(query, at, f"{field} takes a number of {_unit(field)}, not {text!r}")
+    return number * FIELD_MULTIPLIERS[field]
+
+
+def _check_kind(query: str, text: str, at: int, field: str) -> None:
+    if text in ("null", "None"):
+        return
+    if field in NUMERIC_FIELDS and not _NUMBER.fullmatch(text):
+        _fail(query, at, f"{field} takes a number, not {text!r}")
+    if field in BOOL_FIELDS and text not in _BOOL_WORDS:
+        _fail(query, at, f"{field} takes true or false, not {text!r}")
+    if field == VERSION_FIELD and not (text.isascii() and text.isdigit()):
+        _fail(query, at, f"not a driver version: {text!r} (write it like 535.86.05)")
+
+
+def _unit(field: str) -> str:
+    return "days" if field == "duration" else "GB"
+
+
+def parse_order(order: str) -> list[list[str]]:
+    """``"-dph,+num_gpus,flops_usd-,cuda_vers"`` -> ``[["dph_total","desc"], ["num_gpus","asc"], ...]``.
+
+    A leading or trailing ``-`` means descending, ``+`` (or nothing) ascending; aliases are applied.
+    Raises QueryError for an unknown column or a term marked both ``+`` and ``-``.
+    """
+    parsed: list[list[str]] = []
+    pos = 0
+    for piece in order.split(","):
+        at = pos + len(piece) - len(piece.lstrip())
+        pos += len(piece) + 1
+        name = piece.strip()
+        if not name:
+            continue
+        bare = name.strip("+-")
+        if "-" in name.replace(bare, "", 1) and "+" in name.replace(bare, "", 1):
+            _fail(order, at, f"{name!r} is marked both ascending (+) and descending (-)")
+        if not bare:
+            _fail(order, at, "a sign without a column name")
+        direction = "desc" if name.strip("-") != name else "asc"
+        field = FIELD_ALIASES.get(bare, bare)
+        if field not in ORDER_FIELDS:
+            close = difflib.get_close_matches(bare, sorted(ORDER_FIELDS | set(FIELD_ALIASES)), n=3, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            _fail(order, at + name.find(bare), f"cannot order by unknown column {bare!r}{hint}")
+        parsed.append([field, direction])
+    return parsed
+
+
+def build_search_body(
+    query: str,
+    *,
+    order: str = "score-",
+    type_: str = "on-demand",
+    limit: int | None = None,
+    storage_gib: float = 5.0,
+    no_default: bool = False,
+) -> dict[str, object]:
+    """The JSON body of ``POST /api/v0/bundles/``, key for key as ``vastai search offers`` builds it."""
+    base = {} if no_default else DEFAULT_FILTERS
+    body: dict[str, object] = dict(parse_query(query, base=base))
+    body["order"] = parse_order(order)
+    offer_type = OFFER_TYPES.get(type_)
+    if offer_type is None:
+        raise QueryError(f"unknown offer type {type_!r}; use on-demand, bid or reserved", query=type_, column=1,
+                         title="Bad offer type")
+    body["type"] = offer_type
+    if limit is not None and limit < 0:
+        raise QueryError(f"limit must be positive, not {limit}", query=str(limit), column=1, title="Bad limit")
+    if limit:
+        body["limit"] = int(limit)
+    if not math.isfinite(storage_gib) or storage_gib < 0:
+        raise QueryError(f"storage must be a positive number of GiB, not {storage_gib}", query=str(storage_gib),
+                         column=1, title="Bad storage")
+    body["allocated_storage"] = float(storage_gib)
+    return body
