@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -19,9 +21,9 @@ async def test_open_sets_wal_full_sync_and_foreign_keys(store: SqliteStore, db_p
     assert await store.schema_version() == SCHEMA_VERSION
     assert await store.integrity_check() == ["ok"]
     # synchronous and foreign_keys are per connection: ask the store's own connection.
-    assert (await store._read_one("t", "PRAGMA synchronous"))[0] == 2  # FULL
-    assert (await store._read_one("t", "PRAGMA foreign_keys"))[0] == 1
-    assert (await store._read_one("t", "PRAGMA busy_timeout"))[0] == 5000
+    for pragma, expected in (("synchronous", 2), ("foreign_keys", 1), ("busy_timeout", 5000)):  # 2 is FULL
+        row = await store._read_one("read a pragma", f"PRAGMA {pragma}")
+        assert row is not None and row[0] == expected, pragma
     with closing(sqlite3.connect(db_path)) as other:  # WAL is a property of the file
         assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -149,3 +151,12 @@ async def test_concurrent_writers_on_one_connection_do_not_interleave(campaign_s
     phases = await campaign_store.campaign_phases("c2")
     assert len(phases) == 41
     assert await campaign_store.integrity_check() == ["ok"]
+
+
+def test_the_store_does_not_depend_on_the_client() -> None:
+    code = (
+        "import sys, vastui.store\n"
+        "print(','.join(sorted(m for m in sys.modules if m.startswith(('vastui.vast', 'httpx', 'vastui.sim')))))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == ""

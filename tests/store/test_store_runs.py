@@ -93,9 +93,8 @@ async def test_host_knowledge_keeps_every_run_and_best_is_a_query(campaign_store
     other_gpu = await _run(store, machine_id=9, gpu_name="A100 SXM4", throughput=150.0)
     await _run(store, machine_id=7, throughput=5000.0, digest="sha256:another-workload")
 
-    key = {"machine_id": 7, "gpu_name": "RTX 4090", "num_gpus": 1, "workload_digest": DIGEST}
-    assert await store.runs_for_host(**key) == [first, better, worse, failed]
-    assert await store.throughputs(**key) == [100.0, 130.0, 90.0]
+    assert await store.runs_for_host(machine_id=7, gpu_name="RTX 4090", num_gpus=1, workload_digest=DIGEST) == [first, better, worse, failed]
+    assert await store.throughputs(machine_id=7, gpu_name="RTX 4090", num_gpus=1, workload_digest=DIGEST) == [100.0, 130.0, 90.0]
     best = await store.best_runs(workload_digest=DIGEST)
     assert best == [two_gpus, other_gpu, better, other_host]
     assert await store.best_runs(workload_digest=DIGEST, gpu_name="RTX 4090", num_gpus=1) == [better, other_host]
