@@ -1,0 +1,315 @@
+"""The receipt of a campaign: what was measured, what was chosen and why, what it cost, and proof of teardown.
+
+A receipt is built from frozen dataclasses and rendered as JSON (for machines and the store) or Markdown (for people).
+No field is meant to hold a secret, and both renderers pass every string through an optional ``redact`` hook
+(the console passes its Redactor) as a second line of defence: secrets never appear in a receipt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from vastui.bench.attribution import Attribution
+from vastui.bench.manifest import Manifest
+from vastui.bench.select import Decision
+from vastui.bench.stats import Interval, LatencySummary
+
+Redact = Callable[[str], str]
+RECEIPT_VERSION = 1
+
+
+class Outcome(enum.StrEnum):
+    CHOSEN = "chosen"
+    RUNNER_UP = "runner_up"
+    FINALIST = "finalist"
+    ELIMINATED = "eliminated"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class InputDigest:
+    path: str
+    sha256: str
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadIdentity:
+    name: str
+    digest: str
+    image: str
+    command: tuple[str, ...]
+    inputs: tuple[InputDigest, ...]
+
+    @classmethod
+    def from_manifest(cls, manifest: Manifest) -> WorkloadIdentity:
+        w = manifest.workload
+        return cls(w.name, manifest.digest, w.image, w.command,
+                   tuple(InputDigest(f.path, f.sha256, f.size_bytes) for f in w.inputs))
+
+
+@dataclass(frozen=True, slots=True)
+class StartupSplit:
+    """Seconds of image pull, of readiness after it, and of warm-up (paid, not measured); None when unknown."""
+
+    pull_s: float | None = None
+    readiness_s: float | None = None
+    warmup_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateReport:
+    candidate_id: str
+    gpu_name: str
+    num_gpus: int
+    price_per_hour_usd: float
+    hypothesis: str
+    outcome: Outcome
+    outcome_detail: str = ""
+    offer_id: int | None = None
+    instance_id: int | None = None
+    machine_id: int | None = None
+    host_id: int | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    blocks: int = 0
+    steps: int = 0
+    is_measured: bool = True
+    throughput: Interval | None = None
+    latency: LatencySummary | None = None
+    gpu_util_pct: float | None = None
+    data_wait_share: float | None = None
+    startup: StartupSplit = StartupSplit()
+    cost_per_unit: Interval | None = None
+    attribution: Attribution | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """An approval the operator gave (copied from the audit log, without anything secret)."""
+
+    action: str
+    target: str
+    summary: str
+    granted_by: str
+    granted_at: float
+    cost_cap_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DestroyedInstance:
+    """A destroyed benchmark instance; gone for certain only after two successive complete listings missed it."""
+
+    instance_id: int
+    destroyed_at: float | None
+    absent_in_listings_at: tuple[float, ...]
+    evidence: str = ""
+
+    @property
+    def is_proven_gone(self) -> bool:
+        return len(self.absent_in_listings_at) >= 2
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    campaign_id: str
+    created_at: float
+    workload: WorkloadIdentity
+    units: int
+    warmup_policy: str
+    candidates: tuple[CandidateReport, ...]
+    decision: Decision
+    approvals: tuple[ApprovalRecord, ...]
+    destroyed: tuple[DestroyedInstance, ...]
+    leaked_instance_ids: tuple[int, ...]
+    campaign_cost_usd: float
+    notes: tuple[str, ...] = ()
+
+    @property
+    def teardown_passed(self) -> bool:
+        """Teardown is a pass/fail test: nothing left running and every destroyed instance proven gone."""
+        return not self.leaked_instance_ids and all(d.is_proven_gone for d in self.destroyed)
+
+
+def receipt_to_dict(receipt: Receipt, *, redact: Redact | None = None) -> dict[str, object]:
+    """Plain JSON-safe data: enums as values, tuples as lists, infinities as the strings "inf"/"-inf"."""
+    data = _plain(receipt, redact or _identity)
+    assert isinstance(data, dict)
+    data["version"] = RECEIPT_VERSION
+    data["teardown_passed"] = receipt.teardown_passed
+    return data
+
+
+def render_json(receipt: Receipt, *, redact: Redact | None = None) -> str:
+    return json.dumps(receipt_to_dict(receipt, redact=redact), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+def _plain(value: object, redact: Redact) -> object:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name), redact) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return _plain(value.value, redact)
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, Path):
+        return redact(str(value))
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, tuple | list):
+        return [_plain(item, redact) for item in value]
+    return value
+
+
+# --- Markdown --------------------------------------------------------------------------------------------------
+
+def render_markdown(receipt: Receipt, *, redact: Redact | None = None) -> str:
+    """A human receipt; the whole text passes through ``redact``."""
+    parts = [
+        _md_header(receipt), _md_decision(receipt), _md_workload(receipt), _md_candidates(receipt),
+        _md_latency(receipt), _md_utilisation(receipt), _md_startup(receipt), _md_approvals(receipt),
+        _md_teardown(receipt),
+    ]
+    if receipt.notes:
+        parts.append("## Notes\n\n" + "\n".join(f"- {_cell(n)}" for n in receipt.notes))
+    text = "\n\n".join(parts) + "\n"
+    return redact(text) if redact else text
+
+
+def _when(at: float | None) -> str:
+    return "—" if at is None else datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _num(value: float | None, spec: str = ".4g") -> str:
+    if value is None:
+        return "—"
+    return "∞" if math.isinf(value) else format(value, spec)
+
+
+def _per_1k(value: float) -> str:
+    return "∞ (failed)" if math.isinf(value) else f"${value * 1000:.4g}"
+
+
+def _cost(interval: Interval | None) -> str:
+    if interval is None:
+        return "—"
+    if math.isinf(interval.point):
+        return "∞ (failed)"
+    return f"{_per_1k(interval.point)} [{_per_1k(interval.low)}, {_per_1k(interval.high)}]"
+
+
+def _interval(interval: Interval | None) -> str:
+    if interval is None:
+        return "—"
+    return f"{_num(interval.point)} [{_num(interval.low)}, {_num(interval.high)}]"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) if rows else "_none_"
+
+
+def _md_header(r: Receipt) -> str:
+    return (f"# vastui receipt — campaign {r.campaign_id}\n\n"
+            f"Written {_when(r.created_at)}. Workload **{_cell(r.workload.name)}** `{r.workload.digest}`, "
+            f"production batch N = {r.units:,} units. Costs are USD per 1,000 accepted units at N, "
+            f"point [interval], with startup, warm-up, storage and bandwidth included.")
+
+
+def _md_decision(r: Receipt) -> str:
+    d = r.decision
+    lines = ["## Decision", ""]
+    if d.chosen is None:
+        lines.append(f"- **No profile chosen**: {d.reason}")
+    else:
+        lines.append(f"- Chosen: **{d.chosen}** — {_cost(d.chosen_cost)}")
+    if d.runner_up is not None:
+        margin = "—" if d.margin is None else f"{d.margin:+.1%}"
+        lines.append(f"- Runner-up: {d.runner_up} — {_cost(d.runner_up_cost)}; margin {margin} (upper bounds)")
+        lines.append("- Break-even N: " + ("none — the chosen profile is cheaper at every N"
+                                            if d.break_even_units is None
+                                            else f"{d.break_even_units:,.0f} units (the two swap places there)"))
+    lines.append(f"- SLO met: {'yes' if d.slo_met else 'no'}")
+    lines.append("- Provisional: " + ("**yes** — a finalist's throughput is a provider dlperf prior, not a measurement"
+                                       if d.provisional else "no — every finalist was measured"))
+    if d.chosen is not None:
+        lines.append(f"- Why: {d.reason}")
+    return "\n".join(lines)
+
+
+def _md_workload(r: Receipt) -> str:
+    w = r.workload
+    rows = [(f"`{i.path}`", f"`{i.sha256}`", f"{i.size_bytes:,}") for i in w.inputs]
+    return (f"## Workload\n\n- Image: `{w.image}`\n- Command: `{' '.join(w.command)}`\n"
+            f"- Warm-up policy: {r.warmup_policy}\n\n" + _table(("input", "sha256", "bytes"), rows))
+
+
+def _md_candidates(r: Receipt) -> str:
+    rows = []
+    for c in r.candidates:
+        host = "—" if c.machine_id is None else f"machine {c.machine_id}"
+        outcome = c.outcome.value + (f": {c.outcome_detail}" if c.outcome_detail else "")
+        source = "" if c.is_measured else " (dlperf prior)"
+        rows.append((c.candidate_id, f"{c.num_gpus}× {c.gpu_name}", host, f"${c.price_per_hour_usd:.3f}",
+                     outcome, f"{c.blocks} / {c.steps}", _interval(c.throughput) + source,
+                     _cost(c.cost_per_unit), c.hypothesis))
+    header = ("candidate", "GPU", "host", "$/h", "outcome", "blocks / steps", "throughput units/s",
+              "cost per 1k accepted", "hypothesis")
+    return "## Candidates\n\n" + _table(header, rows)
+
+
+def _md_latency(r: Receipt) -> str:
+    rows = [(c.candidate_id, str(c.latency.n), _num(c.latency.p50_ms), _num(c.latency.p95_ms),
+             _num(c.latency.p99_ms)) for c in r.candidates if c.latency is not None]
+    return "## Latency (ms)\n\n" + _table(("candidate", "n", "p50", "p95", "p99"), rows)
+
+
+def _md_utilisation(r: Receipt) -> str:
+    rows = []
+    for c in r.candidates:
+        wait = None if c.data_wait_share is None else 100 * c.data_wait_share
+        bottleneck = c.attribution.summary if c.attribution else "—"
+        move = c.attribution.next_move if c.attribution else "—"
+        rows.append((c.candidate_id, _num(c.gpu_util_pct, ".0f"), _num(wait, ".1f"), bottleneck, move))
+    return "## Utilisation, data-wait and attribution\n\n" + _table(
+        ("candidate", "GPU util %", "data-wait %", "bottleneck (evidence)", "next move"), rows)
+
+
+def _md_startup(r: Receipt) -> str:
+    rows = [(c.candidate_id, _num(c.startup.pull_s, ".0f"), _num(c.startup.readiness_s, ".0f"),
+             _num(c.startup.warmup_s, ".0f")) for c in r.candidates]
+    return "## Startup (seconds, apart from execution)\n\n" + _table(
+        ("candidate", "image pull", "readiness", "warm-up"), rows)
+
+
+def _md_approvals(r: Receipt) -> str:
+    rows = [(_when(a.granted_at), a.action, a.target, _num(a.cost_cap_usd, ".2f"), a.granted_by, a.summary)
+            for a in r.approvals]
+    return "## Approvals given\n\n" + _table(("when", "action", "target", "cost cap $", "by", "summary"), rows)
+
+
+def _md_teardown(r: Receipt) -> str:
+    verdict = "**PASSED**" if r.teardown_passed else "**FAILED**"
+    rows = [(str(d.instance_id), _when(d.destroyed_at), ", ".join(_when(t) for t in d.absent_in_listings_at) or "—",
+             "yes" if d.is_proven_gone else "NO", d.evidence) for d in r.destroyed]
+    lines = [f"## Teardown: {verdict}", "",
+             _table(("instance", "destroyed", "absent in listings at", "proven gone", "evidence"), rows)]
+    if r.leaked_instance_ids:
+        lines += ["", "Still existing (leaks): " + ", ".join(str(i) for i in r.leaked_instance_ids)]
+    lines += ["", f"## Cost of this campaign\n\n${r.campaign_cost_usd:.2f}"]
+    return "\n".join(lines)

@@ -1,0 +1,349 @@
+"""Selection: racing candidates measured in blocks, and the final decision by cost per accepted unit.
+
+Racing (irace/LUCB style): after ``min_blocks`` blocks each, and after every block from then on, every challenger is
+tested against the current best on the bootstrap distribution of C_i / C_best, one-sided, with Holm's step-down
+correction at 95 %; a challenger is eliminated only when, at its Holm level, its cost interval also lies wholly above
+the best's (METHOD.md's conservative rule), or when its SLO cannot be met. The race stops when one candidate remains,
+when the leader is within the indifference zone of every other (the ratio's lower bound is >= 1/(1 + epsilon)),
+when every candidate reached ``max_blocks``, or when the benchmark budget is spent.
+
+The decision takes the lowest *upper* bound of C(N) among SLO-certified profiles: conservative by design.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from vastui.bench.cost import CostInputs, break_even_units, cost_interval, cost_per_accepted_unit
+from vastui.bench.manifest import MeasureRule, Slo
+from vastui.bench.stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Block, Interval, Verdict, bootstrap_distribution,
+                                floor_verdict, latency_verdict, median, percentile_bounds)
+from vastui.bench.tuning import plan_ab_pairs  # noqa: F401  (the tuning plan is part of selection's public face)
+
+# Candidates whose costs are within 3 % are practically equal: telling them apart costs more than the difference.
+INDIFFERENCE = 0.03
+
+
+class EliminationReason(StrEnum):
+    COST = "cost"
+    SLO = "slo"
+    FAILED = "failed"
+    THROTTLED = "throttled"
+
+
+@dataclass(frozen=True, slots=True)
+class RaceCandidate:
+    """A candidate in the race; ``prior_throughput_units_per_s`` (dlperf-based) stands in until it is measured."""
+
+    candidate_id: str
+    cost: CostInputs
+    prior_throughput_units_per_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Elimination:
+    candidate_id: str
+    reason: EliminationReason
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    candidate_id: str
+    blocks: int
+    throughput: Interval | None
+    cost_per_unit: Interval | None
+    slo: Verdict
+    is_measured: bool
+    elimination: Elimination | None
+
+
+@dataclass(frozen=True, slots=True)
+class RaceStep:
+    eliminated: tuple[Elimination, ...]
+    finished: bool
+    reason: str
+    leader: str | None
+    active: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _Entry:
+    candidate: RaceCandidate
+    blocks: list[Block] = field(default_factory=list)
+    elimination: Elimination | None = None
+
+
+class Race:
+    """The racing state over a fixed set of candidates. Feed blocks with ``add_block``, then ask ``decide``."""
+
+    def __init__(self, candidates: Sequence[RaceCandidate], *, units: int, slo: Slo | None = None,
+                 measure: MeasureRule | None = None, budget_usd: float | None = None,
+                 indifference: float = INDIFFERENCE, confidence: float = DEFAULT_CONFIDENCE,
+                 resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> None:
+        if len({c.candidate_id for c in candidates}) != len(candidates):
+            raise ValueError("candidate ids must be unique")
+        self._entries = {c.candidate_id: _Entry(c) for c in candidates}
+        self.units = units
+        self.slo = slo or Slo()
+        self.measure = measure or MeasureRule()
+        self.budget_usd = budget_usd
+        self.indifference = indifference
+        self.confidence = confidence
+        self.resamples = resamples
+        self.seed = seed
+        self._costs: dict[tuple[str, int], tuple[float, ...]] = {}
+        self._thetas_cache: dict[tuple[str, int], tuple[float, ...]] = {}
+
+    # --- feeding -----------------------------------------------------------------------------------------------
+    def add_block(self, candidate_id: str, block: Block) -> None:
+        """Record one measured block; blocks for an eliminated candidate are kept but change nothing."""
+        self._entries[candidate_id].blocks.append(block)
+
+    def set_cost(self, candidate_id: str, cost: CostInputs) -> None:
+        """Replace a candidate's cost inputs (measured startup, acceptance rate) as they become known."""
+        entry = self._entries[candidate_id]
+        entry.candidate = RaceCandidate(candidate_id, cost, entry.candidate.prior_throughput_units_per_s)
+        self._costs = {key: value for key, value in self._costs.items() if key[0] != candidate_id}
+
+    def exclude(self, candidate_id: str, *, reason: EliminationReason, detail: str) -> Elimination:
+        """Take a candidate out for a reason found outside the race (failed gate or readiness, throttling)."""
+        elimination = Elimination(candidate_id, reason, detail)
+        entry = self._entries[candidate_id]
+        if entry.elimination is None:
+            entry.elimination = elimination
+        return elimination
+
+    # --- reading -----------------------------------------------------------------------------------------------
+    @property
+    def active(self) -> tuple[str, ...]:
+        return tuple(cid for cid, e in self._entries.items() if e.elimination is None)
+
+    def next_candidate(self) -> str | None:
+        """The active candidate with the fewest blocks (first in order on ties): interleaving keeps time fair."""
+        active = [(len(self._entries[cid].blocks), index, cid) for index, cid in enumerate(self.active)]
+        return min(active)[2] if active else None
+
+    def standings(self) -> tuple[Standing, ...]:
+        return tuple(self._standing(cid) for cid in self._entries)
+
+    def _standing(self, cid: str) -> Standing:
+        entry = self._entries[cid]
+        throughput = self._throughput(entry)
+        cost = None
+        if throughput is not None:
+            cost = cost_interval(entry.candidate.cost, units=self.units, throughput=throughput)
+        return Standing(cid, len(entry.blocks), throughput, cost, self._slo_verdict(entry, throughput),
+                        bool(entry.blocks), entry.elimination)
+
+    def _throughput(self, entry: _Entry) -> Interval | None:
+        if entry.blocks:
+            values = [b.throughput_units_per_s for b in entry.blocks]
+            low, high = percentile_bounds(self._thetas(entry), confidence=self.confidence)
+            return Interval(point=median(values), low=low, high=high, confidence=self.confidence, n=len(values))
+        prior = entry.candidate.prior_throughput_units_per_s
+        if prior is None:
+            return None
+        return Interval(point=prior, low=prior, high=prior, confidence=self.confidence, n=0)
+
+    def _thetas(self, entry: _Entry) -> tuple[float, ...]:
+        """Bootstrap medians of block throughput, seeded per candidate and block count: reproducible, cached."""
+        key = (entry.candidate.candidate_id, len(entry.blocks))
+        if key not in self._thetas_cache:
+            rng = random.Random(f"{self.seed}:{key[0]}:{key[1]}")
+            values = [b.throughput_units_per_s for b in entry.blocks]
+            self._thetas_cache[key] = bootstrap_distribution(values, resamples=self.resamples, rng=rng)
+        return self._thetas_cache[key]
+
+    def _cost_distribution(self, entry: _Entry) -> tuple[float, ...]:
+        key = (entry.candidate.candidate_id, len(entry.blocks))
+        if key not in self._costs:
+            self._costs[key] = tuple(
+                cost_per_accepted_unit(entry.candidate.cost, units=self.units, throughput_units_per_s=theta)
+                for theta in self._thetas(entry))
+        return self._costs[key]
+
+    def _slo_verdict(self, entry: _Entry, throughput: Interval | None) -> Verdict:
+        verdicts = []
+        if self.slo.throughput_min_units_per_s is not None:
+            verdicts.append(Verdict.UNDECIDED if throughput is None
+                            else floor_verdict(throughput, floor=self.slo.throughput_min_units_per_s))
+        if self.slo.latency is not None:
+            latencies = [ms for block in entry.blocks for ms in block.latencies_ms]
+            verdicts.append(latency_verdict(latencies, percentile_q=self.slo.latency.percentile,
+                                            max_ms=self.slo.latency.max_ms))
+        if Verdict.VIOLATED in verdicts:
+            return Verdict.VIOLATED
+        return Verdict.MET if all(v is Verdict.MET for v in verdicts) else Verdict.UNDECIDED
+
+    # --- deciding ----------------------------------------------------------------------------------------------
+    def decide(self, *, spent_usd: float = 0.0) -> RaceStep:
+        """Eliminate what the evidence allows, then say whether the race is over and why."""
+        eliminated = self._eliminate_slo() + self._eliminate_cost()
+        active = self.active
+        leader = self._leader(active)
+        finished, reason = self._stop(active, leader, spent_usd)
+        return RaceStep(eliminated, finished, reason, leader, active)
+
+    def _eligible(self, cid: str) -> bool:
+        return len(self._entries[cid].blocks) >= self.measure.min_blocks
+
+    def _eliminate_slo(self) -> tuple[Elimination, ...]:
+        out = []
+        for cid in self.active:
+            entry = self._entries[cid]
+            if self._eligible(cid) and self._slo_verdict(entry, self._throughput(entry)) is Verdict.VIOLATED:
+                out.append(self.exclude(cid, reason=EliminationReason.SLO,
+                                        detail=f"SLO cannot be met after {len(entry.blocks)} blocks"))
+        return tuple(out)
+
+    def _leader(self, active: Sequence[str]) -> str | None:
+        scored = []
+        for index, cid in enumerate(active):
+            standing = self._standing(cid)
+            if standing.cost_per_unit is not None and standing.is_measured:
+                scored.append((standing.cost_per_unit.point, index, cid))
+        return min(scored)[2] if scored else None
+
+    def _ratios(self, cid: str, best: str) -> list[float]:
+        mine = self._cost_distribution(self._entries[cid])
+        theirs = self._cost_distribution(self._entries[best])
+        return [_safe_ratio(c, b) for c, b in zip(mine, theirs, strict=True)]
+
+    def _eliminate_cost(self) -> tuple[Elimination, ...]:
+        eligible = [cid for cid in self.active if self._eligible(cid)]
+        best = self._leader(eligible)
+        if best is None or len(eligible) < 2:
+            return ()
+        alpha = 1.0 - self.confidence
+        tests = []
+        for cid in eligible:
+            if cid != best:
+                ratios = self._ratios(cid, best)
+                p_value = (1 + sum(1 for r in ratios if r <= 1.0)) / (len(ratios) + 1)
+                tests.append((p_value, cid))
+        tests.sort()
+        out = []
+        for rank, (p_value, cid) in enumerate(tests):  # Holm: the j-th smallest p against alpha / (m - j)
+            level = alpha / (len(tests) - rank)
+            if p_value > level or not self._separated(cid, best, level=level):
+                break
+            out.append(self.exclude(cid, reason=EliminationReason.COST, detail=(
+                f"cost above {best}'s (one-sided p={p_value:.4f} <= Holm level {level:.4f}, intervals apart)")))
+        return tuple(out)
+
+    def _separated(self, cid: str, best: str, *, level: float) -> bool:
+        """C_i's lower bound above C_best's upper bound, both at confidence 1 - level."""
+        low_i, _ = percentile_bounds(self._cost_distribution(self._entries[cid]), confidence=1.0 - level)
+        _, high_best = percentile_bounds(self._cost_distribution(self._entries[best]), confidence=1.0 - level)
+        return low_i > high_best
+
+    def _stop(self, active: Sequence[str], leader: str | None, spent_usd: float) -> tuple[bool, str]:
+        if not active:
+            return True, "every candidate was eliminated"
+        if self.budget_usd is not None and spent_usd >= self.budget_usd:
+            return True, f"benchmark budget spent (${spent_usd:.2f} of ${self.budget_usd:.2f})"
+        blocks = {cid: len(self._entries[cid].blocks) for cid in active}
+        if all(n >= self.measure.max_blocks for n in blocks.values()):
+            return True, f"every remaining candidate reached {self.measure.max_blocks} blocks"
+        if leader is None or blocks[leader] < self.measure.winner_min_blocks:
+            return False, "measuring"
+        if len(active) == 1:
+            return True, "one candidate remains"
+        if not all(n >= self.measure.min_blocks for n in blocks.values()):
+            return False, "measuring"
+        floor = 1.0 / (1.0 + self.indifference)
+        for cid in active:
+            if cid != leader:
+                low, _ = percentile_bounds(self._ratios(cid, leader), confidence=self.confidence)
+                if low < floor:
+                    return False, "measuring"
+        return True, f"the leader is within {100 * self.indifference:g} % of every remaining candidate"
+
+    def finalists(self) -> tuple[Finalist, ...]:
+        """What is known of every candidate still in the race, and of those eliminated on cost (marked
+        ``is_eliminated``): they cannot be chosen but can be the runner-up, for the margin and break-even N."""
+        out = []
+        for cid, entry in self._entries.items():
+            if entry.elimination is not None and entry.elimination.reason is not EliminationReason.COST:
+                continue
+            standing = self._standing(cid)
+            if standing.throughput is not None and standing.cost_per_unit is not None:
+                out.append(Finalist(cid, entry.candidate.cost, standing.throughput, standing.cost_per_unit,
+                                    standing.slo, standing.is_measured, entry.elimination is not None))
+        return tuple(out)
+
+
+def _safe_ratio(top: float, bottom: float) -> float:
+    if math.isinf(top) and math.isinf(bottom):
+        return 1.0
+    if bottom == 0.0:
+        return math.inf
+    return top / bottom
+
+
+@dataclass(frozen=True, slots=True)
+class Finalist:
+    candidate_id: str
+    cost: CostInputs
+    throughput: Interval
+    cost_per_unit: Interval
+    slo: Verdict
+    is_measured: bool = True
+    is_eliminated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The choice, its runner-up and why.
+
+    ``margin`` is the runner-up's upper bound over the chosen's, minus one (0.12: 12 % dearer at worst).
+    ``break_even_units`` is the N at which the two swap places (None when the chosen wins at every N).
+    ``provisional`` when any finalist's throughput is a provider dlperf prior rather than a measurement.
+    """
+
+    chosen: str | None
+    runner_up: str | None
+    units: int
+    chosen_cost: Interval | None
+    runner_up_cost: Interval | None
+    margin: float | None
+    break_even_units: float | None
+    slo_met: bool
+    provisional: bool
+    reason: str
+
+
+def decide_profile(finalists: Sequence[Finalist], *, units: int) -> Decision:
+    """Lowest upper bound of C(N) among SLO-certified finalists; if none is certified, among the undecided ones
+    (``slo_met`` False). SLO-violating and failed (infinite-cost) finalists are never chosen, nor eliminated ones;
+    the runner-up is the next best of the rest, certified ones first."""
+    provisional = any(not f.is_measured for f in finalists)
+    usable = [f for f in finalists if f.slo is not Verdict.VIOLATED and math.isfinite(f.cost_per_unit.point)]
+    choosable = [f for f in usable if not f.is_eliminated]
+    certified = [f for f in choosable if f.slo is Verdict.MET]
+    pool = certified or choosable
+    if not pool:
+        return Decision(None, None, units, None, None, None, None, False, provisional,
+                        "no finalist has a finite cost and an SLO that can be met")
+
+    def rank(f: Finalist) -> tuple[bool, float, float, str]:
+        return (f.slo is not Verdict.MET, f.cost_per_unit.high, f.cost_per_unit.point, f.candidate_id)
+
+    chosen = min(pool, key=rank)
+    rest = sorted((f for f in usable if f is not chosen), key=rank)
+    runner = rest[0] if rest else None
+    margin = break_even = None
+    if runner is not None:
+        margin = _safe_ratio(runner.cost_per_unit.high, chosen.cost_per_unit.high) - 1.0
+        break_even = break_even_units(first=chosen.cost, first_throughput_units_per_s=chosen.throughput.point,
+                                      second=runner.cost, second_throughput_units_per_s=runner.throughput.point)
+    slo_met = bool(certified)
+    reason = ("lowest upper bound of cost per accepted unit among SLO-certified profiles" if slo_met
+              else "no profile certified the SLO yet: lowest upper bound among the undecided")
+    return Decision(chosen.candidate_id, runner.candidate_id if runner else None, units, chosen.cost_per_unit,
+                    runner.cost_per_unit if runner else None, margin, break_even, slo_met, provisional, reason)

@@ -1,0 +1,135 @@
+"""Tuning one variable at a time: which knob first (from the bottleneck), the A/B order, and whether a change wins.
+
+A change is judged on one instance with interleaved, paired A/B blocks (host luck and drift cancel out), and accepted
+only when the paired gain's interval excludes zero, the gain exceeds the minimum, and the output still passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from vastui.bench.attribution import Bottleneck
+from vastui.bench.manifest import TUNING_MIN_GAIN, TUNING_MIN_PAIRS, Tuning
+from vastui.bench.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Interval, paired_gain_ci
+
+
+class Knob(StrEnum):
+    LOADERS = "loaders"
+    BATCH_SIZE = "batch_size"
+    PRECISION = "precision"
+    GPU_COUNT = "gpu_count"
+
+
+# METHOD.md: the input path first, then batch, precision, multi-GPU.
+_DEFAULT_ORDER = (Knob.LOADERS, Knob.BATCH_SIZE, Knob.PRECISION, Knob.GPU_COUNT)
+_ORDER = {
+    Bottleneck.INPUT_BOUND: _DEFAULT_ORDER,
+    Bottleneck.COMPUTE_BOUND: (Knob.BATCH_SIZE, Knob.PRECISION, Knob.GPU_COUNT, Knob.LOADERS),
+    Bottleneck.MEMORY_BOUND: (Knob.PRECISION, Knob.BATCH_SIZE, Knob.LOADERS, Knob.GPU_COUNT),
+    Bottleneck.MULTI_GPU_SCALING_LOSS: (Knob.GPU_COUNT, Knob.BATCH_SIZE, Knob.LOADERS, Knob.PRECISION),
+    Bottleneck.STARTUP_DOMINATED: _DEFAULT_ORDER,
+    Bottleneck.UNDETERMINED: _DEFAULT_ORDER,
+    # A throttling host gives readings about the host, not the knob: tune elsewhere.
+    Bottleneck.THROTTLED: (),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """The tunable settings of a run; None means "as the workload sets it"."""
+
+    batch_size: int | None = None
+    precision: str | None = None
+    loaders: int | None = None
+    gpu_count: int | None = None
+
+    def value(self, knob: Knob) -> int | str | None:
+        return {Knob.LOADERS: self.loaders, Knob.BATCH_SIZE: self.batch_size, Knob.PRECISION: self.precision,
+                Knob.GPU_COUNT: self.gpu_count}[knob]
+
+    def with_value(self, knob: Knob, value: int | str) -> Profile:
+        if knob is Knob.PRECISION:
+            if not isinstance(value, str):
+                raise TypeError("precision is a string")
+            return replace(self, precision=value)
+        if not isinstance(value, int):
+            raise TypeError(f"{knob} is an integer")
+        if knob is Knob.LOADERS:
+            return replace(self, loaders=value)
+        if knob is Knob.BATCH_SIZE:
+            return replace(self, batch_size=value)
+        return replace(self, gpu_count=value)
+
+
+@dataclass(frozen=True, slots=True)
+class TuningStep:
+    """Try each of ``values`` for ``knob`` against the current best, in order; stop the knob below min_gain."""
+
+    knob: Knob
+    values: tuple[int | str, ...]
+
+
+def tuning_order(bottleneck: Bottleneck) -> tuple[Knob, ...]:
+    """The knobs in the order the bottleneck says to try them."""
+    return _ORDER[bottleneck]
+
+
+def plan_tuning(tuning: Tuning, *, bottleneck: Bottleneck, baseline: Profile) -> tuple[TuningStep, ...]:
+    """One step per allowed knob, ordered from the bottleneck; a knob with nothing new to try is left out."""
+    allowed: dict[Knob, tuple[int | str, ...]] = {
+        Knob.LOADERS: tuning.loaders,
+        Knob.BATCH_SIZE: tuning.batch_sizes,
+        Knob.PRECISION: tuning.precisions,
+        Knob.GPU_COUNT: tuning.gpu_counts,
+    }
+    steps = []
+    for knob in tuning_order(bottleneck):
+        values = tuple(v for v in allowed[knob] if v != baseline.value(knob))
+        if values:
+            steps.append(TuningStep(knob, values))
+    return tuple(steps)
+
+
+class Arm(StrEnum):
+    BASELINE = "A"
+    VARIANT = "B"
+
+
+def plan_ab_pairs(*, pairs: int = TUNING_MIN_PAIRS) -> tuple[tuple[Arm, Arm], ...]:
+    """Interleaved pairs in ABBA order (AB, BA, AB, ...): a linear drift in the host hits both arms equally."""
+    if pairs < 1:
+        raise ValueError("pairs must be >= 1")
+    ab = (Arm.BASELINE, Arm.VARIANT)
+    return tuple(ab if index % 2 == 0 else (ab[1], ab[0]) for index in range(pairs))
+
+
+@dataclass(frozen=True, slots=True)
+class AbVerdict:
+    accepted: bool
+    gain: Interval | None
+    pairs: int
+    reason: str
+
+
+def judge_ab(*, baseline_units_per_s: Sequence[float], variant_units_per_s: Sequence[float], correctness_ok: bool,
+             min_gain: float = TUNING_MIN_GAIN, min_pairs: int = TUNING_MIN_PAIRS,
+             confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES,
+             seed: int | str = 0) -> AbVerdict:
+    """Accept a change when correctness holds, there are >= min_pairs pairs, the median paired gain's interval
+    excludes zero and the median gain exceeds ``min_gain``. Pair i is (baseline[i], variant[i])."""
+    pairs = min(len(baseline_units_per_s), len(variant_units_per_s))
+    if not correctness_ok:
+        return AbVerdict(False, None, pairs, "rejected: the output no longer passes the correctness check")
+    if len(baseline_units_per_s) != len(variant_units_per_s):
+        raise ValueError("every pair needs a baseline and a variant block")
+    if pairs < min_pairs:
+        return AbVerdict(False, None, pairs, f"not enough evidence: {pairs} pairs of {min_pairs}")
+    gain = paired_gain_ci(baseline_units_per_s, variant_units_per_s, confidence=confidence, resamples=resamples,
+                          seed=seed)
+    if not gain.excludes_zero or gain.low < 0:
+        return AbVerdict(False, gain, pairs, f"no clear gain: interval [{gain.low:+.1%}, {gain.high:+.1%}]")
+    if gain.point <= min_gain:
+        return AbVerdict(False, gain, pairs, f"gain {gain.point:+.1%} is not above {min_gain:.0%}")
+    return AbVerdict(True, gain, pairs, f"gain {gain.point:+.1%} [{gain.low:+.1%}, {gain.high:+.1%}]")
