@@ -160,3 +160,22 @@ def test_the_store_does_not_depend_on_the_client() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == ""
+
+
+async def test_a_write_waits_for_another_process_then_says_what_failed(db_path: Path) -> None:
+    async with await SqliteStore.open(db_path, busy_timeout_s=0.2) as store:
+        with closing(sqlite3.connect(db_path, isolation_level=None)) as other:
+            other.execute("BEGIN IMMEDIATE")  # another vastui process holds the write lock
+            with pytest.raises(StoreError, match="could not save manifest d1 in .*locked") as caught:
+                await store.save_manifest(digest="d1", name="n", toml_text="", stored_at=1.0)
+            assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+            other.execute("ROLLBACK")
+        assert (await store.save_manifest(digest="d1", name="n", toml_text="", stored_at=1.0)).digest == "d1"
+
+
+async def test_error_messages_pass_the_secret_guard(campaign_store: SqliteStore) -> None:
+    key = "0123456789abcdef0123456789abcdef"
+    campaign_store.register_secret(key)
+    with pytest.raises(StoreError) as caught:
+        await campaign_store.create_campaign(campaign_id=f"c-{key}", manifest_digest=key, created_at=1.0, phase="p")
+    assert "FOREIGN KEY" in str(caught.value) and key not in str(caught.value)

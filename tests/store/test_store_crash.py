@@ -98,10 +98,12 @@ async def test_host_knowledge_survives_two_killed_campaigns(tmp_path: Path) -> N
     first = await _write_then_kill(db, "c1", 12)
     second = await _write_then_kill(db, "c2", 12)
     async with await SqliteStore.open(db) as store:
-        ok_runs = [run for run in await store.runs_for_host(machine_id=7, gpu_name="RTX 4090", num_gpus=1, workload_digest=DIGEST) if run.status is RunStatus.OK]
+        host = await store.runs_for_host(machine_id=7, gpu_name="RTX 4090", num_gpus=1, workload_digest=DIGEST)
+        ok_runs = [run for run in host if run.status is RunStatus.OK]
         measured = {run.run_id: run.throughput_units_per_s or 0.0 for run in ok_runs}
         assert {**first.finished, **second.finished}.items() <= measured.items()
-        assert sorted(await store.throughputs(machine_id=7, gpu_name="RTX 4090", num_gpus=1, workload_digest=DIGEST)) == sorted(measured.values())
+        spread = await store.throughputs(machine_id=7, gpu_name="RTX 4090", num_gpus=1, workload_digest=DIGEST)
+        assert sorted(spread) == sorted(measured.values())
         [best] = await store.best_runs(workload_digest=DIGEST)
         assert best.throughput_units_per_s == max(measured.values())
         assert {run.campaign_id for run in ok_runs} == {"c1", "c2"}

@@ -93,7 +93,8 @@ class StoreBase:
             raise StoreError(f"could not {what}: the store {self._path} is closed")
 
     def _failure(self, what: str, exc: BaseException) -> StoreError:
-        return StoreError(f"could not {what} in {self._path}: {exc}", title="Database error")
+        # ``what`` can carry caller text (a state, a digest): the message passes the same guard as the data.
+        return StoreError(self._redactor(f"could not {what} in {self._path}: {exc}"), title="Database error")
 
     @asynccontextmanager
     async def _write(self, what: str) -> AsyncIterator[Transaction]:

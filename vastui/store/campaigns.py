@@ -121,7 +121,9 @@ class CampaignTables(StoreBase):
 
     async def campaigns(self) -> list[Campaign]:
         """Every campaign, oldest first."""
-        rows = await self._read("list campaigns", f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns ORDER BY created_at, rowid")
+        rows = await self._read(
+            "list campaigns", f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns ORDER BY created_at, rowid"
+        )
         return [_campaign(row) for row in rows]
 
     async def active_campaigns(self) -> list[Campaign]:
