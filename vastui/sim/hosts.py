@@ -1,0 +1,283 @@
+"""Simulated GPU hosts: one real asyncssh server on loopback per running instance (the simulator's HostProvider).
+
+Each host has its own directory: ``root/`` is the instance's filesystem (commands run there, SFTP is rooted there,
+``$HOME`` points there) and ``sim/`` holds what only the simulator sees (the machine's hidden truth, the simulated
+NVML state, the host key, a ``python3`` that plays the image's interpreter). Commands run as real subprocesses of
+this machine with an environment that points the real agent at the simulated NVML and follows the market's
+clock. A DIES_MID_RUN workload takes its host down: every process is killed and the server goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+import vastui
+from vastui.clock import Clock, ScaledClock
+from vastui.remote.agent import ENV_NVML_MODULE, ENV_TIME_ANCHOR, ENV_TIME_ORIGIN, ENV_TIME_SCALE
+from vastui.sim import hostenv
+from vastui.sim.physics import HostSpec
+
+log = logging.getLogger(__name__)
+
+ENV_HOST_TOKEN = "VASTUI_SIM_HOST_TOKEN"   # marks every process of one host start, so all can be found and killed
+DEATH_POLL_S = 0.05                         # wall seconds between looks at the died file (a local file poll)
+PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TMPDIR", "TZ")
+WORKLOAD_SHIM = "import sys\nfrom vastui.sim.simworkload import main\n\nif __name__ == '__main__':\n    sys.exit(main())\n"
+
+HostDied = Callable[[int], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class _Host:
+    instance_id: int
+    spec: HostSpec
+    root: Path
+    sim: Path
+    token: str
+    authorized: Any
+    server: asyncssh.SSHAcceptor | None = None
+    connections: set[asyncssh.SSHServerConnection] = field(default_factory=set)
+    watcher: asyncio.Task[None] | None = None
+    died: bool = False
+
+    @property
+    def died_file(self) -> Path:
+        return self.sim / "died"
+
+
+class _HostServer(asyncssh.SSHServer):
+    """Per-connection server object: tracks connections (for drops and death) and applies the current keys."""
+
+    def __init__(self, host: _Host) -> None:
+        self._host = host
+        self._conn: asyncssh.SSHServerConnection | None = None
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        self._conn = conn
+        self._host.connections.add(conn)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._conn is not None:
+            self._host.connections.discard(self._conn)
+
+    def begin_auth(self, username: str) -> bool:
+        if self._conn is not None:
+            self._conn.set_authorized_keys(self._host.authorized)
+        return True
+
+
+class SshHostPool:
+    """Starts and stops the SSH servers of simulated instances (implements the market's HostProvider)."""
+
+    def __init__(self, *, base_dir: Path, clock: Clock, python: str | None = None,
+                 on_host_died: HostDied | None = None, bind_host: str = "127.0.0.1") -> None:
+        self._base = base_dir
+        self._clock = clock
+        self._python = python or sys.executable
+        self._on_host_died = on_host_died
+        self._bind_host = bind_host
+        self._hosts: dict[int, _Host] = {}
+
+    # --- HostProvider -------------------------------------------------------------------------------------------
+    async def start_host(self, *, instance_id: int, machine: Any, authorized_keys: list[str]) -> tuple[str, int]:
+        """Start (or restart) the instance's SSH server; returns (host, port) to publish in the instance row."""
+        await self.stop_host(instance_id=instance_id)
+        host_dir = self._base / f"instance-{instance_id}"
+        host = _Host(instance_id=instance_id, spec=HostSpec.from_machine(machine), root=host_dir / "root",
+                     sim=host_dir / "sim", token=secrets.token_hex(8),
+                     authorized=_authorized(authorized_keys))
+        self._prepare_dirs(host)
+        host.server = await asyncssh.create_server(
+            lambda: _HostServer(host), self._bind_host, 0,
+            server_host_keys=[self._host_key(host)], process_factory=lambda p: self._run(host, p),
+            sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=os.fsencode(host.root)),
+            encoding=None, allow_scp=False, agent_forwarding=False, x11_forwarding=False,
+            allow_pty=False, port_forwarding=False,
+        )
+        host.watcher = asyncio.create_task(self._watch_death(host), name=f"sim-host-{instance_id}-death")
+        self._hosts[instance_id] = host
+        port = host.server.get_port()
+        log.info("simulated host for instance %d listens on %s:%d", instance_id, self._bind_host, port)
+        return self._bind_host, port
+
+    async def stop_host(self, *, instance_id: int) -> None:
+        """Take the instance's host down: its processes are killed, its connections cut, its server closed."""
+        host = self._hosts.pop(instance_id, None)
+        if host is None:
+            return
+        if host.watcher is not None and host.watcher is not asyncio.current_task():
+            host.watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await host.watcher
+        await self._take_down(host)
+
+    # --- for the market's chaos and for tests --------------------------------------------------------------------
+    def set_authorized_keys(self, *, instance_id: int, authorized_keys: list[str]) -> None:
+        """Replace the keys a running host accepts (keys attached to the instance later)."""
+        self._hosts[instance_id].authorized = _authorized(authorized_keys)
+
+    def drop_connections(self, *, instance_id: int) -> int:
+        """Cut every SSH connection to the host without a goodbye (an SSH drop); returns how many."""
+        host = self._hosts.get(instance_id)
+        if host is None:
+            return 0
+        dropped = list(host.connections)
+        for conn in dropped:
+            conn.abort()
+        return len(dropped)
+
+    def host_public_key(self, *, instance_id: int) -> str:
+        """The OpenSSH public key line of the instance's host key."""
+        return self._load_key(self._base / f"instance-{instance_id}" / "sim" / "host_key").export_public_key() \
+            .decode().strip()
+
+    def root_dir(self, *, instance_id: int) -> Path:
+        """The instance's filesystem on this machine."""
+        return self._base / f"instance-{instance_id}" / "root"
+
+    def is_running(self, *, instance_id: int) -> bool:
+        host = self._hosts.get(instance_id)
+        return host is not None and not host.died
+
+    async def close(self) -> None:
+        for instance_id in list(self._hosts):
+            await self.stop_host(instance_id=instance_id)
+
+    # --- internals ---------------------------------------------------------------------------------------------
+    def _prepare_dirs(self, host: _Host) -> None:
+        (host.sim / "bin").mkdir(parents=True, exist_ok=True)
+        (host.sim / "lib").mkdir(parents=True, exist_ok=True)
+        host.root.mkdir(parents=True, exist_ok=True)
+        host.died_file.unlink(missing_ok=True)
+        hostenv.write_spec(host.sim / "machine.json", host.spec)
+        python3 = host.sim / "bin" / "python3"
+        python3.write_text(f"#!/bin/sh\nexec {shlex.quote(self._python)} \"$@\"\n", encoding="utf-8")
+        python3.chmod(0o755)
+        (host.sim / "lib" / "simworkload.py").write_text(WORKLOAD_SHIM, encoding="utf-8")
+
+    def _host_key(self, host: _Host) -> asyncssh.SSHKey:
+        path = host.sim / "host_key"
+        if not path.exists():
+            path.write_bytes(asyncssh.generate_private_key("ssh-ed25519").export_private_key())
+            path.chmod(0o600)
+        return self._load_key(path)
+
+    @staticmethod
+    def _load_key(path: Path) -> asyncssh.SSHKey:
+        return asyncssh.import_private_key(path.read_bytes())
+
+    def _env(self, host: _Host) -> dict[str, str]:
+        env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+        scale = self._clock.scale if isinstance(self._clock, ScaledClock) else 1.0
+        repo = str(Path(vastui.__file__).resolve().parents[1])
+        env.update({
+            "PATH": f"{host.sim / 'bin'}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}",
+            "PYTHONPATH": f"{host.sim / 'lib'}{os.pathsep}{repo}",
+            "HOME": str(host.root), "USER": "root", "SHELL": "/bin/sh",
+            ENV_TIME_SCALE: repr(scale), ENV_TIME_ORIGIN: repr(self._clock.now()), ENV_TIME_ANCHOR: repr(time.time()),
+            ENV_NVML_MODULE: hostenv.FAKE_NVML_MODULE,
+            hostenv.ENV_MACHINE: str(host.sim / "machine.json"),
+            hostenv.ENV_NVML_STATE: str(host.sim / "nvml.json"),
+            hostenv.ENV_DIED_FILE: str(host.died_file),
+            hostenv.ENV_INSTANCE: str(host.instance_id),
+            ENV_HOST_TOKEN: host.token,
+        })
+        return env
+
+    async def _run(self, host: _Host, process: asyncssh.SSHServerProcess[bytes]) -> None:
+        """One exec request: ``sh -c COMMAND`` in the instance's filesystem, its own process group."""
+        if not process.command:
+            process.stderr.write(b"simulated hosts run commands only (no interactive shell)\n")
+            process.exit(1)
+            return
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh", "-c", process.command, cwd=host.root, env=self._env(host), start_new_session=True,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        feed = asyncio.create_task(_feed_stdin(process, proc))
+        output = asyncio.create_task(_pump_both(proc, process))
+        closed = asyncio.create_task(process.wait_closed())
+        await asyncio.wait([output, closed], return_when=asyncio.FIRST_COMPLETED)
+        if not output.done():  # the client went away first: hang up on the command, as sshd does
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGHUP)
+        status = await proc.wait()
+        feed.cancel()
+        for task in (output, closed):
+            task.cancel()
+        await asyncio.gather(feed, output, closed, return_exceptions=True)
+        if not process.is_closing():
+            process.exit(status if status >= 0 else 128 - status)
+
+    async def _watch_death(self, host: _Host) -> None:
+        while not host.died_file.exists():
+            await asyncio.sleep(DEATH_POLL_S)
+        log.warning("simulated host of instance %d died", host.instance_id)
+        host.died = True
+        await self._take_down(host)
+        if self._on_host_died is not None:
+            await self._on_host_died(host.instance_id)
+
+    async def _take_down(self, host: _Host) -> None:
+        _kill_processes(host.token)
+        for conn in list(host.connections):
+            conn.abort()
+        if host.server is not None:
+            host.server.close()
+            await host.server.wait_closed()
+            host.server = None
+
+
+async def _pump_both(proc: asyncio.subprocess.Process, process: asyncssh.SSHServerProcess[bytes]) -> None:
+    await asyncio.gather(_pump(proc.stdout, process.stdout), _pump(proc.stderr, process.stderr))
+
+
+async def _pump(source: asyncio.StreamReader | None, sink: Any) -> None:
+    assert source is not None
+    while chunk := await source.read(65536):
+        sink.write(chunk)
+        await sink.drain()
+
+
+async def _feed_stdin(process: asyncssh.SSHServerProcess[bytes], proc: asyncio.subprocess.Process) -> None:
+    assert proc.stdin is not None
+    with contextlib.suppress(ConnectionError, asyncssh.Error):
+        while chunk := await process.stdin.read(65536):
+            proc.stdin.write(chunk)
+            await proc.stdin.drain()
+    proc.stdin.close()
+
+
+def _authorized(keys: list[str]) -> Any:
+    return asyncssh.import_authorized_keys("\n".join(keys) + "\n")
+
+
+def _kill_processes(token: str) -> None:
+    """SIGKILL every process that carries this host's token (Linux /proc scan; elsewhere nothing to find)."""
+    marker = f"{ENV_HOST_TOKEN}={token}".encode()
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():
+        return
+    for entry in proc_dir.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)

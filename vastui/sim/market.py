@@ -1,0 +1,444 @@
+"""The mutable state of the simulated marketplace, driven by a Clock: offers taken and freed, instance lifecycle,
+per-second billing, the account, logs, and the hook that gives running instances a real SSH host.
+
+The lifecycle is computed lazily from the clock on every operation (``refresh``), so a FakeClock test only has to
+advance time; ``run()`` is an optional background poll that starts hosts even when nobody asks. One lock
+serialises every operation, host starts and stops included, so a request never sees a half-made transition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from vastui.clock import Clock
+from vastui.sim.account import Account, validated_public_key
+from vastui.sim.chaos import Chaos
+from vastui.sim.images import image_size_mb, is_popular
+from vastui.sim.instance import CreateRequest, InstanceState, InstanceStatus, instance_row
+from vastui.sim.listing import list_instances
+from vastui.sim.logs import LogResults, render_log
+from vastui.sim.machine import Machine, World
+from vastui.sim.market_error import MarketError
+from vastui.sim.offers import HOURS_PER_MONTH, search_offers
+from vastui.sim.request_log import RequestRecord
+from vastui.sim.truth import Fault, MachineTruth
+
+logger = logging.getLogger(__name__)
+
+INSTANCE_ID_BASE = 30_000_000
+PLACEHOLDER_HOST = "127.0.0.1"
+POLL_INTERVAL_S = 0.25
+
+
+class HostProvider(Protocol):
+    """Gives a running instance a reachable SSH endpoint (``sim/hosts.py`` runs a real asyncssh server)."""
+
+    async def start_host(self, *, instance_id: int, machine: Machine,
+                         authorized_keys: list[str]) -> tuple[str, int]: ...
+
+    async def stop_host(self, *, instance_id: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Charges:
+    """What an instance has cost so far at list price, and what was actually paid (prepay discounts applied)."""
+
+    gpu_usd: float
+    storage_usd: float
+    paid_usd: float
+
+    @property
+    def total_usd(self) -> float:
+        return self.gpu_usd + self.storage_usd
+
+
+def discount_for(months: float) -> float:
+    """Prepay discount: 20 % for a month, 30 % for three (the CLI's help), linear in between and below."""
+    return round(0.2 * min(months, 1.0) + 0.05 * max(0.0, min(months, 3.0) - 1.0), 4)
+
+
+class Market:
+    """The marketplace behind the simulated API. Public methods are what the routes (and tests) call."""
+
+    def __init__(self, world: World, *, clock: Clock, api_key: str, initial_credit_usd: float = 500.0,
+                 host_provider: HostProvider | None = None, chaos: Chaos | None = None) -> None:
+        self.world = world
+        self.clock = clock
+        self.chaos = chaos or Chaos()
+        self.host_provider = host_provider
+        self.request_log: list[RequestRecord] = []
+        self.account = Account(credit_usd=initial_credit_usd)
+        self._api_key = api_key
+        self._by_offer = {m.offer_id: m for m in world.machines}
+        self._by_machine = {m.machine_id: m for m in world.machines}
+        self._rented_by_others = {m.machine_id for m in world.machines if m.rented}
+        self._instances: dict[int, InstanceState] = {}
+        self._destroyed: dict[int, InstanceState] = {}
+        self._pulled: set[tuple[int, str]] = set()
+        self._next_id = INSTANCE_ID_BASE + 1
+        self._results = LogResults()
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"Market(seed={self.world.seed}, machines={len(self.world.machines)}, instances={len(self._instances)})"
+
+    # --- read-only accessors -------------------------------------------------------------------------------
+    def accepts_key(self, key: str) -> bool:
+        return hmac.compare_digest(key.encode(), self._api_key.encode())
+
+    def truth_of(self, machine_id: int) -> MachineTruth:
+        """Hidden truth of a machine, for the simulator's hosts and for tests judging decisions."""
+        return self._by_machine[machine_id].truth
+
+    def machine_of_offer(self, offer_id: int) -> Machine | None:
+        return self._by_offer.get(offer_id)
+
+    def instance_ids(self) -> list[int]:
+        return sorted(self._instances)
+
+    def instance_state(self, instance_id: int) -> InstanceState | None:
+        """The live (or destroyed) instance's private state; tests only."""
+        return self._instances.get(instance_id) or self._destroyed.get(instance_id)
+
+    def charges_of(self, instance_id: int) -> Charges:
+        st = self.instance_state(instance_id)
+        if st is None:
+            raise KeyError(instance_id)
+        return Charges(gpu_usd=st.gpu_charged_usd, storage_usd=st.storage_charged_usd,
+                       paid_usd=st.paid_usd)
+
+    def is_rented(self, machine: Machine) -> bool:
+        mid = machine.machine_id
+        return mid in self._rented_by_others or any(st.machine.machine_id == mid for st in self._instances.values())
+
+    def record(self, record: RequestRecord) -> None:
+        self.request_log.append(record)
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+    async def refresh(self) -> None:
+        """Bring every instance up to the clock: transitions, billing, host starts and stops."""
+        async with self._lock:
+            await self._advance()
+
+    async def _advance(self) -> None:
+        now = self.clock.now()
+        for st in list(self._instances.values()):
+            self._advance_instance(st, now)
+        if self.account.credit_usd <= 0:
+            for st in self._instances.values():
+                if st.status in (InstanceStatus.RUNNING, InstanceStatus.LOADING):
+                    self._halt(st, now, status=InstanceStatus.STOPPED, why="stopped: out of credit")
+        await self._sync_hosts()
+
+    def _advance_instance(self, st: InstanceState, now: float) -> None:
+        while st.status is InstanceStatus.LOADING and st.ready_at is not None and st.ready_at <= now:
+            self._bill(st, st.ready_at)
+            st.status, st.running_since, st.ready_at = InstanceStatus.RUNNING, st.ready_at, None
+            st.status_msg = "success, running " + st.request.image
+            self._pulled.add((st.machine.machine_id, st.request.image))
+            st.log(st.running_since, "Container started; ssh ready.")
+        self._bill(st, now)
+
+    def _bill(self, st: InstanceState, until: float) -> None:
+        # Vast bills storage from creation to destruction and the GPUs only while the container runs.
+        hours = (until - st.last_billed_at) / 3600.0
+        if hours <= 0:
+            return
+        storage = st.storage_dph * hours
+        gpu = st.gpu_dph * hours if st.status is InstanceStatus.RUNNING else 0.0
+        st.storage_charged_usd += storage
+        st.gpu_charged_usd += gpu
+        amount = storage + gpu
+        if st.deposit_usd > 0:
+            from_deposit = min(st.deposit_usd, amount * (1.0 - st.discount_rate))
+            st.deposit_usd -= from_deposit
+            st.paid_usd += from_deposit
+            amount = max(0.0, amount - from_deposit / (1.0 - st.discount_rate))  # list price the deposit covered
+        st.paid_usd += amount
+        self.account.credit_usd -= amount
+        st.last_billed_at = until
+
+    def _halt(self, st: InstanceState, now: float, *, status: InstanceStatus, why: str) -> None:
+        st.status, st.ready_at, st.running_since = status, None, None
+        st.intended = "stopped" if status is InstanceStatus.STOPPED else st.intended
+        st.status_msg = why
+        st.log(now, why)
+
+    def _begin_loading(self, st: InstanceState, now: float, *, pull: bool) -> None:
+        truth = st.machine.truth
+        image = st.request.image
+        cached = (truth.image_cached and is_popular(image)) or (st.machine.machine_id, image) in self._pulled
+        pull_s = 0.0 if cached or not pull else image_size_mb(image) / truth.image_pull_mb_per_s
+        st.status, st.intended, st.running_since = InstanceStatus.LOADING, "running", None
+        st.ready_at = None if truth.fault is Fault.STUCK_LOADING else now + pull_s + truth.readiness_s
+        st.status_msg = "Pulling image " + image if pull_s else "Starting container"
+        st.log(now, f"{st.status_msg} ({'cached' if cached else f'{image_size_mb(image):.0f} MB'})")
+
+    async def _sync_hosts(self) -> None:
+        for st in list(self._instances.values()):
+            if st.status is InstanceStatus.RUNNING and st.host is None:
+                await self._start_host(st)
+            elif st.status is not InstanceStatus.RUNNING and st.host is not None:
+                await self._stop_host(st)
+
+    async def _start_host(self, st: InstanceState) -> None:
+        if self.host_provider is None:
+            st.host, st.port = PLACEHOLDER_HOST, 40_000 + st.id % 20_000
+            return
+        try:
+            host, port = await self.host_provider.start_host(
+                instance_id=st.id, machine=st.machine, authorized_keys=st.authorized_keys)
+        except Exception as exc:  # the provider's failure is the container's failure, not the API's
+            logger.exception("host for instance %s failed to start", st.id)
+            self._halt(st, self.clock.now(), status=InstanceStatus.EXITED, why=f"container failed to start: {exc}")
+            return
+        st.host, st.port = host, int(port)
+
+    async def _stop_host(self, st: InstanceState) -> None:
+        had_host, st.host, st.port = st.host is not None, None, None
+        if self.host_provider is None or not had_host:
+            return
+        try:
+            await self.host_provider.stop_host(instance_id=st.id)
+        except Exception:  # a host that will not stop must not block the API; it is logged
+            logger.exception("host for instance %s failed to stop", st.id)
+
+    async def run(self, *, poll_interval_s: float = POLL_INTERVAL_S) -> None:
+        """Background poll until ``aclose``: wall-clock interval, market-clock state (works for any Clock)."""
+        while not self._closed:
+            await self.refresh()
+            await asyncio.sleep(poll_interval_s)
+
+    async def aclose(self) -> None:
+        """Stop polling and stop every host; instances stay as they are."""
+        self._closed = True
+        async with self._lock:
+            for st in self._instances.values():
+                if st.host is not None:
+                    await self._stop_host(st)
+
+    # --- offers ----------------------------------------------------------------------------------------------
+    async def search(self, query: Mapping[str, Any]) -> list[dict[str, Any]]:
+        async with self._lock:
+            await self._advance()
+            pairs = [(m, self.is_rented(m)) for m in self.world.machines]
+            return search_offers(pairs, query, now=self.clock.now())
+
+    async def create_instance(self, offer_id: int, request: CreateRequest) -> InstanceState:
+        """Rent an offer; the offer stops being rentable until the instance is destroyed."""
+        async with self._lock:
+            await self._advance()
+            st = self._create(offer_id, request)
+            await self._sync_hosts()
+            return st
+
+    async def create_many(self, offer_ids: list[int], request: CreateRequest) -> tuple[list[int], list[str]]:
+        """Bulk create: (new instance ids, messages of the offers that failed)."""
+        created, failed = [], []
+        async with self._lock:
+            await self._advance()
+            for offer_id in offer_ids:
+                try:
+                    created.append(self._create(offer_id, request).id)
+                except MarketError as exc:
+                    failed.append(exc.msg)
+            await self._sync_hosts()
+        return created, failed
+
+    def _create(self, offer_id: int, request: CreateRequest) -> InstanceState:
+        now = self.clock.now()
+        machine = self._by_offer.get(offer_id)
+        if machine is None:
+            raise MarketError(404, "no_such_ask", f"Offer {offer_id} does not exist.")
+        if self.is_rented(machine):
+            raise MarketError(400, "no_such_ask", f"Offer {offer_id} is no longer available: it is already rented.")
+        if self.chaos.offer_stolen():
+            self._rented_by_others.add(machine.machine_id)
+            raise MarketError(400, "no_such_ask", f"Offer {offer_id} is no longer available: it was just rented.")
+        if self.account.credit_usd <= 0:
+            raise MarketError(400, "insufficient_credit", "Your credit is exhausted; add credit to rent.")
+        if request.disk_gb > machine.disk_space_gb:
+            raise MarketError(400, "insufficient_disk",
+                              f"Offer {offer_id} has {machine.disk_space_gb:.0f} GB of disk, {request.disk_gb:.0f} asked.")
+        if request.price is not None and request.price < machine.min_bid:
+            raise MarketError(400, "bid_too_low", f"Bid ${request.price:.4f}/hr is below the minimum "
+                                                  f"${machine.min_bid:.4f}/hr of offer {offer_id}.")
+        st = InstanceState(
+            id=self._next_id, machine=machine, request=request, api_key=secrets.token_hex(32), created_at=now,
+            status=InstanceStatus.LOADING, intended="running", ready_at=None, last_billed_at=now,
+            label=request.label, bid_price=request.price,
+            authorized_keys=[key.public_key for key in self.account.ssh_keys.values()],
+        )
+        self._next_id += 1
+        st.log(now, f"Instance {st.id} created on machine {machine.machine_id} from offer {offer_id}.")
+        self._begin_loading(st, now, pull=True)
+        self._instances[st.id] = st
+        return st
+
+    # --- instance operations ------------------------------------------------------------------------------------
+    def _get(self, instance_id: int) -> InstanceState:
+        st = self._instances.get(instance_id)
+        if st is None:
+            raise MarketError(404, "no_such_instance", f"Instance {instance_id} not found.")
+        return st
+
+    async def instance_rows(self) -> list[dict[str, Any]]:
+        """Every live instance's API row, by id."""
+        async with self._lock:
+            await self._advance()
+            now = self.clock.now()
+            return [instance_row(self._instances[i], now=now) for i in sorted(self._instances)]
+
+    async def list_instances(self, *, select_filters: Any, order_by: Any, limit: Any, after_token: str | None,
+                             select_cols: Any) -> dict[str, Any]:
+        """The v1 listing envelope (see ``sim/listing.py``)."""
+        rows = await self.instance_rows()
+        return list_instances(rows, select_filters=select_filters, order_by=order_by, limit=limit,
+                              after_token=after_token, select_cols=select_cols)
+
+    async def show_instance(self, instance_id: int) -> dict[str, Any] | None:
+        async with self._lock:
+            await self._advance()
+            st = self._instances.get(instance_id)
+            return None if st is None else instance_row(st, now=self.clock.now())
+
+    async def destroy(self, instance_ids: list[int]) -> None:
+        """Destroy instances (all or none: every id must exist); billing stops, the offers are rentable again."""
+        async with self._lock:
+            await self._advance()
+            states = [self._get(i) for i in instance_ids]
+            for st in states:
+                del self._instances[st.id]
+                self._destroyed[st.id] = st
+                st.log(self.clock.now(), "Instance destroyed.")
+                await self._stop_host(st)
+
+    async def set_state(self, instance_ids: list[int], state: str) -> None:
+        """Stop (``"stopped"``) or start (``"running"``) instances."""
+        if state not in ("stopped", "running"):
+            raise MarketError(400, "invalid_args", f"Unknown state '{state}': use 'running' or 'stopped'.")
+        async with self._lock:
+            await self._advance()
+            now = self.clock.now()
+            states = [self._get(i) for i in instance_ids]
+            for st in states:
+                if state == "stopped" and st.status is not InstanceStatus.STOPPED:
+                    self._halt(st, now, status=InstanceStatus.STOPPED, why="stopped by the user")
+                elif state == "running" and st.status in (InstanceStatus.STOPPED, InstanceStatus.EXITED):
+                    if self.account.credit_usd <= 0:
+                        raise MarketError(400, "insufficient_credit", "Your credit is exhausted; add credit first.")
+                    self._begin_loading(st, now, pull=True)
+                elif state == "running" and st.status is InstanceStatus.OFFLINE:
+                    raise MarketError(400, "host_offline", f"Instance {st.id}'s host is offline.")
+            await self._sync_hosts()
+
+    async def set_label(self, instance_ids: list[int], label: str | None) -> None:
+        async with self._lock:
+            await self._advance()
+            for st in [self._get(i) for i in instance_ids]:
+                st.label = label
+
+    async def reboot(self, instance_id: int, *, recycle: bool = False) -> None:
+        """Restart the container (``recycle``: a fresh container from the image, pulled if not cached)."""
+        async with self._lock:
+            await self._advance()
+            st = self._get(instance_id)
+            if st.status in (InstanceStatus.STOPPED, InstanceStatus.OFFLINE):
+                raise MarketError(400, "invalid_state", f"Instance {instance_id} is {st.status.value}; start it first.")
+            self._begin_loading(st, self.clock.now(), pull=recycle)
+            await self._sync_hosts()
+
+    async def mark_offline(self, instance_id: int, *, reason: str) -> None:
+        """Hook for hosts that die (``Fault.DIES_MID_RUN``): the instance goes ``offline`` and stops billing GPUs."""
+        async with self._lock:
+            await self._advance()
+            st = self._instances.get(instance_id)
+            if st is not None:
+                self._halt(st, self.clock.now(), status=InstanceStatus.OFFLINE, why=f"host offline: {reason}")
+                await self._sync_hosts()
+
+    async def prepay(self, instance_id: int, amount_usd: float) -> tuple[float, float]:
+        """Move credit into an instance's deposit: (months it covers, discount rate now applied)."""
+        async with self._lock:
+            await self._advance()
+            st = self._get(instance_id)
+            if amount_usd <= 0:
+                raise MarketError(400, "invalid_args", "The amount must be positive.")
+            if amount_usd > self.account.credit_usd:
+                raise MarketError(400, "insufficient_credit",
+                                  f"Insufficient credit: ${self.account.credit_usd:.2f} available.")
+            self.account.credit_usd -= amount_usd
+            st.deposit_usd += amount_usd
+            timescale = amount_usd / (st.dph_total * HOURS_PER_MONTH)
+            st.discount_rate = discount_for(st.deposit_usd / (st.dph_total * HOURS_PER_MONTH))
+            return timescale, st.discount_rate
+
+    async def deposit(self, instance_id: int) -> dict[str, Any]:
+        async with self._lock:
+            await self._advance()
+            st = self._get(instance_id)
+            return {"success": True, "instance_id": st.id, "refundable_deposit": round(st.deposit_usd, 6),
+                    "discount_rate": st.discount_rate, "dph_total": round(st.dph_total, 6)}
+
+    async def change_bid(self, instance_id: int, price: float | None) -> None:
+        async with self._lock:
+            await self._advance()
+            st = self._get(instance_id)
+            if st.bid_price is None:
+                raise MarketError(400, "not_interruptible", f"Instance {instance_id} is on-demand, not a bid.")
+            new_price = st.machine.min_bid if price is None else price
+            if new_price < st.machine.min_bid:
+                raise MarketError(400, "bid_too_low", f"Bid below the minimum ${st.machine.min_bid:.4f}/hr.")
+            st.bid_price = new_price
+
+    # --- logs -------------------------------------------------------------------------------------------------
+    async def request_logs(self, instance_id: int, *, tail: int | None, grep: str | None, daemon: bool) -> str:
+        """A result token whose text becomes available about a second later (market clock)."""
+        async with self._lock:
+            await self._advance()
+            st = self._get(instance_id)
+            text = render_log(st.log_lines, tail=tail, grep=grep, daemon=daemon, instance_id=st.id)
+            return self._results.put(text, now=self.clock.now())
+
+    def put_result(self, text: str) -> str:
+        return self._results.put(text, now=self.clock.now())
+
+    def log_result(self, token: str) -> str | None:
+        return self._results.get(token, now=self.clock.now())
+
+    # --- account ----------------------------------------------------------------------------------------------
+    async def user(self) -> dict[str, Any]:
+        async with self._lock:
+            await self._advance()
+            return self.account.user_json()
+
+    async def transfer_credit(self, *, recipient: str, amount_usd: float) -> str | None:
+        async with self._lock:
+            await self._advance()
+            return self.account.transfer(recipient=recipient, amount_usd=amount_usd, at=self.clock.now())
+
+    async def attach_key(self, instance_id: int, public_key: str) -> int:
+        """Add a key to a live instance (the host provider holds the same list, so it takes effect at once)."""
+        async with self._lock:
+            st = self._get(instance_id)
+            key = validated_public_key(public_key)
+            key_id = self.account.allocate_key_id()
+            st.attached_keys[key_id] = key
+            st.authorized_keys.append(key)
+            return key_id
+
+    async def detach_key(self, instance_id: int, key_id: int) -> None:
+        async with self._lock:
+            st = self._get(instance_id)
+            key = st.attached_keys.pop(key_id, None)
+            if key is None:
+                raise MarketError(404, "no_such_key", f"Key {key_id} is not attached to instance {instance_id}.")
+            if key in st.authorized_keys:
+                st.authorized_keys.remove(key)
