@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
+
 
 class FakeClock:
     """A clock that only moves when someone sleeps on it (or ``advance`` is called); records every sleep."""
@@ -22,3 +24,27 @@ class FakeClock:
         self.sleeps.append(seconds)
         self._now += max(0.0, seconds)
         await asyncio.sleep(0)
+
+
+class FakeVastApi:
+    """A scripted stand-in for the live Vast.ai API (the one thing tests cannot reach): an ``httpx`` transport
+    handler that answers from a queue of scripted responses (then ``default``) and records every request.
+
+    Script entries are ``httpx.Response`` objects, or exceptions to raise (e.g. ``httpx.ConnectError``).
+    """
+
+    def __init__(self, default: httpx.Response | None = None) -> None:
+        self.requests: list[httpx.Request] = []
+        self.script: list[httpx.Response | Exception] = []
+        self.default = default if default is not None else httpx.Response(200, json={"success": True})
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self)
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        request.read()
+        self.requests.append(request)
+        answer = self.script.pop(0) if self.script else self.default
+        if isinstance(answer, Exception):
+            raise answer
+        return answer

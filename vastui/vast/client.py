@@ -1,0 +1,336 @@
+"""``HttpVastClient``: the only door to the marketplace, real or simulated.
+
+Reads return typed models; raw dicts never leave this package. Every mutating method checks and consumes its
+``Approval`` before any I/O and writes an audit record of the call and its outcome. Create is never retried
+blindly: when the answer to ``PUT /asks/{id}/`` is lost (timeout, dropped connection, 5xx), the client lists
+the instances and looks for the create's unique label before deciding, so one approval can never rent twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import TypeVar
+
+import httpx
+
+from vastui.approval import Action, Approval, AuditRecord, AuditSink, instance_target, offer_target, require
+from vastui.clock import Clock
+from vastui.config import Redactor, Secret
+from vastui.errors import ApiError, ApprovalRequired, AuthError, TransportError, VastuiError
+from vastui.vast.backoff import RetryPolicy
+from vastui.vast.listing import list_all_instances
+from vastui.vast.models import CreatedInstance, Instance, InstanceListing, Offer, Prepaid, SshKey, User
+from vastui.vast.query import build_search_body
+from vastui.vast.wire import Retry, Wire
+
+T = TypeVar("T")
+DEFAULT_RUNTYPE = "ssh_direc ssh_proxy"
+LOG_POLLS = 30
+LOG_POLL_INTERVAL_S = 0.3
+
+
+def recipient_target(recipient: str) -> str:
+    """The approval target of a credit transfer."""
+    return f"recipient:{recipient}"
+
+
+def ssh_key_target(public_key: str) -> str:
+    """The approval target of registering an SSH public key: a short digest of the key."""
+    return "ssh_key:" + hashlib.sha256(public_key.strip().encode()).hexdigest()[:16]
+
+
+class CreateFailed(ApiError):
+    """The create request failed in transit and a complete listing shows nothing was rented.
+
+    Not retried: renting again needs a new approval."""
+
+
+class CreateUncertain(ApiError):
+    """The create request failed in transit and the listing could not settle whether an instance exists.
+
+    ``label`` is what to look for; treat the instance as possibly billing until a complete listing says no."""
+
+    def __init__(self, message: str, *, label: str, offer_id: int, status: int | None = None) -> None:
+        super().__init__(message, status=status, title="Rent possibly happened")
+        self.label = label
+        self.offer_id = offer_id
+
+
+class HttpVastClient:
+    """The Vast.ai REST API (vast-api.md §2) over one ``httpx.AsyncClient``. Use as an async context manager."""
+
+    def __init__(self, *, base_url: str, api_key: Secret | None, clock: Clock,
+                 transport: httpx.AsyncBaseTransport | None = None, timeout_s: float = 30.0,
+                 max_attempts: int = 4, audit: AuditSink | None = None) -> None:
+        self._clock = clock
+        self._audit = audit
+        self._wire = Wire(base_url=base_url, api_key=api_key, clock=clock, transport=transport,
+                          timeout_s=timeout_s, policy=RetryPolicy(max_attempts=max_attempts),
+                          redactor=Redactor([api_key]))
+
+    def __repr__(self) -> str:
+        return f"HttpVastClient(base_url={self._wire.base_url!r}, api_key=<redacted>)"
+
+    async def __aenter__(self) -> HttpVastClient:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._wire.aclose()
+
+    # --- reads ----------------------------------------------------------------------------------------------------
+
+    async def search_offers(self, query: str = "", *, order: str = "score-", type_: str = "on-demand",
+                            limit: int | None = None, storage_gib: float = 5.0,
+                            no_default: bool = False) -> list[Offer]:
+        """Search offers with the official CLI's query language (raises QueryError before any I/O)."""
+        body = build_search_body(query, order=order, type_=type_, limit=limit, storage_gib=storage_gib,
+                                 no_default=no_default)
+        return await self.search_offers_body(body)
+
+    async def search_offers_body(self, body: Mapping[str, object]) -> list[Offer]:
+        """``POST /api/v0/bundles/`` with a ready-made query body."""
+        reply = await self._wire.call("POST", "/bundles/", body=body)
+        rows = _field(reply, "offers", list, "POST /bundles/")
+        return [self._parse(Offer.from_api, row, f"row {i} of POST /bundles/") for i, row in enumerate(rows)]
+
+    async def list_instances(self) -> InstanceListing:
+        """Every instance, following every v1 page. A failed page gives ``is_complete=False`` with what was read;
+        a rejected API key raises AuthError."""
+        return await list_all_instances(self._wire)
+
+    async def show_instance(self, instance_id: int) -> Instance | None:
+        """``GET /api/v0/instances/{id}/?owner=me``; None when the marketplace says there is no such instance."""
+        path = f"/instances/{instance_id}/"
+        reply = await self._wire.call("GET", path, params={"owner": "me"})
+        if not isinstance(reply, Mapping) or "instances" not in reply:
+            raise ApiError(self._wire.redact(f"GET {path}: expected an object with 'instances'"))
+        row = reply["instances"]
+        if row is None:
+            return None
+        if not isinstance(row, Mapping):
+            raise ApiError(f"GET {path}: 'instances' should be an object or null, got {type(row).__name__}")
+        return self._parse(Instance.from_api, row, f"GET {path}")
+
+    async def get_user(self) -> User:
+        reply = await self._wire.call("GET", "/users/current")
+        if not isinstance(reply, Mapping):
+            raise ApiError("GET /users/current: expected a JSON object")
+        return self._parse(User.from_api, reply, "GET /users/current")
+
+    async def list_ssh_keys(self) -> list[SshKey]:
+        reply = await self._wire.call("GET", "/ssh/")
+        rows = reply.get("keys", reply.get("ssh_keys")) if isinstance(reply, Mapping) else reply
+        if not isinstance(rows, list):
+            raise ApiError("GET /ssh/: expected a list of keys")
+        return [self._parse(SshKey.from_api, row, f"row {i} of GET /ssh/") for i, row in enumerate(rows)]
+
+    async def request_logs(self, instance_id: int, *, tail: int | None = None) -> str:
+        """Ask for an instance's logs and poll the result URL (no auth, only HTTP 200 counts, bounded)."""
+        path = f"/instances/request_logs/{instance_id}/"
+        reply = await self._wire.call("PUT", path, body={} if tail is None else {"tail": str(tail)})
+        url = _field(reply, "result_url", str, f"PUT {path}")
+        for _ in range(LOG_POLLS):
+            await self._clock.sleep(LOG_POLL_INTERVAL_S)
+            status, text = await self._wire.fetch_result(url)
+            if status == 200:
+                return text
+        raise ApiError(f"logs of instance {instance_id} were not ready after {LOG_POLLS} polls "
+                       f"({LOG_POLLS * LOG_POLL_INTERVAL_S:.0f} s)", title="Logs not ready")
+
+    # --- mutations (each needs an Approval) -----------------------------------------------------------------------
+
+    async def create_instance(self, *, offer_id: int, image: str, disk_gib: float, label: str, approval: Approval,
+                              onstart: str | None = None, env: Mapping[str, str] | None = None,
+                              runtype: str = DEFAULT_RUNTYPE) -> CreatedInstance:
+        """Rent ``offer_id``. ``label`` must be unique to this create: it is how a lost answer is reconciled."""
+        if not label.strip():
+            raise ApiError("create_instance needs a non-empty, unique label (it is how a lost answer is found)")
+        if disk_gib <= 0:
+            raise ApiError(f"disk must be positive, not {disk_gib} GiB")
+        target = offer_target(offer_id)
+        body: dict[str, object] = {
+            "client_id": "me", "image": image, "env": dict(env or {}), "price": None, "disk": float(disk_gib),
+            "label": label, "extra": None, "onstart": onstart, "image_login": None, "python_utf8": False,
+            "lang_utf8": False, "use_jupyter_lab": False, "jupyter_dir": None, "force": False,
+            "cancel_unavail": False, "template_hash_id": None, "user": None, "runtype": runtype,
+        }
+
+        async def rent() -> CreatedInstance:
+            return await self._rent(offer_id, label, body)
+
+        return await self._mutate(approval, Action.CREATE_INSTANCE, target, rent,
+                                  lambda made: f"ok: instance {made.instance_id}"
+                                  + (" (found by label after a lost answer)" if made.reconciled else ""))
+
+    async def destroy_instance(self, instance_id: int, *, approval: Approval) -> None:
+        await self._simple(approval, Action.DESTROY_INSTANCE, instance_id, "DELETE", f"/instances/{instance_id}/", {})
+
+    async def stop_instance(self, instance_id: int, *, approval: Approval) -> None:
+        await self._simple(approval, Action.STOP_INSTANCE, instance_id, "PUT", f"/instances/{instance_id}/",
+                           {"state": "stopped"})
+
+    async def start_instance(self, instance_id: int, *, approval: Approval) -> None:
+        await self._simple(approval, Action.START_INSTANCE, instance_id, "PUT", f"/instances/{instance_id}/",
+                           {"state": "running"})
+
+    async def label_instance(self, instance_id: int, label: str, *, approval: Approval) -> None:
+        await self._simple(approval, Action.LABEL_INSTANCE, instance_id, "PUT", f"/instances/{instance_id}/",
+                           {"label": label})
+
+    async def prepay_instance(self, instance_id: int, amount_usd: float, *, approval: Approval) -> Prepaid:
+        """Move credit onto an instance (a deposit that buys a discount). Money: never retried blindly."""
+        _check_amount(amount_usd, approval)
+        path = f"/instances/prepay/{instance_id}/"
+
+        async def prepay() -> Prepaid:
+            reply = await self._wire.call("PUT", path, body={"amount": float(amount_usd)}, retry=Retry.REFUSED_ONLY)
+            return Prepaid(instance_id=instance_id, amount_usd=float(amount_usd),
+                           timescale_months=_field(reply, "timescale", float, f"PUT {path}"),
+                           discount_rate=_field(reply, "discount_rate", float, f"PUT {path}"))
+
+        return await self._mutate(approval, Action.PREPAY_INSTANCE, instance_target(instance_id), prepay,
+                                  lambda done: f"ok: ${done.amount_usd:.2f} for {done.timescale_months:.3g} months")
+
+    async def transfer_credit(self, recipient: str, amount_usd: float, *, approval: Approval) -> None:
+        """Send credit to another account (email or user id). Money: never retried blindly."""
+        if not recipient.strip():
+            raise ApiError("transfer_credit needs a recipient")
+        _check_amount(amount_usd, approval)
+        body = {"sender": "me", "recipient": recipient, "amount": float(amount_usd)}
+
+        async def send() -> None:
+            await self._wire.call("PUT", "/commands/transfer_credit/", body=body, retry=Retry.REFUSED_ONLY)
+
+        await self._mutate(approval, Action.TRANSFER_CREDIT, recipient_target(recipient), send,
+                           lambda _: f"ok: ${amount_usd:.2f} sent")
+
+    async def create_ssh_key(self, public_key: str, *, approval: Approval) -> None:
+        """Register a public key on the account (target: ``ssh_key_target(public_key)``)."""
+        key = _public_key(public_key)
+
+        async def create() -> None:
+            await self._wire.call("POST", "/ssh/", body={"ssh_key": key}, retry=Retry.REFUSED_ONLY)
+
+        await self._mutate(approval, Action.CREATE_SSH_KEY, ssh_key_target(key), create, lambda _: "ok")
+
+    async def attach_ssh_key(self, instance_id: int, public_key: str, *, approval: Approval) -> None:
+        """Authorise a public key on one instance."""
+        key = _public_key(public_key)
+
+        async def attach() -> None:
+            await self._wire.call("POST", f"/instances/{instance_id}/ssh/", body={"ssh_key": key})
+
+        await self._mutate(approval, Action.ATTACH_SSH_KEY, instance_target(instance_id), attach, lambda _: "ok")
+
+    # --- internals ------------------------------------------------------------------------------------------------
+
+    async def _simple(self, approval: Approval, action: Action, instance_id: int, method: str, path: str,
+                      body: Mapping[str, object]) -> None:
+        async def send() -> None:
+            await self._wire.call(method, path, body=body)
+
+        await self._mutate(approval, action, instance_target(instance_id), send, lambda _: "ok")
+
+    async def _mutate(self, approval: Approval | None, action: Action, target: str,
+                      operation: Callable[[], Awaitable[T]], describe: Callable[[T], str]) -> T:
+        """Consume the approval (before any I/O), run the call, and audit its outcome either way."""
+        granted = require(approval, action=action, target=target)
+        try:
+            result = await operation()
+        except VastuiError as exc:
+            await self._record(granted, action, target, f"error: {exc.message}")
+            raise
+        await self._record(granted, action, target, describe(result))
+        return result
+
+    async def _record(self, approval: Approval, action: Action, target: str, outcome: str) -> None:
+        self._wire.log(logging.INFO, f"{action} {target}: {outcome}")
+        if self._audit is None:
+            return
+        await self._audit.record_audit(AuditRecord(
+            at=self._clock.now(), kind="call", action=action, target=target, approval_id=approval.approval_id,
+            granted_by=approval.granted_by, outcome=self._wire.redact(outcome)[:500],
+            campaign_id=approval.request.campaign_id,
+        ))
+
+    async def _rent(self, offer_id: int, label: str, body: Mapping[str, object]) -> CreatedInstance:
+        path = f"/asks/{offer_id}/"
+        try:
+            reply = await self._wire.call("PUT", path, body=body, retry=Retry.REFUSED_ONLY)
+        except (TransportError, ApiError) as exc:
+            if isinstance(exc, AuthError) or not (isinstance(exc, TransportError) or (exc.status or 0) >= 500):
+                raise  # the marketplace answered and refused: nothing was rented
+            return await self._reconcile(offer_id, label, exc)
+        new_id = _field(reply, "new_contract", int, f"PUT {path}")
+        return CreatedInstance(instance_id=new_id, offer_id=offer_id, label=label)
+
+    async def _reconcile(self, offer_id: int, label: str, cause: ApiError) -> CreatedInstance:
+        """The create's answer was lost: look for its label before deciding anything."""
+        self._wire.log(logging.WARNING, f"create on offer {offer_id} lost its answer ({cause.message}); "
+                                        f"looking for label {label!r}")
+        try:
+            listing = await self.list_instances()
+        except VastuiError as exc:
+            listing = InstanceListing(instances=(), is_complete=False, error=exc.message)
+        found = listing.with_label(label)
+        if len(found) == 1:
+            return CreatedInstance(instance_id=found[0].id, offer_id=offer_id, label=label, reconciled=True)
+        if len(found) > 1:
+            ids = ", ".join(str(inst.id) for inst in found)
+            raise CreateUncertain(self._wire.redact(
+                f"create on offer {offer_id} lost its answer and several instances carry label {label!r} "
+                f"({ids}); labels must be unique per create — check them before doing anything else"),
+                label=label, offer_id=offer_id, status=cause.status)
+        if listing.is_complete:
+            raise CreateFailed(self._wire.redact(
+                f"create on offer {offer_id} failed ({cause.message}); a complete listing shows no instance "
+                f"labelled {label!r}, so nothing was rented. Not retried: renting again needs a new approval."),
+                status=cause.status, title="Rent failed")
+        raise CreateUncertain(self._wire.redact(
+            f"create on offer {offer_id} lost its answer ({cause.message}) and the instance listing is incomplete "
+            f"({listing.error}); an instance labelled {label!r} was possibly created and may be billing"),
+            label=label, offer_id=offer_id, status=cause.status)
+
+    def _parse(self, parse: Callable[..., T], row: object, where: str) -> T:
+        if not isinstance(row, Mapping):
+            raise ApiError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        try:
+            return parse(row, where=where)
+        except ApiError as exc:
+            raise ApiError(self._wire.redact(exc.message)) from None
+
+
+def _field(reply: object, name: str, kind: type[T], where: str) -> T:
+    """``reply[name]`` if it is a ``kind`` (bools are not numbers), else ApiError naming what is wrong where."""
+    if not isinstance(reply, Mapping):
+        raise ApiError(f"{where}: expected a JSON object with {name!r}, got {type(reply).__name__}")
+    value = reply.get(name)
+    if isinstance(value, int) and not isinstance(value, bool) and kind is float:
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ApiError(f"{where}: field {name!r} is missing or has the wrong type ({type(value).__name__})")
+    return value
+
+
+def _check_amount(amount_usd: float, approval: Approval | None) -> None:
+    if not amount_usd > 0:
+        raise ApiError(f"the amount must be a positive number of USD, not {amount_usd}")
+    cap = approval.request.cost_cap_usd if approval is not None else None
+    if cap is not None and amount_usd > cap:
+        raise ApprovalRequired(f"${amount_usd:.2f} is over the approved cap of ${cap:.2f}", title="Over the cap")
+
+
+def _public_key(public_key: str) -> str:
+    key = public_key.strip()
+    if "PRIVATE KEY" in key:
+        raise ApiError("that is a private key; pass the public key (the .pub file's text)")
+    if not key.startswith(("ssh-", "ecdsa-", "sk-")):
+        raise ApiError("not an SSH public key (it should start with ssh-, ecdsa- or sk-)")
+    return key

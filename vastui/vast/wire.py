@@ -1,0 +1,186 @@
+"""The wire: one ``httpx.AsyncClient``, requests shaped as the official CLI shapes them, bounded retries through
+the injected clock, and every failure translated into a ``VastuiError`` whose text has passed the redactor.
+
+Paths are sent exactly as given (trailing slashes matter to Vast); ``/api/v0`` is prepended unless the path
+already names an API version. Query values that are not strings are ``json.dumps``-ed, then ``quote_plus``-ed,
+as the CLI does. POST/PUT/DELETE always carry a JSON body (``{}`` when empty). The API key goes only into the
+``Authorization`` header of marketplace requests, never into result-URL fetches, logs or messages.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+import logging
+import re
+from collections.abc import Mapping
+from urllib.parse import quote_plus
+
+import httpx
+
+from vastui import __version__
+from vastui.clock import Clock
+from vastui.config import Redactor, Secret
+from vastui.errors import ApiError, AuthError, NotFound, QuotaExceeded, RateLimited, TransportError
+from vastui.vast.backoff import RetryPolicy, is_retryable_status, parse_retry_after
+
+_log = logging.getLogger("vastui.vast")
+_VERSIONED = re.compile(r"^/api/v\d+/")
+QUOTA_CODE = "search_quota_exceeded"
+
+
+class Retry(enum.Enum):
+    """What may be sent again. IDEMPOTENT requests are retried on 429/502/503/504 and transport errors.
+    REFUSED_ONLY requests (create, money) are retried only on a plain 429, which means the server did not act."""
+
+    IDEMPOTENT = "idempotent"
+    REFUSED_ONLY = "refused-only"
+
+
+class Wire:
+    """Sends one marketplace request at a time and returns its decoded JSON."""
+
+    def __init__(self, *, base_url: str, api_key: Secret | None, clock: Clock,
+                 transport: httpx.AsyncBaseTransport | None, timeout_s: float, policy: RetryPolicy,
+                 redactor: Redactor) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self._clock = clock
+        self._policy = policy
+        self.redact = redactor
+        self._http = httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(timeout_s),
+                                       headers={"User-Agent": f"vastui/{__version__}"}, follow_redirects=False)
+
+    def __repr__(self) -> str:
+        return f"Wire(base_url={self.base_url!r}, api_key={self._api_key!r})"
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def url(self, path: str, params: Mapping[str, object] | None = None) -> str:
+        """The full URL the official CLI would build for ``path`` and ``params``."""
+        full = path if _VERSIONED.match(path) else "/api/v0" + path
+        url = self.base_url + full
+        if params:
+            url += "?" + "&".join(
+                f"{name}={quote_plus(value if isinstance(value, str) else json.dumps(value))}"
+                for name, value in params.items()
+            )
+        return url
+
+    def log(self, level: int, text: str) -> None:
+        _log.log(level, "%s", self.redact(text))
+
+    async def call(self, method: str, path: str, *, params: Mapping[str, object] | None = None,
+                   body: Mapping[str, object] | None = None, retry: Retry = Retry.IDEMPOTENT) -> object:
+        """Send, retrying as ``retry`` allows, and return the decoded JSON of a 2xx answer (else raise)."""
+        what = f"{method} {path}"
+        url = self.url(path, params)
+        headers = {"Authorization": f"Bearer {self._api_key.reveal()}"} if self._api_key else {}
+        content = None
+        if method != "GET":
+            content = json.dumps(dict(body or {})).encode()
+            headers["Content-Type"] = "application/json"
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._http.request(method, url, content=content, headers=headers)
+            except httpx.TransportError as exc:
+                reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                if retry is Retry.IDEMPOTENT and self._policy.has_attempts_left(attempt):
+                    await self._wait(what, attempt, None, reason)
+                    continue
+                raise TransportError(self.redact(f"{what} failed after {attempt} attempt(s): {reason}")) from exc
+            except httpx.HTTPError as exc:
+                raise ApiError(self.redact(f"{what} failed: {type(exc).__name__}: {exc}")) from exc
+            self.log(logging.DEBUG, f"{what} -> {response.status_code} (attempt {attempt})")
+            if not is_retryable_status(response.status_code) or self._is_quota(response):
+                return self._decode(response, what)
+            may_retry = retry is Retry.IDEMPOTENT or response.status_code == 429
+            retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            if retry_after is not None and retry_after > self._policy.max_retry_after_s:
+                raise RateLimited(self.redact(
+                    f"{what}: the marketplace asked us to wait {retry_after:.0f} s (HTTP {response.status_code}); "
+                    f"giving up instead of waiting over {self._policy.max_retry_after_s:.0f} s"),
+                    retry_after_s=retry_after, status=response.status_code)
+            if not (may_retry and self._policy.has_attempts_left(attempt)):
+                return self._decode(response, what, attempts=attempt)
+            await self._wait(what, attempt, retry_after, f"HTTP {response.status_code}")
+
+    async def _wait(self, what: str, attempt: int, retry_after: float | None, reason: str) -> None:
+        delay = retry_after if retry_after is not None else self._policy.backoff_s(attempt - 1)
+        self.log(logging.WARNING, f"{what}: {reason}; retrying in {delay:.3g} s "
+                                  f"(attempt {attempt + 1} of {self._policy.max_attempts})")
+        await self._clock.sleep(delay)
+
+    @staticmethod
+    def _is_quota(response: httpx.Response) -> bool:
+        if response.status_code != 429:
+            return False
+        try:
+            body = response.json()
+        except ValueError:
+            return False
+        return isinstance(body, Mapping) and body.get("error") == QUOTA_CODE
+
+    def _decode(self, response: httpx.Response, what: str, *, attempts: int = 1) -> object:
+        status = response.status_code
+        try:
+            body: object = response.json()
+        except ValueError:
+            snippet = response.text[:80].strip().replace("\n", " ")
+            if status < 400:
+                raise ApiError(self.redact(f"{what}: HTTP {status} with a body that is not JSON: {snippet!r}"),
+                               status=status) from None
+            body = None
+            message = snippet or response.reason_phrase
+        else:
+            message = _message(body) or response.reason_phrase
+        code = body.get("error") if isinstance(body, Mapping) and isinstance(body.get("error"), str) else None
+        if status >= 400 or 300 <= status < 400:
+            raise self._http_error(response, what, status, code, message, attempts)
+        if isinstance(body, Mapping) and body.get("success") is False:
+            raise ApiError(self.redact(f"{what} was refused: {message or 'success: false with no message'}"),
+                           status=status, code=code)
+        return body
+
+    def _http_error(self, response: httpx.Response, what: str, status: int, code: str | None, message: str,
+                    attempts: int) -> ApiError:
+        tried = f" after {attempts} attempts" if attempts > 1 else ""
+        text = f"{what}: HTTP {status}{tried}: {message}"
+        if status in (401, 403):
+            return AuthError(self.redact(f"{text} (check the API key for {self.base_url})"), status=status,
+                             code=code, title="API key rejected")
+        if status == 404:
+            return NotFound(self.redact(text), status=status, code=code)
+        if status == 429 and code == QUOTA_CODE:
+            reset = parse_retry_after(response.headers.get("X-RateLimit-Reset"))
+            when = ""
+            wait = None
+            if reset is not None:
+                stamp = dt.datetime.fromtimestamp(reset, tz=dt.UTC).strftime("%Y-%m-%d %H:%M")
+                when = f" Resets at {stamp} UTC."
+                wait = max(0.0, reset - self._clock.now())
+            return QuotaExceeded(self.redact(f"{what}: search quota exceeded: {message}.{when}"),
+                                 retry_after_s=wait, status=status, code=code, title="Search quota exceeded")
+        if status == 429:
+            return RateLimited(self.redact(text), retry_after_s=parse_retry_after(response.headers.get("Retry-After")),
+                               status=status, code=code)
+        return ApiError(self.redact(text), status=status, code=code)
+
+    async def fetch_result(self, url: str) -> tuple[int, str]:
+        """GET a presigned result URL with no Authorization header; (status, text). Transport errors -> (0, why)."""
+        try:
+            response = await self._http.get(url)
+        except httpx.TransportError as exc:
+            return 0, type(exc).__name__
+        return response.status_code, response.text
+
+
+def _message(body: object) -> str:
+    if isinstance(body, Mapping):
+        msg = body.get("msg")
+        return msg if isinstance(msg, str) else ""
+    return ""
