@@ -1,0 +1,204 @@
+"""Racing and the decision: when candidates are eliminated, when the race stops, what is chosen and why."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vastui.bench.cost import CostInputs, cost_per_accepted_unit
+from vastui.bench.manifest import LatencyCeiling, MeasureRule, Slo
+from vastui.bench.select import (EliminationReason, Finalist, Race, RaceCandidate, decide_profile)
+from vastui.bench.stats import Block, Interval, Verdict
+
+CHEAP = CostInputs(price_per_hour_usd=1.0, startup_s=120.0)
+
+
+def block(theta: float, *, latencies_ms: tuple[float, ...] = ()) -> Block:
+    return Block(units=theta * 30.0, duration_s=30.0, steps=30, latencies_ms=latencies_ms)
+
+
+def run_rounds(race: Race, thetas: dict[str, float], rounds: int, *, noise: float = 0.0, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        for cid in race.active:
+            race.add_block(cid, block(thetas[cid] * (1.0 + rng.gauss(0.0, noise))))
+
+
+def test_no_elimination_before_min_blocks_then_the_clearly_worse_goes() -> None:
+    race = Race([RaceCandidate("a", CHEAP), RaceCandidate("b", CHEAP)], units=100_000, resamples=500)
+    run_rounds(race, {"a": 100.0, "b": 60.0}, 4, noise=0.02)
+    step = race.decide()
+    assert step.eliminated == () and not step.finished and step.leader == "a"
+    run_rounds(race, {"a": 100.0, "b": 60.0}, 1, noise=0.02)
+    step = race.decide()
+    assert [e.candidate_id for e in step.eliminated] == ["b"]
+    assert step.eliminated[0].reason is EliminationReason.COST and "Holm" in step.eliminated[0].detail
+    assert step.active == ("a",) and not step.finished  # the winner needs 10 blocks of evidence
+    run_rounds(race, {"a": 100.0}, 5, noise=0.02)
+    step = race.decide()
+    assert step.finished and step.reason == "one candidate remains" and step.leader == "a"
+
+
+def test_holm_levels_step_down_over_challengers() -> None:
+    candidates = [RaceCandidate(cid, CHEAP) for cid in "abcd"]
+    race = Race(candidates, units=100_000, resamples=500)
+    run_rounds(race, {"a": 100.0, "b": 50.0, "c": 40.0, "d": 30.0}, 5)
+    step = race.decide()
+    assert {e.candidate_id for e in step.eliminated} == {"b", "c", "d"}
+    levels = sorted(e.detail.split("Holm level ")[1].split(",")[0] for e in step.eliminated)
+    assert levels == ["0.0167", "0.0250", "0.0500"]  # alpha/3, alpha/2, alpha/1
+
+
+def test_close_noisy_candidates_are_not_eliminated_early() -> None:
+    race = Race([RaceCandidate("a", CHEAP), RaceCandidate("b", CHEAP)], units=100_000, resamples=500)
+    run_rounds(race, {"a": 100.0, "b": 99.0}, 5, noise=0.05, seed=4)
+    assert race.decide().eliminated == ()
+
+
+def test_indifference_zone_stops_the_race_between_equals() -> None:
+    race = Race([RaceCandidate("a", CHEAP), RaceCandidate("b", CHEAP)], units=100_000, resamples=500)
+    for rounds in range(1, 31):
+        run_rounds(race, {"a": 100.0, "b": 100.5}, 1, noise=0.005, seed=rounds)
+        step = race.decide()
+        if step.finished:
+            break
+    assert step.finished and "within 3 %" in step.reason
+    assert rounds >= 10  # never before the winner's minimum evidence
+    assert set(step.active) == {"a", "b"}
+
+
+def test_budget_and_block_cap_stop_the_race() -> None:
+    race = Race([RaceCandidate("a", CHEAP), RaceCandidate("b", CHEAP)], units=1000, budget_usd=2.0,
+                measure=MeasureRule(min_blocks=2, winner_min_blocks=3, max_blocks=4), resamples=200)
+    run_rounds(race, {"a": 100.0, "b": 100.0}, 1, noise=0.3)
+    assert not race.decide(spent_usd=1.99).finished
+    step = race.decide(spent_usd=2.0)
+    assert step.finished and "budget" in step.reason
+    for seed in (9, 10):
+        run_rounds(race, {"a": 100.0, "b": 100.0}, 1, noise=0.3, seed=seed)
+        assert not race.decide(spent_usd=0.5).finished  # 30 % noise: neither separated nor within 3 %
+    run_rounds(race, {"a": 100.0, "b": 100.0}, 1, noise=0.3, seed=11)
+    step = race.decide(spent_usd=0.5)
+    assert step.finished and step.reason == "every remaining candidate reached 4 blocks"
+
+
+def test_slo_floor_and_latency_ceiling_eliminate() -> None:
+    slo = Slo(throughput_min_units_per_s=80.0, latency=LatencyCeiling(percentile=99.0, max_ms=50.0))
+    race = Race([RaceCandidate("slow", CHEAP), RaceCandidate("laggy", CHEAP), RaceCandidate("good", CHEAP)],
+                units=100_000, slo=slo, resamples=300)
+    for _ in range(5):
+        race.add_block("slow", block(60.0, latencies_ms=(10.0,) * 100))
+        race.add_block("laggy", block(100.0, latencies_ms=(10.0,) * 95 + (90.0,) * 5))
+        race.add_block("good", block(90.0, latencies_ms=(10.0,) * 100))
+    step = race.decide()
+    assert {(e.candidate_id, e.reason) for e in step.eliminated} == {("slow", EliminationReason.SLO),
+                                                                      ("laggy", EliminationReason.SLO)}
+    good = next(s for s in race.standings() if s.candidate_id == "good")
+    assert good.slo is Verdict.MET and good.blocks == 5  # 500 latencies under the bound certify p99 (>= 459)
+
+
+def test_excluded_candidates_are_out_and_interleaving_is_fair() -> None:
+    race = Race([RaceCandidate("a", CHEAP), RaceCandidate("b", CHEAP), RaceCandidate("c", CHEAP)], units=1000)
+    assert race.next_candidate() == "a"
+    race.add_block("a", block(10.0))
+    assert race.next_candidate() == "b"
+    race.exclude("b", reason=EliminationReason.FAILED, detail="canary digest mismatch")
+    assert race.next_candidate() == "c" and race.active == ("a", "c")
+    standing = next(s for s in race.standings() if s.candidate_id == "b")
+    assert standing.elimination is not None and standing.elimination.reason is EliminationReason.FAILED
+    assert {f.candidate_id for f in race.finalists()} == {"a"}  # c has nothing known yet, b failed
+    race.exclude("c", reason=EliminationReason.THROTTLED, detail="thermal")
+    race.exclude("a", reason=EliminationReason.FAILED, detail="readiness deadline")
+    assert race.decide().finished and race.next_candidate() is None
+
+
+# --- the worked example through the race and the decision ---------------------------------------------------------
+FAST = CostInputs(price_per_hour_usd=2.00, startup_s=960.0, warmup_s=40.0, inet_usd_per_gb=0.04, transfer_gb_fixed=18.0)
+SLOW = CostInputs(price_per_hour_usd=0.60, startup_s=150.0, warmup_s=50.0, inet_usd_per_gb=0.002,
+                  transfer_gb_fixed=18.0)
+
+
+@pytest.mark.parametrize(("units", "chosen", "runner_up"), [(20_000, "slow", "fast"), (2_000_000, "fast", "slow")])
+def test_race_and_decision_on_the_classic_trap(units: int, chosen: str, runner_up: str) -> None:
+    race = Race([RaceCandidate("fast", FAST), RaceCandidate("slow", SLOW)], units=units, resamples=300)
+    run_rounds(race, {"fast": 120.0, "slow": 30.0}, 10)
+    step = race.decide()
+    assert step.leader == chosen and step.finished
+    decision = decide_profile(race.finalists(), units=units)
+    assert (decision.chosen, decision.runner_up) == (chosen, runner_up)
+    assert decision.break_even_units == pytest.approx(1_302_720, rel=1e-12)
+    assert decision.slo_met and not decision.provisional and decision.margin is not None and decision.margin > 0
+
+
+def finalist(cid: str, point: float, low: float, high: float, *, slo: Verdict = Verdict.MET, measured: bool = True,
+             eliminated: bool = False) -> Finalist:
+    # cost per unit = 1/theta for this price (3600 $/h, no startup), so build throughput from the cost interval
+    cost = CostInputs(price_per_hour_usd=3600.0, startup_s=0.0)
+    theta = Interval(1 / point, 1 / high, 1 / low, 0.95, 10)
+    return Finalist(cid, cost, theta, Interval(point, low, high, 0.95, 10), slo, measured, eliminated)
+
+
+def test_decision_takes_the_lowest_upper_bound_not_the_lowest_point() -> None:
+    risky = finalist("risky", 1.00, 0.70, 1.40)
+    steady = finalist("steady", 1.05, 1.00, 1.10)
+    decision = decide_profile([risky, steady], units=100)
+    assert (decision.chosen, decision.runner_up) == ("steady", "risky")
+    assert decision.margin == pytest.approx(1.40 / 1.10 - 1)
+    assert decision.slo_met and not decision.provisional
+
+
+def test_decision_prefers_certified_never_violated_and_says_provisional() -> None:
+    cheap_violating = finalist("violating", 0.5, 0.4, 0.6, slo=Verdict.VIOLATED)
+    undecided = finalist("undecided", 0.8, 0.7, 0.9, slo=Verdict.UNDECIDED)
+    certified = finalist("certified", 1.0, 0.9, 1.1)
+    prior_only = finalist("prior", 0.9, 0.9, 0.9, slo=Verdict.UNDECIDED, measured=False)
+    decision = decide_profile([cheap_violating, undecided, certified, prior_only], units=100)
+    assert decision.chosen == "certified" and decision.slo_met and decision.provisional
+    decision = decide_profile([cheap_violating, undecided], units=100)
+    assert decision.chosen == "undecided" and not decision.slo_met and not decision.provisional
+    decision = decide_profile([cheap_violating], units=100)
+    assert decision.chosen is None and not decision.slo_met
+    failed = Finalist("failed", CostInputs(price_per_hour_usd=1.0, startup_s=math.inf),
+                      Interval(1.0, 1.0, 1.0, 0.95, 5), Interval(math.inf, math.inf, math.inf, 0.95, 5), Verdict.MET)
+    assert decide_profile([failed], units=100).chosen is None
+
+
+def test_eliminated_candidates_can_be_runner_up_but_not_chosen() -> None:
+    winner = finalist("winner", 1.0, 0.95, 1.05)
+    loser = finalist("loser", 2.0, 1.9, 2.1, eliminated=True)
+    decision = decide_profile([loser, winner], units=100)
+    assert (decision.chosen, decision.runner_up) == ("winner", "loser")
+    assert decide_profile([loser], units=100).chosen is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(thetas=st.lists(st.floats(min_value=1.0, max_value=1000.0), min_size=2, max_size=6),
+       prices=st.lists(st.floats(min_value=0.1, max_value=10.0), min_size=6, max_size=6),
+       startups=st.lists(st.floats(min_value=0.0, max_value=3000.0), min_size=6, max_size=6),
+       units=st.integers(min_value=100, max_value=10**7))
+def test_racing_never_eliminates_the_true_best_on_noiseless_inputs(thetas: list[float], prices: list[float],
+                                                                    startups: list[float], units: int) -> None:
+    candidates = [RaceCandidate(f"c{i}", CostInputs(price_per_hour_usd=prices[i], startup_s=startups[i]))
+                  for i in range(len(thetas))]
+    truth = {c.candidate_id: cost_per_accepted_unit(c.cost, units=units, throughput_units_per_s=thetas[i])
+             for i, c in enumerate(candidates)}
+    best = min(truth.values())
+    race = Race(candidates, units=units, resamples=100)
+    for _ in range(race.measure.max_blocks):
+        for cid in race.active:
+            race.add_block(cid, block(thetas[int(cid[1:])]))
+        step = race.decide()
+        for elimination in step.eliminated:
+            assert truth[elimination.candidate_id] > best
+        if step.finished:
+            break
+    assert step.finished
+    assert any(truth[cid] == best for cid in step.active)
+    # noiseless, every candidate measurably worse than the best is gone at the first test (after 5 blocks)
+    assert all(truth[cid] <= best * (1 + 1e-6) for cid in step.active)
+    decision = decide_profile(race.finalists(), units=units)
+    assert decision.chosen is not None and truth[decision.chosen] == pytest.approx(best, rel=1e-12)
