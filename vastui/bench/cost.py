@@ -64,7 +64,7 @@ def marginal_cost_usd(inputs: CostInputs, *, throughput_units_per_s: float) -> f
             + inputs.inet_usd_per_gb * inputs.transfer_gb_per_unit)
 
 
-def total_cost_usd(inputs: CostInputs, *, units: int, throughput_units_per_s: float) -> float:
+def total_cost_usd(inputs: CostInputs, *, units: float, throughput_units_per_s: float) -> float:
     """What running ``units`` of work on this candidate costs, start to finish."""
     if units <= 0:
         raise ValueError("units must be positive")
@@ -73,7 +73,7 @@ def total_cost_usd(inputs: CostInputs, *, units: int, throughput_units_per_s: fl
     return fixed + marginal * units
 
 
-def cost_per_accepted_unit(inputs: CostInputs, *, units: int, throughput_units_per_s: float) -> float:
+def cost_per_accepted_unit(inputs: CostInputs, *, units: float, throughput_units_per_s: float) -> float:
     """C(N): total cost over the units that passed correctness; inf for a failed candidate."""
     total = total_cost_usd(inputs, units=units, throughput_units_per_s=throughput_units_per_s)
     if not math.isfinite(total):
@@ -81,7 +81,7 @@ def cost_per_accepted_unit(inputs: CostInputs, *, units: int, throughput_units_p
     return total / (units * inputs.acceptance_rate)
 
 
-def cost_interval(inputs: CostInputs, *, units: int, throughput: Interval) -> Interval:
+def cost_interval(inputs: CostInputs, *, units: float, throughput: Interval) -> Interval:
     """C(N) with its interval carried through from throughput's: C is decreasing in theta, so the bounds swap.
 
     A monotone map of percentile-bootstrap bounds is the bootstrap interval of the mapped statistic.
