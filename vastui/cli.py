@@ -10,9 +10,15 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from vastui import __version__
 from vastui.errors import VastuiError
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from vastui.vast.client import HttpVastClient
 
 EPILOG = """\
 examples:
@@ -56,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_args(p)
     p.add_argument("query", nargs="*", help="e.g. 'gpu_name=RTX_4090 num_gpus>=2 reliability>0.98'")
     p.add_argument("-o", "--order", default="score-", help="order, e.g. dlperf_usd- or 'num_gpus-,dph+' (default score-)")
-    p.add_argument("--type", default="on-demand", choices=["on-demand", "bid", "reserved"], help="pricing type")
+    p.add_argument("--type", default="on-demand", choices=["on-demand", "bid", "interruptible", "reserved"],
+                   help="pricing type (interruptible is bid)")
     p.add_argument("--limit", type=int, default=None, help="at most N offers")
     p.add_argument("--storage", type=float, default=5.0, help="GiB of disk to price in (default 5)")
     p.add_argument("-n", "--no-default", action="store_true", help="drop the default verified/rentable filters")
@@ -79,16 +86,133 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _cmd_sim(args: argparse.Namespace) -> int:
-    raise VastuiError("vastui sim is not built yet")
+async def _cmd_sim(args: argparse.Namespace) -> int:
+    import signal
+
+    from vastui.clock import ScaledClock
+    from vastui.sim.factory import DEMO_API_KEY, build_market
+    from vastui.sim.server import SimServer
+
+    if args.time_scale <= 0:
+        raise VastuiError("--time-scale must be positive.", title="Bad option")
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        raise VastuiError("The simulator serves loopback only (127.0.0.1, localhost or ::1).", title="Bad option")
+    key = args.api_key or DEMO_API_KEY
+    market = build_market(args.seed, clock=ScaledClock(scale=args.time_scale), api_key=key)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with SimServer(market, host=args.host, port=args.port) as server:
+            if args.api_key is None:
+                print(f"demo API key: {key}")
+            print(f"vastui sim: seed {args.seed}, {len(market.world.machines)} machines, "
+                  f"time x{args.time_scale:g}, serving {server.url}")
+            shown_key = key if args.api_key is None else "<the key you passed>"
+            print(f"  export VAST_URL={server.url} VAST_API_KEY={shown_key}   (Ctrl-C stops)", flush=True)
+            await stop.wait()
+    except OSError as exc:
+        raise VastuiError(f"Cannot serve on {args.host}:{args.port}: {exc.strerror or exc}.",
+                          title="Simulator") from exc
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    print("vastui sim: stopped", file=sys.stderr)
+    return 0
 
 
-def _cmd_offers(args: argparse.Namespace) -> int:
-    raise VastuiError("vastui offers is not built yet")
+async def _cmd_offers(args: argparse.Namespace) -> int:
+    from vastui.vast.query import build_search_body
+
+    # A bad query is reported (with a caret under the column) before any connection is made.
+    body = build_search_body(" ".join(args.query), order=args.order, type_=args.type, limit=args.limit,
+                             storage_gib=args.storage, no_default=args.no_default)
+    async with _vast_client(args) as client:
+        offers = await client.search_offers_body(body)
+    if args.json:
+        import dataclasses
+        import json
+
+        print(json.dumps([dataclasses.asdict(offer) for offer in offers], indent=1))
+        return 0
+    table = _table(f"{len(offers)} offers", "id", "gpu<", "n", "$/hr", "dlperf", "dlperf/$", "reliab", "inet ↓/↑",
+                   "location<", "verified<")
+    for o in offers:
+        table.add_row(str(o.id), o.gpu_name, str(o.num_gpus), f"{o.dph_total:.3f}", _num(o.dlperf, ".1f"),
+                      _num(o.dlperf_per_dphtotal, ".1f"), _num(o.reliability, ".3f"),
+                      f"{_num(o.inet_down, '.0f')}/{_num(o.inet_up, '.0f')}", o.geolocation or "-",
+                      "yes" if o.is_verified else (o.verification or "-"))
+    _print_table(table)
+    return 0
 
 
-def _cmd_instances(args: argparse.Namespace) -> int:
-    raise VastuiError("vastui instances is not built yet")
+async def _cmd_instances(args: argparse.Namespace) -> int:
+    async with _vast_client(args) as client:
+        listing = await client.list_instances()
+    if args.json:
+        import dataclasses
+        import json
+
+        print(json.dumps({"instances": [dataclasses.asdict(inst) for inst in listing.instances],
+                          "is_complete": listing.is_complete, "error": listing.error}, indent=1))
+    else:
+        import datetime as dt
+
+        table = _table(f"{len(listing.instances)} instances", "id", "status<", "label<", "gpu<", "n", "$/hr", "ssh<",
+                       "started (UTC)<")
+        for inst in listing.instances:
+            ssh = inst.ssh_endpoint()
+            started = (dt.datetime.fromtimestamp(inst.start_date, tz=dt.UTC).strftime("%Y-%m-%d %H:%M")
+                       if inst.start_date is not None else "-")
+            table.add_row(str(inst.id), inst.actual_status or "provisioning", inst.label or "-", inst.gpu_name or "-",
+                          _num(inst.num_gpus, "d"), _num(inst.dph_total, ".3f"),
+                          f"{ssh[0]}:{ssh[1]}" if ssh else "-", started)
+        _print_table(table)
+    if not listing.is_complete:
+        # Never let a partial listing pass for the whole truth: more instances may be billing.
+        print(f"vastui: the instance listing is INCOMPLETE: {listing.error}", file=sys.stderr)
+        return 3
+    return 0
+
+
+def _table(title: str, *columns: str) -> Table:
+    """A plain table; a column name ending in ``<`` is left-aligned, the others (numbers) right-aligned."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for name in columns:
+        table.add_column(name.rstrip("<"), justify="left" if name.endswith("<") else "right", no_wrap=True)
+    return table
+
+
+def _print_table(table: Table) -> None:
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)  # piped: never truncate
+    console.print(table)
+
+
+def _num(value: float | int | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _vast_client(args: argparse.Namespace) -> HttpVastClient:
+    """The marketplace client for ``--url``/``--api-key`` (or the environment and the official CLI's key file)."""
+    from vastui.clock import WallClock
+    from vastui.config import load_settings
+    from vastui.errors import ConfigError
+    from vastui.vast.client import HttpVastClient
+
+    settings = load_settings(url=args.url, api_key=args.api_key)
+    if settings.api_key.key is None:
+        raise ConfigError("no Vast API key: pass --api-key, set VAST_API_KEY, or write it to "
+                          "~/.config/vastai/vast_api_key (the simulator prints its key when it starts)",
+                          title="No API key")
+    return HttpVastClient(base_url=settings.url, api_key=settings.api_key.key, clock=WallClock())
 
 
 def _cmd_manifest_help(parser: argparse.ArgumentParser) -> int:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 Row = Mapping[str, Any]
+RowT = TypeVar("RowT", bound=Mapping[str, Any])
 Getter = Callable[[Row], Any]
 
 OPS = {"eq": "eq", "neq": "neq", "noteq": "neq", "ne": "neq", "gt": "gt", "gte": "gte", "lt": "lt", "lte": "lte",
@@ -98,7 +99,7 @@ def _equal(actual: Any, expected: Any, *, column: str) -> bool:
         return bool(actual == expected)
     left, right = _comparable(actual, expected, column=column)
     if isinstance(left, float):
-        return abs(left - right) <= 1e-9 * max(1.0, abs(left))
+        return bool(abs(left - right) <= 1e-9 * max(1.0, abs(left)))
     return bool(left == right)
 
 
@@ -183,7 +184,11 @@ def compare_rows(a: Row, b: Row, keys: Sequence[OrderKey]) -> int:
     return 0
 
 
-def sort_rows(rows: Sequence[Row], keys: Sequence[OrderKey]) -> list[Row]:
+def sort_rows(rows: Sequence[RowT], keys: Sequence[OrderKey]) -> list[RowT]:
     if not keys:
         return list(rows)
-    return sorted(rows, key=functools.cmp_to_key(lambda a, b: compare_rows(a, b, keys)))
+
+    def cmp(a: RowT, b: RowT) -> int:
+        return compare_rows(a, b, keys)
+
+    return sorted(rows, key=functools.cmp_to_key(cmp))

@@ -42,7 +42,7 @@ class GpuModel:
 
 def _ref_speed(fp32_tflops: float, mem_bw: float) -> float:
     # The reference workload is a mix of compute-bound and memory-bound kernels.
-    return round(6.0 * fp32_tflops**0.55 * (mem_bw / 500.0) ** 0.45, 2)
+    return round(6.0 * float(fp32_tflops**0.55) * float((mem_bw / 500.0) ** 0.45), 2)
 
 
 def _m(name: str, vram: tuple[tuple[int, float], ...], bw: float, fp16: float, fp32: float, tdp: int, gen: int,

@@ -13,27 +13,33 @@ import hmac
 import logging
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from vastui.clock import Clock
 from vastui.sim.account import Account, validated_public_key
 from vastui.sim.chaos import Chaos
-from vastui.sim.images import image_size_mb, is_popular
 from vastui.sim.instance import CreateRequest, InstanceState, InstanceStatus, instance_row
+from vastui.sim.lifecycle import Charges, advance, begin_loading, discount_for, halt
 from vastui.sim.listing import list_instances
 from vastui.sim.logs import LogResults, render_log
 from vastui.sim.machine import Machine, World
 from vastui.sim.market_error import MarketError
 from vastui.sim.offers import HOURS_PER_MONTH, search_offers
 from vastui.sim.request_log import RequestRecord
-from vastui.sim.truth import Fault, MachineTruth
+from vastui.sim.truth import MachineTruth
 
 logger = logging.getLogger(__name__)
 
 INSTANCE_ID_BASE = 30_000_000
 PLACEHOLDER_HOST = "127.0.0.1"
 POLL_INTERVAL_S = 0.25
+
+
+@runtime_checkable
+class UpdatesKeys(Protocol):
+    """A host provider that can change a running host's authorized keys (keys attached after the start)."""
+
+    def set_authorized_keys(self, *, instance_id: int, authorized_keys: list[str]) -> None: ...
 
 
 class HostProvider(Protocol):
@@ -43,24 +49,6 @@ class HostProvider(Protocol):
                          authorized_keys: list[str]) -> tuple[str, int]: ...
 
     async def stop_host(self, *, instance_id: int) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Charges:
-    """What an instance has cost so far at list price, and what was actually paid (prepay discounts applied)."""
-
-    gpu_usd: float
-    storage_usd: float
-    paid_usd: float
-
-    @property
-    def total_usd(self) -> float:
-        return self.gpu_usd + self.storage_usd
-
-
-def discount_for(months: float) -> float:
-    """Prepay discount: 20 % for a month, 30 % for three (the CLI's help), linear in between and below."""
-    return round(0.2 * min(months, 1.0) + 0.05 * max(0.0, min(months, 3.0) - 1.0), 4)
 
 
 class Market:
@@ -130,56 +118,12 @@ class Market:
     async def _advance(self) -> None:
         now = self.clock.now()
         for st in list(self._instances.values()):
-            self._advance_instance(st, now)
+            advance(st, now, account=self.account, pulled=self._pulled)
         if self.account.credit_usd <= 0:
             for st in self._instances.values():
                 if st.status in (InstanceStatus.RUNNING, InstanceStatus.LOADING):
-                    self._halt(st, now, status=InstanceStatus.STOPPED, why="stopped: out of credit")
+                    halt(st, now, status=InstanceStatus.STOPPED, why="stopped: out of credit")
         await self._sync_hosts()
-
-    def _advance_instance(self, st: InstanceState, now: float) -> None:
-        while st.status is InstanceStatus.LOADING and st.ready_at is not None and st.ready_at <= now:
-            self._bill(st, st.ready_at)
-            st.status, st.running_since, st.ready_at = InstanceStatus.RUNNING, st.ready_at, None
-            st.status_msg = "success, running " + st.request.image
-            self._pulled.add((st.machine.machine_id, st.request.image))
-            st.log(st.running_since, "Container started; ssh ready.")
-        self._bill(st, now)
-
-    def _bill(self, st: InstanceState, until: float) -> None:
-        # Vast bills storage from creation to destruction and the GPUs only while the container runs.
-        hours = (until - st.last_billed_at) / 3600.0
-        if hours <= 0:
-            return
-        storage = st.storage_dph * hours
-        gpu = st.gpu_dph * hours if st.status is InstanceStatus.RUNNING else 0.0
-        st.storage_charged_usd += storage
-        st.gpu_charged_usd += gpu
-        amount = storage + gpu
-        if st.deposit_usd > 0:
-            from_deposit = min(st.deposit_usd, amount * (1.0 - st.discount_rate))
-            st.deposit_usd -= from_deposit
-            st.paid_usd += from_deposit
-            amount = max(0.0, amount - from_deposit / (1.0 - st.discount_rate))  # list price the deposit covered
-        st.paid_usd += amount
-        self.account.credit_usd -= amount
-        st.last_billed_at = until
-
-    def _halt(self, st: InstanceState, now: float, *, status: InstanceStatus, why: str) -> None:
-        st.status, st.ready_at, st.running_since = status, None, None
-        st.intended = "stopped" if status is InstanceStatus.STOPPED else st.intended
-        st.status_msg = why
-        st.log(now, why)
-
-    def _begin_loading(self, st: InstanceState, now: float, *, pull: bool) -> None:
-        truth = st.machine.truth
-        image = st.request.image
-        cached = (truth.image_cached and is_popular(image)) or (st.machine.machine_id, image) in self._pulled
-        pull_s = 0.0 if cached or not pull else image_size_mb(image) / truth.image_pull_mb_per_s
-        st.status, st.intended, st.running_since = InstanceStatus.LOADING, "running", None
-        st.ready_at = None if truth.fault is Fault.STUCK_LOADING else now + pull_s + truth.readiness_s
-        st.status_msg = "Pulling image " + image if pull_s else "Starting container"
-        st.log(now, f"{st.status_msg} ({'cached' if cached else f'{image_size_mb(image):.0f} MB'})")
 
     async def _sync_hosts(self) -> None:
         for st in list(self._instances.values()):
@@ -197,7 +141,7 @@ class Market:
                 instance_id=st.id, machine=st.machine, authorized_keys=st.authorized_keys)
         except Exception as exc:  # the provider's failure is the container's failure, not the API's
             logger.exception("host for instance %s failed to start", st.id)
-            self._halt(st, self.clock.now(), status=InstanceStatus.EXITED, why=f"container failed to start: {exc}")
+            halt(st, self.clock.now(), status=InstanceStatus.EXITED, why=f"container failed to start: {exc}")
             return
         st.host, st.port = host, int(port)
 
@@ -278,7 +222,7 @@ class Market:
         )
         self._next_id += 1
         st.log(now, f"Instance {st.id} created on machine {machine.machine_id} from offer {offer_id}.")
-        self._begin_loading(st, now, pull=True)
+        begin_loading(st, now, pull=True, pulled=self._pulled)
         self._instances[st.id] = st
         return st
 
@@ -330,11 +274,11 @@ class Market:
             states = [self._get(i) for i in instance_ids]
             for st in states:
                 if state == "stopped" and st.status is not InstanceStatus.STOPPED:
-                    self._halt(st, now, status=InstanceStatus.STOPPED, why="stopped by the user")
+                    halt(st, now, status=InstanceStatus.STOPPED, why="stopped by the user")
                 elif state == "running" and st.status in (InstanceStatus.STOPPED, InstanceStatus.EXITED):
                     if self.account.credit_usd <= 0:
                         raise MarketError(400, "insufficient_credit", "Your credit is exhausted; add credit first.")
-                    self._begin_loading(st, now, pull=True)
+                    begin_loading(st, now, pull=True, pulled=self._pulled)
                 elif state == "running" and st.status is InstanceStatus.OFFLINE:
                     raise MarketError(400, "host_offline", f"Instance {st.id}'s host is offline.")
             await self._sync_hosts()
@@ -352,16 +296,18 @@ class Market:
             st = self._get(instance_id)
             if st.status in (InstanceStatus.STOPPED, InstanceStatus.OFFLINE):
                 raise MarketError(400, "invalid_state", f"Instance {instance_id} is {st.status.value}; start it first.")
-            self._begin_loading(st, self.clock.now(), pull=recycle)
+            begin_loading(st, self.clock.now(), pull=recycle, pulled=self._pulled)
             await self._sync_hosts()
 
-    async def mark_offline(self, instance_id: int, *, reason: str) -> None:
-        """Hook for hosts that die (``Fault.DIES_MID_RUN``): the instance goes ``offline`` and stops billing GPUs."""
+    async def mark_offline(self, instance_id: int, *, reason: str = "host died") -> None:
+        """Hook for hosts that die (``Fault.DIES_MID_RUN``): the instance goes ``offline`` and stops billing GPUs.
+
+        Fits ``SshHostPool(on_host_died=market.mark_offline)``."""
         async with self._lock:
             await self._advance()
             st = self._instances.get(instance_id)
             if st is not None:
-                self._halt(st, self.clock.now(), status=InstanceStatus.OFFLINE, why=f"host offline: {reason}")
+                halt(st, self.clock.now(), status=InstanceStatus.OFFLINE, why=f"host offline: {reason}")
                 await self._sync_hosts()
 
     async def prepay(self, instance_id: int, amount_usd: float) -> tuple[float, float]:
@@ -425,13 +371,14 @@ class Market:
             return self.account.transfer(recipient=recipient, amount_usd=amount_usd, at=self.clock.now())
 
     async def attach_key(self, instance_id: int, public_key: str) -> int:
-        """Add a key to a live instance (the host provider holds the same list, so it takes effect at once)."""
+        """Add a key to a live instance; a running host that can update its keys gets them at once."""
         async with self._lock:
             st = self._get(instance_id)
             key = validated_public_key(public_key)
             key_id = self.account.allocate_key_id()
             st.attached_keys[key_id] = key
             st.authorized_keys.append(key)
+            self._push_keys(st)
             return key_id
 
     async def detach_key(self, instance_id: int, key_id: int) -> None:
@@ -442,3 +389,8 @@ class Market:
                 raise MarketError(404, "no_such_key", f"Key {key_id} is not attached to instance {instance_id}.")
             if key in st.authorized_keys:
                 st.authorized_keys.remove(key)
+            self._push_keys(st)
+
+    def _push_keys(self, st: InstanceState) -> None:
+        if st.host is not None and isinstance(self.host_provider, UpdatesKeys):
+            self.host_provider.set_authorized_keys(instance_id=st.id, authorized_keys=list(st.authorized_keys))

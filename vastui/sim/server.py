@@ -7,6 +7,7 @@ uvicorn's ``Server.serve()`` installs process signal handlers; the simulator run
 from __future__ import annotations
 
 import asyncio
+import socket
 from types import TracebackType
 
 import uvicorn
@@ -26,6 +27,7 @@ class SimServer:
         self._server: uvicorn.Server | None = None
         self._serve_task: asyncio.Task[None] | None = None
         self._poll_task: asyncio.Task[None] | None = None
+        self._sockets: list[socket.socket] = []
 
     @property
     def url(self) -> str:
@@ -38,11 +40,10 @@ class SimServer:
         config.load()
         server = uvicorn.Server(config)
         server.lifespan = config.lifespan_class(config)
-        await server.startup()
-        if not server.started:
-            raise OSError(f"the simulator could not listen on {self.host}:{self.port}")
-        self._server = server
-        self.port = server.servers[0].sockets[0].getsockname()[1]
+        sock = _bind(self.host, self.port)  # our own socket: uvicorn would sys.exit() on a bind error
+        await server.startup(sockets=[sock])
+        self._server, self._sockets = server, [sock]
+        self.port = sock.getsockname()[1]
         self._serve_task = asyncio.create_task(server.main_loop(), name="vastui-sim-http")
         if self._poll:
             self._poll_task = asyncio.create_task(self.market.run(), name="vastui-sim-market")
@@ -60,7 +61,7 @@ class SimServer:
         server.should_exit = True
         if self._serve_task is not None:
             await self._serve_task
-        await server.shutdown()
+        await server.shutdown(sockets=self._sockets)
         if self._poll_task is not None:
             self._poll_task.cancel()
             try:
@@ -68,3 +69,16 @@ class SimServer:
             except asyncio.CancelledError:
                 pass
         await self.market.aclose()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket on ``host:port`` (OSError if taken); port 0 picks a free one."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
