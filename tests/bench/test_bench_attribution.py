@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from vastui.bench.attribution import (NEXT_MOVE, Bottleneck, Readings, attribute, scaling_efficiency,
@@ -42,7 +44,7 @@ def test_each_bottleneck_with_its_evidence(readings: Readings, bottleneck: Bottl
 def test_evidence_carries_the_numbers_and_thresholds() -> None:
     result = attribute(Readings(gpu_activity_pct=35.0, data_wait_share=0.30))
     wait, util = result.evidence
-    assert (wait.value, wait.threshold, wait.unit) == (pytest.approx(30.0), pytest.approx(5.0), "%")
+    assert wait.value == pytest.approx(30.0) and wait.threshold == pytest.approx(5.0) and wait.unit == "%"
     assert (util.value, util.threshold) == (35.0, 50.0)
     assert "30%" in str(wait) and "threshold 5%" in str(wait)
     assert "before buying a faster GPU" in result.next_move
@@ -73,4 +75,5 @@ def test_helpers() -> None:
     assert startup_share(startup_s=600.0, warmup_s=60.0, units=20_000, throughput_units_per_s=20.0) == \
         pytest.approx(600 / 1660)
     assert startup_share(startup_s=600.0, warmup_s=0.0, units=1, throughput_units_per_s=0.0) == 0.0
+    assert startup_share(startup_s=math.inf, warmup_s=0.0, units=1, throughput_units_per_s=1.0) == 1.0
     assert scaling_efficiency(throughput_units_per_s=300.0, single_gpu_units_per_s=100.0, num_gpus=4) == 0.75

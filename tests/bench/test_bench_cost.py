@@ -54,7 +54,7 @@ def test_the_faster_gpu_wins_above_its_break_even() -> None:
     #      = 1357 x 960 = 1,302,720 units
     n_be = break_even_units(first=FAST, first_throughput_units_per_s=FAST_THETA, second=SLOW,
                             second_throughput_units_per_s=SLOW_THETA)
-    assert n_be == pytest.approx(1_302_720, rel=1e-12)
+    assert n_be is not None and n_be == pytest.approx(1_302_720, rel=1e-12)
     assert break_even_units(first=SLOW, first_throughput_units_per_s=SLOW_THETA, second=FAST,
                             second_throughput_units_per_s=FAST_THETA) == pytest.approx(1_302_720, rel=1e-12)
     # At N_be both cost 1644/225 $ in total: 287/225 + 1,302,720/216,000 = 26/375 + 1,302,720/180,000 = 7.30667 $

@@ -103,7 +103,9 @@ class Attribution:
 
 
 def startup_share(*, startup_s: float, warmup_s: float, units: int, throughput_units_per_s: float) -> float:
-    """Share of the paid time at production N that is startup (pull + readiness)."""
+    """Share of the paid time at production N that is startup (pull + readiness); 1 when startup never ended."""
+    if math.isinf(startup_s):
+        return 1.0
     run_s = units / throughput_units_per_s if throughput_units_per_s > 0 else math.inf
     total = startup_s + warmup_s + run_s
     return startup_s / total if 0 < total < math.inf else 0.0

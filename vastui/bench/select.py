@@ -22,7 +22,7 @@ from vastui.bench.cost import CostInputs, break_even_units, cost_interval, cost_
 from vastui.bench.manifest import MeasureRule, Slo
 from vastui.bench.stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Block, Interval, Verdict, bootstrap_distribution,
                                 floor_verdict, latency_verdict, median, percentile_bounds)
-from vastui.bench.tuning import plan_ab_pairs  # noqa: F401  (the tuning plan is part of selection's public face)
+from vastui.bench.tuning import plan_ab_pairs as plan_ab_pairs  # re-exported: A/B planning is part of selection
 
 # Candidates whose costs are within 3 % are practically equal: telling them apart costs more than the difference.
 INDIFFERENCE = 0.03
