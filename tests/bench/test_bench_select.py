@@ -202,3 +202,16 @@ def test_racing_never_eliminates_the_true_best_on_noiseless_inputs(thetas: list[
     assert all(truth[cid] <= best * (1 + 1e-6) for cid in step.active)
     decision = decide_profile(race.finalists(), units=units)
     assert decision.chosen is not None and truth[decision.chosen] == pytest.approx(best, rel=1e-12)
+
+
+def test_cost_updates_and_repeated_exclusion() -> None:
+    race = Race([RaceCandidate("a", CHEAP)], units=1000, resamples=100)
+    for _ in range(5):
+        race.add_block("a", block(10.0))
+    before = race.standings()[0].cost_per_unit
+    race.set_cost("a", CostInputs(price_per_hour_usd=1.0, startup_s=120.0, acceptance_rate=0.5))
+    after = race.standings()[0].cost_per_unit
+    assert before is not None and after is not None and after.point == pytest.approx(2 * before.point)
+    first = race.exclude("a", reason=EliminationReason.THROTTLED, detail="thermal")
+    again = race.exclude("a", reason=EliminationReason.FAILED, detail="later")
+    assert again is first and again.reason is EliminationReason.THROTTLED

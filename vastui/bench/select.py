@@ -111,12 +111,14 @@ class Race:
         self._costs = {key: value for key, value in self._costs.items() if key[0] != candidate_id}
 
     def exclude(self, candidate_id: str, *, reason: EliminationReason, detail: str) -> Elimination:
-        """Take a candidate out for a reason found outside the race (failed gate or readiness, throttling)."""
-        elimination = Elimination(candidate_id, reason, detail)
+        """Take a candidate out for a reason found outside the race (failed gate or readiness, throttling).
+
+        The first elimination of a candidate stands; excluding it again returns that one.
+        """
         entry = self._entries[candidate_id]
         if entry.elimination is None:
-            entry.elimination = elimination
-        return elimination
+            entry.elimination = Elimination(candidate_id, reason, detail)
+        return entry.elimination
 
     # --- reading -----------------------------------------------------------------------------------------------
     @property
