@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import httpx
 
@@ -48,3 +49,95 @@ class FakeVastApi:
         if isinstance(answer, Exception):
             raise answer
         return answer
+
+
+class FakeNvmlError(Exception):
+    """pynvml's NVMLError shape: ``value`` is the NVML return code."""
+
+    def __init__(self, value: int) -> None:
+        super().__init__(f"NVML error {value}")
+        self.value = value
+
+
+class FakeNvml:
+    """A pynvml-shaped stand-in for NVML (the real one needs a GPU), handed to the agent as its module.
+
+    Each GPU is a dict of metric values; ``lose(index, after_reads=n)`` makes that GPU fail every read after its
+    n-th utilisation read (a device falling off the bus); ``unsupported`` names metrics that raise NOT_SUPPORTED.
+    """
+
+    NVMLError = FakeNvmlError
+    NVML_PCIE_UTIL_TX_BYTES = 0
+    NVML_PCIE_UTIL_RX_BYTES = 1
+    NVML_CLOCK_SM = 1
+    NVML_TEMPERATURE_GPU = 0
+    GPU_IS_LOST = 15
+    NOT_SUPPORTED = 3
+
+    def __init__(self, gpus: list[dict[str, float]], *, fail_init: bool = False,
+                 unsupported: tuple[str, ...] = ()) -> None:
+        self.gpus = gpus
+        self.fail_init = fail_init
+        self.unsupported = set(unsupported)
+        self.reads = [0] * len(gpus)
+        self._lost_after: dict[int, int] = {}
+        self.initialised = False
+        self.shutdown = False
+
+    def lose(self, index: int, *, after_reads: int) -> None:
+        self._lost_after[index] = after_reads
+
+    def _gpu(self, handle: int, metric: str) -> float:
+        if handle in self._lost_after and self.reads[handle] > self._lost_after[handle]:
+            raise FakeNvmlError(self.GPU_IS_LOST)
+        if metric in self.unsupported:
+            raise FakeNvmlError(self.NOT_SUPPORTED)
+        return self.gpus[handle].get(metric, 0.0)
+
+    def nvmlInit(self) -> None:
+        if self.fail_init:
+            raise FakeNvmlError(9)  # NVML_ERROR_DRIVER_NOT_LOADED
+        self.initialised = True
+
+    def nvmlShutdown(self) -> None:
+        self.shutdown = True
+
+    def nvmlSystemGetDriverVersion(self) -> bytes:
+        return b"550.54.14"
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetName(self, handle: int) -> bytes:
+        self._gpu(handle, "name")
+        return b"NVIDIA GeForce RTX 4090"
+
+    def nvmlDeviceGetUUID(self, handle: int) -> str:
+        self._gpu(handle, "uuid")
+        return f"GPU-fake-{handle}"
+
+    def nvmlDeviceGetUtilizationRates(self, handle: int) -> SimpleNamespace:
+        self.reads[handle] += 1
+        return SimpleNamespace(gpu=self._gpu(handle, "util"), memory=self._gpu(handle, "mem_util"))
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> SimpleNamespace:
+        used, total = self._gpu(handle, "mem_used_mib"), self._gpu(handle, "mem_total_mib")
+        return SimpleNamespace(used=int(used * 2**20), total=int(total * 2**20), free=int((total - used) * 2**20))
+
+    def nvmlDeviceGetPowerUsage(self, handle: int) -> int:
+        return int(self._gpu(handle, "power_w") * 1000)
+
+    def nvmlDeviceGetPcieThroughput(self, handle: int, counter: int) -> int:
+        return int(self._gpu(handle, "pcie_rx" if counter == self.NVML_PCIE_UTIL_RX_BYTES else "pcie_tx"))
+
+    def nvmlDeviceGetClockInfo(self, handle: int, clock: int) -> int:
+        return int(self._gpu(handle, "sm_clock"))
+
+    def nvmlDeviceGetTemperature(self, handle: int, sensor: int) -> int:
+        return int(self._gpu(handle, "temp"))
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: int) -> int:
+        return int(self._gpu(handle, "throttle"))

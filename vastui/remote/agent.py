@@ -215,6 +215,7 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self.live: list[int] = []
         self._warned: set[tuple[int, str]] = set()
+        self._broken = False
 
     def start(self, count: int) -> None:
         self.live = list(range(count))
@@ -241,19 +242,27 @@ class Sampler:
             fields.update(values)
             self._emitter.emit("gpu", fields, t=t)
 
+    def safe_tick(self) -> bool:
+        """``tick``, but a broken NVML binding ends sampling (one error record) instead of the run."""
+        if self._broken:
+            return False
+        try:
+            self.tick()
+        except Exception as exc:
+            self._broken = True
+            self._emitter.error("nvml_unavailable", "GPU sampling stopped: %r" % (exc,))
+        return not self._broken
+
     def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.tick()
-            except Exception as exc:  # a broken NVML binding must not take the run down with it
-                self._emitter.error("nvml_unavailable", "GPU sampling stopped: %r" % (exc,))
-                return
+        while not self._stop.is_set() and self.safe_tick():
             self._stop.wait(self._clock.wall_seconds(self._interval_s))
 
     def stop(self) -> None:
+        """Stop the thread, then take one last sample so the end of the run is on record."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        self.safe_tick()
 
 
 class MarkerReader:
@@ -343,21 +352,22 @@ class Agent:
         try:
             if self.stopping:
                 raise OSError("the agent was told to stop before the workload started")
-            proc = self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                                stderr=subprocess.PIPE)
+            proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
         except OSError as exc:
             self.emitter.error("workload_start_failed", "cannot start %s: %s" % (self.argv[0], exc))
             status = 127
         else:
-            _write_pid_file(self.pid_file, os.getpid(), proc.pid)
-            err_thread = threading.Thread(target=self._drain_stderr, args=(proc.stderr,), daemon=True)
-            err_thread.start()
-            for line in iter(proc.stdout.readline, b""):  # type: ignore[union-attr]
-                reader.feed(line)
-            status = proc.wait()
-            err_thread.join()
+            with proc:
+                self.proc = proc
+                _write_pid_file(self.pid_file, os.getpid(), proc.pid)
+                err_thread = threading.Thread(target=self._drain_stderr, args=(proc.stderr,), daemon=True)
+                err_thread.start()
+                for line in iter(proc.stdout.readline, b""):  # type: ignore[union-attr]
+                    reader.feed(line)
+                status = proc.wait()
+                err_thread.join()
         if sampler is not None:
-            sampler.tick()
             sampler.stop()
             self.source.close()
         self._emit_result(reader, status, started)
@@ -592,8 +602,9 @@ def load_nvml(name: str | None) -> object | None:
         return None
 
 
-def main(argv: list[str] | None = None, stream: Any = None, nvml: object = None) -> int:
-    """Entry point; ``stream`` and ``nvml`` (a pynvml-like module) are for tests."""
+def main(argv: list[str] | None = None, stream: Any = None, nvml: object = None,
+         handle_signals: bool = True) -> int:
+    """Entry point; ``stream``, ``nvml`` (a pynvml-like module) and ``handle_signals=False`` are for tests."""
     argv = list(sys.argv[1:] if argv is None else argv)
     stream = sys.stdout if stream is None else stream
     args = build_parser().parse_args(argv)
@@ -616,7 +627,7 @@ def main(argv: list[str] | None = None, stream: Any = None, nvml: object = None)
     _write_pid_file(args.pid_file, os.getpid(), None)
     agent = Agent(command, emitter, clock, PynvmlSource(module) if module is not None else None,
                   args.interval, args.output_file, args.pid_file)
-    if threading.current_thread() is threading.main_thread():
+    if handle_signals:
         signal.signal(signal.SIGTERM, agent.terminate)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)  # survive the SSH session that started us
     try:

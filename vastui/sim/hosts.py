@@ -48,7 +48,7 @@ class _Host:
     root: Path
     sim: Path
     token: str
-    authorized: Any
+    authorized_keys: list[str]            # the market's live list: keys attached later count at the next login
     server: asyncssh.SSHAcceptor | None = None
     connections: set[asyncssh.SSHServerConnection] = field(default_factory=set)
     watcher: asyncio.Task[None] | None = None
@@ -76,7 +76,7 @@ class _HostServer(asyncssh.SSHServer):
 
     def begin_auth(self, username: str) -> bool:
         if self._conn is not None:
-            self._conn.set_authorized_keys(self._host.authorized)
+            self._conn.set_authorized_keys(_authorized(self._host.authorized_keys))
         return True
 
 
@@ -88,7 +88,7 @@ class SshHostPool:
         self._base = base_dir
         self._clock = clock
         self._python = python or sys.executable
-        self._on_host_died = on_host_died
+        self.on_host_died = on_host_died   # settable after construction: the market is built with the pool
         self._bind_host = bind_host
         self._hosts: dict[int, _Host] = {}
 
@@ -98,15 +98,14 @@ class SshHostPool:
         await self.stop_host(instance_id=instance_id)
         host_dir = self._base / f"instance-{instance_id}"
         host = _Host(instance_id=instance_id, spec=HostSpec.from_machine(machine), root=host_dir / "root",
-                     sim=host_dir / "sim", token=secrets.token_hex(8),
-                     authorized=_authorized(authorized_keys))
+                     sim=host_dir / "sim", token=secrets.token_hex(8), authorized_keys=authorized_keys)
         self._prepare_dirs(host)
         host.server = await asyncssh.create_server(
             lambda: _HostServer(host), self._bind_host, 0,
             server_host_keys=[self._host_key(host)], process_factory=lambda p: self._run(host, p),
             sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=os.fsencode(host.root)),
             encoding=None, allow_scp=False, agent_forwarding=False, x11_forwarding=False,
-            allow_pty=False, port_forwarding=False,
+            allow_pty=False, config=[],
         )
         host.watcher = asyncio.create_task(self._watch_death(host), name=f"sim-host-{instance_id}-death")
         self._hosts[instance_id] = host
@@ -127,8 +126,8 @@ class SshHostPool:
 
     # --- for the market's chaos and for tests --------------------------------------------------------------------
     def set_authorized_keys(self, *, instance_id: int, authorized_keys: list[str]) -> None:
-        """Replace the keys a running host accepts (keys attached to the instance later)."""
-        self._hosts[instance_id].authorized = _authorized(authorized_keys)
+        """Replace the keys a running host accepts from the next login on."""
+        self._hosts[instance_id].authorized_keys = authorized_keys
 
     def drop_connections(self, *, instance_id: int) -> int:
         """Cut every SSH connection to the host without a goodbye (an SSH drop); returns how many."""
@@ -228,8 +227,8 @@ class SshHostPool:
         log.warning("simulated host of instance %d died", host.instance_id)
         host.died = True
         await self._take_down(host)
-        if self._on_host_died is not None:
-            await self._on_host_died(host.instance_id)
+        if self.on_host_died is not None:
+            await self.on_host_died(host.instance_id)
 
     async def _take_down(self, host: _Host) -> None:
         _kill_processes(host.token)
