@@ -69,7 +69,7 @@ def test_readiness_deadline_is_max_of_ten_minutes_and_three_pulls(tmp_path: Path
 def test_example_manifest_loads() -> None:
     manifest = load_manifest(EXAMPLE)
     assert manifest.workload.name == "sim-resnet"
-    assert manifest.workload.command == ("python3", "-m", "simworkload")
+    assert manifest.workload.command == ("python3", "-m", "simworkload", "--input", "resnet-canary.jsonl")
     assert manifest.slo.latency == m.LatencyCeiling(percentile=99.0, max_ms=250.0)
     assert manifest.slo.throughput_min_units_per_s == 200.0
     assert manifest.tuning.precisions == ("fp32", "bf16")
