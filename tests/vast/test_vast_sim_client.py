@@ -35,7 +35,7 @@ def grant(action: Action, target: str) -> Approval:
 
 class LossyTransport(httpx.AsyncBaseTransport):
     """Forwards to a real transport; ``fault(request)`` may refuse a request before it is sent ("refuse"),
-    lose the answer after the server acted ("lose"), or replace the answer ("502", "500")."""
+    lose the answer after the server acted ("lose"), or replace the answer ("502", "500", "garble", "no-id")."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
         self.inner = inner
@@ -53,6 +53,10 @@ class LossyTransport(httpx.AsyncBaseTransport):
             raise httpx.ReadTimeout("timed out reading the answer", request=request)
         if fault in ("500", "502"):
             return httpx.Response(int(fault), json={"success": False, "msg": "gateway trouble"})
+        if fault == "garble":
+            return httpx.Response(200, text="<html>a proxy's error page</html>")
+        if fault == "no-id":
+            return httpx.Response(200, json={"success": True})
         return response
 
     def count(self, method: str, prefix: str) -> int:
@@ -183,7 +187,7 @@ def on_create(fault: str) -> Callable[[httpx.Request], str | None]:
     return lambda r: fault if r.method == "PUT" and r.url.path.startswith("/api/v0/asks/") else None
 
 
-@pytest.mark.parametrize("fault", ["lose", "502"])
+@pytest.mark.parametrize("fault", ["lose", "502", "garble", "no-id"])
 async def test_a_lost_create_answer_is_found_by_label(client: HttpVastClient, market: Market,
                                                       lossy: LossyTransport, fault: str) -> None:
     offer = (await client.search_offers(QUERY))[0]

@@ -15,6 +15,7 @@ from vastui.approval import Action, Approval, ApprovalRequest
 from vastui.config import Secret
 from vastui.errors import ApiError, AuthError, NotFound, QuotaExceeded, RateLimited, TransportError
 from vastui.vast.client import HttpVastClient, recipient_target
+from vastui.vast.wire import GarbledReply
 
 KEY = "sk-live-abcdef0123456789"
 BASE = "http://vast.test"
@@ -211,7 +212,7 @@ async def test_money_is_retried_only_when_refused(client: HttpVastClient, api: F
         (httpx.Response(401, json={"success": False, "error": "auth_error", "msg": "Invalid user key"}), AuthError,
          "Invalid user key"),
         (httpx.Response(404, json={"msg": "no such thing"}), NotFound, "no such thing"),
-        (httpx.Response(200, text="<html>oops</html>"), ApiError, "not JSON"),
+        (httpx.Response(200, text="<html>oops</html>"), GarbledReply, "not JSON"),
         (httpx.Response(200, json=[1, 2]), ApiError, "expected a JSON object"),
         (httpx.Response(200, json={"offers": {"id": 1}}), ApiError, "'offers'"),
         (httpx.Response(200, json={"success": False, "msg": "offer unavailable"}), ApiError, "offer unavailable"),
@@ -261,3 +262,33 @@ async def test_key_is_redacted_in_repr_logs_and_errors(client: HttpVastClient, a
 def approve(action: Action, target: str, *, cap: float | None = None) -> Approval:
     return Approval(ApprovalRequest(action=action, target=target, summary="test", cost_cap_usd=cap),
                     granted_by="test", granted_at=0.0)
+
+
+# --- listings ----------------------------------------------------------------------------------------------------
+
+
+async def test_a_rejected_key_on_the_listing_raises(client: HttpVastClient, api: FakeVastApi) -> None:
+    api.script.append(httpx.Response(401, json={"msg": "Invalid user key"}))
+    with pytest.raises(AuthError):
+        await client.list_instances()
+
+
+@pytest.mark.parametrize(
+    "bad_page",
+    [httpx.Response(200, text="<html>"), httpx.Response(200, json={"instances": "nope"}),
+     httpx.Response(200, json={"instances": [{"id": "x"}], "next_token": None}),
+     httpx.Response(404, json={"msg": "gone"})],
+)
+async def test_a_garbled_page_is_incomplete_not_short(client: HttpVastClient, api: FakeVastApi,
+                                                      bad_page: httpx.Response) -> None:
+    api.script += [page([row(i) for i in range(1, 26)], token="t1"), bad_page]
+    listing = await client.list_instances()
+    assert not listing.is_complete and len(listing.instances) == 25
+    assert listing.error is not None and "page 2" in listing.error
+    assert api.requests[1].url.params["after_token"] == "t1"
+
+
+async def test_a_repeated_token_is_incomplete(client: HttpVastClient, api: FakeVastApi) -> None:
+    api.script += [page([row(1)], token="same"), page([row(2)], token="same")]
+    listing = await client.list_instances()
+    assert not listing.is_complete and [i.id for i in listing.instances] == [1, 2]

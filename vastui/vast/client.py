@@ -19,12 +19,12 @@ import httpx
 from vastui.approval import Action, Approval, AuditRecord, AuditSink, instance_target, offer_target, require
 from vastui.clock import Clock
 from vastui.config import Redactor, Secret
-from vastui.errors import ApiError, ApprovalRequired, AuthError, TransportError, VastuiError
+from vastui.errors import ApiError, ApprovalRequired, TransportError, VastuiError
 from vastui.vast.backoff import RetryPolicy
 from vastui.vast.listing import list_all_instances
 from vastui.vast.models import CreatedInstance, Instance, InstanceListing, Offer, Prepaid, SshKey, User
 from vastui.vast.query import build_search_body
-from vastui.vast.wire import Retry, Wire
+from vastui.vast.wire import GarbledReply, Retry, Wire
 
 T = TypeVar("T")
 DEFAULT_RUNTYPE = "ssh_direc ssh_proxy"
@@ -73,6 +73,10 @@ class HttpVastClient:
 
     def __repr__(self) -> str:
         return f"HttpVastClient(base_url={self._wire.base_url!r}, api_key=<redacted>)"
+
+    @property
+    def base_url(self) -> str:
+        return self._wire.base_url
 
     async def __aenter__(self) -> HttpVastClient:
         return self
@@ -264,11 +268,16 @@ class HttpVastClient:
         path = f"/asks/{offer_id}/"
         try:
             reply = await self._wire.call("PUT", path, body=body, retry=Retry.REFUSED_ONLY)
-        except (TransportError, ApiError) as exc:
-            if isinstance(exc, AuthError) or not (isinstance(exc, TransportError) or (exc.status or 0) >= 500):
-                raise  # the marketplace answered and refused: nothing was rented
+        except (TransportError, GarbledReply) as exc:
             return await self._reconcile(offer_id, label, exc)
-        new_id = _field(reply, "new_contract", int, f"PUT {path}")
+        except ApiError as exc:
+            if (exc.status or 0) < 500:
+                raise  # the marketplace answered and refused: nothing was rented
+            return await self._reconcile(offer_id, label, exc)  # a 5xx may come after the work was done
+        try:
+            new_id = _field(reply, "new_contract", int, f"PUT {path}")
+        except ApiError as exc:  # a success without an id: something may have been rented
+            return await self._reconcile(offer_id, label, exc)
         return CreatedInstance(instance_id=new_id, offer_id=offer_id, label=label)
 
     async def _reconcile(self, offer_id: int, label: str, cause: ApiError) -> CreatedInstance:
@@ -304,7 +313,7 @@ class HttpVastClient:
         try:
             return parse(row, where=where)
         except ApiError as exc:
-            raise ApiError(self._wire.redact(exc.message)) from None
+            raise ApiError(self._wire.redact(exc.message)) from exc
 
 
 def _field(reply: object, name: str, kind: type[T], where: str) -> T:

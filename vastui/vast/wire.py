@@ -30,6 +30,10 @@ _VERSIONED = re.compile(r"^/api/v\d+/")
 QUOTA_CODE = "search_quota_exceeded"
 
 
+class GarbledReply(ApiError):
+    """A 2xx answer whose body could not be read: the server may well have acted on the request."""
+
+
 class Retry(enum.Enum):
     """What may be sent again. IDEMPOTENT requests are retried on 429/502/503/504 and transport errors.
     REFUSED_ONLY requests (create, money) are retried only on a plain 429, which means the server did not act."""
@@ -132,8 +136,8 @@ class Wire:
         except ValueError:
             snippet = response.text[:80].strip().replace("\n", " ")
             if status < 400:
-                raise ApiError(self.redact(f"{what}: HTTP {status} with a body that is not JSON: {snippet!r}"),
-                               status=status) from None
+                raise GarbledReply(self.redact(f"{what}: HTTP {status} with a body that is not JSON: {snippet!r}"),
+                                   status=status) from None
             body = None
             message = snippet or response.reason_phrase
         else:
