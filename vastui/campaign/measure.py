@@ -1,0 +1,131 @@
+"""Turn the agent's records into warm-up and measurement blocks, on the agent's own clock.
+
+Step times come from the agent's timestamps (``t`` of consecutive progress records), never from the console's
+clock: against a simulator whose clock runs 60 times faster, or against Vast.ai, the same code is right.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from vastui.bench.manifest import MeasureRule, WarmupRule
+from vastui.bench.stats import Block, WarmupResult, detect_warmup
+from vastui.remote.protocol import AgentError, GpuSample, Phase, Progress, Result
+
+Record = GpuSample | Progress | Phase | Result | AgentError
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredBlock:
+    """A block with the telemetry that explains it."""
+
+    block: Block
+    start_t: float
+    end_t: float
+    data_wait_share: float
+    gpu_util_pct: float | None
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+    pcie_rx_gbps: float | None
+    throttled_share: float | None
+
+    @property
+    def throughput_units_per_s(self) -> float:
+        return self.block.throughput_units_per_s
+
+
+@dataclass(slots=True)
+class _Open:
+    start_t: float
+    units: float = 0.0
+    steps: int = 0
+    data_wait_s: float = 0.0
+    step_s: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
+
+
+class BlockMeter:
+    """Feed it records in order; it reports when warm-up ends and returns each block as it completes."""
+
+    def __init__(self, *, warmup: WarmupRule, measure: MeasureRule) -> None:
+        self._warmup_rule = warmup
+        self._measure = measure
+        self._last_t: float | None = None
+        self._warmup_steps: list[float] = []
+        self.warmup: WarmupResult | None = None
+        self.first_progress_t: float | None = None
+        self._open: _Open | None = None
+        self._gpu: list[GpuSample] = []
+        self.blocks: list[MeasuredBlock] = []
+        self.units_total = 0
+        self.accepted_total = 0
+
+    @property
+    def is_warm(self) -> bool:
+        return self.warmup is not None
+
+    def add(self, record: Record) -> MeasuredBlock | None:
+        """Take one record; return a block if this record completed one."""
+        if isinstance(record, GpuSample):
+            self._gpu.append(record)
+            return None
+        if not isinstance(record, Progress) or record.units <= 0:
+            return None
+        self.units_total += record.units
+        self.accepted_total += record.accepted
+        previous, self._last_t = self._last_t, record.t
+        if previous is None:
+            self.first_progress_t = record.t
+            return None  # the first marker has no step before it to time
+        step_s = max(record.t - previous, 1e-9)
+        if self.warmup is None:
+            return self._warm(step_s, record)
+        return self._measure_step(step_s, record, previous)
+
+    def _warm(self, step_s: float, record: Progress) -> None:
+        self._warmup_steps.append(step_s)
+        result = detect_warmup(self._warmup_steps, rule=self._warmup_rule)
+        if result.is_done:
+            self.warmup = result
+            self._open = _Open(start_t=record.t)
+        return None
+
+    def _measure_step(self, step_s: float, record: Progress, previous: float) -> MeasuredBlock | None:
+        current = self._open or _Open(start_t=previous)
+        self._open = current
+        current.units += record.accepted
+        current.steps += 1
+        current.step_s += step_s
+        current.data_wait_s += record.data_wait_s
+        current.latencies_ms.extend(record.latency_ms)
+        if current.step_s >= self._measure.block_s and current.steps >= self._measure.block_min_steps:
+            block = self._close(current, end_t=record.t)
+            self._open = _Open(start_t=record.t)
+            self.blocks.append(block)
+            return block
+        return None
+
+    def _close(self, current: _Open, *, end_t: float) -> MeasuredBlock:
+        window = [g for g in self._gpu if current.start_t <= g.t <= end_t]
+        self._gpu = [g for g in self._gpu if g.t > end_t]
+
+        def mean_of(values: list[float | None]) -> float | None:
+            present = [v for v in values if v is not None]
+            return statistics.fmean(present) if present else None
+
+        rx = mean_of([g.pcie_rx_kib_s for g in window])
+        throttled = [bool(g.throttle_reasons and set(g.throttle_reasons) - {"gpu_idle"}) for g in window
+                     if g.throttle_reasons is not None]
+        return MeasuredBlock(
+            block=Block(units=current.units, duration_s=current.step_s, steps=current.steps,
+                        latencies_ms=tuple(current.latencies_ms)),
+            start_t=current.start_t,
+            end_t=end_t,
+            data_wait_share=min(1.0, current.data_wait_s / current.step_s) if current.step_s > 0 else 0.0,
+            gpu_util_pct=mean_of([g.util_pct for g in window]),
+            mem_used_mib=max((g.mem_used_mib for g in window if g.mem_used_mib is not None), default=None),
+            mem_total_mib=max((g.mem_total_mib for g in window if g.mem_total_mib is not None), default=None),
+            pcie_rx_gbps=rx * 1024 / 1e9 if rx is not None else None,
+            throttled_share=(sum(throttled) / len(throttled)) if throttled else None,
+        )

@@ -1,0 +1,244 @@
+"""Plan: shortlist offers for coverage and expected value, each with a hypothesis, and price the campaign.
+
+No money is spent here. The prior throughput is dlperf scaled by what earlier runs of this workload taught us
+(1 when unknown), so any decision that rests on it is provisional until measured.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vastui.bench.cost import CostInputs, cost_per_accepted_unit
+from vastui.bench.manifest import Manifest
+from vastui.store.records import BadHost, HostKnowledge
+from vastui.vast.models import Offer
+
+# Extraction + container boot after the pull, before SSH answers (gpu-market.md: 30-90 s).
+READINESS_PRIOR_S = 60.0
+# Effective pull speed as a share of the advertised inet_down (gpu-market.md: 0.3-0.6).
+PULL_EFFICIENCY_PRIOR = 0.45
+# Headroom over the measurement plan for tuning pairs and teardown, in the per-instance time cap.
+TUNING_ALLOWANCE = 0.5
+DISK_GIB = 32.0
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One offer to rent and measure, with why it is worth it and what it may cost at most."""
+
+    candidate_id: str
+    offer: Offer
+    hypothesis: str
+    gpu_count: int
+    prior_throughput_units_per_s: float
+    prior_is_measured: bool
+    predicted_pull_s: float
+    prior_cost_per_unit_usd: float
+    expected_spend_usd: float
+    max_spend_usd: float
+    time_cap_s: float
+
+    @property
+    def profile_name(self) -> str:
+        return f"{self.offer.gpu_name} x{self.gpu_count} @ machine {self.offer.machine_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Excluded:
+    offer_id: int
+    machine_id: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    campaign_id: str
+    manifest_digest: str
+    query: str
+    candidates: tuple[Candidate, ...]
+    reserves: tuple[Candidate, ...]
+    excluded: tuple[Excluded, ...]
+    budget_usd: float
+    max_instances: int
+    expected_spend_usd: float
+    spend_upper_bound_usd: float
+
+    @property
+    def offer_ids(self) -> frozenset[int]:
+        return frozenset(c.offer.id for c in (*self.candidates, *self.reserves))
+
+
+def predicted_pull_s(offer: Offer, *, image_size_gb: float) -> float:
+    """Image size over the effective download speed, plus readiness (METHOD.md's startup prior)."""
+    mbps = max(offer.inet_down or 100.0, 10.0) * PULL_EFFICIENCY_PRIOR
+    return image_size_gb * 8000.0 / mbps + READINESS_PRIOR_S
+
+
+def readiness_deadline_s(manifest: Manifest, *, predicted_pull: float) -> float:
+    return max(manifest.budget.readiness_min_s, manifest.budget.readiness_pull_factor * predicted_pull)
+
+
+def candidate_time_cap_s(manifest: Manifest, *, predicted_pull: float) -> float:
+    """The hard deadline of one benchmark instance: readiness, warm-up, every block, tuning headroom."""
+    measure = manifest.measure
+    plan_s = manifest.warmup.cap_s + measure.max_blocks * measure.block_s * (1.0 + TUNING_ALLOWANCE)
+    return min(manifest.budget.max_instance_lifetime_s, readiness_deadline_s(manifest, predicted_pull=predicted_pull)
+               + plan_s)
+
+
+def workload_scale(knowledge: Sequence[HostKnowledge], offers_by_machine: dict[int, Offer]) -> float | None:
+    """Measured throughput per dlperf point across hosts we ran on before (None when nothing is known)."""
+    ratios = []
+    for host in knowledge:
+        offer = offers_by_machine.get(host.machine_id)
+        if host.best is None or offer is None or not offer.dlperf or host.best.throughput_units_per_s is None:
+            continue
+        ratios.append(host.best.throughput_units_per_s / (offer.dlperf / max(offer.num_gpus, 1)))
+    return statistics.median(ratios) if ratios else None
+
+
+def _cost_inputs(offer: Offer, *, pull_s: float, manifest: Manifest) -> CostInputs:
+    storage_usd_per_h = (offer.storage_cost or 0.0) * DISK_GIB / (30 * 24)
+    return CostInputs(price_per_hour_usd=offer.dph_total, startup_s=pull_s, warmup_s=manifest.warmup.min_s,
+                      storage_usd_per_hour=storage_usd_per_h, inet_usd_per_gb=offer.inet_down_cost or 0.0,
+                      transfer_gb_fixed=manifest.workload.image_size_gb)
+
+
+def _rejection(offer: Offer, manifest: Manifest, bad: dict[int, BadHost]) -> str | None:
+    shortlist = manifest.shortlist
+    if offer.machine_id in bad:
+        return f"bad host: {bad[offer.machine_id].reason}"
+    if offer.reliability is not None and offer.reliability < shortlist.min_reliability:
+        return f"reliability {offer.reliability:.3f} < {shortlist.min_reliability}"
+    if shortlist.max_dph is not None and offer.dph_total > shortlist.max_dph:
+        return f"${offer.dph_total:.2f}/h over the ${shortlist.max_dph:.2f}/h cap"
+    if offer.rentable is False:
+        return "not rentable"
+    if offer.dph_total <= 0 or not offer.dlperf:
+        return "no price or no dlperf to form a prior"
+    return None
+
+
+def _gpu_count(offer: Offer, manifest: Manifest) -> int:
+    allowed = manifest.tuning.gpu_counts
+    return offer.num_gpus if offer.num_gpus in allowed else 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Scored:
+    offer: Offer
+    gpu_count: int
+    theta: float
+    measured: bool
+    pull_s: float
+    cost: float
+    note: str
+
+
+def _score(offer: Offer, manifest: Manifest, knowledge: dict[int, HostKnowledge], scale: float | None) -> _Scored:
+    pull = predicted_pull_s(offer, image_size_gb=manifest.workload.image_size_gb)
+    gpus = _gpu_count(offer, manifest)
+    known = knowledge.get(offer.machine_id)
+    if known is not None and known.best is not None and known.best.throughput_units_per_s:
+        theta, measured = known.best.throughput_units_per_s, True
+        note = f"measured {theta:.0f} u/s here before ({known.n_ok} of {known.n_runs} runs ok)"
+    else:
+        per_gpu = (offer.dlperf or 0.0) / max(offer.num_gpus, 1)
+        theta, measured = per_gpu * gpus * (scale or 1.0), False
+        note = f"dlperf prior {per_gpu:.0f}/GPU" + (f" x learned scale {scale:.2f}" if scale else "")
+    cost = cost_per_accepted_unit(_cost_inputs(offer, pull_s=pull, manifest=manifest),
+                                  units=manifest.production_units, throughput_units_per_s=max(theta, 1e-9))
+    return _Scored(offer, gpus, theta, measured, pull, cost, note)
+
+
+def _pick(scored: list[_Scored], *, max_candidates: int, min_hosts: int) -> tuple[list[_Scored], list[_Scored]]:
+    """Best models first, ``min_hosts`` distinct machines per model, then the rest by prior cost."""
+    by_model: dict[str, list[_Scored]] = defaultdict(list)
+    for item in sorted(scored, key=lambda s: s.cost):
+        by_model[item.offer.gpu_name].append(item)
+    models = sorted(by_model, key=lambda m: by_model[m][0].cost)
+    chosen: list[_Scored] = []
+    machines: set[int] = set()
+    for model in models:
+        per_model = 0
+        for item in by_model[model]:
+            if len(chosen) >= max_candidates or per_model >= min_hosts:
+                break
+            if item.offer.machine_id not in machines:
+                chosen.append(item)
+                machines.add(item.offer.machine_id)
+                per_model += 1
+    rest = [s for s in sorted(scored, key=lambda s: s.cost) if s not in chosen and s.offer.machine_id not in machines]
+    return chosen, rest
+
+
+def _candidate(index: int, item: _Scored, manifest: Manifest, *, rank_note: str) -> Candidate:
+    cap_s = candidate_time_cap_s(manifest, predicted_pull=item.pull_s)
+    measure = manifest.measure
+    expected_s = item.pull_s + manifest.warmup.min_s + measure.min_blocks * measure.block_s * 2
+    dph = item.offer.dph_total
+    return Candidate(
+        candidate_id=f"c{index}", offer=item.offer, gpu_count=item.gpu_count,
+        hypothesis=(f"{item.offer.gpu_name} x{item.gpu_count} at ${dph:.3f}/h, {rank_note}; {item.note}; "
+                    f"pull ~{item.pull_s / 60:.1f} min"),
+        prior_throughput_units_per_s=item.theta, prior_is_measured=item.measured, predicted_pull_s=item.pull_s,
+        prior_cost_per_unit_usd=item.cost, expected_spend_usd=dph * min(expected_s, cap_s) / 3600.0,
+        max_spend_usd=dph * cap_s / 3600.0, time_cap_s=cap_s,
+    )
+
+
+def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer], knowledge: Sequence[HostKnowledge],
+               bad_hosts: Sequence[BadHost]) -> Plan:
+    """Shortlist ``offers`` for ``manifest``: filters re-checked client-side, bad hosts shown and skipped."""
+    bad = {b.machine_id: b for b in bad_hosts if not b.is_expired}
+    known = {k.machine_id: k for k in knowledge}
+    scale = workload_scale(knowledge, {o.machine_id: o for o in offers})
+    excluded: list[Excluded] = []
+    scored: list[_Scored] = []
+    for offer in offers:
+        reason = _rejection(offer, manifest, bad)
+        if reason:
+            excluded.append(Excluded(offer.id, offer.machine_id, reason))
+            continue
+        scored.append(_score(offer, manifest, known, scale))
+    chosen, rest = _pick(scored, max_candidates=manifest.shortlist.max_candidates,
+                         min_hosts=manifest.shortlist.min_hosts_per_model)
+    candidates = tuple(_candidate(i + 1, item, manifest, rank_note=f"prior rank {i + 1}")
+                       for i, item in enumerate(chosen))
+    reserves = tuple(_candidate(len(candidates) + i + 1, item, manifest, rank_note="reserve")
+                     for i, item in enumerate(rest[:manifest.shortlist.max_candidates]))
+    return Plan(
+        campaign_id=campaign_id, manifest_digest=manifest.digest, query=manifest.shortlist.query,
+        candidates=candidates, reserves=reserves, excluded=tuple(excluded), budget_usd=manifest.budget.max_usd,
+        max_instances=manifest.budget.max_instances,
+        expected_spend_usd=sum(c.expected_spend_usd for c in candidates),
+        spend_upper_bound_usd=min(manifest.budget.max_usd, sum(c.max_spend_usd for c in candidates)),
+    )
+
+
+def render_plan(plan: Plan) -> str:
+    """The plan as the operator approves it: candidates, $/h, spend expected and capped, deadlines."""
+    lines = [f"campaign {plan.campaign_id}  workload {plan.manifest_digest[:19]}  query: {plan.query or '(none)'}",
+             f"{'id':<4} {'offer':>9} {'machine':>8} {'gpu':<14} {'$/h':>7} {'prior u/s':>10} {'cap':>7}  hypothesis"]
+    for c in plan.candidates:
+        lines.append(f"{c.candidate_id:<4} {c.offer.id:>9} {c.offer.machine_id:>8} {c.offer.gpu_name:<14} "
+                     f"{c.offer.dph_total:>7.3f} {c.prior_throughput_units_per_s:>10.0f} {c.time_cap_s / 60:>5.0f}m"
+                     f"  {c.hypothesis}")
+    if plan.reserves:
+        lines.append(f"reserves (used only if a candidate's offer vanishes): "
+                     f"{', '.join(str(r.offer.id) for r in plan.reserves)}")
+    if plan.excluded:
+        lines.append(f"excluded: {len(plan.excluded)} offers, e.g. "
+                     + "; ".join(f"{e.offer_id}: {e.reason}" for e in plan.excluded[:3]))
+    lines.append(f"expected benchmark spend ${plan.expected_spend_usd:.2f}, at most ${plan.spend_upper_bound_usd:.2f}"
+                 f" (budget ${plan.budget_usd:.2f}, {plan.max_instances} instances at once); every instance is "
+                 f"destroyed by its deadline and at the end")
+    return "\n".join(lines)
+
+
+def is_finite(value: float) -> bool:
+    return math.isfinite(value)

@@ -1,0 +1,52 @@
+"""The small protocols through which a campaign reaches the marketplace, the hosts and the store.
+
+The composition root (cli.py) passes the real ones: ``HttpVastClient``, ``SshRunner``, ``SqliteStore``. Keeping the
+campaign on protocols keeps it free of httpx, asyncssh and aiosqlite (DESIGN.md, dependency rules).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+from vastui.approval import Approval
+from vastui.remote.protocol import AgentError, GpuSample, Phase, Progress, Result
+from vastui.vast.models import CreatedInstance, Instance, InstanceListing, Offer
+
+Record = GpuSample | Progress | Phase | Result | AgentError
+
+
+class Marketplace(Protocol):
+    async def search_offers(self, query: str = "", *, order: str = "score-", type_: str = "on-demand",
+                            limit: int | None = None, storage_gib: float = 5.0,
+                            no_default: bool = False) -> list[Offer]: ...
+
+    async def list_instances(self) -> InstanceListing: ...
+
+    async def show_instance(self, instance_id: int) -> Instance | None: ...
+
+    async def create_instance(self, *, offer_id: int, image: str, disk_gib: float, label: str, approval: Approval,
+                              onstart: str | None = None, env: Mapping[str, str] | None = None,
+                              runtype: str = ...) -> CreatedInstance: ...
+
+    async def destroy_instance(self, instance_id: int, *, approval: Approval) -> None: ...
+
+
+class AgentSession(Protocol):
+    """One agent run: iterate its records; leaving the context stops it."""
+
+    result: Result | None
+
+    def __aiter__(self) -> AsyncIterator[Record]: ...
+
+
+class HostExecutor(Protocol):
+    async def wait_ready(self, host: str, port: int, *, deadline_s: float) -> None: ...
+
+    async def put_file(self, host: str, port: int, *, data: bytes, remote_path: str) -> None: ...
+
+    def run_agent(self, host: str, port: int, argv: Sequence[str], *, interval_s: float = 1.0,
+                  output_file: str | None = None) -> AbstractAsyncContextManager[AgentSession]: ...
+
+    def forget_host(self, host: str, port: int) -> int: ...
