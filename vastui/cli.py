@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -88,9 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def _cmd_sim(args: argparse.Namespace) -> int:
     import signal
+    import tempfile
+    from pathlib import Path
 
     from vastui.clock import ScaledClock
-    from vastui.sim.factory import DEMO_API_KEY, build_market
+    from vastui.sim.factory import DEMO_API_KEY, build_market_with_hosts
     from vastui.sim.server import SimServer
 
     if args.time_scale <= 0:
@@ -98,7 +101,9 @@ async def _cmd_sim(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         raise VastuiError("The simulator serves loopback only (127.0.0.1, localhost or ::1).", title="Bad option")
     key = args.api_key or DEMO_API_KEY
-    market = build_market(args.seed, clock=ScaledClock(scale=args.time_scale), api_key=key)
+    hosts_dir = tempfile.TemporaryDirectory(prefix="vastui-sim-hosts-")
+    market, pool = build_market_with_hosts(args.seed, clock=ScaledClock(scale=args.time_scale), api_key=key,
+                                           hosts_dir=Path(hosts_dir.name))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -118,6 +123,8 @@ async def _cmd_sim(args: argparse.Namespace) -> int:
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        await pool.close()
+        hosts_dir.cleanup()
     print("vastui sim: stopped", file=sys.stderr)
     return 0
 
@@ -254,6 +261,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("vastui: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (``vastui offers --json | head``): not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -56,6 +56,23 @@ class TransportError(ApiError):
     """The connection failed, timed out or was dropped."""
 
 
+class CreateFailed(ApiError):
+    """A create request failed in transit and a complete listing shows nothing was rented.
+
+    Not retried: renting again needs a new approval."""
+
+
+class CreateUncertain(ApiError):
+    """A create request failed in transit and no listing could settle whether an instance exists.
+
+    ``label`` is what to look for; treat the instance as possibly billing until a complete listing says no."""
+
+    def __init__(self, message: str, *, label: str, offer_id: int, status: int | None = None) -> None:
+        super().__init__(message, status=status, title="Rent possibly happened")
+        self.label = label
+        self.offer_id = offer_id
+
+
 class IncompleteListing(ApiError):
     """A paginated listing could not be read to the end; what was read is not the whole truth."""
 

@@ -19,7 +19,7 @@ import httpx
 from vastui.approval import Action, Approval, AuditRecord, AuditSink, instance_target, offer_target, require
 from vastui.clock import Clock
 from vastui.config import Redactor, Secret
-from vastui.errors import ApiError, ApprovalRequired, TransportError, VastuiError
+from vastui.errors import ApiError, ApprovalRequired, CreateFailed, CreateUncertain, TransportError, VastuiError
 from vastui.vast.backoff import RetryPolicy
 from vastui.vast.listing import list_all_instances
 from vastui.vast.models import CreatedInstance, Instance, InstanceListing, Offer, Prepaid, SshKey, User
@@ -40,23 +40,6 @@ def recipient_target(recipient: str) -> str:
 def ssh_key_target(public_key: str) -> str:
     """The approval target of registering an SSH public key: a short digest of the key."""
     return "ssh_key:" + hashlib.sha256(public_key.strip().encode()).hexdigest()[:16]
-
-
-class CreateFailed(ApiError):
-    """The create request failed in transit and a complete listing shows nothing was rented.
-
-    Not retried: renting again needs a new approval."""
-
-
-class CreateUncertain(ApiError):
-    """The create request failed in transit and the listing could not settle whether an instance exists.
-
-    ``label`` is what to look for; treat the instance as possibly billing until a complete listing says no."""
-
-    def __init__(self, message: str, *, label: str, offer_id: int, status: int | None = None) -> None:
-        super().__init__(message, status=status, title="Rent possibly happened")
-        self.label = label
-        self.offer_id = offer_id
 
 
 class HttpVastClient:

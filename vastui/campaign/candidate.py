@@ -1,0 +1,268 @@
+"""One candidate's life: rent, wait for loading and SSH, canary, warm-up, measurement blocks — and its failures.
+
+Every duration comes from the marketplace (start_date) and the agent's records (``t``), never from the console's
+own wall clock. Any failure before a measurement ends with the instance destroyed and the host recorded as bad.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from vastui.approval import Action, ApprovalRequest, Approver, offer_target
+from vastui.bench.manifest import Manifest
+from vastui.campaign.measure import BlockMeter, MeasuredBlock
+from vastui.campaign.plan import Candidate, readiness_deadline_s
+from vastui.campaign.ports import HostExecutor, Marketplace, Record
+from vastui.clock import Clock
+from vastui.errors import ApiError, CreateFailed, CreateUncertain, RemoteError, VastuiError
+from vastui.events import CandidatePhaseChanged, EventBus, InstanceRented, InstanceStatusChanged, SampleTaken
+from vastui.remote.protocol import GpuSample, Phase, Progress, Result
+from vastui.store import SqliteStore
+from vastui.store.records import GpuSample as StoredSample
+from vastui.store.records import ProgressRecord
+from vastui.vast.models import Instance, InstanceStatus
+
+POLL_S = 10.0
+CANARY_STEPS = 40
+DEAD_STATUSES = frozenset({InstanceStatus.EXITED, InstanceStatus.OFFLINE, InstanceStatus.UNKNOWN})
+BAD_HOST_TTL_S = 7 * 24 * 3600.0
+
+
+class CandidatePhase(enum.StrEnum):
+    WAITING = "waiting"
+    RENTING = "renting"
+    LOADING = "loading"
+    SSH = "ssh"
+    CANARY = "canary"
+    MEASURING = "measuring"
+    DONE = "done"
+    ELIMINATED = "eliminated"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class CandidateFailed(VastuiError):
+    """The candidate failed a gate (readiness, SSH, canary); ``bad_host`` says whether the host is to blame."""
+
+    def __init__(self, message: str, *, bad_host: bool, evidence: Mapping[str, object] | None = None) -> None:
+        super().__init__(message, title="Candidate failed")
+        self.bad_host = bad_host
+        self.evidence = dict(evidence or {})
+
+
+@dataclass(slots=True)
+class CandidateRun:
+    """What one candidate has become so far (mutable: the engine and the receipt read it)."""
+
+    candidate: Candidate
+    phase: CandidatePhase = CandidatePhase.WAITING
+    instance_id: int | None = None
+    instance: Instance | None = None
+    rented_at: float | None = None          # marketplace clock (start_date)
+    ready_at: float | None = None           # agent clock, first record of the canary
+    startup_s: float | None = None
+    warmup_s: float | None = None
+    canary_digest: str | None = None
+    passed_gate: bool | None = None
+    failure: str | None = None
+    detail: str = ""
+    blocks: list[MeasuredBlock] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)
+    run_id: int | None = None
+    units_total: int = 0
+    accepted_total: int = 0
+    driver_version: str | None = None
+
+    @property
+    def cid(self) -> str:
+        return self.candidate.candidate_id
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    batch_size: int | None = None
+    precision: str | None = None
+    loaders: int | None = None
+    gpu_count: int = 1
+
+    def env(self) -> dict[str, str]:
+        """The documented way a workload learns its variant: VASTUI_* environment variables."""
+        env = {"VASTUI_GPUS": str(self.gpu_count)}
+        if self.batch_size is not None:
+            env["VASTUI_BATCH_SIZE"] = str(self.batch_size)
+        if self.precision is not None:
+            env["VASTUI_PRECISION"] = self.precision
+        if self.loaders is not None:
+            env["VASTUI_LOADERS"] = str(self.loaders)
+        return env
+
+    def to_json(self) -> str:
+        return json.dumps({"batch_size": self.batch_size, "precision": self.precision, "loaders": self.loaders,
+                           "gpu_count": self.gpu_count}, sort_keys=True)
+
+
+@dataclass(slots=True)
+class CandidateContext:
+    """What a candidate needs from the campaign around it."""
+
+    campaign_id: str
+    manifest: Manifest
+    market: Marketplace
+    executor: HostExecutor
+    store: SqliteStore
+    approver: Approver
+    clock: Clock
+    bus: EventBus
+    on_owned: Callable[[int], None]
+    poll_s: float = POLL_S
+
+    def label(self, candidate: Candidate) -> str:
+        return f"vastui-{self.campaign_id}-{candidate.candidate_id}-{candidate.offer.id}"
+
+    def phase(self, run: CandidateRun, phase: CandidatePhase, detail: str = "") -> None:
+        run.phase = phase
+        run.detail = detail
+        self.bus.publish(CandidatePhaseChanged(at=self.clock.now(), campaign_id=self.campaign_id,
+                                               candidate=run.cid, phase=str(phase), detail=detail))
+
+
+def workload_argv(manifest: Manifest, *, variant: Variant, steps: int, seconds: float) -> list[str]:
+    env = variant.env() | {"VASTUI_STEPS": str(steps), "VASTUI_SECONDS": f"{seconds:.0f}"}
+    return ["env", *(f"{k}={v}" for k, v in sorted(env.items())), *manifest.workload.command]
+
+
+async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
+    """Approve, write the intent, create. False when the offer is gone or the rent was refused (no spend)."""
+    c = run.candidate
+    ctx.phase(run, CandidatePhase.RENTING)
+    request = ApprovalRequest(action=Action.CREATE_INSTANCE, target=offer_target(c.offer.id),
+                              summary=f"rent offer {c.offer.id} ({c.profile_name}) at ${c.offer.dph_total:.3f}/h "
+                                      f"for at most {c.time_cap_s / 60:.0f} min",
+                              cost_cap_usd=c.max_spend_usd, campaign_id=ctx.campaign_id)
+    approval = await ctx.approver.request(request)
+    if approval is None:
+        ctx.phase(run, CandidatePhase.SKIPPED, "rent not approved")
+        return False
+    label = ctx.label(c)
+    now = ctx.clock.now()
+    intent = await ctx.store.record_intent(campaign_id=ctx.campaign_id, offer_id=c.offer.id, label=label, at=now,
+                                           machine_id=c.offer.machine_id, dph_usd=c.offer.dph_total,
+                                           deadline_at=now + c.time_cap_s)
+    try:
+        created = await ctx.market.create_instance(offer_id=c.offer.id, image=ctx.manifest.workload.image,
+                                                   disk_gib=32.0, label=label, approval=approval)
+    except CreateUncertain as exc:
+        await ctx.store.fail_intent(intent_id=intent.intent_id, error=str(exc), at=ctx.clock.now())
+        raise CandidateFailed(f"rent possibly happened (label {label}); teardown will look for it",
+                              bad_host=False) from exc
+    except (CreateFailed, ApiError) as exc:
+        await ctx.store.rule_out_intent(intent_id=intent.intent_id, at=ctx.clock.now(), reason=str(exc))
+        ctx.phase(run, CandidatePhase.SKIPPED, f"offer {c.offer.id} could not be rented: {exc}")
+        return False
+    await ctx.store.bind_intent(intent_id=intent.intent_id, instance_id=created.instance_id, at=ctx.clock.now())
+    run.instance_id = created.instance_id
+    ctx.on_owned(created.instance_id)
+    await ctx.store.record_transition(instance_id=created.instance_id, state="created", at=ctx.clock.now())
+    ctx.bus.publish(InstanceRented(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
+                                   offer_id=c.offer.id, instance_id=created.instance_id, dph_total=c.offer.dph_total))
+    return True
+
+
+async def wait_running(ctx: CandidateContext, run: CandidateRun) -> Instance:
+    """Poll until ``running``; exited/offline/unknown or a missed readiness deadline fail the candidate."""
+    assert run.instance_id is not None
+    ctx.phase(run, CandidatePhase.LOADING)
+    deadline_s = readiness_deadline_s(ctx.manifest, predicted_pull=run.candidate.predicted_pull_s)
+    started = ctx.clock.now()
+    last_status: InstanceStatus | None = None
+    while True:
+        instance = await ctx.market.show_instance(run.instance_id)
+        if instance is None:
+            raise CandidateFailed(f"instance {run.instance_id} vanished while loading", bad_host=True)
+        run.instance = instance
+        run.rented_at = instance.start_date
+        if instance.actual_status != last_status:
+            last_status = instance.actual_status
+            await ctx.store.record_transition(instance_id=run.instance_id, state=str(last_status or "created"),
+                                              at=ctx.clock.now())
+            ctx.bus.publish(InstanceStatusChanged(at=ctx.clock.now(), campaign_id=ctx.campaign_id,
+                                                  instance_id=run.instance_id, status=str(last_status)))
+        if instance.actual_status is InstanceStatus.RUNNING and instance.ssh_endpoint() is not None:
+            return instance
+        if instance.actual_status in DEAD_STATUSES:
+            raise CandidateFailed(f"instance {run.instance_id} went {instance.actual_status} while loading",
+                                  bad_host=True, evidence={"status": str(instance.actual_status),
+                                                           "status_msg": instance.status_msg})
+        waited = ctx.clock.now() - started
+        if waited > deadline_s:
+            raise CandidateFailed(f"not running after {waited / 60:.1f} min (deadline {deadline_s / 60:.1f} min)",
+                                  bad_host=True, evidence={"waited_s": round(waited), "deadline_s": deadline_s,
+                                                           "status": str(instance.actual_status)})
+        await ctx.clock.sleep(ctx.poll_s)
+
+
+async def stage_inputs(ctx: CandidateContext, host: str, port: int) -> None:
+    for item in ctx.manifest.workload.inputs:
+        await ctx.executor.put_file(host, port, data=item.resolved.read_bytes(), remote_path=item.path)
+
+
+async def save_records(ctx: CandidateContext, run: CandidateRun, records: list[Record]) -> None:
+    """Batch the run's telemetry into the store (one transaction)."""
+    if run.run_id is None or not records:
+        return
+    progress = [ProgressRecord(run_id=run.run_id, at=r.t, units_done=r.units, units_accepted=r.accepted,
+                               data_wait_s=r.data_wait_s, compute_s=r.compute_s,
+                               latencies_s=tuple(v / 1000.0 for v in r.latency_ms))
+                for r in records if isinstance(r, Progress)]
+    samples = [StoredSample(run_id=run.run_id, at=r.t, gpu_index=r.index, util_pct=r.util_pct,
+                            mem_used_mib=r.mem_used_mib, mem_total_mib=r.mem_total_mib, power_w=r.power_w,
+                            pcie_rx_kib_s=r.pcie_rx_kib_s, pcie_tx_kib_s=r.pcie_tx_kib_s,
+                            sm_clock_mhz=r.sm_clock_mhz)
+               for r in records if isinstance(r, GpuSample)]
+    await ctx.store.add_measurements(progress=progress, samples=samples)
+
+
+def note_record(ctx: CandidateContext, run: CandidateRun, record: Record) -> None:
+    if isinstance(record, GpuSample):
+        ctx.bus.publish(SampleTaken(at=record.t, campaign_id=ctx.campaign_id, candidate=run.cid,
+                                    gpu_index=record.index, util_pct=record.util_pct,
+                                    mem_used_mib=record.mem_used_mib))
+    elif isinstance(record, Phase) and record.name == "ready":
+        run.driver_version = record.driver_version
+
+
+async def canary(ctx: CandidateContext, run: CandidateRun, host: str, port: int, variant: Variant) -> None:
+    """Run the workload on the pinned inputs and check its output digest: the correctness gate."""
+    ctx.phase(run, CandidatePhase.CANARY)
+    argv = workload_argv(ctx.manifest, variant=variant, steps=CANARY_STEPS, seconds=0)
+    result: Result | None = None
+    try:
+        async with ctx.executor.run_agent(host, port, argv) as session:
+            async for record in session:
+                note_record(ctx, run, record)
+                if run.ready_at is None:
+                    run.ready_at = record.t
+                if isinstance(record, Result):
+                    result = record
+    except RemoteError as exc:
+        raise CandidateFailed(f"canary could not run: {exc}", bad_host=True) from exc
+    if run.ready_at is not None and run.rented_at is not None:
+        run.startup_s = max(0.0, run.ready_at - run.rented_at)
+    if result is None or result.exit_status != 0:
+        tail = result.stderr_tail[-300:] if result else "no result"
+        raise CandidateFailed(f"canary failed (exit {result.exit_status if result else '?'}): {tail}",
+                              bad_host=False, evidence={"stderr_tail": tail})
+    run.canary_digest = result.output_digest
+    expected = ctx.manifest.correctness.expected_digest
+    if expected is not None and _digest(result.output_digest) != _digest(expected):
+        run.passed_gate = False
+        raise CandidateFailed(f"wrong output: digest {result.output_digest} != expected {expected}",
+                              bad_host=True, evidence={"digest": result.output_digest, "expected": expected})
+    run.passed_gate = True
+
+
+def _digest(value: str | None) -> str:
+    return (value or "").lower().removeprefix("sha256:")

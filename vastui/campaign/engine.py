@@ -1,0 +1,335 @@
+"""The campaign engine: candidates run concurrently (up to the manifest's limit) through rent → loading → SSH →
+canary → warm-up → blocks; the race destroys losers as soon as they are out; then the decision, the teardown
+that proves itself, and the receipt.
+
+Nothing is rented, destroyed or funded without an approval from the campaign's ``Approver``; every instance is
+labelled with the campaign id, written down as an intent before the create call, and destroyed by its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import statistics
+from dataclasses import dataclass
+
+from vastui.approval import Approver
+from vastui.bench.cost import CostInputs
+from vastui.bench.manifest import Manifest
+from vastui.bench.select import Decision, EliminationReason, Race, RaceCandidate, decide_profile
+from vastui.campaign.candidate import (CandidateContext, CandidateFailed, CandidatePhase, CandidateRun, Variant,
+                                       canary, note_record, rent, save_records, stage_inputs, wait_running,
+                                       workload_argv)
+from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, teardown
+from vastui.campaign.measure import BlockMeter
+from vastui.campaign.plan import DISK_GIB, Candidate, Plan
+from vastui.campaign.ports import HostExecutor, Marketplace, Record
+from vastui.clock import Clock
+from vastui.errors import RemoteError, VastuiError
+from vastui.events import (BlockMeasured, CampaignFinished, CandidateEliminated, DecisionMade, EventBus, Notice)
+from vastui.remote.protocol import Result
+from vastui.store import SqliteStore
+from vastui.store.records import RunStatus
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignOutcome:
+    campaign_id: str
+    runs: tuple[CandidateRun, ...]
+    decision: Decision
+    teardown: TeardownReport
+    spend_usd: float
+    race_reason: str
+
+
+def _variant(candidate: Candidate, manifest: Manifest) -> Variant:
+    t = manifest.tuning
+    return Variant(batch_size=t.batch_sizes[0] if t.batch_sizes else None,
+                   precision=t.precisions[0] if t.precisions else None,
+                   loaders=t.loaders[0] if t.loaders else None, gpu_count=candidate.gpu_count)
+
+
+class CampaignEngine:
+    """Runs one planned campaign to its decision and proves its teardown."""
+
+    def __init__(self, *, plan: Plan, manifest: Manifest, market: Marketplace, executor: HostExecutor,
+                 store: SqliteStore, approver: Approver, clock: Clock, bus: EventBus,
+                 on_owned: "OwnedHook | None" = None, poll_s: float = 10.0, teardown_poll_s: float = 5.0) -> None:
+        self.plan = plan
+        self.manifest = manifest
+        self.clock = clock
+        self.bus = bus
+        self.teardown_poll_s = teardown_poll_s
+        self.ctx = CandidateContext(campaign_id=plan.campaign_id, manifest=manifest, market=market,
+                                    executor=executor, store=store, approver=approver, clock=clock, bus=bus,
+                                    on_owned=on_owned or (lambda _id: None), poll_s=poll_s)
+        self.runs = [CandidateRun(c) for c in plan.candidates]
+        self._reserves = list(plan.reserves)
+        self.race = Race([RaceCandidate(c.candidate_id, self._prior_cost(c), c.prior_throughput_units_per_s)
+                          for c in plan.candidates], units=manifest.production_units, slo=manifest.slo,
+                         measure=manifest.measure, budget_usd=manifest.budget.max_usd)
+        self._lock = asyncio.Lock()
+        self._slots = asyncio.Semaphore(manifest.budget.max_instances)
+        self._stop: dict[str, asyncio.Event] = {c.candidate_id: asyncio.Event() for c in plan.candidates}
+        self._finished = asyncio.Event()
+        self._committed_usd: dict[str, float] = {}   # cap while alive, actual once destroyed
+        self._rented_local: dict[str, float] = {}
+        self._race_reason = "measuring"
+
+    def _prior_cost(self, c: Candidate) -> CostInputs:
+        storage = (c.offer.storage_cost or 0.0) * DISK_GIB / (30 * 24)
+        return CostInputs(price_per_hour_usd=c.offer.dph_total, startup_s=c.predicted_pull_s,
+                          warmup_s=self.manifest.warmup.min_s, storage_usd_per_hour=storage,
+                          inet_usd_per_gb=c.offer.inet_down_cost or 0.0,
+                          transfer_gb_fixed=self.manifest.workload.image_size_gb)
+
+    # --- money --------------------------------------------------------------------------------------------------
+    def spent_usd(self) -> float:
+        """Accrued spend, from each rental's price and how long it has existed on the campaign's clock."""
+        now = self.clock.now()
+        total = 0.0
+        for run in self.runs:
+            cid = run.cid
+            if cid in self._rented_local:
+                end = self._ended_local.get(cid, now)
+                total += run.candidate.offer.dph_total * (end - self._rented_local[cid]) / 3600.0
+        return total
+
+    _ended_local: dict[str, float]
+
+    def _can_afford(self, candidate: Candidate) -> bool:
+        return sum(self._committed_usd.values()) + candidate.max_spend_usd <= self.manifest.budget.max_usd + 1e-9
+
+    # --- the campaign --------------------------------------------------------------------------------------------
+    async def run(self) -> CampaignOutcome:
+        self._ended_local = {}
+        store = self.ctx.store
+        await store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase="measuring", at=self.clock.now())
+        try:
+            async with asyncio.TaskGroup() as group:
+                for run in self.runs:
+                    group.create_task(self._candidate(run))
+        finally:
+            await store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase="teardown", at=self.clock.now())
+            report = await self.teardown_all(reason="campaign finished")
+        decision = decide_profile(self.race.finalists(), units=self.manifest.production_units)
+        self.bus.publish(DecisionMade(at=self.clock.now(), campaign_id=self.plan.campaign_id,
+                                      chosen=decision.chosen, runner_up=decision.runner_up, summary=decision.reason,
+                                      provisional=decision.provisional))
+        spend = self.spent_usd()
+        self.bus.publish(CampaignFinished(at=self.clock.now(), campaign_id=self.plan.campaign_id,
+                                          status="clean" if report.is_clean else "LEAK", spend_usd=spend))
+        return CampaignOutcome(self.plan.campaign_id, tuple(self.runs), decision, report, spend, self._race_reason)
+
+    async def teardown_all(self, *, reason: str) -> TeardownReport:
+        owned = await self.ctx.store.owned_instances(campaign_id=self.plan.campaign_id)
+        ids = {o.intent.instance_id for o in owned if o.intent.instance_id is not None}
+        ids |= await self._found_by_label()
+        report = await teardown(client=self.ctx.market, approver=self.ctx.approver, clock=self.clock, bus=self.bus,
+                                instance_ids=ids, campaign_id=self.plan.campaign_id, reason=reason,
+                                poll_s=self.teardown_poll_s)
+        for gone in report.gone:
+            await self.ctx.store.record_gone(instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at,
+                                             at=self.clock.now())
+        return report
+
+    async def _found_by_label(self) -> set[int]:
+        """Instances labelled with this campaign's id: catches a create whose answer was lost."""
+        try:
+            listing = await self.ctx.market.list_instances()
+        except VastuiError:
+            return set()
+        prefix = f"vastui-{self.plan.campaign_id}-"
+        return {i.id for i in listing.instances if (i.label or "").startswith(prefix)}
+
+    async def _candidate(self, run: CandidateRun) -> None:
+        async with self._slots:
+            if self._stop[run.cid].is_set() or self._finished.is_set():
+                self.ctx.phase(run, CandidatePhase.SKIPPED, "race decided before its turn")
+                self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail="not measured: race decided")
+                return
+            try:
+                await self._life(run)
+            except CandidateFailed as exc:
+                await self._fail(run, exc)
+            except (RemoteError, VastuiError) as exc:
+                await self._fail(run, CandidateFailed(str(exc), bad_host=False))
+            finally:
+                await self._release(run)
+
+    async def _life(self, run: CandidateRun) -> None:
+        if not await self._rent_or_replace(run):
+            self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=run.detail or "not rented")
+            return
+        instance = await wait_running(self.ctx, run)
+        endpoint = instance.ssh_endpoint()
+        assert endpoint is not None
+        host, port = endpoint
+        self.ctx.phase(run, CandidatePhase.SSH)
+        try:
+            await self.ctx.executor.wait_ready(host, port, deadline_s=self.manifest.budget.readiness_min_s)
+        except RemoteError as exc:
+            raise CandidateFailed(f"SSH never became ready: {exc}", bad_host=True) from exc
+        await stage_inputs(self.ctx, host, port)
+        variant = _variant(run.candidate, self.manifest)
+        await canary(self.ctx, run, host, port, variant)
+        await self._measure(run, host, port, variant)
+
+    async def _rent_or_replace(self, run: CandidateRun) -> bool:
+        """Re-check the offer right before renting; a vanished offer is replaced from the reserves, once each."""
+        while True:
+            candidate = run.candidate
+            if not self._can_afford(candidate):
+                self.ctx.phase(run, CandidatePhase.SKIPPED,
+                               f"budget: ${candidate.max_spend_usd:.2f} more could exceed ${self.plan.budget_usd:.2f}")
+                return False
+            still_there = await self.ctx.market.search_offers(f"id={candidate.offer.id}")
+            if still_there:
+                self._committed_usd[run.cid] = candidate.max_spend_usd
+                self._rented_local[run.cid] = self.clock.now()
+                if await rent(self.ctx, run):
+                    self._rented_local[run.cid] = self.clock.now()
+                    return True
+                self._committed_usd.pop(run.cid, None)
+                self._rented_local.pop(run.cid, None)
+                if run.phase is CandidatePhase.SKIPPED and "not approved" in run.detail:
+                    return False
+            replacement = self._next_reserve(candidate)
+            if replacement is None:
+                self.ctx.phase(run, CandidatePhase.SKIPPED, f"offer {candidate.offer.id} vanished; no reserve left")
+                return False
+            self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="info",
+                                    text=f"{run.cid}: offer {candidate.offer.id} vanished, trying reserve "
+                                         f"{replacement.offer.id}"))
+            run.candidate = Candidate(**{**_fields(replacement), "candidate_id": run.cid})
+            self.race.set_cost(run.cid, self._prior_cost(run.candidate))
+
+    def _next_reserve(self, candidate: Candidate) -> Candidate | None:
+        for index, reserve in enumerate(self._reserves):
+            if reserve.offer.gpu_name == candidate.offer.gpu_name or index == len(self._reserves) - 1:
+                return self._reserves.pop(index)
+        return None
+
+    async def _measure(self, run: CandidateRun, host: str, port: int, variant: Variant) -> None:
+        self.ctx.phase(run, CandidatePhase.MEASURING)
+        c = run.candidate
+        stored = await self.ctx.store.start_run(
+            campaign_id=self.plan.campaign_id, instance_id=run.instance_id, machine_id=c.offer.machine_id,
+            gpu_name=c.offer.gpu_name, num_gpus=c.gpu_count, workload_digest=self.manifest.digest,
+            variant_json=variant.to_json(), started_at=self.clock.now())
+        run.run_id = stored.run_id
+        await self.ctx.store.record_run_phases(run_id=stored.run_id, pull_s=run.startup_s)
+        meter = BlockMeter(warmup=self.manifest.warmup, measure=self.manifest.measure)
+        left_s = c.time_cap_s - (self.clock.now() - self._rented_local[run.cid])
+        argv = workload_argv(self.manifest, variant=variant, steps=0, seconds=max(left_s, 60.0))
+        buffer: list[Record] = []
+        async with self.ctx.executor.run_agent(host, port, argv) as session:
+            async for record in session:
+                note_record(self.ctx, run, record)
+                buffer.append(record)
+                block = meter.add(record)
+                if meter.warmup is not None and run.warmup_s is None:
+                    run.warmup_s = meter.warmup.warmup_s
+                    await self._warm(run)
+                if block is not None:
+                    run.blocks.append(block)
+                    run.latencies_ms.extend(block.block.latencies_ms)
+                    await save_records(self.ctx, run, buffer)
+                    buffer = []
+                    if await self._block_done(run, block):
+                        break
+                if isinstance(record, Result):
+                    break
+        await save_records(self.ctx, run, buffer)
+        run.units_total, run.accepted_total = meter.units_total, meter.accepted_total
+        thetas = [b.throughput_units_per_s for b in run.blocks]
+        await self.ctx.store.finish_run(
+            run_id=stored.run_id, status=RunStatus.OK if thetas else RunStatus.ERROR, at=self.clock.now(),
+            throughput_units_per_s=statistics.median(thetas) if thetas else None,
+            stats_json=json.dumps({"blocks": len(thetas), "warmup_s": run.warmup_s, "startup_s": run.startup_s}),
+            error=None if thetas else "no complete block")
+        if run.phase is CandidatePhase.MEASURING:
+            self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks")
+
+    async def _warm(self, run: CandidateRun) -> None:
+        if run.run_id is not None:
+            await self.ctx.store.record_run_phases(run_id=run.run_id, warmup_s=run.warmup_s)
+        prior = self._prior_cost(run.candidate)
+        startup = run.startup_s if run.startup_s is not None else prior.startup_s
+        self.race.set_cost(run.cid, CostInputs(
+            price_per_hour_usd=prior.price_per_hour_usd, startup_s=startup, warmup_s=run.warmup_s or 0.0,
+            storage_usd_per_hour=prior.storage_usd_per_hour, inet_usd_per_gb=prior.inet_usd_per_gb,
+            transfer_gb_fixed=prior.transfer_gb_fixed, passed_gate=bool(run.passed_gate)))
+
+    async def _block_done(self, run: CandidateRun, block: object) -> bool:
+        """Feed the race; True when this candidate should stop measuring."""
+        assert hasattr(block, "block")
+        measured = run.blocks[-1]
+        self.bus.publish(BlockMeasured(at=measured.end_t, campaign_id=self.plan.campaign_id, candidate=run.cid,
+                                       block_index=len(run.blocks), throughput_units_per_s=measured.
+                                       throughput_units_per_s, data_wait_share=measured.data_wait_share,
+                                       gpu_util_pct=measured.gpu_util_pct))
+        async with self._lock:
+            self.race.add_block(run.cid, measured.block)
+            step = self.race.decide(spent_usd=self.spent_usd())
+            for elimination in step.eliminated:
+                self._stop[elimination.candidate_id].set()
+                self.bus.publish(CandidateEliminated(at=self.clock.now(), campaign_id=self.plan.campaign_id,
+                                                     candidate=elimination.candidate_id,
+                                                     reason=f"{elimination.reason}: {elimination.detail}"))
+                for other in self.runs:
+                    if other.cid == elimination.candidate_id and other.phase is CandidatePhase.MEASURING:
+                        self.ctx.phase(other, CandidatePhase.ELIMINATED, elimination.detail)
+            if step.finished:
+                self._race_reason = step.reason
+                self._finished.set()
+        if len(run.blocks) >= self.manifest.measure.max_blocks:
+            return True
+        lifetime = self.clock.now() - self._rented_local[run.cid]
+        return (self._stop[run.cid].is_set() or self._finished.is_set()
+                or lifetime >= run.candidate.time_cap_s)
+
+    async def _fail(self, run: CandidateRun, exc: CandidateFailed) -> None:
+        run.failure = str(exc)
+        self.ctx.phase(run, CandidatePhase.FAILED, str(exc))
+        async with self._lock:
+            self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=str(exc))
+        c = run.candidate
+        if exc.bad_host and run.instance_id is not None:
+            now = self.clock.now()
+            await self.ctx.store.record_bad_host(
+                machine_id=c.offer.machine_id, reason=str(exc)[:200],
+                evidence_json=json.dumps({"instance_id": run.instance_id, **exc.evidence}, default=str),
+                recorded_at=now, expires_at=now + 7 * 24 * 3600.0, campaign_id=self.plan.campaign_id)
+
+    async def _release(self, run: CandidateRun) -> None:
+        """Destroy this candidate's instance as soon as it is done with (the final teardown verifies it)."""
+        if run.instance_id is None:
+            self._committed_usd.pop(run.cid, None)
+            return
+        try:
+            await destroy_with_approval(client=self.ctx.market, approver=self.ctx.approver,
+                                        instance_id=run.instance_id, campaign_id=self.plan.campaign_id,
+                                        reason=f"{run.cid} {run.phase}")
+            await self.ctx.store.record_transition(instance_id=run.instance_id, state="destroy_requested",
+                                                   at=self.clock.now())
+        except VastuiError as exc:
+            log.warning("destroying %s failed (final teardown retries): %s", run.instance_id, exc)
+        self._ended_local[run.cid] = self.clock.now()
+        start = self._rented_local.get(run.cid, self.clock.now())
+        self._committed_usd[run.cid] = run.candidate.offer.dph_total * (self.clock.now() - start) / 3600.0
+
+
+def _fields(candidate: Candidate) -> dict[str, object]:
+    return {name: getattr(candidate, name) for name in Candidate.__dataclass_fields__}
+
+
+OwnedHook = "Callable[[int], None]"
+
+
+def is_finite(value: float) -> bool:
+    return math.isfinite(value)
