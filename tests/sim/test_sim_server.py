@@ -80,16 +80,35 @@ async def _stop(proc: asyncio.subprocess.Process) -> str:
     return err.decode()
 
 
-async def test_vastui_sim_command_prints_demo_key_and_url_and_stops_on_sigterm() -> None:
-    proc, lines = await _start_cli("--seed", "7", "--time-scale", "60")
+async def test_vastui_sim_command_serves_rents_with_ssh_hosts_and_stops_on_sigterm() -> None:
+    proc, lines = await _start_cli("--seed", "7", "--time-scale", "1000")
     try:
         assert f"demo API key: {DEMO_API_KEY}" in lines
         url = _url(lines)
         assert any(f"export VAST_URL={url} VAST_API_KEY={DEMO_API_KEY}" in line for line in lines)
+        auth = {"Authorization": f"Bearer {DEMO_API_KEY}"}
         async with httpx.AsyncClient(base_url=url) as client:
-            r = await client.post("/api/v0/bundles/", json={"limit": 3},
-                                  headers={"Authorization": f"Bearer {DEMO_API_KEY}"})
+            r = await client.post("/api/v0/bundles/", json={"rentable": {"eq": True}, "limit": 3,
+                                                            "order": [["inet_down", "desc"]]}, headers=auth)
             assert r.status_code == 200 and len(r.json()["offers"]) == 3
+            offer_id = r.json()["offers"][0]["id"]
+            r = await client.put(f"/api/v0/asks/{offer_id}/", json={"image": "pytorch/pytorch", "disk": 10},
+                                 headers=auth)
+            instance_id = r.json()["new_contract"]
+            async with asyncio.timeout(30):
+                while True:
+                    row = (await client.get(f"/api/v0/instances/{instance_id}/", headers=auth)).json()["instances"]
+                    if row["actual_status"] != "loading":
+                        break
+                    await asyncio.sleep(0.1)
+        assert row["actual_status"] == "running", row["status_msg"]
+        # a real SSH server answers on the published port
+        reader, writer = await asyncio.open_connection(row["public_ipaddr"],
+                                                       int(row["ports"]["22/tcp"][0]["HostPort"]))
+        async with asyncio.timeout(10):
+            banner = await reader.readline()
+        writer.close()
+        assert banner.startswith(b"SSH-2.0-")
     finally:
         err = await _stop(proc)
     assert "stopped" in err

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from vastui.clock import Clock
 from vastui.sim.chaos import Chaos
+from vastui.sim.hosts import SshHostPool
 from vastui.sim.market import HostProvider, Market
 from vastui.sim.world import generate_world
 
@@ -17,3 +20,18 @@ def build_market(seed: int, *, clock: Clock, api_key: str = DEMO_API_KEY, n_mach
     world = generate_world(seed, n_machines=n_machines, now=clock.now())
     return Market(world, clock=clock, api_key=api_key, initial_credit_usd=initial_credit_usd,
                   host_provider=host_provider, chaos=chaos)
+
+
+def build_market_with_hosts(seed: int, *, clock: Clock, hosts_dir: Path, api_key: str = DEMO_API_KEY,
+                            n_machines: int = 360, initial_credit_usd: float = 500.0,
+                            chaos: Chaos | None = None) -> tuple[Market, SshHostPool]:
+    """A market whose running instances get real SSH hosts on loopback (files under ``hosts_dir``).
+
+    A host that dies (``Fault.DIES_MID_RUN``) takes its instance ``offline``. Close the market (``aclose``) and
+    then the pool (``close``) when done.
+    """
+    pool = SshHostPool(base_dir=hosts_dir, clock=clock)
+    market = build_market(seed, clock=clock, api_key=api_key, n_machines=n_machines,
+                          initial_credit_usd=initial_credit_usd, host_provider=pool, chaos=chaos)
+    pool.on_host_died = market.mark_offline
+    return market, pool
