@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vastui.clock import Clock
 from vastui.sim.chaos import Chaos
-from vastui.sim.hosts import SshHostPool
 from vastui.sim.market import HostProvider, Market
 from vastui.sim.world import generate_world
+
+if TYPE_CHECKING:
+    from vastui.sim.hosts import SshHostPool
 
 DEMO_API_KEY = "vastui-demo-key"
 
@@ -30,6 +33,8 @@ def build_market_with_hosts(seed: int, *, clock: Clock, hosts_dir: Path, api_key
     A host that dies (``Fault.DIES_MID_RUN``) takes its instance ``offline``. Close the market (``aclose``) and
     then the pool (``close``) when done.
     """
+    from vastui.sim.hosts import SshHostPool  # asyncssh only for those who want hosts
+
     pool = SshHostPool(base_dir=hosts_dir, clock=clock)
     market = build_market(seed, clock=clock, api_key=api_key, n_machines=n_machines,
                           initial_credit_usd=initial_credit_usd, host_provider=pool, chaos=chaos)
