@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import posixpath
 import shlex
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
@@ -152,6 +153,18 @@ class SshRunner:
         return CommandResult(exit_status=result.exit_status, stdout=_text(result.stdout),
                              stderr=_text(result.stderr))
 
+    async def put_file(self, host: str, port: int, *, data: bytes, remote_path: str) -> None:
+        """Write ``data`` to ``remote_path`` (relative paths start in the login directory) over SFTP."""
+        where = f"{host}:{port}"
+        conn = await self.connect(host, port)
+        try:
+            async with conn.start_sftp_client() as sftp:
+                await _sftp_write(sftp, remote_path, data)
+        except _SSH_ERRORS as exc:
+            raise _translate(exc, where) from exc
+        finally:
+            conn.close()
+
     async def stream_command(self, host: str, port: int, argv: Sequence[str], *,
                              on_stdout: Callable[[str], None], on_stderr: Callable[[str], None]) -> int | None:
         """Run one command, handing its output to the callbacks as it comes; returns the exit status."""
@@ -175,6 +188,16 @@ class SshRunner:
         before the result (an exception, a break, a cancel) stops the remote agent and its workload.
         """
         return AgentRun(self, host, port, list(argv), interval_s=interval_s, output_file=output_file)
+
+
+async def _sftp_write(sftp: asyncssh.SFTPClient, remote_path: str, data: bytes) -> None:
+    """Write via a temporary name and rename, so a reader never sees half a file."""
+    parent = posixpath.dirname(remote_path)
+    if parent and not await sftp.exists(parent):
+        await sftp.makedirs(parent)
+    async with sftp.open(remote_path + ".part", "wb") as handle:
+        await handle.write(data)
+    await sftp.posix_rename(remote_path + ".part", remote_path)
 
 
 async def _relay(stream: asyncssh.SSHReader[str], sink: Callable[[str], None]) -> None:
@@ -239,12 +262,8 @@ class AgentRun:
     async def _upload(self, conn: asyncssh.SSHClientConnection) -> None:
         try:
             async with conn.start_sftp_client() as sftp:
-                if not await sftp.exists(self._runner.remote_dir):
-                    await sftp.makedirs(self._runner.remote_dir)
                 if not await sftp.exists(self.agent_path):
-                    async with sftp.open(self.agent_path + ".part", "wb") as handle:
-                        await handle.write(AGENT_SOURCE.read_bytes())
-                    await sftp.posix_rename(self.agent_path + ".part", self.agent_path)
+                    await _sftp_write(sftp, self.agent_path, AGENT_SOURCE.read_bytes())
         except _SSH_ERRORS as exc:
             raise _translate(exc, self.where) from exc
 

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 ENV_HOST_TOKEN = "VASTUI_SIM_HOST_TOKEN"   # marks every process of one host start, so all can be found and killed
 DEATH_POLL_S = 0.05                         # wall seconds between looks at the died file (a local file poll)
+PIPE_DRAIN_S = 5.0                          # wall seconds to let a finished command's output drain
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TMPDIR", "TZ")
 WORKLOAD_SHIM = "import sys\nfrom vastui.sim.simworkload import main\n\nif __name__ == '__main__':\n    sys.exit(main())\n"
 
@@ -51,6 +52,7 @@ class _Host:
     authorized_keys: list[str]            # the market's live list: keys attached later count at the next login
     server: asyncssh.SSHAcceptor | None = None
     connections: set[asyncssh.SSHServerConnection] = field(default_factory=set)
+    commands: set[asyncio.Task[None]] = field(default_factory=set)
     watcher: asyncio.Task[None] | None = None
     died: bool = False
 
@@ -75,9 +77,15 @@ class _HostServer(asyncssh.SSHServer):
             self._host.connections.discard(self._conn)
 
     def begin_auth(self, username: str) -> bool:
-        if self._conn is not None:
-            self._conn.set_authorized_keys(_authorized(self._host.authorized_keys))
         return True
+
+    def public_key_auth_supported(self) -> bool:
+        return True
+
+    def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+        """Checked against the host's current key list, so keys attached later work at the next login."""
+        offered = key.export_public_key().split()[:2]
+        return any(line.encode().split()[:2] == offered for line in self._host.authorized_keys if line.strip())
 
 
 class SshHostPool:
@@ -203,23 +211,37 @@ class SshHostPool:
             process.stderr.write(b"simulated hosts run commands only (no interactive shell)\n")
             process.exit(1)
             return
+        task = asyncio.current_task()
+        assert task is not None
+        host.commands.add(task)
+        try:
+            status = await self._exec(host, process)
+        finally:
+            host.commands.discard(task)
+        if not process.is_closing():
+            process.exit(status if status >= 0 else 128 - status)
+
+    async def _exec(self, host: _Host, process: asyncssh.SSHServerProcess[bytes]) -> int:
         proc = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", process.command, cwd=host.root, env=self._env(host), start_new_session=True,
+            "/bin/sh", "-c", process.command or "", cwd=host.root, env=self._env(host), start_new_session=True,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         feed = asyncio.create_task(_feed_stdin(process, proc))
         output = asyncio.create_task(_pump_both(proc, process))
         closed = asyncio.create_task(process.wait_closed())
-        await asyncio.wait([output, closed], return_when=asyncio.FIRST_COMPLETED)
-        if not output.done():  # the client went away first: hang up on the command, as sshd does
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGHUP)
-        status = await proc.wait()
-        feed.cancel()
-        for task in (output, closed):
-            task.cancel()
-        await asyncio.gather(feed, output, closed, return_exceptions=True)
-        if not process.is_closing():
-            process.exit(status if status >= 0 else 128 - status)
+        try:
+            await asyncio.wait([output, closed], return_when=asyncio.FIRST_COMPLETED)
+            if not output.done():  # the client went away first: hang up on the command, as sshd does
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGHUP)
+            status = await proc.wait()
+            with contextlib.suppress(asyncio.TimeoutError):  # the pipes close once every writer is gone
+                await asyncio.wait_for(asyncio.shield(output), PIPE_DRAIN_S)
+        finally:
+            for task in (feed, output, closed):
+                task.cancel()
+            await asyncio.gather(feed, output, closed, return_exceptions=True)
+            _close_pipes(proc)
+        return status
 
     async def _watch_death(self, host: _Host) -> None:
         while not host.died_file.exists():
@@ -238,6 +260,15 @@ class SshHostPool:
             host.server.close()
             await host.server.wait_closed()
             host.server = None
+        running = [task for task in host.commands if task is not asyncio.current_task()]
+        if running:
+            await asyncio.wait(running, timeout=PIPE_DRAIN_S)
+
+
+def _close_pipes(proc: asyncio.subprocess.Process) -> None:
+    transport = getattr(proc, "_transport", None)  # asyncio offers no public close for a finished process
+    if transport is not None:
+        transport.close()
 
 
 async def _pump_both(proc: asyncio.subprocess.Process, process: asyncssh.SSHServerProcess[bytes]) -> None:
@@ -258,10 +289,6 @@ async def _feed_stdin(process: asyncssh.SSHServerProcess[bytes], proc: asyncio.s
             proc.stdin.write(chunk)
             await proc.stdin.drain()
     proc.stdin.close()
-
-
-def _authorized(keys: list[str]) -> Any:
-    return asyncssh.import_authorized_keys("\n".join(keys) + "\n")
 
 
 def _kill_processes(token: str) -> None:

@@ -192,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.input, "rb") as handle:
             data = handle.read()
     workload = _Workload(spec, variant, clock, sys.stdout, env, random.Random(args.noise_seed))
-    signal.signal(signal.SIGTERM, _raise_exit)
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         status = workload.run(steps=args.steps, seconds=args.seconds, report_every=max(1, args.report_every),
                               warmup_steps=max(0, args.warmup_steps))
@@ -200,12 +200,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.writelines(predictions(data, wrong=spec.truth.fault == Fault.WRONG_OUTPUT))
             sys.stdout.flush()
         return status
+    except _Terminated:
+        workload.publish(None, throttled=False)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)  # end "killed by SIGTERM", as a real workload would
+        raise
     finally:
         workload.publish(None, throttled=False)
 
 
-def _raise_exit(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
+class _Terminated(Exception):
+    """SIGTERM arrived: the GPUs go idle before the process ends."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise _Terminated()
 
 
 def _env_float(env: dict[str, str], name: str) -> float | None:

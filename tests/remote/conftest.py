@@ -1,0 +1,38 @@
+"""Fixtures for remote tests: an operator key, a pool of simulated hosts (real asyncssh servers) and a runner."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncssh
+import pytest
+from remote_support import SIM_SCALE, ClientKey
+
+from vastui.clock import ScaledClock
+from vastui.remote.runner import SshRunner
+from vastui.sim.hosts import SshHostPool
+
+
+@pytest.fixture
+def client_key(tmp_path: Path) -> ClientKey:
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    path = tmp_path / "id_ed25519"
+    path.write_bytes(key.export_private_key())
+    path.chmod(0o600)
+    return ClientKey(path=path, public=key.export_public_key().decode().strip())
+
+
+@pytest.fixture
+async def pool(tmp_path: Path) -> AsyncIterator[SshHostPool]:
+    hosts = SshHostPool(base_dir=tmp_path / "hosts", clock=ScaledClock(scale=SIM_SCALE))
+    try:
+        yield hosts
+    finally:
+        await hosts.close()
+
+
+@pytest.fixture
+def runner(tmp_path: Path, client_key: ClientKey) -> SshRunner:
+    return SshRunner(known_hosts=tmp_path / "known_hosts", client_keys=[client_key.path], use_agent=False,
+                     retry_interval_s=0.05, reconnect_deadline_s=10.0, connect_timeout_s=5.0)

@@ -1,0 +1,159 @@
+"""SshRunner against real asyncssh servers on 127.0.0.1: host keys (TOFU), readiness, one-shot commands, files."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from pathlib import Path
+
+import asyncssh
+import pytest
+from remote_support import ClientKey, make_machine
+
+from fakes import FakeClock
+from vastui.errors import HostKeyMismatch, RemoteError, RemoteTimeout
+from vastui.remote.runner import SshRunner
+from vastui.sim.hosts import SshHostPool
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class _NoAuth(asyncssh.SSHServer):
+    def begin_auth(self, username: str) -> bool:
+        return False  # anyone may log in: these servers only show their host key
+
+
+async def _bare_server(port: int) -> asyncssh.SSHAcceptor:
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    return await asyncssh.create_server(_NoAuth, "127.0.0.1", port, server_host_keys=[key], config=[])
+
+
+async def test_first_contact_records_the_host_key_and_later_contacts_must_match(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey, tmp_path: Path) -> None:
+    host, port = await pool.start_host(instance_id=1, machine=make_machine(), authorized_keys=[client_key.public])
+    await runner.wait_ready(host, port, deadline_s=10)
+    recorded = runner.known_hosts.lookup(host, port)
+    assert recorded == [" ".join(pool.host_public_key(instance_id=1).split()[:2])]
+    assert (tmp_path / "known_hosts").read_text().startswith(f"[127.0.0.1]:{port} ssh-ed25519 ")
+    assert (tmp_path / "known_hosts").stat().st_mode & 0o077 == 0
+    result = await runner.run_command(host, port, ["true"])
+    assert result.exit_status == 0
+    assert len(runner.known_hosts.lookup(host, port)) == 1  # not recorded twice
+
+    other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().split()
+    (tmp_path / "known_hosts").write_text(f"[127.0.0.1]:{port} {other[0]} {other[1]}\n")
+    with pytest.raises(HostKeyMismatch):
+        await runner.run_command(host, port, ["true"])
+    started = time.monotonic()
+    with pytest.raises(HostKeyMismatch):  # refused at once, not retried until the deadline
+        await runner.wait_ready(host, port, deadline_s=30)
+    assert time.monotonic() - started < 5
+
+    assert runner.forget_host(host, port) == 1
+    assert (await runner.run_command(host, port, ["true"])).exit_status == 0
+
+
+async def test_a_changed_key_on_the_same_address_is_refused(runner: SshRunner) -> None:
+    port = _free_port()
+    first = await _bare_server(port)
+    conn = await runner.connect("127.0.0.1", port)
+    conn.close()
+    await conn.wait_closed()
+    first.close()
+    await first.wait_closed()
+    assert len(runner.known_hosts.lookup("127.0.0.1", port)) == 1
+    second = await _bare_server(port)  # same address, new key: a reinstalled host, or someone in between
+    try:
+        with pytest.raises(HostKeyMismatch, match="differs from the one recorded"):
+            await runner.connect("127.0.0.1", port)
+    finally:
+        second.close()
+        await second.wait_closed()
+
+
+async def test_the_host_key_is_stable_per_instance_across_restarts(pool: SshHostPool, client_key: ClientKey) -> None:
+    await pool.start_host(instance_id=4, machine=make_machine(), authorized_keys=[client_key.public])
+    key = pool.host_public_key(instance_id=4)
+    await pool.stop_host(instance_id=4)
+    await pool.start_host(instance_id=4, machine=make_machine(), authorized_keys=[client_key.public])
+    assert pool.host_public_key(instance_id=4) == key
+    await pool.start_host(instance_id=5, machine=make_machine(), authorized_keys=[client_key.public])
+    assert pool.host_public_key(instance_id=5) != key
+
+
+async def test_an_unknown_client_key_is_refused_until_it_is_attached(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    keys: list[str] = []
+    host, port = await pool.start_host(instance_id=6, machine=make_machine(), authorized_keys=keys)
+    with pytest.raises(RemoteError, match="refused our SSH key") as caught:
+        await runner.run_command(host, port, ["true"])
+    assert not isinstance(caught.value, HostKeyMismatch)
+    keys.append(client_key.public)  # the market's live list: attaching a key takes effect at the next login
+    assert (await runner.run_command(host, port, ["true"])).exit_status == 0
+
+
+async def test_wait_ready_gives_up_at_the_deadline_on_the_runner_clock(client_key: ClientKey, tmp_path: Path) -> None:
+    clock = FakeClock()
+    runner = SshRunner(known_hosts=tmp_path / "kh", client_keys=[client_key.path], use_agent=False, clock=clock,
+                       retry_interval_s=2.0, connect_timeout_s=2.0)
+    with pytest.raises(RemoteTimeout, match="did not accept SSH within 5 s"):
+        await runner.wait_ready("127.0.0.1", _free_port(), deadline_s=5)
+    assert clock.sleeps == [2.0, 2.0]
+
+
+async def test_wait_ready_returns_once_ssh_accepts(pool: SshHostPool, client_key: ClientKey, tmp_path: Path) -> None:
+    port = _free_port()
+    runner = SshRunner(known_hosts=tmp_path / "kh", client_keys=[client_key.path], use_agent=False,
+                       retry_interval_s=0.05)
+    waiting = asyncio.create_task(runner.wait_ready("127.0.0.1", port, deadline_s=20))
+    for _ in range(5):  # the port refuses for a while
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+    server = await asyncssh.create_server(
+        asyncssh.SSHServer, "127.0.0.1", port, server_host_keys=[asyncssh.generate_private_key("ssh-ed25519")],
+        authorized_client_keys=asyncssh.import_authorized_keys(client_key.public + "\n"), config=[])
+    try:
+        await asyncio.wait_for(waiting, 20)
+        assert len(runner.known_hosts.lookup("127.0.0.1", port)) == 1
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_run_command_keeps_arguments_intact_and_reports_status_and_streams(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    host, port = await pool.start_host(instance_id=7, machine=make_machine(), authorized_keys=[client_key.public])
+    tricky = ["a b", "c'd", "$HOME", "; rm -rf /", "*"]
+    result = await runner.run_command(host, port, ["printf", "%s|", *tricky])
+    assert result.exit_status == 0 and result.stdout == "|".join(tricky) + "|"
+    result = await runner.run_command(
+        host, port, ["python3", "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"])
+    assert (result.exit_status, result.stdout, result.stderr) == (3, "out\n", "err\n")
+    out: list[str] = []
+    err: list[str] = []
+    status = await runner.stream_command(host, port, ["sh", "-c", "echo one; echo two >&2; echo three; exit 4"],
+                                         on_stdout=out.append, on_stderr=err.append)
+    assert status == 4 and "".join(out) == "one\nthree\n" and "".join(err) == "two\n"
+
+
+async def test_put_file_writes_into_the_instance_filesystem(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    host, port = await pool.start_host(instance_id=8, machine=make_machine(), authorized_keys=[client_key.public])
+    await runner.put_file(host, port, data=b"\x00payload", remote_path="inputs/canary.jsonl")
+    assert (pool.root_dir(instance_id=8) / "inputs" / "canary.jsonl").read_bytes() == b"\x00payload"
+    result = await runner.run_command(host, port, ["python3", "-c", "print(open('inputs/canary.jsonl','rb').read())"])
+    assert result.stdout == "b'\\x00payload'\n"
+
+
+async def test_commands_see_no_operator_secrets(pool: SshHostPool, runner: SshRunner, client_key: ClientKey,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VAST_API_KEY", "operator-secret-key")
+    host, port = await pool.start_host(instance_id=9, machine=make_machine(), authorized_keys=[client_key.public])
+    result = await runner.run_command(host, port, ["env"])
+    assert result.exit_status == 0 and "operator-secret-key" not in result.stdout
+    assert "VASTUI_NVML_MODULE=vastui.sim.fakenvml" in result.stdout

@@ -1,0 +1,199 @@
+"""The real agent on simulated hosts, driven over SSH by the runner: what the records say matches the hidden truth.
+
+Every assertion about speed, utilisation, data-wait and correctness is made from the records the runner streams;
+the truth is only used to compute what those records should say.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+from remote_support import (
+    ClientKey, gpu_samples_in, make_machine, measure_window, measured, workload,
+)
+
+from vastui.errors import RemoteError
+from vastui.remote.agent import _is_alive
+from vastui.remote.protocol import AgentError, GpuSample, Phase, Progress, Record, Result
+from vastui.remote.runner import SshRunner
+from vastui.sim.hosts import SshHostPool
+from vastui.sim.physics import HostSpec, Variant, expected_units_per_s
+from vastui.sim.simworkload import predictions
+from vastui.sim.truth import Fault
+
+INPUT = b"".join(json.dumps({"id": i, "seed": 1000 + i}).encode() + b"\n" for i in range(24))
+
+
+async def _run(runner: SshRunner, host: str, port: int, argv: list[str], *, interval_s: float = 2.0) -> list[Record]:
+    async with runner.run_agent(host, port, argv, interval_s=interval_s) as run:
+        records = [record async for record in run]
+    assert [r.seq for r in records] == list(range(1, len(records) + 1))
+    assert isinstance(records[-1], Result) and run.result is records[-1]
+    return records
+
+
+def _throughput_from_steps(progress: list[Progress]) -> float:
+    return sum(p.units for p in progress) / sum(sum(p.latency_ms) / 1000.0 for p in progress)
+
+
+def _throughput_from_timestamps(progress: list[Progress]) -> float:
+    return sum(p.units for p in progress[1:]) / (progress[-1].t - progress[0].t)
+
+
+def _workload_start(records: list[Record]) -> float:
+    """When the workload began (its first phase marker): faults count from here, on the simulator's clock."""
+    return next(r.t for r in records if isinstance(r, Phase) and r.name != "ready")
+
+
+def _data_wait_share(progress: list[Progress]) -> float:
+    wait = sum(p.data_wait_s for p in progress)
+    return wait / (wait + sum(p.compute_s for p in progress))
+
+
+async def test_a_compute_bound_host_reports_its_true_speed_busy_gpus_and_no_data_wait(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    machine = make_machine(num_gpus=2, noise_cv=0.03)
+    host, port = await pool.start_host(instance_id=1, machine=machine, authorized_keys=[client_key.public])
+    wall_started = time.monotonic()
+    records = await _run(runner, host, port, workload("--steps", "120", "--batch", "32", "--loaders", "8"))
+    wall_s = time.monotonic() - wall_started
+    ready = records[0]
+    assert isinstance(ready, Phase) and ready.name == "ready" and ready.gpu_count == 2
+    assert ready.driver_version == machine.driver_version
+    truth = expected_units_per_s(HostSpec.from_machine(machine), Variant(batch_size=32, loaders=8))
+    progress = measured(records)
+    tolerance = 4 * machine.truth.noise_cv + 0.01  # the run's noise factor is clipped at 4 CV
+    assert _throughput_from_steps(progress) == pytest.approx(truth, rel=tolerance)
+    assert _throughput_from_timestamps(progress) == pytest.approx(truth, rel=tolerance + 0.05)
+    assert _data_wait_share(progress) < 0.01
+    window = measure_window(records)
+    busy = gpu_samples_in(records, window, index=0)
+    idle = gpu_samples_in(records, window, index=1)  # the workload uses one of the two GPUs
+    assert len(busy) >= 5
+    assert statistics.mean(s.util_pct or 0.0 for s in busy) > 90
+    assert statistics.mean(s.util_pct or 0.0 for s in idle) < 5
+    assert all((s.mem_used_mib or 0.0) > 4000 and (s.power_w or 0.0) > 300 for s in busy)
+    assert all(not s.is_throttled for s in busy)
+    result = records[-1]
+    assert isinstance(result, Result) and result.exit_status == 0
+    assert result.units_total == sum(p.units for p in records if isinstance(p, Progress)) == 120 * 32
+    steps_s = sum(sum(p.latency_ms) for p in records if isinstance(p, Progress)) / 1000.0
+    assert result.t - ready.t >= steps_s > 10 * wall_s  # timestamps run on the simulator's (50x) clock
+
+
+async def test_a_data_bound_host_shows_low_utilisation_and_high_data_wait(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    machine = make_machine(data_units_per_s_per_loader=15.0, max_loaders=2)
+    host, port = await pool.start_host(instance_id=2, machine=machine, authorized_keys=[client_key.public])
+    records = await _run(runner, host, port, workload("--steps", "40", "--loaders", "8", "--warmup-steps", "5"))
+    progress = measured(records)
+    assert _data_wait_share(progress) > 0.5
+    samples = gpu_samples_in(records, measure_window(records))
+    assert len(samples) >= 5 and statistics.mean(s.util_pct or 0.0 for s in samples) < 50
+    truth = expected_units_per_s(HostSpec.from_machine(machine), Variant(loaders=8))
+    assert truth == pytest.approx(2 * 15.0)  # only 2 loaders are usable: the input path is the bottleneck
+    assert _throughput_from_steps(progress) == pytest.approx(truth, rel=4 * machine.truth.noise_cv + 0.01)
+
+
+async def test_a_wrong_output_host_gives_a_different_digest_for_the_same_input(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    digests = []
+    for instance_id, fault in ((3, Fault.NONE), (4, Fault.WRONG_OUTPUT), (5, Fault.NONE)):
+        host, port = await pool.start_host(instance_id=instance_id, machine=make_machine(fault=fault),
+                                           authorized_keys=[client_key.public])
+        await runner.put_file(host, port, data=INPUT, remote_path="inputs/canary.jsonl")
+        records = await _run(runner, host, port, workload("--steps", "20", "--input", "inputs/canary.jsonl"))
+        result = records[-1]
+        assert isinstance(result, Result) and result.exit_status == 0
+        digests.append(result.output_digest)
+    assert digests[0] == digests[2] != digests[1]
+    expected = hashlib.sha256("".join(predictions(INPUT, wrong=False)).encode()).hexdigest()
+    assert digests[0] == f"sha256:{expected}"
+
+
+async def test_killing_the_ssh_connection_mid_run_loses_no_records(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    host, port = await pool.start_host(instance_id=6, machine=make_machine(), authorized_keys=[client_key.public])
+    records: list[Record] = []
+    drops = 0
+    async with runner.run_agent(host, port, workload("--steps", "80"), interval_s=1.0) as run:
+        async for record in run:
+            records.append(record)
+            if isinstance(record, Progress) and drops < 2 and record.units_total in (320, 960):
+                drops += pool.drop_connections(instance_id=6)
+    assert drops >= 2 and run.reconnects >= 2
+    assert [r.seq for r in records] == list(range(1, len(records) + 1))
+    result = records[-1]
+    assert isinstance(result, Result) and result.exit_status == 0 and result.units_total == 80 * 32
+    on_host = (pool.root_dir(instance_id=6) / run.out_path).read_text().splitlines()
+    assert len(on_host) == len(records)  # everything the agent wrote reached us, exactly once
+
+
+async def test_leaving_a_run_early_stops_the_remote_agent_and_its_workload(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    host, port = await pool.start_host(instance_id=7, machine=make_machine(), authorized_keys=[client_key.public])
+    async with runner.run_agent(host, port, workload("--steps", "0")) as run:
+        async for record in run:
+            if isinstance(record, Progress):
+                break
+    root = pool.root_dir(instance_id=7)
+    pids = json.loads((root / run.pid_path).read_text())
+    assert not _is_alive(pids["agent"]) and not _is_alive(pids["workload"])
+    last = json.loads((root / run.out_path).read_text().splitlines()[-1])
+    assert last["kind"] == "result" and last["signal"] == "SIGTERM"
+
+
+async def test_a_host_that_dies_mid_run_goes_away_and_the_run_fails(
+        pool: SshHostPool, client_key: ClientKey, tmp_path: Path) -> None:
+    died: list[int] = []
+
+    async def on_died(instance_id: int) -> None:
+        died.append(instance_id)
+
+    pool.on_host_died = on_died
+    runner = SshRunner(known_hosts=tmp_path / "kh", client_keys=[client_key.path],
+                       use_agent=False, retry_interval_s=0.05, reconnect_deadline_s=1.0)
+    machine = make_machine(fault=Fault.DIES_MID_RUN, fault_after_s=30.0)
+    host, port = await pool.start_host(instance_id=8, machine=machine, authorized_keys=[client_key.public])
+    records: list[Record] = []
+    with pytest.raises(RemoteError):
+        async with runner.run_agent(host, port, workload("--steps", "400")) as run:
+            async for record in run:
+                records.append(record)
+    assert died == [8] and not pool.is_running(instance_id=8)
+    assert not any(isinstance(r, Result) for r in records)
+    progress = [r for r in records if isinstance(r, Progress)]
+    assert progress and 20.0 < progress[-1].t - _workload_start(records) <= 30.0 + 2.0  # nothing after death
+    assert run.result is None
+
+
+async def test_a_throttling_host_slows_down_and_says_why(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    machine = make_machine(fault=Fault.THROTTLES, fault_after_s=30.0, noise_cv=0.01)
+    host, port = await pool.start_host(instance_id=9, machine=machine, authorized_keys=[client_key.public])
+    records = await _run(runner, host, port, workload("--steps", "200", "--warmup-steps", "0"))
+    start = _workload_start(records)
+    progress = [r for r in records if isinstance(r, Progress)]
+    early = [p for p in progress if p.t - start < 25]
+    late = [p for p in progress if p.t - start > 40]
+    assert early and late
+    assert _throughput_from_steps(late) == pytest.approx(0.6 * _throughput_from_steps(early), rel=0.06)
+    samples = [r for r in records if isinstance(r, GpuSample) and r.index == 0]
+    assert any(s.is_throttled and "hw_slowdown" in (s.throttle_reasons or ()) for s in samples if s.t - start > 40)
+    assert not any(s.is_throttled for s in samples if s.t - start < 25)
+
+
+async def test_a_batch_too_big_for_vram_fails_like_cuda(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    host, port = await pool.start_host(instance_id=10, machine=make_machine(), authorized_keys=[client_key.public])
+    records = await _run(runner, host, port, workload("--batch", "512"))
+    result = records[-1]
+    assert isinstance(result, Result) and result.exit_status == 1
+    assert "CUDA out of memory" in result.stderr_tail
+    assert not any(isinstance(r, Progress) for r in records)
+    assert not any(isinstance(r, AgentError) for r in records)
