@@ -1,0 +1,108 @@
+"""Build the campaign's receipt from what the engine measured, the audit log and the teardown evidence."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from vastui.approval import AuditRecord
+from vastui.bench.attribution import Attribution, Readings, attribute, startup_share
+from vastui.bench.cost import CostInputs, cost_interval
+from vastui.bench.manifest import Manifest
+from vastui.bench.receipt import (ApprovalRecord, CandidateReport, DestroyedInstance, Outcome, Receipt, StartupSplit,
+                                  WorkloadIdentity)
+from vastui.bench.select import Decision
+from vastui.bench.stats import Interval, bootstrap_ci, summarize_latency
+from vastui.campaign.candidate import CandidatePhase, CandidateRun
+from vastui.campaign.cleanup import TeardownReport
+from vastui.campaign.plan import DISK_GIB
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def attribution_of(run: CandidateRun, *, units: int) -> Attribution | None:
+    if not run.blocks:
+        return None
+    theta = statistics.median(b.throughput_units_per_s for b in run.blocks)
+    mem = [b.mem_used_mib / b.mem_total_mib for b in run.blocks if b.mem_used_mib and b.mem_total_mib]
+    share = None
+    if run.startup_s is not None and theta > 0:
+        share = startup_share(startup_s=run.startup_s, warmup_s=run.warmup_s or 0.0, units=units,
+                              throughput_units_per_s=theta)
+    return attribute(Readings(
+        gpu_activity_pct=_median([b.gpu_util_pct for b in run.blocks]),
+        data_wait_share=_median([b.data_wait_share for b in run.blocks]),
+        pcie_rx_gbps=_median([b.pcie_rx_gbps for b in run.blocks]),
+        pcie_link_gbps=run.candidate.offer.pcie_bw,
+        memory_used_share=statistics.median(mem) if mem else None,
+        startup_share=share, num_gpus=run.candidate.gpu_count,
+        throttled_share=_median([b.throttled_share for b in run.blocks])))
+
+
+def _cost_inputs(run: CandidateRun, manifest: Manifest) -> CostInputs:
+    offer = run.candidate.offer
+    return CostInputs(price_per_hour_usd=offer.dph_total,
+                      startup_s=run.startup_s if run.startup_s is not None else float("inf"),
+                      warmup_s=run.warmup_s or 0.0,
+                      storage_usd_per_hour=(offer.storage_cost or 0.0) * DISK_GIB / (30 * 24),
+                      inet_usd_per_gb=offer.inet_down_cost or 0.0,
+                      transfer_gb_fixed=manifest.workload.image_size_gb, passed_gate=bool(run.passed_gate))
+
+
+def _outcome(run: CandidateRun, decision: Decision) -> Outcome:
+    if run.cid == decision.chosen:
+        return Outcome.CHOSEN
+    if run.cid == decision.runner_up:
+        return Outcome.RUNNER_UP
+    if run.phase in (CandidatePhase.FAILED, CandidatePhase.SKIPPED) or not run.blocks:
+        return Outcome.FAILED
+    if run.phase is CandidatePhase.ELIMINATED:
+        return Outcome.ELIMINATED
+    return Outcome.FINALIST
+
+
+def candidate_report(run: CandidateRun, *, manifest: Manifest, decision: Decision) -> CandidateReport:
+    c = run.candidate
+    thetas = [b.throughput_units_per_s for b in run.blocks]
+    throughput: Interval | None = bootstrap_ci(thetas) if len(thetas) >= 2 else None
+    cost = (cost_interval(_cost_inputs(run, manifest), units=manifest.production_units, throughput=throughput)
+            if throughput is not None else None)
+    return CandidateReport(
+        candidate_id=run.cid, gpu_name=c.offer.gpu_name, num_gpus=c.gpu_count, price_per_hour_usd=c.offer.dph_total,
+        hypothesis=c.hypothesis, outcome=_outcome(run, decision), outcome_detail=run.failure or run.detail,
+        offer_id=c.offer.id, instance_id=run.instance_id, machine_id=c.offer.machine_id, host_id=c.offer.host_id,
+        driver_version=run.driver_version, cuda_version=str(c.offer.cuda_max_good) if c.offer.cuda_max_good else None,
+        blocks=len(run.blocks), steps=sum(b.block.steps for b in run.blocks), is_measured=bool(run.blocks),
+        throughput=throughput, latency=summarize_latency(run.latencies_ms) if run.latencies_ms else None,
+        gpu_util_pct=_median([b.gpu_util_pct for b in run.blocks]),
+        data_wait_share=_median([b.data_wait_share for b in run.blocks]),
+        startup=StartupSplit(pull_s=run.startup_s, readiness_s=None, warmup_s=run.warmup_s),
+        cost_per_unit=cost, attribution=attribution_of(run, units=manifest.production_units))
+
+
+def approvals_from(audit: Sequence[AuditRecord]) -> tuple[ApprovalRecord, ...]:
+    return tuple(ApprovalRecord(action=str(r.action), target=r.target, summary=r.outcome,
+                                granted_by=r.granted_by or "", granted_at=r.at)
+                 for r in audit if r.kind == "approval")
+
+
+def build_receipt(*, campaign_id: str, created_at: float, manifest: Manifest, runs: Sequence[CandidateRun],
+                  decision: Decision, audit: Sequence[AuditRecord], teardown: TeardownReport,
+                  destroyed_at: dict[int, float], spend_usd: float, notes: Sequence[str] = ()) -> Receipt:
+    destroyed = tuple(DestroyedInstance(instance_id=g.instance_id, destroyed_at=destroyed_at.get(g.instance_id),
+                                        absent_in_listings_at=g.missed_listing_at,
+                                        evidence=f"missed by {len(g.missed_listing_at)} successive complete listings")
+                      for g in teardown.gone)
+    w = manifest.warmup
+    return Receipt(
+        campaign_id=campaign_id, created_at=created_at, workload=WorkloadIdentity.from_manifest(manifest),
+        units=manifest.production_units,
+        warmup_policy=f">= max({w.min_s:g} s, {w.min_steps} steps), then CV of last {w.window} <= "
+                      f"{100 * w.cv_max:g} % (cap {w.cap_s:g} s)",
+        candidates=tuple(candidate_report(r, manifest=manifest, decision=decision) for r in runs),
+        decision=decision, approvals=approvals_from(audit), destroyed=destroyed,
+        leaked_instance_ids=tuple(sorted({*teardown.still_alive, *teardown.refused})),
+        campaign_cost_usd=spend_usd, notes=tuple(notes))

@@ -1,0 +1,175 @@
+"""A campaign from manifest to receipt, and its resume after a crash: the steps around the engine.
+
+``plan_campaign`` spends nothing. ``run_campaign`` records the campaign, runs the engine under the operator's
+approvals, and writes the receipt. ``resume_campaign`` reconciles the store with the marketplace after the console
+was killed at any point, destroys what the campaign left behind, and keeps every measurement.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import asdict, dataclass
+
+from vastui.approval import Approver
+from vastui.bench.manifest import Manifest
+from vastui.bench.receipt import Receipt, render_json, render_markdown
+from vastui.bench.select import Decision
+from vastui.campaign.approvers import AuditedApprover
+from vastui.campaign.cleanup import TeardownReport, teardown
+from vastui.campaign.engine import CampaignEngine, CampaignOutcome
+from vastui.campaign.plan import Plan, build_plan
+from vastui.campaign.ports import HostExecutor, Marketplace
+from vastui.campaign.report import build_receipt
+from vastui.clock import Clock
+from vastui.config import Redactor
+from vastui.errors import CampaignError
+from vastui.events import CampaignStarted, EventBus, PlanMade
+from vastui.store import SqliteStore
+from vastui.store.records import IntentStatus, OfferSnapshot, RunStatus
+
+SEARCH_LIMIT = 400
+
+
+@dataclass(slots=True)
+class Services:
+    market: Marketplace
+    executor: HostExecutor
+    store: SqliteStore
+    clock: Clock
+    bus: EventBus
+    redact: Redactor
+    poll_s: float = 10.0
+    teardown_poll_s: float = 5.0
+
+
+def new_campaign_id() -> str:
+    return "c" + secrets.token_hex(4)
+
+
+async def plan_campaign(services: Services, *, manifest: Manifest, campaign_id: str) -> Plan:
+    """Search with the manifest's query, join host knowledge and bad hosts, shortlist. Spends nothing."""
+    offers = await services.market.search_offers(manifest.shortlist.query, order="dlperf_usd-", limit=SEARCH_LIMIT)
+    knowledge = await services.store.host_knowledge(workload_digest=manifest.digest,
+                                                     machine_ids=sorted({o.machine_id for o in offers}))
+    bad = await services.store.bad_hosts(now=services.clock.now())
+    plan = build_plan(campaign_id=campaign_id, manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=bad)
+    if not plan.candidates:
+        raise CampaignError(f"no offer passes the shortlist for query {manifest.shortlist.query!r} "
+                            f"({len(plan.excluded)} excluded)", title="Empty shortlist")
+    return plan
+
+
+async def run_campaign(services: Services, *, manifest: Manifest, plan: Plan, approver: Approver,
+                       on_owned: "OwnedHook | None" = None) -> tuple[Receipt, CampaignOutcome]:
+    """Record the campaign, run it, write the receipt. Approvals and refusals go to the audit log."""
+    store, clock = services.store, services.clock
+    now = clock.now()
+    await store.save_manifest(digest=manifest.digest, name=manifest.workload.name,
+                              toml_text=manifest.path.read_text(encoding="utf-8"), stored_at=now)
+    await store.create_campaign(campaign_id=plan.campaign_id, manifest_digest=manifest.digest, created_at=now,
+                                phase="planned", budget_usd=plan.budget_usd,
+                                deadline_at=now + max((c.time_cap_s for c in plan.candidates), default=0.0))
+    await store.save_offer_snapshots([
+        OfferSnapshot(campaign_id=plan.campaign_id, offer_id=c.offer.id, machine_id=c.offer.machine_id,
+                      gpu_name=c.offer.gpu_name, num_gpus=c.offer.num_gpus, dph_usd=c.offer.dph_total, taken_at=now,
+                      snapshot_json=json.dumps(asdict(c.offer), default=str))
+        for c in (*plan.candidates, *plan.reserves)])
+    services.bus.publish(CampaignStarted(at=now, campaign_id=plan.campaign_id, workload=manifest.workload.name,
+                                         manifest_digest=manifest.digest))
+    services.bus.publish(PlanMade(at=now, campaign_id=plan.campaign_id,
+                                  candidate_offer_ids=tuple(c.offer.id for c in plan.candidates),
+                                  expected_spend_usd=plan.expected_spend_usd,
+                                  spend_upper_bound_usd=plan.spend_upper_bound_usd))
+    audited = AuditedApprover(approver, audit=store, clock=clock)  # type: ignore[arg-type]
+    engine = CampaignEngine(plan=plan, manifest=manifest, market=services.market, executor=services.executor,
+                            store=store, approver=audited, clock=clock, bus=services.bus, on_owned=on_owned,
+                            poll_s=services.poll_s, teardown_poll_s=services.teardown_poll_s)
+    try:
+        outcome = await engine.run()
+    except BaseException:
+        await store.set_campaign_phase(campaign_id=plan.campaign_id, phase="crashed", at=clock.now())
+        raise
+    receipt = build_receipt(campaign_id=plan.campaign_id, created_at=clock.now(), manifest=manifest,
+                            runs=outcome.runs, decision=outcome.decision,
+                            audit=await store.audit_records(campaign_id=plan.campaign_id), teardown=outcome.teardown,
+                            destroyed_at={}, spend_usd=outcome.spend_usd,
+                            notes=(f"race: {outcome.race_reason}",))
+    await save_receipt(services, receipt)
+    await store.finish_campaign(campaign_id=plan.campaign_id, at=clock.now(),
+                                phase="finished" if receipt.teardown_passed else "leaked")
+    return receipt, outcome
+
+
+async def save_receipt(services: Services, receipt: Receipt) -> None:
+    await services.store.save_receipt(campaign_id=receipt.campaign_id, created_at=receipt.created_at,
+                                      json_text=render_json(receipt, redact=services.redact),
+                                      markdown_text=render_markdown(receipt, redact=services.redact))
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeReport:
+    campaign_id: str
+    found_instance_ids: tuple[int, ...]
+    teardown: TeardownReport
+    runs_kept: int
+    interrupted_runs: int
+
+
+async def resume_campaign(services: Services, *, campaign_id: str, approver: Approver,
+                          on_owned: "OwnedHook | None" = None) -> ResumeReport:
+    """Reconcile after a crash: find every instance the campaign may own, destroy it, prove it gone."""
+    store, clock = services.store, services.clock
+    campaign = await store.campaign(campaign_id)
+    if campaign is None:
+        raise CampaignError(f"no campaign {campaign_id} in {store.path}", title="Unknown campaign")
+    interrupted = 0
+    for run in await store.open_runs(campaign_id=campaign_id):
+        await store.finish_run(run_id=run.run_id, status=RunStatus.INTERRUPTED, at=clock.now(),
+                               error="console stopped before the run ended")
+        interrupted += 1
+    listing = await _complete_listing(services)
+    prefix = f"vastui-{campaign_id}-"
+    by_label = {i.label: i.id for i in listing.instances if i.label and i.label.startswith(prefix)}
+    ids = set(by_label.values())
+    for owned in await store.owned_instances(campaign_id=campaign_id):
+        intent = owned.intent
+        if intent.instance_id is not None:
+            ids.add(intent.instance_id)
+        elif intent.label in by_label:
+            await store.bind_intent(intent_id=intent.intent_id, instance_id=by_label[intent.label], at=clock.now())
+        elif intent.status in (IntentStatus.PENDING, IntentStatus.FAILED):
+            await store.rule_out_intent(intent_id=intent.intent_id, at=clock.now(),
+                                        reason="a complete listing after the crash shows no instance with its label")
+    for instance_id in ids:
+        if on_owned is not None:
+            on_owned(instance_id)
+    audited = AuditedApprover(approver, audit=store, clock=clock)  # type: ignore[arg-type]
+    report = await teardown(client=services.market, approver=audited, clock=clock, bus=services.bus,
+                            instance_ids=ids, campaign_id=campaign_id, reason="resume after a crash: clean up",
+                            poll_s=services.teardown_poll_s)
+    for gone in report.gone:
+        await store.record_gone(instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at,
+                                at=clock.now())
+    if campaign.is_active:
+        await store.finish_campaign(campaign_id=campaign_id, at=clock.now(),
+                                    phase="cleaned_up" if report.is_clean else "leaked",
+                                    note=f"resumed: {len(ids)} instance(s) destroyed, {interrupted} run(s) interrupted")
+    runs = await store.runs(campaign_id=campaign_id)
+    return ResumeReport(campaign_id, tuple(sorted(ids)), report, len(runs), interrupted)
+
+
+async def _complete_listing(services: Services):  # type: ignore[no-untyped-def]
+    last_error = "no listing"
+    for _ in range(5):
+        listing = await services.market.list_instances()
+        if listing.is_complete:
+            return listing
+        last_error = listing.error or "incomplete"
+        await services.clock.sleep(services.teardown_poll_s)
+    raise CampaignError(f"could not get a complete instance listing to reconcile against: {last_error}",
+                        title="Listing incomplete")
+
+
+OwnedHook = "Callable[[int], None]"
+EMPTY_DECISION = Decision
