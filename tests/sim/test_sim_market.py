@@ -271,3 +271,13 @@ async def test_truth_is_reachable_for_tests_only_by_machine_id(market: Market) -
     machine = market.world.machines[5]
     assert market.truth_of(machine.machine_id) is machine.truth
     assert "truth" not in (await market.search({"machine_id": {"eq": machine.machine_id}}))[0]
+
+
+async def test_traffic_is_billed_at_the_machine_prices(market: Market) -> None:
+    machine = next(m for m in market.world.machines if m.inet_down_cost > 0 and m.truth.fault is Fault.NONE)
+    st = await market.create_instance(machine.offer_id, _request())
+    credit = market.account.credit_usd
+    amount = await market.charge_traffic(st.id, down_gb=100, up_gb=10)
+    assert amount == pytest.approx(100 * machine.inet_down_cost + 10 * machine.inet_up_cost)
+    assert market.charges_of(st.id).bandwidth_usd == pytest.approx(amount)
+    assert market.account.credit_usd == pytest.approx(credit - amount - market.charges_of(st.id).storage_usd)

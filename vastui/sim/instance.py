@@ -107,6 +107,7 @@ class InstanceState:
     attached_keys: dict[int, str] = field(default_factory=dict)
     gpu_charged_usd: float = 0.0
     storage_charged_usd: float = 0.0
+    bandwidth_charged_usd: float = 0.0
     paid_usd: float = 0.0
     deposit_usd: float = 0.0
     discount_rate: float = 0.0

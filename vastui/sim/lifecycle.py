@@ -20,11 +20,12 @@ class Charges:
 
     gpu_usd: float
     storage_usd: float
+    bandwidth_usd: float
     paid_usd: float
 
     @property
     def total_usd(self) -> float:
-        return self.gpu_usd + self.storage_usd
+        return self.gpu_usd + self.storage_usd + self.bandwidth_usd
 
 
 def discount_for(months: float) -> float:
@@ -51,7 +52,20 @@ def bill(st: InstanceState, *, until: float, account: Account) -> None:
     gpu = st.gpu_dph * hours if st.status is InstanceStatus.RUNNING else 0.0
     st.storage_charged_usd += storage
     st.gpu_charged_usd += gpu
-    amount = storage + gpu
+    pay(st, storage + gpu, account=account)
+    st.last_billed_at = until
+
+
+def charge_bandwidth(st: InstanceState, *, down_gb: float, up_gb: float, account: Account) -> float:
+    """Charge traffic at the machine's $/GB prices; returns the list-price amount."""
+    amount = max(0.0, down_gb) * st.machine.inet_down_cost + max(0.0, up_gb) * st.machine.inet_up_cost
+    st.bandwidth_charged_usd += amount
+    pay(st, amount, account=account)
+    return amount
+
+
+def pay(st: InstanceState, amount: float, *, account: Account) -> None:
+    """Take ``amount`` (list price): from the prepaid deposit first, at its discount, the rest from credit."""
     if st.deposit_usd > 0:
         from_deposit = min(st.deposit_usd, amount * (1.0 - st.discount_rate))
         st.deposit_usd -= from_deposit
@@ -59,7 +73,6 @@ def bill(st: InstanceState, *, until: float, account: Account) -> None:
         amount = max(0.0, amount - from_deposit / (1.0 - st.discount_rate))  # list price the deposit covered
     st.paid_usd += amount
     account.credit_usd -= amount
-    st.last_billed_at = until
 
 
 def halt(st: InstanceState, now: float, *, status: InstanceStatus, why: str) -> None:

@@ -19,7 +19,7 @@ from vastui.clock import Clock
 from vastui.sim.account import Account, validated_public_key
 from vastui.sim.chaos import Chaos
 from vastui.sim.instance import CreateRequest, InstanceState, InstanceStatus, instance_row
-from vastui.sim.lifecycle import Charges, advance, begin_loading, discount_for, halt
+from vastui.sim.lifecycle import Charges, advance, begin_loading, charge_bandwidth, discount_for, halt
 from vastui.sim.listing import list_instances
 from vastui.sim.logs import LogResults, render_log
 from vastui.sim.machine import Machine, World
@@ -85,9 +85,6 @@ class Market:
         """Hidden truth of a machine, for the simulator's hosts and for tests judging decisions."""
         return self._by_machine[machine_id].truth
 
-    def machine_of_offer(self, offer_id: int) -> Machine | None:
-        return self._by_offer.get(offer_id)
-
     def instance_ids(self) -> list[int]:
         return sorted(self._instances)
 
@@ -100,7 +97,7 @@ class Market:
         if st is None:
             raise KeyError(instance_id)
         return Charges(gpu_usd=st.gpu_charged_usd, storage_usd=st.storage_charged_usd,
-                       paid_usd=st.paid_usd)
+                       bandwidth_usd=st.bandwidth_charged_usd, paid_usd=st.paid_usd)
 
     def is_rented(self, machine: Machine) -> bool:
         mid = machine.machine_id
@@ -309,6 +306,12 @@ class Market:
             if st is not None:
                 halt(st, self.clock.now(), status=InstanceStatus.OFFLINE, why=f"host offline: {reason}")
                 await self._sync_hosts()
+
+    async def charge_traffic(self, instance_id: int, *, down_gb: float, up_gb: float) -> float:
+        """Bill an instance's internet traffic (for hosts that move data); returns the list-price amount."""
+        async with self._lock:
+            await self._advance()
+            return charge_bandwidth(self._get(instance_id), down_gb=down_gb, up_gb=up_gb, account=self.account)
 
     async def prepay(self, instance_id: int, amount_usd: float) -> tuple[float, float]:
         """Move credit into an instance's deposit: (months it covers, discount rate now applied)."""
