@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from vastui import __version__
+from vastui.cli_campaign import add_campaign_commands
 from vastui.errors import VastuiError
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_instances)
 
     # --- manifest ------------------------------------------------------------------------------------------
+    add_campaign_commands(sub)
+
     manifest_parser = sub.add_parser("manifest", help="validate workload manifests")
     manifest_sub = manifest_parser.add_subparsers(dest="manifest_command", metavar="ACTION")
     manifest_parser.set_defaults(handler=lambda args: _cmd_manifest_help(manifest_parser))

@@ -162,9 +162,10 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
         await ctx.store.rule_out_intent(intent_id=intent.intent_id, at=ctx.clock.now(), reason=str(exc))
         ctx.phase(run, CandidatePhase.SKIPPED, f"offer {c.offer.id} could not be rented: {exc}")
         return False
-    await ctx.store.bind_intent(intent_id=intent.intent_id, instance_id=created.instance_id, at=ctx.clock.now())
+    # Ours from this moment: teardown must be able to destroy it even if recording it fails below.
     run.instance_id = created.instance_id
     ctx.on_owned(created.instance_id)
+    await ctx.store.bind_intent(intent_id=intent.intent_id, instance_id=created.instance_id, at=ctx.clock.now())
     await ctx.store.record_transition(instance_id=created.instance_id, state="created", at=ctx.clock.now())
     ctx.bus.publish(InstanceRented(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
                                    offer_id=c.offer.id, instance_id=created.instance_id, dph_total=c.offer.dph_total))

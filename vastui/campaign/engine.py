@@ -129,6 +129,9 @@ class CampaignEngine:
         owned = await self.ctx.store.owned_instances(campaign_id=self.plan.campaign_id)
         ids = {o.intent.instance_id for o in owned if o.intent.instance_id is not None}
         ids |= await self._found_by_label()
+        ids |= {run.instance_id for run in self.runs if run.instance_id is not None}
+        for instance_id in ids:
+            self.ctx.on_owned(instance_id)  # labelled or recorded by this campaign: its plan promised to destroy
         report = await teardown(client=self.ctx.market, approver=self.ctx.approver, clock=self.clock, bus=self.bus,
                                 instance_ids=ids, campaign_id=self.plan.campaign_id, reason=reason,
                                 poll_s=self.teardown_poll_s)

@@ -46,14 +46,31 @@ class _Block:
     step_s: list[float] = field(default_factory=list)
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The documented, language-neutral way a campaign tells a workload its variant: VASTUI_* environment variables.
+# Flags win over them; they win over the defaults.
+ENV_DEFAULTS = {"steps": "VASTUI_STEPS", "seconds": "VASTUI_SECONDS", "batch": "VASTUI_BATCH_SIZE",
+                "precision": "VASTUI_PRECISION", "loaders": "VASTUI_LOADERS", "gpus": "VASTUI_GPUS"}
+
+
+def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentParser:
+    env = os.environ if environ is None else environ
+
+    def default(name: str, fallback: str) -> str:
+        return env.get(ENV_DEFAULTS[name]) or fallback
+
     parser = argparse.ArgumentParser(prog="simworkload", description="vastui simulated reference workload")
-    parser.add_argument("--steps", type=int, default=200, help="steps to run (0: no limit; default 200)")
-    parser.add_argument("--seconds", type=float, default=0.0, help="stop after this many clock seconds (0: none)")
-    parser.add_argument("--batch", type=int, default=32, help="items per GPU per step (default 32)")
-    parser.add_argument("--precision", choices=[p.value for p in Precision], default=Precision.FP32.value)
-    parser.add_argument("--loaders", type=int, default=4, help="input loader workers (default 4)")
-    parser.add_argument("--gpus", type=int, default=1, help="GPUs to use (default 1)")
+    parser.add_argument("--steps", type=int, default=int(default("steps", "200")),
+                        help="steps to run (0: no limit; default 200, or $VASTUI_STEPS)")
+    parser.add_argument("--seconds", type=float, default=float(default("seconds", "0")),
+                        help="stop after this many clock seconds (0: none; or $VASTUI_SECONDS)")
+    parser.add_argument("--batch", type=int, default=int(default("batch", "32")),
+                        help="items per GPU per step (default 32, or $VASTUI_BATCH_SIZE)")
+    parser.add_argument("--precision", choices=[p.value for p in Precision],
+                        default=default("precision", Precision.FP32.value), help="or $VASTUI_PRECISION")
+    parser.add_argument("--loaders", type=int, default=int(default("loaders", "4")),
+                        help="input loader workers (default 4, or $VASTUI_LOADERS)")
+    parser.add_argument("--gpus", type=int, default=int(default("gpus", "1")),
+                        help="GPUs to use (default 1, or $VASTUI_GPUS)")
     parser.add_argument("--input", help="input records (JSON lines); the output depends only on their bytes")
     parser.add_argument("--report-every", type=int, default=10, help="steps per progress marker (default 10)")
     parser.add_argument("--warmup-steps", type=int, default=10, help="steps before the measure phase")

@@ -1,0 +1,316 @@
+"""The leak watcher: every instance still billing without a reason, what it has cost, and what it burns.
+
+It reconciles the marketplace's *full* instance listing against the store. A listing that failed part-way makes
+the report *unknown*, never "no leaks": an instance on a lost page bills all the same. An instance is leaked when
+no active campaign owns it (its campaign finished, crashed or is unknown here), when it is past its hard deadline,
+or when it is stopped (storage keeps billing; vastui destroys, never stops). Instances vastui never created are
+reported as ``unowned`` and are never destroyed unless the operator asks for them by name.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from vastui.approval import Action, Approval, ApprovalRequest, Approver, instance_target
+from vastui.campaign.cleanup import TeardownReport, teardown
+from vastui.campaign.ports import Marketplace
+from vastui.clock import Clock
+from vastui.errors import ApiError, VastuiError
+from vastui.events import EventBus, LeakFound, LeaksChecked, Notice
+from vastui.store import Campaign, Intent, OwnedInstance, SqliteStore
+from vastui.vast.models import Instance, InstanceListing, InstanceStatus
+
+_log = logging.getLogger(__name__)
+
+# vastui-<campaign_id>-<candidate_id>-<offer_id>: the campaign id is whatever precedes the last two parts.
+LABEL_PATTERN = re.compile(r"^vastui-(?P<campaign>.+)-(?P<candidate>[^-]+)-(?P<offer>\d+)$")
+CRASHED_PHASE = "crashed"
+DEFAULT_INTERVAL_S = 60.0
+
+
+class LeakReason(enum.StrEnum):
+    CAMPAIGN_FINISHED = "campaign_finished"  # its campaign has ended; nothing will destroy it now
+    CAMPAIGN_CRASHED = "campaign_crashed"    # its campaign crashed and was not resumed
+    CAMPAIGN_UNKNOWN = "campaign_unknown"    # a vastui label naming a campaign this store does not know
+    PAST_DEADLINE = "past_deadline"          # its campaign is active but the instance outlived its hard deadline
+    STOPPED_BILLING = "stopped_billing"      # stopped: no GPU charge, but storage bills until it is destroyed
+    UNOWNED = "unowned"                      # not vastui's: reported, never destroyed unasked
+
+
+REASON_TEXT: Mapping[LeakReason, str] = {
+    LeakReason.CAMPAIGN_FINISHED: "its campaign has finished",
+    LeakReason.CAMPAIGN_CRASHED: "its campaign crashed and was not resumed",
+    LeakReason.CAMPAIGN_UNKNOWN: "labelled by a campaign this store does not know",
+    LeakReason.PAST_DEADLINE: "past its hard deadline",
+    LeakReason.STOPPED_BILLING: "stopped but still billing storage",
+    LeakReason.UNOWNED: "not created by vastui",
+}
+
+
+class LeakVerdict(enum.StrEnum):
+    CLEAN = "clean"      # a complete listing, no vastui leak (unowned instances may remain: the operator's)
+    LEAKING = "leaking"  # a complete listing with at least one vastui leak
+    UNKNOWN = "unknown"  # the listing was incomplete: there may be leaks it did not show
+
+
+@dataclass(frozen=True, slots=True)
+class Leak:
+    """One instance billing without a reason. Costs are at list price and None when the marketplace did not say.
+
+    ``accrued_usd`` is ``dph_total`` × the time since ``start_date``; both it and ``burn_usd_per_h`` are upper
+    bounds for a stopped instance, which bills only its storage (the listing does not give that part).
+    """
+
+    instance_id: int
+    label: str | None
+    reason: LeakReason
+    status: str | None              # the provider's actual_status; None while provisioning
+    dph_total: float | None         # $/hr
+    accrued_usd: float | None
+    burn_usd_per_h: float | None
+    campaign_id: str | None
+    detail: str = ""
+
+    @property
+    def is_unowned(self) -> bool:
+        return self.reason is LeakReason.UNOWNED
+
+
+@dataclass(frozen=True, slots=True)
+class UnlistedInstance:
+    """An instance the store says a campaign may own that a complete listing did not show (information only:
+    it is gone only once two successive complete listings miss it and that is recorded). ``instance_id`` is None
+    for a create that may or may not have happened (its intent was never bound)."""
+
+    campaign_id: str
+    intent_id: int
+    instance_id: int | None
+    label: str
+    intent_status: str
+    last_state: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LeakReport:
+    """What one check found. Read ``verdict`` first: an incomplete listing is UNKNOWN whatever else it shows."""
+
+    checked_at: float
+    is_complete: bool
+    error: str | None
+    listed_count: int
+    leaks: tuple[Leak, ...]
+    unlisted: tuple[UnlistedInstance, ...]
+
+    @property
+    def leaked(self) -> tuple[Leak, ...]:
+        """vastui's own leaks (everything but ``unowned``)."""
+        return tuple(leak for leak in self.leaks if not leak.is_unowned)
+
+    @property
+    def unowned(self) -> tuple[Leak, ...]:
+        return tuple(leak for leak in self.leaks if leak.is_unowned)
+
+    @property
+    def verdict(self) -> LeakVerdict:
+        if not self.is_complete:
+            return LeakVerdict.UNKNOWN
+        return LeakVerdict.LEAKING if self.leaked else LeakVerdict.CLEAN
+
+    @property
+    def burn_usd_per_h(self) -> float:
+        """What vastui's leaks burn per hour (those with a known price)."""
+        return sum(leak.burn_usd_per_h or 0.0 for leak in self.leaked)
+
+    @property
+    def accrued_usd(self) -> float:
+        return sum(leak.accrued_usd or 0.0 for leak in self.leaked)
+
+    def summary(self) -> str:
+        """One line for the operator; never says "no leaks" about an incomplete listing."""
+        unowned = f"; {len(self.unowned)} unowned instance(s) not vastui's" if self.unowned else ""
+        found = (f"{len(self.leaked)} leaked instance(s) burning ${self.burn_usd_per_h:.3f}/h, "
+                 f"${self.accrued_usd:.2f} so far")
+        if self.verdict is LeakVerdict.UNKNOWN:
+            seen = found if self.leaked else "none seen"
+            return (f"leak state UNKNOWN: the instance listing is incomplete ({self.error}); "
+                    f"{self.listed_count} instance(s) read, {seen}{unowned}")
+        if self.verdict is LeakVerdict.LEAKING:
+            return f"{found} (of {self.listed_count} listed){unowned}"
+        return f"no leaks among {self.listed_count} listed instance(s){unowned}"
+
+
+async def find_leaks(*, market: Marketplace, store: SqliteStore, clock: Clock) -> LeakReport:
+    """Reconcile the full instance listing against the store; costs and deadlines are judged at ``clock.now()``.
+
+    A failed listing call is reported like an incomplete listing (UNKNOWN), with its error. Reads only.
+    """
+    try:
+        listing = await market.list_instances()
+    except ApiError as exc:
+        listing = InstanceListing(instances=(), is_complete=False, error=str(exc))
+    now = clock.now()
+    owned = await store.owned_instances()
+    campaigns = {c.campaign_id: c for c in await store.campaigns()}
+    by_id = {o.intent.instance_id: o.intent for o in owned if o.intent.instance_id is not None}
+    by_label = {o.intent.label: o.intent for o in owned if o.intent.instance_id is None}
+    leaks: list[Leak] = []
+    for instance in listing.instances:
+        intent = by_id.get(instance.id) or (by_label.get(instance.label) if instance.label else None)
+        if intent is None:
+            intent = await store.intent_for_instance(instance.id)  # e.g. recorded gone, yet listed again
+        leak = _judge(instance, intent, campaigns, now)
+        if leak is not None:
+            leaks.append(leak)
+    unlisted = _unlisted(owned, listing) if listing.is_complete else ()
+    return LeakReport(checked_at=now, is_complete=listing.is_complete, error=listing.error,
+                      listed_count=len(listing.instances), leaks=tuple(leaks), unlisted=unlisted)
+
+
+def campaign_of_label(label: str | None) -> str | None:
+    """The campaign id in a vastui label (``vastui-<campaign>-<candidate>-<offer>``), or None."""
+    match = LABEL_PATTERN.match(label or "")
+    return match.group("campaign") if match else None
+
+
+def _judge(instance: Instance, intent: Intent | None, campaigns: Mapping[str, Campaign], now: float) -> Leak | None:
+    campaign_id = intent.campaign_id if intent is not None else campaign_of_label(instance.label)
+    if campaign_id is None:
+        return _leak(instance, LeakReason.UNOWNED, None, now, "no intent and no vastui label")
+    campaign = campaigns.get(campaign_id)
+    if campaign is None:
+        return _leak(instance, LeakReason.CAMPAIGN_UNKNOWN, campaign_id, now,
+                     f"campaign {campaign_id} is not in this store")
+    if not campaign.is_active:
+        return _leak(instance, LeakReason.CAMPAIGN_FINISHED, campaign_id, now,
+                     f"campaign {campaign_id} ended in phase {campaign.phase}")
+    if campaign.phase == CRASHED_PHASE:
+        return _leak(instance, LeakReason.CAMPAIGN_CRASHED, campaign_id, now,
+                     f"campaign {campaign_id} crashed; `vastui campaign resume {campaign_id}` cleans it up")
+    deadline = intent.deadline_at if intent is not None and intent.deadline_at is not None else campaign.deadline_at
+    if deadline is not None and now > deadline:
+        return _leak(instance, LeakReason.PAST_DEADLINE, campaign_id, now,
+                     f"{(now - deadline) / 60:.1f} min past its deadline")
+    if InstanceStatus.STOPPED in (instance.actual_status, instance.intended_status):
+        return _leak(instance, LeakReason.STOPPED_BILLING, campaign_id, now, "stopped, not destroyed")
+    return None
+
+
+def _leak(instance: Instance, reason: LeakReason, campaign_id: str | None, now: float, detail: str) -> Leak:
+    accrued = None
+    if instance.dph_total is not None and instance.start_date is not None:
+        # the marketplace's start date against the given clock; a start "in the future" (clock skew) costs nothing
+        accrued = instance.dph_total * max(0.0, now - instance.start_date) / 3600.0
+    return Leak(instance_id=instance.id, label=instance.label, reason=reason,
+                status=None if instance.actual_status is None else str(instance.actual_status),
+                dph_total=instance.dph_total, accrued_usd=accrued, burn_usd_per_h=instance.dph_total,
+                campaign_id=campaign_id, detail=detail)
+
+
+def _unlisted(owned: Sequence[OwnedInstance], listing: InstanceListing) -> tuple[UnlistedInstance, ...]:
+    ids = {i.id for i in listing.instances}
+    labels = {i.label for i in listing.instances if i.label}
+
+    def is_listed(intent: Intent) -> bool:  # an unbound intent can only be recognised by its label
+        return intent.instance_id in ids if intent.instance_id is not None else intent.label in labels
+
+    return tuple(
+        UnlistedInstance(campaign_id=o.intent.campaign_id, intent_id=o.intent.intent_id,
+                         instance_id=o.intent.instance_id, label=o.intent.label,
+                         intent_status=str(o.intent.status), last_state=o.state)
+        for o in owned if not is_listed(o.intent)
+    )
+
+
+class LeakWatcher:
+    """Checks for leaks every ``interval_s`` (on the given clock) and publishes what it finds; cancel ``run``.
+
+    Each check publishes ``LeakFound`` for every leak (with its cost so far), then one ``LeaksChecked``; an
+    incomplete listing or a failed check also publishes a warning ``Notice``.
+    """
+
+    def __init__(self, *, market: Marketplace, store: SqliteStore, clock: Clock, bus: EventBus,
+                 interval_s: float = DEFAULT_INTERVAL_S) -> None:
+        if interval_s <= 0:
+            raise ValueError("interval_s must be positive")
+        self._market = market
+        self._store = store
+        self._clock = clock
+        self._bus = bus
+        self.interval_s = interval_s
+        self.latest: LeakReport | None = None
+
+    async def check(self) -> LeakReport:
+        """One check, published."""
+        report = await find_leaks(market=self._market, store=self._store, clock=self._clock)
+        self.latest = report
+        for leak in report.leaks:
+            self._bus.publish(LeakFound(at=report.checked_at, instance_id=leak.instance_id, reason=str(leak.reason),
+                                        accrued_usd=leak.accrued_usd, burn_usd_per_h=leak.burn_usd_per_h,
+                                        label=leak.label, campaign_id=leak.campaign_id, status=leak.status))
+        if not report.is_complete:
+            self._bus.publish(Notice(at=report.checked_at, campaign_id=None, level="warning",
+                                     text=report.summary()))
+        self._bus.publish(LeaksChecked(at=report.checked_at, is_complete=report.is_complete,
+                                       leaked_ids=tuple(leak.instance_id for leak in report.leaked),
+                                       unowned_ids=tuple(leak.instance_id for leak in report.unowned),
+                                       burn_usd_per_h=report.burn_usd_per_h, error=report.error))
+        return report
+
+    async def run(self) -> None:
+        """Check forever; a failed check (e.g. the store) is published as unknown and the watch goes on."""
+        while True:
+            try:
+                await self.check()
+            except VastuiError as exc:  # the worker boundary: say it, keep watching
+                _log.warning("leak check failed: %s", exc)
+                at = self._clock.now()
+                self._bus.publish(Notice(at=at, campaign_id=None, level="error", text=f"leak check failed: {exc}"))
+                self._bus.publish(LeaksChecked(at=at, is_complete=False, leaked_ids=(), unowned_ids=(),
+                                               burn_usd_per_h=0.0, error=str(exc)))
+            await self._clock.sleep(self.interval_s)
+
+
+class ListedDestroyApprover:
+    """Approves destroying exactly the listed instances, once each, and nothing else (``vastui leaks --yes``)."""
+
+    def __init__(self, instance_ids: Collection[int], *, clock: Clock,
+                 granted_by: str = "vastui leaks --destroy --yes") -> None:
+        self._pending = {instance_target(i) for i in instance_ids}
+        self._clock = clock
+        self._granted_by = granted_by
+
+    async def request(self, request: ApprovalRequest) -> Approval | None:
+        if request.action is not Action.DESTROY_INSTANCE or request.target not in self._pending:
+            return None
+        self._pending.discard(request.target)
+        return Approval(request, granted_by=self._granted_by, granted_at=self._clock.now())
+
+
+async def destroy_leaks(*, market: Marketplace, store: SqliteStore, approver: Approver, clock: Clock,
+                        bus: EventBus, leaks: Sequence[Leak], poll_s: float = 5.0,
+                        max_rounds: int = 60) -> TeardownReport:
+    """Destroy each leak under its own approval, prove it gone (two successive complete listings) and record it.
+
+    Leaks go by (campaign, reason) so each approval names its campaign and why, one group at a time so an
+    interactive prompt is never interleaved with another.
+    """
+    merged = TeardownReport()
+    groups: dict[tuple[str | None, LeakReason], list[int]] = {}
+    for leak in leaks:
+        groups.setdefault((leak.campaign_id, leak.reason), []).append(leak.instance_id)
+    for (campaign_id, reason), ids in groups.items():
+        part = await teardown(client=market, approver=approver, clock=clock, bus=bus, instance_ids=ids,
+                              campaign_id=campaign_id, reason=f"leaked: {REASON_TEXT[reason]}", poll_s=poll_s,
+                              max_rounds=max_rounds)
+        for gone in part.gone:
+            await store.record_gone(instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at,
+                                    at=clock.now())
+        merged.gone.extend(part.gone)
+        merged.still_alive.extend(part.still_alive)
+        merged.refused.extend(part.refused)
+        merged.errors.extend(part.errors)
+    return merged

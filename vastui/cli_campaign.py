@@ -1,0 +1,242 @@
+"""The campaign commands of the CLI (part of the composition root): demo, campaign plan/run/resume.
+
+Split from cli.py to keep each file to one screenful of concerns; only cli.py and this module print or exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from vastui.bench.manifest import load_manifest
+from vastui.bench.receipt import Receipt, render_json, render_markdown
+from vastui.campaign.approvers import PlanApprover, PlanTerms, PromptApprover, RefusingApprover
+from vastui.campaign.plan import render_plan
+from vastui.campaign.session import Services, new_campaign_id, plan_campaign, resume_campaign, run_campaign
+from vastui.clock import Clock, ScaledClock, WallClock
+from vastui.config import Redactor, Settings, load_settings
+from vastui.errors import ConfigError
+from vastui.events import (BlockMeasured, CampaignFinished, CandidateEliminated, CandidatePhaseChanged, DecisionMade,
+                           Event, EventBus, InstanceConfirmedGone, InstanceRented, Notice)
+from vastui.remote.runner import SshRunner
+from vastui.store import SqliteStore
+from vastui.vast.client import HttpVastClient
+
+NO_TTY = ("no terminal to ask for approvals: pass --approve-plan to approve exactly the printed plan "
+          "(rent these offers, spend at most the budget, destroy them at the end)")
+
+
+def add_campaign_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("demo", help="run a whole benchmark campaign on the embedded simulated marketplace")
+    p.add_argument("--headless", action="store_true", help="no TUI: progress lines and the receipt on stdout")
+    p.add_argument("--seed", type=int, default=7, help="world seed (default 7)")
+    p.add_argument("--time-scale", type=float, default=120.0,
+                   help="simulated seconds per wall second (default 120: two hours of market in a minute)")
+    p.add_argument("--json", action="store_true", help="print the receipt as JSON (implies --headless)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(handler=_cmd_demo)
+
+    campaign = sub.add_parser("campaign", help="plan, run and resume benchmark campaigns")
+    csub = campaign.add_subparsers(dest="campaign_command", metavar="ACTION")
+    campaign.set_defaults(handler=lambda _a: (campaign.print_help(), 2)[1])
+    for name, helptext in (("plan", "shortlist offers for a manifest and print the plan (spends nothing)"),
+                           ("run", "plan, ask for approval, then run the campaign to its receipt")):
+        pp = csub.add_parser(name, help=helptext)
+        pp.add_argument("manifest", type=Path, help="workload manifest (TOML)")
+        _common(pp)
+        if name == "run":
+            pp.add_argument("--approve-plan", action="store_true",
+                            help="approve exactly the printed plan: rent its offers, spend at most its budget, "
+                                 "destroy every instance at the end")
+            pp.add_argument("--json", action="store_true", help="print the receipt as JSON")
+        pp.set_defaults(handler=_cmd_campaign_plan if name == "plan" else _cmd_campaign_run)
+    pr = csub.add_parser("resume", help="after a crash: reconcile with the marketplace, destroy what the campaign "
+                                        "left, keep every measurement")
+    pr.add_argument("campaign_id", help="the campaign id printed at start")
+    _common(pr)
+    pr.add_argument("--approve-plan", action="store_true",
+                    help="approve destroying the instances this campaign created (what its plan promised)")
+    pr.set_defaults(handler=_cmd_campaign_resume)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", help="marketplace base URL (default: $VAST_URL or https://console.vast.ai)")
+    p.add_argument("--api-key", help="Vast API key (default: $VAST_API_KEY or the official CLI's key file)")
+    p.add_argument("--db", help="SQLite store path (default: the platform data dir)")
+    p.add_argument("--ssh-key", help="private key for the hosts (default: ~/.ssh/id_ed25519 or the ssh-agent)")
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="only against a simulator started with the same --time-scale: its clock's speed")
+
+
+def _event_line(event: Event) -> str | None:
+    match event:
+        case InstanceRented():
+            return f"{event.candidate}: rented offer {event.offer_id} as instance {event.instance_id} " \
+                   f"(${event.dph_total:.3f}/h)"
+        case CandidatePhaseChanged():
+            return f"{event.candidate}: {event.phase}" + (f" — {event.detail}" if event.detail else "")
+        case BlockMeasured() if event.block_index % 5 == 0:
+            util = f", GPU {event.gpu_util_pct:.0f} %" if event.gpu_util_pct is not None else ""
+            return (f"{event.candidate}: block {event.block_index}: {event.throughput_units_per_s:.0f} units/s, "
+                    f"data-wait {100 * event.data_wait_share:.0f} %{util}")
+        case CandidateEliminated():
+            return f"{event.candidate}: eliminated ({event.reason})"
+        case InstanceConfirmedGone():
+            return f"instance {event.instance_id}: gone (missed by {event.listings_missed} complete listings)"
+        case DecisionMade():
+            return f"decision: {event.chosen or 'none'} (runner-up {event.runner_up or 'none'}) — {event.summary}"
+        case CampaignFinished():
+            return f"campaign {event.campaign_id} finished: {event.status}, spent ${event.spend_usd:.2f}"
+        case Notice():
+            return f"{event.level}: {event.text}"
+    return None
+
+
+def _printer(console: Console, quiet: bool):  # type: ignore[no-untyped-def]
+    def show(event: Event) -> None:
+        line = None if quiet else _event_line(event)
+        if line:
+            console.print(line, highlight=False, markup=False)
+    return show
+
+
+def _summary(receipt: Receipt) -> str:
+    d = receipt.decision
+    margin = f"{100 * d.margin:.1f} %" if d.margin is not None else "n/a"
+    be = f"{d.break_even_units:,.0f} units" if d.break_even_units is not None else "none (wins at every N)"
+    gone = ", ".join(str(x.instance_id) for x in receipt.destroyed) or "none"
+    return (f"chosen: {d.chosen or 'none'}{' (provisional)' if d.provisional else ''}; runner-up: "
+            f"{d.runner_up or 'none'}; margin {margin}; break-even {be}; SLO met: {d.slo_met}\n"
+            f"destroyed and proven gone: {gone}; teardown {'PASSED' if receipt.teardown_passed else 'FAILED'}; "
+            f"campaign cost ${receipt.campaign_cost_usd:.2f}")
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from vastui.sim.demo import run_demo  # the simulator only for the demo
+
+    console = Console(stderr=args.json)
+    headless = args.headless or args.json or not sys.stdout.isatty()
+    if not headless:
+        console.print("the TUI is not built yet; running headless", style="yellow")
+    settings = load_settings()
+    result = asyncio.run(run_demo(
+        seed=args.seed, time_scale=args.time_scale, data_dir=settings.data_dir,
+        on_plan=lambda text: console.print(text, highlight=False, markup=False),
+        on_event=_printer(console, args.quiet)))
+    if args.json:
+        sys.stdout.write(render_json(result.receipt))
+    else:
+        console.print(render_markdown(result.receipt), highlight=False, markup=False)
+        console.print(_summary(result.receipt), highlight=False, markup=False)
+        console.print(f"the simulator lists {result.instances_left} instance(s) after the campaign; "
+                      f"store: {result.db_path}", highlight=False, markup=False)
+    return 0 if result.receipt.teardown_passed and result.instances_left == 0 else 1
+
+
+async def _services(args: argparse.Namespace, settings: Settings, store: SqliteStore,
+                    client: HttpVastClient, clock: Clock) -> Services:
+    keys = [settings.ssh_key_path] if settings.ssh_key_path else []
+    runner = SshRunner(known_hosts=settings.known_hosts_path, client_keys=keys, use_agent=not keys, clock=clock)
+    return Services(market=client, executor=runner, store=store, clock=clock, bus=EventBus(),
+                    redact=Redactor([settings.api_key.key]))
+
+
+def _setup(args: argparse.Namespace) -> tuple[Settings, Clock]:
+    settings = load_settings(url=args.url, api_key=args.api_key, db_path=args.db, ssh_key=args.ssh_key)
+    if settings.api_key.key is None:
+        raise ConfigError("no API key: pass --api-key, set VAST_API_KEY, or run `vastai set api-key`")
+    settings.db_path.parent.mkdir(parents=True, exist_ok=True)
+    settings.known_hosts_path.parent.mkdir(parents=True, exist_ok=True)
+    clock: Clock = ScaledClock(scale=args.time_scale) if args.time_scale != 1.0 else WallClock()
+    return settings, clock
+
+
+async def _with_services(args: argparse.Namespace, body):  # type: ignore[no-untyped-def]
+    settings, clock = _setup(args)
+    store = await SqliteStore.open(settings.db_path)
+    assert settings.api_key.key is not None
+    store.register_secret(settings.api_key.key)
+    try:
+        async with HttpVastClient(base_url=settings.url, api_key=settings.api_key.key, clock=clock,
+                                  audit=store) as client:
+            services = await _services(args, settings, store, client, clock)
+            return await body(services)
+    finally:
+        await store.close()
+
+
+def _cmd_campaign_plan(args: argparse.Namespace) -> int:
+    manifest = load_manifest(args.manifest)
+
+    async def body(services: Services) -> int:
+        plan = await plan_campaign(services, manifest=manifest, campaign_id=new_campaign_id())
+        print(render_plan(plan))
+        return 0
+    return int(asyncio.run(_with_services(args, body)))
+
+
+def _approver(args: argparse.Namespace, terms: PlanTerms, clock: Clock):  # type: ignore[no-untyped-def]
+    if args.approve_plan:
+        return PlanApprover(terms, clock=clock)
+    if sys.stdin.isatty():
+        async def ask(text: str) -> bool:
+            answer = await asyncio.to_thread(input, f"{text} [y/N] ")
+            return answer.strip().lower() in {"y", "yes"}
+        return PromptApprover(ask, clock=clock)
+    return RefusingApprover(NO_TTY)
+
+
+def _cmd_campaign_run(args: argparse.Namespace) -> int:
+    manifest = load_manifest(args.manifest)
+    if not args.approve_plan and not sys.stdin.isatty():
+        raise ConfigError(NO_TTY)
+    console = Console(stderr=args.json)
+
+    async def body(services: Services) -> int:
+        campaign_id = new_campaign_id()
+        plan = await plan_campaign(services, manifest=manifest, campaign_id=campaign_id)
+        console.print(render_plan(plan), highlight=False, markup=False)
+        terms = PlanTerms(campaign_id=campaign_id, offer_ids=plan.offer_ids, max_spend_usd=plan.budget_usd)
+        approver = _approver(args, terms, services.clock)
+        queue = services.bus.subscribe()
+        show = _printer(console, False)
+
+        async def pump() -> None:
+            while True:
+                show(await queue.get())
+        task = asyncio.create_task(pump())
+        try:
+            receipt, _ = await run_campaign(services, manifest=manifest, plan=plan, approver=approver,
+                                            on_owned=getattr(approver, "mark_owned", None))
+        finally:
+            task.cancel()
+        if args.json:
+            sys.stdout.write(render_json(receipt, redact=services.redact))
+        else:
+            console.print(render_markdown(receipt, redact=services.redact), highlight=False, markup=False)
+            console.print(_summary(receipt), highlight=False, markup=False)
+        return 0 if receipt.teardown_passed else 1
+    return int(asyncio.run(_with_services(args, body)))
+
+
+def _cmd_campaign_resume(args: argparse.Namespace) -> int:
+    if not args.approve_plan and not sys.stdin.isatty():
+        raise ConfigError("no terminal to ask for approvals: pass --approve-plan to approve destroying the "
+                          "instances this campaign created")
+
+    async def body(services: Services) -> int:
+        terms = PlanTerms(campaign_id=args.campaign_id, offer_ids=frozenset(), max_spend_usd=0.0)
+        approver = _approver(args, terms, services.clock)
+        report = await resume_campaign(services, campaign_id=args.campaign_id, approver=approver,
+                                       on_owned=getattr(approver, "mark_owned", None))
+        print(json.dumps({"campaign_id": report.campaign_id, "found_instance_ids": list(report.found_instance_ids),
+                          "gone": [g.instance_id for g in report.teardown.gone],
+                          "still_alive": report.teardown.still_alive, "refused": report.teardown.refused,
+                          "runs_kept": report.runs_kept, "interrupted_runs": report.interrupted_runs}))
+        return 0 if report.teardown.is_clean else 1
+    return int(asyncio.run(_with_services(args, body)))

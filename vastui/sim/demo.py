@@ -1,0 +1,153 @@
+"""The demo: a whole campaign on the embedded simulated marketplace, over real HTTP and real SSH on loopback.
+
+The simulator runs in this process on a scaled clock (an hour of billing per simulated minute by default); the
+console side is built exactly as against Vast.ai — ``HttpVastClient`` over a socket, ``SshRunner``, ``SqliteStore``
+— and approvals come from the demo's own printed plan, as ``--approve-plan`` would give them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from vastui.approval import Action, Approval, ApprovalRequest
+from vastui.bench.manifest import Manifest, load_manifest
+from vastui.bench.receipt import Receipt
+from vastui.campaign.approvers import PlanApprover, PlanTerms
+from vastui.campaign.engine import CampaignOutcome
+from vastui.campaign.plan import Plan, render_plan
+from vastui.campaign.session import Services, new_campaign_id, plan_campaign, run_campaign
+from vastui.clock import ScaledClock
+from vastui.config import Redactor, Secret
+from vastui.events import Event, EventBus
+from vastui.remote.runner import SshRunner
+from vastui.sim.factory import DEMO_API_KEY, build_market_with_hosts
+from vastui.sim.server import SimServer
+from vastui.store import SqliteStore
+from vastui.vast.client import HttpVastClient, ssh_key_target
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+DEMO_MANIFEST = EXAMPLES_DIR / "resnet.toml"
+DEFAULT_TIME_SCALE = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class DemoResult:
+    plan: Plan
+    receipt: Receipt
+    outcome: CampaignOutcome
+    instances_left: int
+    db_path: Path
+
+
+def operator_key(directory: Path) -> Path:
+    """An ed25519 key for the demo operator (the real console uses ~/.ssh/id_ed25519 or the agent)."""
+    path = directory / "demo_id_ed25519"
+    if not path.exists():
+        key = asyncssh.generate_private_key("ssh-ed25519")
+        key.write_private_key(str(path))
+        key.write_public_key(str(path) + ".pub")
+    return path
+
+
+@contextlib.asynccontextmanager
+async def demo_world(*, seed: int, time_scale: float, work_dir: Path) -> AsyncIterator[tuple[SimServer, ScaledClock]]:
+    clock = ScaledClock(scale=time_scale)
+    market, pool = build_market_with_hosts(seed, clock=clock, hosts_dir=work_dir / "hosts")
+    try:
+        async with SimServer(market) as server:
+            yield server, clock
+    finally:
+        await market.aclose()
+        await pool.close()
+
+
+async def run_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_dir: Path | None = None,
+                   manifest_path: Path = DEMO_MANIFEST, on_plan: Callable[[str], None] = lambda _t: None,
+                   on_event: Callable[[Event], None] = lambda _e: None) -> DemoResult:
+    manifest = load_manifest(manifest_path)
+    with tempfile.TemporaryDirectory(prefix="vastui-demo-") as tmp:
+        work = Path(tmp)
+        # One store per demo run: each demo is a fresh simulated world whose instance ids start over.
+        db_path = (data_dir or work) / "demo" / f"demo-seed{seed}-{int(time.time())}.sqlite3"
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        async with demo_world(seed=seed, time_scale=time_scale, work_dir=work) as (server, clock):
+            return await _campaign(server=server, clock=clock, manifest=manifest, work=work, db_path=db_path,
+                                   on_plan=on_plan, on_event=on_event)
+
+
+async def _campaign(*, server: SimServer, clock: ScaledClock, manifest: Manifest, work: Path, db_path: Path,
+                    on_plan: Callable[[str], None], on_event: Callable[[Event], None]) -> DemoResult:
+    key_path = operator_key(work)
+    api_key = Secret(DEMO_API_KEY)
+    store = await SqliteStore.open(db_path)
+    store.register_secret(api_key)
+    bus = EventBus()
+    queue = bus.subscribe()
+    try:
+        async with HttpVastClient(base_url=server.url, api_key=api_key, clock=clock, audit=store) as client:
+            await _register_key(client, key_path, clock)
+            runner = SshRunner(known_hosts=work / "known_hosts", client_keys=[key_path], use_agent=False,
+                               clock=clock, retry_interval_s=5.0, reconnect_deadline_s=120.0)
+            services = Services(market=client, executor=runner, store=store, clock=clock, bus=bus,
+                                redact=Redactor([api_key]), poll_s=10.0, teardown_poll_s=5.0)
+            campaign_id = new_campaign_id()
+            plan = await plan_campaign(services, manifest=manifest, campaign_id=campaign_id)
+            on_plan(render_plan(plan))
+            approver = PlanApprover(PlanTerms(campaign_id=campaign_id, offer_ids=plan.offer_ids,
+                                              max_spend_usd=plan.budget_usd), clock=clock,
+                                    granted_by="demo plan approval")
+            pump = _pump(queue, on_event)
+            try:
+                receipt, outcome = await run_campaign(services, manifest=manifest, plan=plan, approver=approver,
+                                                      on_owned=approver.mark_owned)
+            finally:
+                pump.close()
+                _drain(queue, on_event)
+            listing = await client.list_instances()
+            return DemoResult(plan, receipt, outcome, len(listing.instances), db_path)
+    finally:
+        bus.unsubscribe(queue)
+        await store.close()
+
+
+async def _register_key(client: HttpVastClient, key_path: Path, clock: ScaledClock) -> None:
+    public = (key_path.with_name(key_path.name + ".pub")).read_text(encoding="utf-8").strip()
+    request = ApprovalRequest(action=Action.CREATE_SSH_KEY, target=ssh_key_target(public),
+                              summary="register the demo operator's SSH public key")
+    await client.create_ssh_key(public, approval=Approval(request, granted_by="demo", granted_at=clock.now()))
+
+
+def _pump(queue: object, on_event: Callable[[Event], None]) -> contextlib.AbstractContextManager[None]:
+    import asyncio
+
+    assert isinstance(queue, asyncio.Queue)
+
+    async def loop() -> None:
+        while True:
+            on_event(await queue.get())
+
+    task = asyncio.get_running_loop().create_task(loop())
+
+    class _Stop(contextlib.AbstractContextManager[None]):
+        def __exit__(self, *exc: object) -> None:
+            task.cancel()
+
+        def close(self) -> None:
+            task.cancel()
+
+    return _Stop()
+
+
+def _drain(queue: object, on_event: Callable[[Event], None]) -> None:
+    import asyncio
+
+    assert isinstance(queue, asyncio.Queue)
+    while not queue.empty():
+        on_event(queue.get_nowait())
