@@ -27,6 +27,7 @@ examples:
   vastui sim --port 8765 --seed 7            serve the simulated marketplace on loopback
   vastui offers 'gpu_name=RTX_4090 num_gpus>=2 reliability>0.98' -o dlperf_usd- --limit 10
   vastui instances --json
+  vastui ssh-run 1234 -- nvidia-smi -L       run one command on an instance, streaming its output
   vastui manifest check examples/resnet.toml
 
 The API key is taken from --api-key, then VAST_API_KEY, then ~/.config/vastai/vast_api_key (as the official CLI).
@@ -76,6 +77,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_args(p)
     p.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
     p.set_defaults(handler=_cmd_instances)
+
+    # --- ssh-run -------------------------------------------------------------------------------------------
+    p = sub.add_parser("ssh-run", help="run one command on an instance over SSH and stream its output",
+                       usage="vastui ssh-run [options] INSTANCE -- CMD [ARG...]")
+    _add_connection_args(p)
+    p.add_argument("--ssh-key", help="private key (default: $VASTUI_SSH_KEY, ~/.ssh/id_ed25519, or the ssh-agent)")
+    p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for SSH to accept (default 60)")
+    p.add_argument("instance", type=int, help="instance id")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARG... (run as given, no shell)")
+    p.set_defaults(handler=_cmd_ssh_run)
 
     # --- manifest ------------------------------------------------------------------------------------------
     add_campaign_commands(sub)
@@ -223,6 +234,33 @@ def _vast_client(args: argparse.Namespace) -> HttpVastClient:
                           "~/.config/vastai/vast_api_key (the simulator prints its key when it starts)",
                           title="No API key")
     return HttpVastClient(base_url=settings.url, api_key=settings.api_key.key, clock=WallClock())
+
+
+async def _cmd_ssh_run(args: argparse.Namespace) -> int:
+    from vastui.config import load_settings
+    from vastui.errors import NotFound, RemoteError
+    from vastui.remote.runner import SshRunner
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise VastuiError("nothing to run: vastui ssh-run INSTANCE -- CMD [ARG...]", title="No command")
+    settings = load_settings(url=args.url, api_key=args.api_key, ssh_key=args.ssh_key)
+    async with _vast_client(args) as client:
+        instance = await client.show_instance(args.instance)
+    if instance is None:
+        raise NotFound(f"there is no instance {args.instance}")
+    endpoint = instance.ssh_endpoint()
+    if endpoint is None:
+        raise RemoteError(f"instance {args.instance} has no SSH endpoint yet (status "
+                          f"{instance.actual_status or 'provisioning'})", title="Not reachable")
+    keys = [settings.ssh_key_path] if settings.ssh_key_path else []
+    runner = SshRunner(known_hosts=settings.known_hosts_path, client_keys=keys, use_agent=not keys)
+    host, port = endpoint
+    await runner.wait_ready(host, port, deadline_s=args.wait)
+    status = await runner.stream_command(host, port, command,
+                                         on_stdout=lambda text: print(text, end="", flush=True),
+                                         on_stderr=lambda text: print(text, end="", file=sys.stderr, flush=True))
+    return 255 if status is None else status  # as ssh does when the remote side gives no exit status
 
 
 def _cmd_manifest_help(parser: argparse.ArgumentParser) -> int:

@@ -7,11 +7,14 @@ from pathlib import Path
 
 import asyncssh
 import pytest
-from remote_support import SIM_SCALE, ClientKey
+from remote_support import SIM_API_KEY, SIM_SCALE, ClientKey
 
 from vastui.clock import ScaledClock
 from vastui.remote.runner import SshRunner
+from vastui.sim.factory import build_market
 from vastui.sim.hosts import SshHostPool
+from vastui.sim.market import Market
+from vastui.sim.server import SimServer
 
 
 @pytest.fixture
@@ -36,3 +39,20 @@ async def pool(tmp_path: Path) -> AsyncIterator[SshHostPool]:
 def runner(tmp_path: Path, client_key: ClientKey) -> SshRunner:
     return SshRunner(known_hosts=tmp_path / "known_hosts", client_keys=[client_key.path], use_agent=False,
                      retry_interval_s=0.05, reconnect_deadline_s=10.0, connect_timeout_s=5.0)
+
+
+@pytest.fixture
+async def sim(tmp_path: Path) -> AsyncIterator[tuple[Market, SshHostPool, SimServer]]:
+    clock = ScaledClock(scale=SIM_SCALE)
+    pool = SshHostPool(base_dir=tmp_path / "hosts", clock=clock)
+    market = build_market(7, clock=clock, api_key=SIM_API_KEY, host_provider=pool)
+
+    async def host_died(instance_id: int) -> None:
+        await market.mark_offline(instance_id, reason="the host died")
+
+    pool.on_host_died = host_died
+    try:
+        async with SimServer(market) as server:
+            yield market, pool, server
+    finally:
+        await pool.close()

@@ -17,7 +17,7 @@ import pytest
 
 from fakes import FakeNvml
 from vastui.remote import agent
-from vastui.remote.protocol import AgentError, GpuSample, Phase, Progress, Result, parse_record
+from vastui.remote.protocol import AgentError, GpuSample, Phase, Progress, Record, Result, parse_record
 
 AGENT = Path(agent.__file__)
 
@@ -33,14 +33,14 @@ def _workload(tmp_path: Path, body: str) -> list[str]:
     return [sys.executable, str(script)]
 
 
-def _run(argv: list[str], nvml: object | None = None) -> list[object]:
+def _run(argv: list[str], nvml: object | None = None) -> list[Record]:
     out = io.StringIO()
     assert agent.main(argv, stream=out, nvml=nvml, handle_signals=False) == 0
     return [parse_record(line) for line in out.getvalue().splitlines()]
 
 
-def _assert_protocol(records: list[object]) -> None:
-    seqs = [r.seq for r in records]  # type: ignore[attr-defined]
+def _assert_protocol(records: list[Record]) -> None:
+    seqs = [r.seq for r in records]
     assert seqs == list(range(1, len(records) + 1))
     assert isinstance(records[-1], Result)
     assert sum(isinstance(r, Result) for r in records) == 1
@@ -185,7 +185,7 @@ def test_timestamps_follow_a_scaled_clock(tmp_path: Path) -> None:
     records = _run(argv)
     wall = time.time() - anchor
     first, last = records[0], records[-1]
-    assert 5000 <= first.t <= 5000 + 100 * wall  # type: ignore[attr-defined]
+    assert 5000 <= first.t <= 5000 + 100 * wall
     assert isinstance(last, Result)
     assert last.elapsed_s >= 100 * 0.2 * 0.9  # 0.2 wall seconds are 20 clock seconds
 

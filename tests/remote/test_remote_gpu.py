@@ -45,7 +45,7 @@ CUDA_LOAD = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def gpu_count() -> int:
     try:
-        import pynvml
+        import pynvml  # type: ignore[import-untyped]
     except ImportError as exc:  # pragma: no cover - nvidia-ml-py is a dependency
         pytest.skip(f"pynvml (nvidia-ml-py) is not installed: {exc}")
     try:
@@ -97,7 +97,8 @@ def test_a_small_load_shows_up_in_utilisation_memory_and_power(tmp_path: Path, g
     script.write_text(CUDA_LOAD, encoding="utf-8")
     records = _agent(tmp_path, [sys.executable, str(script), "4"], interval_s=0.25)
     result = records[-1]
-    assert isinstance(result, Result) and result.exit_status == 0, result.stderr_tail
+    assert isinstance(result, Result)
+    assert result.exit_status == 0, result.stderr_tail
     measure = next(r.t for r in records if isinstance(r, Phase) and r.name == "measure")
     gpu0 = [r for r in records if isinstance(r, GpuSample) and r.index == 0]
     before = [s for s in gpu0 if s.t < measure]
