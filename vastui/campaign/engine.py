@@ -190,17 +190,18 @@ class CampaignEngine:
                 self.ctx.phase(run, CandidatePhase.SKIPPED,
                                f"budget: ${candidate.max_spend_usd:.2f} more could exceed ${self.plan.budget_usd:.2f}")
                 return False
+            # Reserve the candidate's worst case now, before any await, so concurrent rents cannot overbook.
+            self._committed_usd[run.cid] = candidate.max_spend_usd
             still_there = await self.ctx.market.search_offers(f"id={candidate.offer.id}")
             if still_there:
-                self._committed_usd[run.cid] = candidate.max_spend_usd
                 self._rented_local[run.cid] = self.clock.now()
                 if await rent(self.ctx, run):
                     self._rented_local[run.cid] = self.clock.now()
                     return True
-                self._committed_usd.pop(run.cid, None)
                 self._rented_local.pop(run.cid, None)
-                if run.phase is CandidatePhase.SKIPPED and "not approved" in run.detail:
-                    return False
+            self._committed_usd.pop(run.cid, None)
+            if run.phase is CandidatePhase.SKIPPED and "not approved" in run.detail:
+                return False
             replacement = self._next_reserve(candidate)
             if replacement is None:
                 self.ctx.phase(run, CandidatePhase.SKIPPED, f"offer {candidate.offer.id} vanished; no reserve left")

@@ -24,6 +24,8 @@ PULL_EFFICIENCY_PRIOR = 0.45
 # Headroom over the measurement plan for tuning pairs and teardown, in the per-instance time cap.
 TUNING_ALLOWANCE = 0.5
 DISK_GIB = 32.0
+# The worst case is priced 10 % above list: billing granularity and the seconds a destroy takes to land.
+SPEND_SAFETY = 1.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +178,13 @@ def _pick(scored: list[_Scored], *, max_candidates: int, min_hosts: int) -> tupl
     return chosen, rest
 
 
+def _spend(offer: Offer, manifest: Manifest, *, seconds: float) -> float:
+    """What renting ``offer`` for ``seconds`` costs: GPU time, its disk, and pulling the image and inputs."""
+    storage_per_h = (offer.storage_cost or 0.0) * DISK_GIB / (30 * 24)
+    moved_gb = manifest.workload.image_size_gb + sum(i.size_bytes for i in manifest.workload.inputs) / 1e9
+    return (offer.dph_total + storage_per_h) * seconds / 3600.0 + moved_gb * (offer.inet_down_cost or 0.0)
+
+
 def _candidate(index: int, item: _Scored, manifest: Manifest, *, rank_note: str) -> Candidate:
     cap_s = candidate_time_cap_s(manifest, predicted_pull=item.pull_s)
     measure = manifest.measure
@@ -186,8 +195,8 @@ def _candidate(index: int, item: _Scored, manifest: Manifest, *, rank_note: str)
         hypothesis=(f"{item.offer.gpu_name} x{item.gpu_count} at ${dph:.3f}/h, {rank_note}; {item.note}; "
                     f"pull ~{item.pull_s / 60:.1f} min"),
         prior_throughput_units_per_s=item.theta, prior_is_measured=item.measured, predicted_pull_s=item.pull_s,
-        prior_cost_per_unit_usd=item.cost, expected_spend_usd=dph * min(expected_s, cap_s) / 3600.0,
-        max_spend_usd=dph * cap_s / 3600.0, time_cap_s=cap_s,
+        prior_cost_per_unit_usd=item.cost, expected_spend_usd=_spend(item.offer, manifest, seconds=min(expected_s, cap_s)),
+        max_spend_usd=_spend(item.offer, manifest, seconds=cap_s) * SPEND_SAFETY, time_cap_s=cap_s,
     )
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import asyncssh
 
-from vastui.approval import Action, Approval, ApprovalRequest
+from vastui.approval import Action, Approval, ApprovalRequest, AuditRecord
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.bench.receipt import Receipt
 from vastui.campaign.approvers import PlanApprover, PlanTerms
@@ -28,6 +28,7 @@ from vastui.config import Redactor, Secret
 from vastui.events import Event, EventBus
 from vastui.remote.runner import SshRunner
 from vastui.sim.factory import DEMO_API_KEY, build_market_with_hosts
+from vastui.sim.market import Market
 from vastui.sim.server import SimServer
 from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient, ssh_key_target
@@ -70,7 +71,10 @@ async def demo_world(*, seed: int, time_scale: float, work_dir: Path) -> AsyncIt
 
 async def run_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_dir: Path | None = None,
                    manifest_path: Path = DEMO_MANIFEST, on_plan: Callable[[str], None] = lambda _t: None,
-                   on_event: Callable[[Event], None] = lambda _e: None) -> DemoResult:
+                   on_event: Callable[[Event], None] = lambda _e: None,
+                   on_market: Callable[[Market], Awaitable[None]] | None = None) -> DemoResult:
+    """Run the demo campaign; ``on_market`` sees the simulated market (hidden truth, billing, request log) after
+    the campaign and before the world is closed — the tests judge the campaign with it."""
     manifest = load_manifest(manifest_path)
     with tempfile.TemporaryDirectory(prefix="vastui-demo-") as tmp:
         work = Path(tmp)
@@ -78,8 +82,11 @@ async def run_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_di
         db_path = (data_dir or work) / "demo" / f"demo-seed{seed}-{int(time.time())}.sqlite3"
         db_path.parent.mkdir(parents=True, exist_ok=True)
         async with demo_world(seed=seed, time_scale=time_scale, work_dir=work) as (server, clock):
-            return await _campaign(server=server, clock=clock, manifest=manifest, work=work, db_path=db_path,
-                                   on_plan=on_plan, on_event=on_event)
+            result = await _campaign(server=server, clock=clock, manifest=manifest, work=work, db_path=db_path,
+                                     on_plan=on_plan, on_event=on_event)
+            if on_market is not None:
+                await on_market(server.market)
+            return result
 
 
 async def _campaign(*, server: SimServer, clock: ScaledClock, manifest: Manifest, work: Path, db_path: Path,
@@ -92,7 +99,7 @@ async def _campaign(*, server: SimServer, clock: ScaledClock, manifest: Manifest
     queue = bus.subscribe()
     try:
         async with HttpVastClient(base_url=server.url, api_key=api_key, clock=clock, audit=store) as client:
-            await _register_key(client, key_path, clock)
+            await _register_key(client, key_path, clock, store)
             runner = SshRunner(known_hosts=work / "known_hosts", client_keys=[key_path], use_agent=False,
                                clock=clock, retry_interval_s=5.0, reconnect_deadline_s=120.0)
             services = Services(market=client, executor=runner, store=store, clock=clock, bus=bus,
@@ -117,11 +124,15 @@ async def _campaign(*, server: SimServer, clock: ScaledClock, manifest: Manifest
         await store.close()
 
 
-async def _register_key(client: HttpVastClient, key_path: Path, clock: ScaledClock) -> None:
+async def _register_key(client: HttpVastClient, key_path: Path, clock: ScaledClock, audit: SqliteStore) -> None:
     public = (key_path.with_name(key_path.name + ".pub")).read_text(encoding="utf-8").strip()
     request = ApprovalRequest(action=Action.CREATE_SSH_KEY, target=ssh_key_target(public),
                               summary="register the demo operator's SSH public key")
-    await client.create_ssh_key(public, approval=Approval(request, granted_by="demo", granted_at=clock.now()))
+    approval = Approval(request, granted_by="demo", granted_at=clock.now())
+    await audit.record_audit(AuditRecord(at=clock.now(), kind="approval", action=request.action, target=request.target,
+                                         approval_id=approval.approval_id, granted_by=approval.granted_by,
+                                         outcome=request.summary))
+    await client.create_ssh_key(public, approval=approval)
 
 
 def _pump(queue: object, on_event: Callable[[Event], None]) -> contextlib.AbstractContextManager[None]:
