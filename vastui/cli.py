@@ -20,6 +20,11 @@ from vastui.errors import VastuiError
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from vastui.approval import Approver, AuditSink
+    from vastui.campaign.cleanup import TeardownReport
+    from vastui.campaign.watch import LeakReport
+    from vastui.clock import Clock
+
     from vastui.vast.client import HttpVastClient
 
 EPILOG = """\
@@ -87,6 +92,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("instance", type=int, help="instance id")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARG... (run as given, no shell)")
     p.set_defaults(handler=_cmd_ssh_run)
+
+    # --- leaks -------------------------------------------------------------------------------------------------
+    p = sub.add_parser("leaks", help="find instances billing without a reason; --destroy them, each approved",
+                       epilog="exit status: 0 no leaks, 3 listing incomplete (unknown), 4 leaks remain, 1 error")
+    _add_connection_args(p)
+    p.add_argument("--destroy", action="store_true", help="destroy the leaked instances, each with its own approval")
+    p.add_argument("--include-unowned", action="store_true",
+                   help="with --destroy: also instances vastui did not create (never destroyed otherwise)")
+    p.add_argument("--yes", action="store_true", help="with --destroy: approve exactly the listed ids, no prompt")
+    p.add_argument("--poll-interval", type=float, default=5.0, metavar="SECONDS",
+                   help="seconds between the listings that prove a destroyed instance gone (default 5)")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+    p.set_defaults(handler=_cmd_leaks)
 
     # --- manifest ------------------------------------------------------------------------------------------
     add_campaign_commands(sub)
@@ -197,6 +215,99 @@ async def _cmd_instances(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _cmd_leaks(args: argparse.Namespace) -> int:
+    from vastui.campaign.approvers import AuditedApprover
+    from vastui.campaign.watch import destroy_leaks, find_leaks
+    from vastui.clock import WallClock
+    from vastui.config import load_settings
+    from vastui.events import EventBus
+    from vastui.store import SqliteStore
+
+    clock = WallClock()
+    db_path = load_settings(url=args.url, api_key=args.api_key).db_path
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    async with await SqliteStore.open(db_path) as store, _vast_client(args, audit=store) as client:
+        report = await find_leaks(market=client, store=store, clock=clock)
+        targets = [leak for leak in report.leaks if not leak.is_unowned or args.include_unowned]
+        if not args.json:
+            _print_leaks(report)
+        if not (args.destroy and targets):
+            if args.json:
+                _print_leaks_json(report, None)
+            return _leaks_exit(report, remaining=[leak.instance_id for leak in report.leaked])
+        approver = _leaks_approver(args, [leak.instance_id for leak in targets], clock)
+        audited = AuditedApprover(approver, audit=store, clock=clock)  # type: ignore[arg-type]
+        result = await destroy_leaks(market=client, store=store, approver=audited, clock=clock, bus=EventBus(),
+                                     leaks=targets, poll_s=args.poll_interval)
+    if args.json:
+        _print_leaks_json(report, result)
+    else:
+        print(f"destroyed and proven gone: {[g.instance_id for g in result.gone] or 'none'}; "
+              f"refused: {result.refused or 'none'}; still listed: {result.still_alive or 'none'}")
+    for error in result.errors:
+        print(f"vastui leaks: {error}", file=sys.stderr)
+    return _leaks_exit(report, remaining=[*result.refused, *result.still_alive])
+
+
+def _leaks_approver(args: argparse.Namespace, ids: list[int], clock: Clock) -> Approver:
+    """--yes approves exactly ``ids``; a terminal asks for each; otherwise every destroy is refused (and audited)."""
+    from vastui.campaign.approvers import PromptApprover
+    from vastui.campaign.watch import ListedDestroyApprover
+
+    if args.yes:
+        return ListedDestroyApprover(ids, clock=clock)
+    if sys.stdin.isatty():
+        return PromptApprover(_ask_on_terminal, clock=clock)
+    print(f"vastui leaks: refusing to destroy {len(ids)} instance(s) {ids}: stdin is not a terminal, so nobody "
+          "can approve them. Run it in a terminal to be asked for each, or pass --yes to approve exactly these ids.",
+          file=sys.stderr)
+    return PromptApprover(_never, clock=clock)
+
+
+async def _ask_on_terminal(text: str) -> bool:
+    def ask() -> str:
+        print(f"{text} [y/N] ", end="", file=sys.stderr, flush=True)
+        return sys.stdin.readline()
+
+    return (await asyncio.to_thread(ask)).strip().lower() in ("y", "yes")
+
+
+async def _never(text: str) -> bool:
+    return False
+
+
+def _leaks_exit(report: LeakReport, *, remaining: Sequence[int]) -> int:
+    if not report.is_complete:
+        print(f"vastui leaks: {report.summary()}", file=sys.stderr)
+        return 3
+    return 4 if remaining else 0
+
+
+def _print_leaks(report: LeakReport) -> None:
+    table = _table(f"{len(report.leaked)} leaked, {len(report.unowned)} unowned", "id", "reason<", "status<",
+                   "campaign<", "label<", "$/hr", "accrued $", "why<")
+    for leak in report.leaks:
+        table.add_row(str(leak.instance_id), leak.reason, leak.status or "provisioning", leak.campaign_id or "-",
+                      leak.label or "-", _num(leak.burn_usd_per_h, ".3f"), _num(leak.accrued_usd, ".2f"), leak.detail)
+    if report.leaks:
+        _print_table(table)
+    for gone in report.unlisted:
+        print(f"note: campaign {gone.campaign_id} may own {gone.instance_id or gone.label} ({gone.intent_status}, "
+              f"last {gone.last_state or '-'}), which the listing does not show")
+    print(report.summary())
+
+
+def _print_leaks_json(report: LeakReport, result: TeardownReport | None) -> None:
+    import dataclasses
+    import json
+
+    body: dict[str, object] = {"verdict": report.verdict, "summary": report.summary(), **dataclasses.asdict(report)}
+    if result is not None:
+        body["destroy"] = {"gone": [dataclasses.asdict(g) for g in result.gone], "refused": result.refused,
+                           "still_alive": result.still_alive, "errors": result.errors}
+    print(json.dumps(body, indent=1))
+
+
 def _table(title: str, *columns: str) -> Table:
     """A plain table; a column name ending in ``<`` is left-aligned, the others (numbers) right-aligned."""
     from rich import box
@@ -221,7 +332,7 @@ def _num(value: float | int | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _vast_client(args: argparse.Namespace) -> HttpVastClient:
+def _vast_client(args: argparse.Namespace, *, audit: AuditSink | None = None) -> HttpVastClient:
     """The marketplace client for ``--url``/``--api-key`` (or the environment and the official CLI's key file)."""
     from vastui.clock import WallClock
     from vastui.config import load_settings
@@ -233,7 +344,7 @@ def _vast_client(args: argparse.Namespace) -> HttpVastClient:
         raise ConfigError("no Vast API key: pass --api-key, set VAST_API_KEY, or write it to "
                           "~/.config/vastai/vast_api_key (the simulator prints its key when it starts)",
                           title="No API key")
-    return HttpVastClient(base_url=settings.url, api_key=settings.api_key.key, clock=WallClock())
+    return HttpVastClient(base_url=settings.url, api_key=settings.api_key.key, clock=WallClock(), audit=audit)
 
 
 async def _cmd_ssh_run(args: argparse.Namespace) -> int:
