@@ -47,10 +47,7 @@ async def sim(tmp_path: Path) -> AsyncIterator[tuple[Market, SshHostPool, SimSer
     pool = SshHostPool(base_dir=tmp_path / "hosts", clock=clock)
     market = build_market(7, clock=clock, api_key=SIM_API_KEY, host_provider=pool)
 
-    async def host_died(instance_id: int) -> None:
-        await market.mark_offline(instance_id, reason="the host died")
-
-    pool.on_host_died = host_died
+    pool.on_host_died = market.mark_offline
     try:
         async with SimServer(market) as server:
             yield market, pool, server

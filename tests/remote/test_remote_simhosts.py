@@ -150,10 +150,10 @@ async def test_leaving_a_run_early_stops_the_remote_agent_and_its_workload(
 
 async def test_a_host_that_dies_mid_run_goes_away_and_the_run_fails(
         pool: SshHostPool, client_key: ClientKey, tmp_path: Path) -> None:
-    died: list[int] = []
+    died: list[tuple[int, str]] = []
 
-    async def on_died(instance_id: int) -> None:
-        died.append(instance_id)
+    async def on_died(instance_id: int, *, reason: str) -> None:
+        died.append((instance_id, reason))
 
     pool.on_host_died = on_died
     runner = SshRunner(known_hosts=tmp_path / "kh", client_keys=[client_key.path],
@@ -165,7 +165,7 @@ async def test_a_host_that_dies_mid_run_goes_away_and_the_run_fails(
         async with runner.run_agent(host, port, workload("--steps", "400")) as run:
             async for record in run:
                 records.append(record)
-    assert died == [8] and not pool.is_running(instance_id=8)
+    assert died == [(8, "the machine went down mid-run")] and not pool.is_running(instance_id=8)
     assert not any(isinstance(r, Result) for r in records)
     progress = [r for r in records if isinstance(r, Progress)]
     assert progress and 20.0 < progress[-1].t - _workload_start(records) <= 30.0 + 2.0  # nothing after death

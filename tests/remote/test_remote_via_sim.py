@@ -10,17 +10,24 @@ import time
 from pathlib import Path
 
 import pytest
-from remote_support import SIM_API_KEY, ClientKey, grant, measure_window, measured, rent_running, workload
+from remote_support import (
+    SIM_API_KEY, ClientKey, grant, measure_window, measured, rent_running, wait_running, workload,
+)
 
-from vastui.approval import Action, instance_target
+from vastui.approval import Action, instance_target, offer_target
+from vastui.clock import ScaledClock
 from vastui.config import Secret
+from vastui.errors import RemoteError
 from vastui.remote.protocol import GpuSample, Progress, Record, Result
 from vastui.remote.runner import SshRunner
+from vastui.sim.factory import build_market
 from vastui.sim.hosts import SshHostPool
 from vastui.sim.market import Market
 from vastui.sim.physics import HostSpec, Variant, plan_step
 from vastui.sim.server import SimServer
-from vastui.vast.client import HttpVastClient
+from vastui.sim.truth import Fault
+from vastui.vast.client import HttpVastClient, ssh_key_target
+from vastui.vast.models import InstanceStatus
 
 
 async def test_rent_run_and_measure_through_the_simulated_marketplace(
@@ -65,3 +72,37 @@ async def test_rent_run_and_measure_through_the_simulated_marketplace(
             assert time.monotonic() < deadline, "the destroyed instance's SSH server is still up"
             await asyncio.sleep(0.05)
         assert runner.forget_host(host, port) == 1
+
+
+async def test_a_host_that_dies_mid_run_takes_its_instance_offline(client_key: ClientKey, tmp_path: Path) -> None:
+    clock = ScaledClock(scale=200.0)  # the fault comes minutes into the run: run the clock fast
+    pool = SshHostPool(base_dir=tmp_path / "hosts", clock=clock)
+    market = build_market(7, clock=clock, api_key=SIM_API_KEY, host_provider=pool)
+    pool.on_host_died = market.mark_offline
+    doomed = min((m for m in market.world.machines if m.truth.fault is Fault.DIES_MID_RUN and m.rentable
+                  and not m.rented and m.num_gpus == 1), key=lambda m: m.truth.fault_after_s or 0.0)
+    try:
+        async with SimServer(market) as server, \
+                HttpVastClient(base_url=server.url, api_key=Secret(SIM_API_KEY), clock=clock) as client:
+            await client.create_ssh_key(client_key.public, approval=grant(Action.CREATE_SSH_KEY,
+                                                                          ssh_key_target(client_key.public)))
+            created = await client.create_instance(
+                offer_id=doomed.offer_id, image="ubuntu:22.04", disk_gib=10, label="doomed",
+                approval=grant(Action.CREATE_INSTANCE, offer_target(doomed.offer_id)))
+            instance = await wait_running(client, created.instance_id, wall_deadline_s=60)
+            endpoint = instance.ssh_endpoint()
+            assert endpoint is not None
+            runner = SshRunner(known_hosts=tmp_path / "known_hosts", client_keys=[client_key.path],
+                               use_agent=False, retry_interval_s=0.05, reconnect_deadline_s=2.0)
+            records: list[Record] = []
+            with pytest.raises(RemoteError):
+                async with runner.run_agent(*endpoint, workload("--steps", "0")) as run:
+                    async for record in run:
+                        records.append(record)
+            assert run.result is None and any(isinstance(r, Progress) for r in records)
+            after = await client.show_instance(created.instance_id)
+            assert after is not None and after.actual_status is InstanceStatus.OFFLINE
+            assert after.ssh_endpoint() is None and not pool.is_running(instance_id=created.instance_id)
+    finally:
+        await market.aclose()
+        await pool.close()

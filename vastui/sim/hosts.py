@@ -18,10 +18,9 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import asyncssh
 
@@ -39,7 +38,10 @@ PIPE_DRAIN_S = 5.0                          # wall seconds to let a finished com
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TMPDIR", "TZ")
 WORKLOAD_SHIM = "import sys\nfrom vastui.sim.simworkload import main\n\nif __name__ == '__main__':\n    sys.exit(main())\n"
 
-HostDied = Callable[[int], Awaitable[None]]
+class HostDied(Protocol):
+    """Told when a host dies on its own (DIES_MID_RUN); ``Market.mark_offline`` fits."""
+
+    async def __call__(self, instance_id: int, *, reason: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -250,7 +252,7 @@ class SshHostPool:
         host.died = True
         await self._take_down(host)
         if self.on_host_died is not None:
-            await self.on_host_died(host.instance_id)
+            await self.on_host_died(host.instance_id, reason="the machine went down mid-run")
 
     async def _take_down(self, host: _Host) -> None:
         _kill_processes(host.token)
