@@ -119,7 +119,7 @@ def _summary(receipt: Receipt) -> str:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from vastui.sim.demo import run_demo  # the simulator only for the demo
 
-    console = Console(stderr=args.json)
+    console = Console(stderr=args.json, soft_wrap=True)
     headless = args.headless or args.json or not sys.stdout.isatty()
     if not headless:
         console.print("the TUI is not built yet; running headless", style="yellow")
@@ -195,7 +195,7 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
     manifest = load_manifest(args.manifest)
     if not args.approve_plan and not sys.stdin.isatty():
         raise ConfigError(NO_TTY)
-    console = Console(stderr=args.json)
+    console = Console(stderr=args.json, soft_wrap=True)
 
     async def body(services: Services) -> int:
         campaign_id = new_campaign_id()

@@ -1,0 +1,139 @@
+"""A console killed with SIGKILL at random points, then `vastui campaign resume`: zero leaked instances and every
+measurement kept. The marketplace is a separate `vastui sim` process that outlives the console, as Vast.ai would."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from campaign_support import fast_manifest
+from vastui.approval import Action, Approval, ApprovalRequest
+from vastui.clock import WallClock
+from vastui.config import Secret
+from vastui.vast.client import HttpVastClient, ssh_key_target
+
+KEY = "resume-test-key"
+TIME_SCALE = "300"
+KILLS = 10
+VASTUI = [sys.executable, "-m", "vastui"]
+
+
+@pytest.fixture
+async def sim_url(tmp_path: Path) -> AsyncIterator[str]:
+    proc = await asyncio.create_subprocess_exec(
+        *VASTUI, "sim", "--port", "0", "--seed", "11", "--api-key", KEY, "--time-scale", TIME_SCALE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None
+    url = None
+    async with asyncio.timeout(60):
+        while url is None:
+            line = (await proc.stdout.readline()).decode()
+            assert line, "the simulator exited before serving"
+            if m := re.search(r"serving (http://\S+)", line):
+                url = m.group(1)
+    try:
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(30):
+            await proc.wait()
+
+
+def _operator_key(directory: Path) -> Path:
+    path = directory / "id_ed25519"
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    key.write_private_key(str(path))
+    key.write_public_key(str(path) + ".pub")
+    return path
+
+
+async def _register(url: str, key_path: Path) -> None:
+    public = Path(str(key_path) + ".pub").read_text().strip()
+    request = ApprovalRequest(action=Action.CREATE_SSH_KEY, target=ssh_key_target(public), summary="test key")
+    async with HttpVastClient(base_url=url, api_key=Secret(KEY), clock=WallClock()) as client:
+        await client.create_ssh_key(public, approval=Approval(request, granted_by="test", granted_at=0.0))
+
+
+async def _alive(url: str) -> list[tuple[int, str | None]]:
+    async with HttpVastClient(base_url=url, api_key=Secret(KEY), clock=WallClock()) as client:
+        listing = await client.list_instances()
+    assert listing.is_complete
+    return [(i.id, i.label) for i in listing.instances]
+
+
+def _counts(db: Path) -> tuple[int, int, int]:
+    if not db.exists():
+        return (0, 0, 0)
+    with sqlite3.connect(db) as conn:
+        return tuple(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[return-value]
+                     for table in ("runs", "progress", "gpu_samples"))
+
+
+def _common(url: str, db: Path, key: Path) -> list[str]:
+    return ["--url", url, "--api-key", KEY, "--db", str(db), "--ssh-key", str(key), "--time-scale", TIME_SCALE]
+
+
+async def _run_and_kill(args: list[str], *, kill_after_lines: int) -> tuple[str | None, int]:
+    """Start a campaign and SIGKILL it after ``kill_after_lines`` lines of progress (or let it finish)."""
+    proc = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.STDOUT)
+    assert proc.stdout is not None
+    campaign_id, seen = None, 0
+    async with asyncio.timeout(240):
+        while True:
+            line = (await proc.stdout.readline()).decode()
+            if not line:
+                break
+            if campaign_id is None and (m := re.match(r"campaign (c[0-9a-f]+) ", line)):
+                campaign_id = m.group(1)
+            seen += 1
+            if seen >= kill_after_lines:
+                proc.send_signal(signal.SIGKILL)
+                break
+        await proc.wait()
+    return campaign_id, seen
+
+
+@pytest.mark.slow
+async def test_sigkill_at_random_points_then_resume_leaks_nothing(sim_url: str, tmp_path: Path) -> None:
+    key = _operator_key(tmp_path)
+    await _register(sim_url, key)
+    manifest = fast_manifest(tmp_path / "m")
+    rng = random.Random(20261130)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    os.environ.update(env)
+    resumed = cleaned = 0
+    for attempt in range(KILLS):
+        db = tmp_path / f"store-{attempt}.sqlite3"
+        args = [*VASTUI, "campaign", "run", str(manifest), "--approve-plan", *_common(sim_url, db, key)]
+        campaign_id, seen = await _run_and_kill(args, kill_after_lines=rng.randint(2, 45))
+        before = _counts(db)
+        if campaign_id is None:
+            assert await _alive(sim_url) == [], "killed before the plan: nothing may have been rented"
+            continue
+        cleaned += bool(await _alive(sim_url))
+        resume = subprocess.run([*VASTUI, "campaign", "resume", campaign_id, "--approve-plan",
+                                 *_common(sim_url, db, key)], capture_output=True, text=True, timeout=180,
+                                stdin=subprocess.DEVNULL)
+        if "no campaign" in resume.stderr:
+            # killed after the plan was printed but before the campaign was recorded: nothing was rented either
+            assert await _alive(sim_url) == []
+            continue
+        assert resume.returncode == 0, resume.stdout + resume.stderr
+        resumed += 1
+        assert await _alive(sim_url) == [], f"attempt {attempt}: instances left after resume"
+        after = _counts(db)
+        assert after == before, "resume must keep every measurement (and add none)"
+    assert resumed >= KILLS // 2
+    assert cleaned >= 3, "too few kills left instances behind for resume to prove anything"
