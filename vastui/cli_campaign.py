@@ -43,7 +43,7 @@ def add_campaign_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
 
     campaign = sub.add_parser("campaign", help="plan, run and resume benchmark campaigns")
     csub = campaign.add_subparsers(dest="campaign_command", metavar="ACTION")
-    campaign.set_defaults(handler=lambda _a: (campaign.print_help(), 2)[1])
+    campaign.set_defaults(handler=lambda _a: _help(campaign))
     for name, helptext in (("plan", "shortlist offers for a manifest and print the plan (spends nothing)"),
                            ("run", "plan, ask for approval, then run the campaign to its receipt")):
         pp = csub.add_parser(name, help=helptext)
@@ -62,6 +62,11 @@ def add_campaign_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     pr.add_argument("--approve-plan", action="store_true",
                     help="approve destroying the instances this campaign created (what its plan promised)")
     pr.set_defaults(handler=_cmd_campaign_resume)
+
+
+def _help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from vastui.approval import Action, Approval, ApprovalRequest, AuditRecord, AuditSink
+from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRecord, AuditSink
 from vastui.clock import Clock
 from vastui.errors import ApprovalRequired
 
@@ -87,7 +87,7 @@ class RefusingApprover:
 class AuditedApprover:
     """Wraps any approver so every grant and refusal is written to the audit log before it is used."""
 
-    def __init__(self, inner: PlanApprover | PromptApprover | RefusingApprover, *, audit: AuditSink,
+    def __init__(self, inner: Approver, *, audit: AuditSink,
                  clock: Clock) -> None:
         self.inner = inner
         self._audit = audit

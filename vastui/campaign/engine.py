@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import statistics
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from vastui.approval import Approver
 from vastui.bench.cost import CostInputs
@@ -23,7 +23,7 @@ from vastui.campaign.candidate import (CandidateContext, CandidateFailed, Candid
                                        canary, note_record, rent, save_records, stage_inputs, wait_running,
                                        workload_argv)
 from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, teardown
-from vastui.campaign.measure import BlockMeter
+from vastui.campaign.measure import BlockMeter, MeasuredBlock
 from vastui.campaign.plan import DISK_GIB, Candidate, Plan
 from vastui.campaign.ports import HostExecutor, Marketplace, Record
 from vastui.clock import Clock
@@ -58,7 +58,7 @@ class CampaignEngine:
 
     def __init__(self, *, plan: Plan, manifest: Manifest, market: Marketplace, executor: HostExecutor,
                  store: SqliteStore, approver: Approver, clock: Clock, bus: EventBus,
-                 on_owned: "OwnedHook | None" = None, poll_s: float = 10.0, teardown_poll_s: float = 5.0) -> None:
+                 on_owned: Callable[[int], None] | None = None, poll_s: float = 10.0, teardown_poll_s: float = 5.0) -> None:
         self.plan = plan
         self.manifest = manifest
         self.clock = clock
@@ -78,6 +78,7 @@ class CampaignEngine:
         self._finished = asyncio.Event()
         self._committed_usd: dict[str, float] = {}   # cap while alive, actual once destroyed
         self._rented_local: dict[str, float] = {}
+        self._ended_local: dict[str, float] = {}
         self._race_reason = "measuring"
 
     def _prior_cost(self, c: Candidate) -> CostInputs:
@@ -99,14 +100,11 @@ class CampaignEngine:
                 total += run.candidate.offer.dph_total * (end - self._rented_local[cid]) / 3600.0
         return total
 
-    _ended_local: dict[str, float]
-
     def _can_afford(self, candidate: Candidate) -> bool:
         return sum(self._committed_usd.values()) + candidate.max_spend_usd <= self.manifest.budget.max_usd + 1e-9
 
     # --- the campaign --------------------------------------------------------------------------------------------
     async def run(self) -> CampaignOutcome:
-        self._ended_local = {}
         store = self.ctx.store
         await store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase="measuring", at=self.clock.now())
         try:
@@ -209,7 +207,7 @@ class CampaignEngine:
             self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="info",
                                     text=f"{run.cid}: offer {candidate.offer.id} vanished, trying reserve "
                                          f"{replacement.offer.id}"))
-            run.candidate = Candidate(**{**_fields(replacement), "candidate_id": run.cid})
+            run.candidate = replace(replacement, candidate_id=run.cid)
             self.race.set_cost(run.cid, self._prior_cost(run.candidate))
 
     def _next_reserve(self, candidate: Candidate) -> Candidate | None:
@@ -269,10 +267,8 @@ class CampaignEngine:
             storage_usd_per_hour=prior.storage_usd_per_hour, inet_usd_per_gb=prior.inet_usd_per_gb,
             transfer_gb_fixed=prior.transfer_gb_fixed, passed_gate=bool(run.passed_gate)))
 
-    async def _block_done(self, run: CandidateRun, block: object) -> bool:
+    async def _block_done(self, run: CandidateRun, measured: MeasuredBlock) -> bool:
         """Feed the race; True when this candidate should stop measuring."""
-        assert hasattr(block, "block")
-        measured = run.blocks[-1]
         self.bus.publish(BlockMeasured(at=measured.end_t, campaign_id=self.plan.campaign_id, candidate=run.cid,
                                        block_index=len(run.blocks), throughput_units_per_s=measured.
                                        throughput_units_per_s, data_wait_share=measured.data_wait_share,
@@ -327,13 +323,3 @@ class CampaignEngine:
         start = self._rented_local.get(run.cid, self.clock.now())
         self._committed_usd[run.cid] = run.candidate.offer.dph_total * (self.clock.now() - start) / 3600.0
 
-
-def _fields(candidate: Candidate) -> dict[str, object]:
-    return {name: getattr(candidate, name) for name in Candidate.__dataclass_fields__}
-
-
-OwnedHook = "Callable[[int], None]"
-
-
-def is_finite(value: float) -> bool:
-    return math.isfinite(value)

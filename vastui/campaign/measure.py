@@ -80,7 +80,8 @@ class BlockMeter:
             return None  # the first marker has no step before it to time
         step_s = max(record.t - previous, 1e-9)
         if self.warmup is None:
-            return self._warm(step_s, record)
+            self._warm(step_s, record)
+            return None
         return self._measure_step(step_s, record, previous)
 
     def _warm(self, step_s: float, record: Progress) -> None:
@@ -89,7 +90,6 @@ class BlockMeter:
         if result.is_done:
             self.warmup = result
             self._open = _Open(start_t=record.t)
-        return None
 
     def _measure_step(self, step_s: float, record: Progress, previous: float) -> MeasuredBlock | None:
         current = self._open or _Open(start_t=previous)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from vastui.approval import Approver
 from vastui.bench.manifest import Manifest
 from vastui.bench.receipt import Receipt, render_json, render_markdown
-from vastui.bench.select import Decision
 from vastui.campaign.approvers import AuditedApprover
 from vastui.campaign.cleanup import TeardownReport, teardown
 from vastui.campaign.engine import CampaignEngine, CampaignOutcome
@@ -27,6 +27,7 @@ from vastui.errors import CampaignError
 from vastui.events import CampaignStarted, EventBus, PlanMade
 from vastui.store import SqliteStore
 from vastui.store.records import IntentStatus, OfferSnapshot, RunStatus
+from vastui.vast.models import InstanceListing
 
 SEARCH_LIMIT = 400
 
@@ -61,7 +62,7 @@ async def plan_campaign(services: Services, *, manifest: Manifest, campaign_id: 
 
 
 async def run_campaign(services: Services, *, manifest: Manifest, plan: Plan, approver: Approver,
-                       on_owned: "OwnedHook | None" = None) -> tuple[Receipt, CampaignOutcome]:
+                       on_owned: Callable[[int], None] | None = None) -> tuple[Receipt, CampaignOutcome]:
     """Record the campaign, run it, write the receipt. Approvals and refusals go to the audit log."""
     store, clock = services.store, services.clock
     now = clock.now()
@@ -81,7 +82,7 @@ async def run_campaign(services: Services, *, manifest: Manifest, plan: Plan, ap
                                   candidate_offer_ids=tuple(c.offer.id for c in plan.candidates),
                                   expected_spend_usd=plan.expected_spend_usd,
                                   spend_upper_bound_usd=plan.spend_upper_bound_usd))
-    audited = AuditedApprover(approver, audit=store, clock=clock)  # type: ignore[arg-type]
+    audited = AuditedApprover(approver, audit=store, clock=clock)
     engine = CampaignEngine(plan=plan, manifest=manifest, market=services.market, executor=services.executor,
                             store=store, approver=audited, clock=clock, bus=services.bus, on_owned=on_owned,
                             poll_s=services.poll_s, teardown_poll_s=services.teardown_poll_s)
@@ -117,7 +118,7 @@ class ResumeReport:
 
 
 async def resume_campaign(services: Services, *, campaign_id: str, approver: Approver,
-                          on_owned: "OwnedHook | None" = None) -> ResumeReport:
+                          on_owned: Callable[[int], None] | None = None) -> ResumeReport:
     """Reconcile after a crash: find every instance the campaign may own, destroy it, prove it gone."""
     store, clock = services.store, services.clock
     campaign = await store.campaign(campaign_id)
@@ -144,7 +145,7 @@ async def resume_campaign(services: Services, *, campaign_id: str, approver: App
     for instance_id in ids:
         if on_owned is not None:
             on_owned(instance_id)
-    audited = AuditedApprover(approver, audit=store, clock=clock)  # type: ignore[arg-type]
+    audited = AuditedApprover(approver, audit=store, clock=clock)
     report = await teardown(client=services.market, approver=audited, clock=clock, bus=services.bus,
                             instance_ids=ids, campaign_id=campaign_id, reason="resume after a crash: clean up",
                             poll_s=services.teardown_poll_s)
@@ -159,7 +160,7 @@ async def resume_campaign(services: Services, *, campaign_id: str, approver: App
     return ResumeReport(campaign_id, tuple(sorted(ids)), report, len(runs), interrupted)
 
 
-async def _complete_listing(services: Services):  # type: ignore[no-untyped-def]
+async def _complete_listing(services: Services) -> InstanceListing:
     last_error = "no listing"
     for _ in range(5):
         listing = await services.market.list_instances()
@@ -170,6 +171,3 @@ async def _complete_listing(services: Services):  # type: ignore[no-untyped-def]
     raise CampaignError(f"could not get a complete instance listing to reconcile against: {last_error}",
                         title="Listing incomplete")
 
-
-OwnedHook = "Callable[[int], None]"
-EMPTY_DECISION = Decision

@@ -7,6 +7,7 @@ console side is built exactly as against Vast.ai — ``HttpVastClient`` over a s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import tempfile
 import time
@@ -110,13 +111,14 @@ async def _campaign(*, server: SimServer, clock: ScaledClock, manifest: Manifest
             approver = PlanApprover(PlanTerms(campaign_id=campaign_id, offer_ids=plan.offer_ids,
                                               max_spend_usd=plan.budget_usd), clock=clock,
                                     granted_by="demo plan approval")
-            pump = _pump(queue, on_event)
+            pump = asyncio.create_task(_pump(queue, on_event))
             try:
                 receipt, outcome = await run_campaign(services, manifest=manifest, plan=plan, approver=approver,
                                                       on_owned=approver.mark_owned)
             finally:
-                pump.close()
-                _drain(queue, on_event)
+                pump.cancel()
+                while not queue.empty():
+                    on_event(queue.get_nowait())
             listing = await client.list_instances()
             return DemoResult(plan, receipt, outcome, len(listing.instances), db_path)
     finally:
@@ -135,30 +137,6 @@ async def _register_key(client: HttpVastClient, key_path: Path, clock: ScaledClo
     await client.create_ssh_key(public, approval=approval)
 
 
-def _pump(queue: object, on_event: Callable[[Event], None]) -> contextlib.AbstractContextManager[None]:
-    import asyncio
-
-    assert isinstance(queue, asyncio.Queue)
-
-    async def loop() -> None:
-        while True:
-            on_event(await queue.get())
-
-    task = asyncio.get_running_loop().create_task(loop())
-
-    class _Stop(contextlib.AbstractContextManager[None]):
-        def __exit__(self, *exc: object) -> None:
-            task.cancel()
-
-        def close(self) -> None:
-            task.cancel()
-
-    return _Stop()
-
-
-def _drain(queue: object, on_event: Callable[[Event], None]) -> None:
-    import asyncio
-
-    assert isinstance(queue, asyncio.Queue)
-    while not queue.empty():
-        on_event(queue.get_nowait())
+async def _pump(queue: asyncio.Queue[Event], on_event: Callable[[Event], None]) -> None:
+    while True:
+        on_event(await queue.get())
