@@ -305,3 +305,14 @@ def test_the_agent_runs_under_a_real_python_3_8(tmp_path: Path) -> None:
     assert [r.units for r in records if isinstance(r, Progress)] == [5]
     result = records[-1]
     assert isinstance(result, Result) and result.output_digest == "sha256:" + hashlib.sha256(b"out\n").hexdigest()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="zombies are told apart through /proc")
+def test_a_zombie_counts_as_gone() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 20
+    while agent._is_alive(child.pid):  # exited but not reaped: a zombie, as under a PID 1 that never reaps
+        assert time.monotonic() < deadline, "the child never exited"
+        time.sleep(0.01)
+    assert child.poll() == 0  # it was still ours to reap: it was a zombie, not gone
+    assert agent._is_alive(os.getpid())

@@ -6,6 +6,7 @@ the truth is only used to compute what those records should say.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import statistics
@@ -20,7 +21,7 @@ from remote_support import (
 from vastui.errors import RemoteError
 from vastui.remote.agent import _is_alive
 from vastui.remote.protocol import AgentError, GpuSample, Phase, Progress, Record, Result
-from vastui.remote.runner import SshRunner
+from vastui.remote.runner import AgentRun, SshRunner
 from vastui.sim.hosts import SshHostPool
 from vastui.sim.physics import HostSpec, Variant, expected_units_per_s
 from vastui.sim.simworkload import predictions
@@ -197,3 +198,27 @@ async def test_a_batch_too_big_for_vram_fails_like_cuda(
     assert "CUDA out of memory" in result.stderr_tail
     assert not any(isinstance(r, Progress) for r in records)
     assert not any(isinstance(r, AgentError) for r in records)
+
+
+async def test_cancelling_a_run_stops_the_remote_agent(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    host, port = await pool.start_host(instance_id=11, machine=make_machine(), authorized_keys=[client_key.public])
+    progressed = asyncio.Event()
+    runs: list[AgentRun] = []
+
+    async def consume() -> None:
+        async with runner.run_agent(host, port, workload("--steps", "0")) as run:
+            runs.append(run)
+            async for record in run:
+                if isinstance(record, Progress):
+                    progressed.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(progressed.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    root = pool.root_dir(instance_id=11)
+    pids = json.loads((root / runs[0].pid_path).read_text())
+    assert not _is_alive(pids["agent"]) and not _is_alive(pids["workload"])
+    assert json.loads((root / runs[0].out_path).read_text().splitlines()[-1])["signal"] == "SIGTERM"

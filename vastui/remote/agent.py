@@ -37,6 +37,9 @@ Clock: ``--time-scale S --time-origin T0 [--time-anchor W0]`` (or ``VASTUI_TIME_
 / ``VASTUI_TIME_ANCHOR``) make ``t = T0 + (wall - W0) * S``, so a simulator's scaled clock is followed;
 ``--interval`` is in that clock's seconds. ``--nvml-module`` / ``VASTUI_NVML_MODULE`` names a pynvml-compatible
 module to use instead of ``pynvml`` (the simulator's hosts point it at their simulated NVML).
+
+Why one file past the usual size: it is uploaded and run alone on the host, so it cannot import anything but the
+standard library (and pynvml); the runner keeps it whole and versions it by its sha256.
 """
 
 from __future__ import annotations
@@ -469,6 +472,7 @@ def _read_pid_file(path: str) -> dict[str, Any]:
 
 
 def _is_alive(pid: object) -> bool:
+    """True while ``pid`` runs. A zombie counts as gone: in containers PID 1 often reaps late or never."""
     if not isinstance(pid, int) or pid <= 0:
         return False
     try:
@@ -477,7 +481,11 @@ def _is_alive(pid: object) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open("/proc/%d/stat" % pid, encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc here: trust kill(0)
 
 
 def follow(path: str, from_seq: int, pid_file: str | None, stream: Any, poll_s: float = 0.1,

@@ -24,13 +24,13 @@ import asyncssh
 
 from vastui.clock import Clock, WallClock
 from vastui.errors import HostKeyMismatch, RemoteError, RemoteTimeout
+from vastui.remote.agent import EXIT_AGENT_GONE
 from vastui.remote.known_hosts import KnownHosts
 from vastui.remote.protocol import Record, Result, parse_record
 
 log = logging.getLogger(__name__)
 
 AGENT_SOURCE = Path(__file__).with_name("agent.py")
-EXIT_AGENT_GONE = 3  # agent.py --follow: the agent died without a result (kept in step with agent.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +87,13 @@ class SshRunner:
         self.python = python
         self.remote_dir = remote_dir
         self.clock: Clock = clock or WallClock()
-        self._tofu_lock = asyncio.Lock()
+        self._tofu_locks: dict[tuple[str, int], asyncio.Lock] = {}
 
     async def connect(self, host: str, port: int) -> asyncssh.SSHClientConnection:
         """One SSH connection, with the recorded host key enforced (or recorded now, on first contact)."""
         where = f"{host}:{port}"
-        async with self._tofu_lock:
+        # One first contact per address at a time (so a key is recorded once); other hosts are not held up.
+        async with self._tofu_locks.setdefault((host, port), asyncio.Lock()):
             trusted = self.known_hosts.trusted(host, port)
             try:
                 conn = await asyncssh.connect(
@@ -236,12 +237,16 @@ class AgentRun:
 
     async def __aenter__(self) -> AgentRun:
         self._conn = await self._runner.connect(self.host, self.port)
+        starting = False
         try:
             await self._upload(self._conn)
+            starting = True
             await self._start(self._conn)
         except BaseException:
             self._conn.close()
             self._conn = None
+            if starting:  # it may be running on the host already (a cancel mid-start): do not leave it there
+                await self.stop()
             raise
         return self
 
