@@ -6,8 +6,8 @@ Run on a simulated host (the pool's environment points it at the machine)::
     python3 -m simworkload ...        (the same; simulated hosts put a ``simworkload`` shim on the path)
 
 Every ``--report-every`` steps it prints a progress marker (the agent's documented ``VASTUI {...}`` line) with the
-physics-derived compute and data-wait seconds and per-step latencies, after sleeping that long on the simulator's
-clock (wall = simulated / scale). At the end it prints its output: one prediction line per input record, which
+physics-derived compute and data-wait seconds and per-step latencies (``latency_ms``: one value per step, i.e. the
+time to serve one batch), after sleeping that long on the simulator's clock (wall = simulated / scale). At the end it prints its output: one prediction line per input record, which
 depends only on the input bytes — except on a WRONG_OUTPUT machine. Faults: THROTTLES slows compute after
 ``fault_after_s``; DIES_MID_RUN takes the whole host down at that moment (no result ever comes); a batch that
 does not fit in VRAM fails like CUDA does (stderr message, exit status 1).
