@@ -70,8 +70,8 @@ def test_example_manifest_loads() -> None:
     manifest = load_manifest(EXAMPLE)
     assert manifest.workload.name == "sim-resnet"
     assert manifest.workload.command == ("python3", "-m", "simworkload", "--input", "resnet-canary.jsonl")
-    assert manifest.slo.latency == m.LatencyCeiling(percentile=99.0, max_ms=250.0)
-    assert manifest.slo.throughput_min_units_per_s == 200.0
+    assert manifest.slo.latency == m.LatencyCeiling(percentile=99.0, max_ms=2000.0)
+    assert manifest.slo.throughput_min_units_per_s == 40.0
     assert manifest.tuning.precisions == ("fp32", "bf16")
     assert "gpu_ram>=16" in manifest.shortlist.query
 

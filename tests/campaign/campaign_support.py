@@ -10,8 +10,12 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "resnet.toml"
 
 
-def fast_manifest(directory: Path, *, budget_usd: float | None = None, max_candidates: int = 4) -> Path:
-    """The example workload with short warm-up and blocks, so a whole campaign takes seconds of wall time."""
+def fast_manifest(directory: Path, *, budget_usd: float | None = None, max_candidates: int = 4,
+                  tune_precision: bool = False) -> Path:
+    """The example workload with short warm-up and blocks, so a whole campaign takes seconds of wall time.
+
+    Tuning is off (one value per knob) unless ``tune_precision``: then only fp32 -> bf16 is tried.
+    """
     text = EXAMPLE.read_text(encoding="utf-8")
     replacements = {
         r"(?m)^min_s = 30$": "min_s = 10",
@@ -27,6 +31,10 @@ def fast_manifest(directory: Path, *, budget_usd: float | None = None, max_candi
         r"(?m)^latency_max_ms = 2000$": "latency_max_ms = 5000",
         r'(?m)^latency_percentile = "p99"$': 'latency_percentile = "p90"',
     }
+    replacements[r"(?m)^batch_sizes = \[64, 128, 256\]$"] = "batch_sizes = [64]"
+    replacements[r"(?m)^loaders = \[4, 8\]$"] = "loaders = [4]"
+    if not tune_precision:
+        replacements[r'(?m)^precisions = \["fp32", "bf16"\]$'] = 'precisions = ["fp32"]'
     if budget_usd is not None:
         replacements[r"(?m)^max_usd = 5.00$"] = f"max_usd = {budget_usd}"
     for pattern, new in replacements.items():

@@ -38,6 +38,7 @@ class CandidatePhase(enum.StrEnum):
     SSH = "ssh"
     CANARY = "canary"
     MEASURING = "measuring"
+    TUNING = "tuning"
     DONE = "done"
     ELIMINATED = "eliminated"
     FAILED = "failed"

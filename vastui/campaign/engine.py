@@ -26,6 +26,8 @@ from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, teard
 from vastui.campaign.measure import BlockMeter, MeasuredBlock
 from vastui.campaign.plan import DISK_GIB, Candidate, Plan
 from vastui.campaign.ports import HostExecutor, Marketplace, Record
+from vastui.campaign.report import attribution_of
+from vastui.campaign.tuning import TuningOutcome, tune
 from vastui.clock import Clock
 from vastui.errors import RemoteError, VastuiError
 from vastui.events import (BlockMeasured, CampaignFinished, CandidateEliminated, DecisionMade, EventBus, Notice)
@@ -44,6 +46,7 @@ class CampaignOutcome:
     teardown: TeardownReport
     spend_usd: float
     race_reason: str
+    tuning: TuningOutcome | None = None
 
 
 def _variant(candidate: Candidate, manifest: Manifest) -> Variant:
@@ -80,6 +83,8 @@ class CampaignEngine:
         self._rented_local: dict[str, float] = {}
         self._ended_local: dict[str, float] = {}
         self._race_reason = "measuring"
+        self._leader: str | None = None
+        self.tuning: TuningOutcome | None = None
 
     def _prior_cost(self, c: Candidate) -> CostInputs:
         storage = (c.offer.storage_cost or 0.0) * DISK_GIB / (30 * 24)
@@ -121,7 +126,8 @@ class CampaignEngine:
         spend = self.spent_usd()
         self.bus.publish(CampaignFinished(at=self.clock.now(), campaign_id=self.plan.campaign_id,
                                           status="clean" if report.is_clean else "LEAK", spend_usd=spend))
-        return CampaignOutcome(self.plan.campaign_id, tuple(self.runs), decision, report, spend, self._race_reason)
+        return CampaignOutcome(self.plan.campaign_id, tuple(self.runs), decision, report, spend, self._race_reason,
+                               self.tuning)
 
     async def teardown_all(self, *, reason: str) -> TeardownReport:
         owned = await self.ctx.store.owned_instances(campaign_id=self.plan.campaign_id)
@@ -179,6 +185,25 @@ class CampaignEngine:
         variant = _variant(run.candidate, self.manifest)
         await canary(self.ctx, run, host, port, variant)
         await self._measure(run, host, port, variant)
+        # Tune the leader on its own instance: when the race is decided, or when it ran out of blocks while leading
+        # (waiting idle for the others would bill for nothing).
+        done_measuring = self._finished.is_set() or len(run.blocks) >= self.manifest.measure.max_blocks
+        if run.blocks and done_measuring and self._leader == run.cid and self.tuning is None:
+            await self._tune(run, host, port, variant)
+
+    async def _tune(self, run: CandidateRun, host: str, port: int, variant: Variant) -> None:
+        """One variable at a time on the leader's own instance, inside its deadline."""
+        attribution = attribution_of(run, units=self.manifest.production_units)
+        if attribution is None:
+            return
+        self.ctx.phase(run, CandidatePhase.TUNING, f"bottleneck {attribution.bottleneck}")
+
+        def time_left() -> float:
+            return run.candidate.time_cap_s - (self.clock.now() - self._rented_local[run.cid])
+
+        self.tuning = await tune(self.ctx, run, host, port, start=variant, bottleneck=attribution.bottleneck,
+                                 time_left_s=time_left)
+        self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks, tuned profile {self.tuning.profile}")
 
     async def _rent_or_replace(self, run: CandidateRun) -> bool:
         """Re-check the offer right before renting; a vanished offer is replaced from the reserves, once each."""
@@ -254,8 +279,14 @@ class CampaignEngine:
             throughput_units_per_s=statistics.median(thetas) if thetas else None,
             stats_json=json.dumps({"blocks": len(thetas), "warmup_s": run.warmup_s, "startup_s": run.startup_s}),
             error=None if thetas else "no complete block")
+        reason = self._stop_reason(run) or ("the workload ended" if session.result is not None else "stream ended")
+        if len(run.blocks) < self.manifest.measure.min_blocks and run.phase is CandidatePhase.MEASURING:
+            # Too little evidence to race on (a slow host hit its deadline): out of the race, data kept.
+            async with self._lock:
+                self.race.exclude(run.cid, reason=EliminationReason.FAILED,
+                                  detail=f"only {len(run.blocks)} blocks before it stopped ({reason})")
         if run.phase is CandidatePhase.MEASURING:
-            self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks")
+            self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks; stopped: {reason}")
 
     async def _warm(self, run: CandidateRun) -> None:
         if run.run_id is not None:
@@ -284,14 +315,22 @@ class CampaignEngine:
                 for other in self.runs:
                     if other.cid == elimination.candidate_id and other.phase is CandidatePhase.MEASURING:
                         self.ctx.phase(other, CandidatePhase.ELIMINATED, elimination.detail)
+            self._leader = step.leader
             if step.finished:
                 self._race_reason = step.reason
                 self._finished.set()
+        return self._stop_reason(run) is not None
+
+    def _stop_reason(self, run: CandidateRun) -> str | None:
         if len(run.blocks) >= self.manifest.measure.max_blocks:
-            return True
-        lifetime = self.clock.now() - self._rented_local[run.cid]
-        return (self._stop[run.cid].is_set() or self._finished.is_set()
-                or lifetime >= run.candidate.time_cap_s)
+            return f"reached {self.manifest.measure.max_blocks} blocks"
+        if self._stop[run.cid].is_set():
+            return "eliminated"
+        if self._finished.is_set():
+            return f"race decided: {self._race_reason}"
+        if self.clock.now() - self._rented_local[run.cid] >= run.candidate.time_cap_s:
+            return "instance deadline"
+        return None
 
     async def _fail(self, run: CandidateRun, exc: CandidateFailed) -> None:
         run.failure = str(exc)

@@ -6,14 +6,20 @@ clock: against a simulator whose clock runs 60 times faster, or against Vast.ai,
 
 from __future__ import annotations
 
+import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vastui.bench.manifest import MeasureRule, WarmupRule
 from vastui.bench.stats import Block, WarmupResult, detect_warmup
 from vastui.remote.protocol import AgentError, GpuSample, Phase, Progress, Result
 
 Record = GpuSample | Progress | Phase | Result | AgentError
+
+
+def steps_in(record: Progress) -> int:
+    """Workload steps a progress marker covers: one latency sample per step when it reports them, else one."""
+    return max(1, len(record.latency_ms))
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +59,7 @@ class BlockMeter:
         self._measure = measure
         self._last_t: float | None = None
         self._warmup_steps: list[float] = []
+        self._warmup_real_steps = 0
         self.warmup: WarmupResult | None = None
         self.first_progress_t: float | None = None
         self._open: _Open | None = None
@@ -85,8 +92,13 @@ class BlockMeter:
         return self._measure_step(step_s, record, previous)
 
     def _warm(self, step_s: float, record: Progress) -> None:
+        # A marker may cover several workload steps (one latency sample each): the rule's step minimum counts
+        # real steps, the steadiness test runs over marker durations.
         self._warmup_steps.append(step_s)
-        result = detect_warmup(self._warmup_steps, rule=self._warmup_rule)
+        self._warmup_real_steps += steps_in(record)
+        per_marker = self._warmup_real_steps / len(self._warmup_steps)
+        rule = replace(self._warmup_rule, min_steps=max(1, math.ceil(self._warmup_rule.min_steps / per_marker)))
+        result = detect_warmup(self._warmup_steps, rule=rule)
         if result.is_done:
             self.warmup = result
             self._open = _Open(start_t=record.t)
@@ -95,7 +107,7 @@ class BlockMeter:
         current = self._open or _Open(start_t=previous)
         self._open = current
         current.units += record.accepted
-        current.steps += 1
+        current.steps += steps_in(record)
         current.step_s += step_s
         current.data_wait_s += record.data_wait_s
         current.latencies_ms.extend(record.latency_ms)

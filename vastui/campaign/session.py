@@ -95,11 +95,23 @@ async def run_campaign(services: Services, *, manifest: Manifest, plan: Plan, ap
                             runs=outcome.runs, decision=outcome.decision,
                             audit=await store.audit_records(campaign_id=plan.campaign_id), teardown=outcome.teardown,
                             destroyed_at={}, spend_usd=outcome.spend_usd,
-                            notes=(f"race: {outcome.race_reason}",))
+                            notes=_notes(outcome))
     await save_receipt(services, receipt)
     await store.finish_campaign(campaign_id=plan.campaign_id, at=clock.now(),
                                 phase="finished" if receipt.teardown_passed else "leaked")
     return receipt, outcome
+
+
+def _notes(outcome: CampaignOutcome) -> tuple[str, ...]:
+    notes = [f"race: {outcome.race_reason}"]
+    if outcome.tuning is not None:
+        notes += [f"tuning: {trial.describe()}" for trial in outcome.tuning.trials]
+        chosen = outcome.tuning.profile
+        notes.append(f"tuned profile of the leader: batch {chosen.batch_size}, precision {chosen.precision}, "
+                     f"loaders {chosen.loaders}, GPUs {chosen.gpu_count} (costs above are for the measured profile)")
+        if outcome.tuning.stopped_early:
+            notes.append(f"tuning stopped early: {outcome.tuning.stopped_early}")
+    return tuple(notes)
 
 
 async def save_receipt(services: Services, receipt: Receipt) -> None:

@@ -1,0 +1,39 @@
+"""Tuning on the leader: one knob (precision), paired interleaved A/B runs on its own instance, judged from the
+records — and the verdict agrees with the machine's hidden truth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from campaign_support import fast_manifest
+from vastui.sim.demo import run_demo
+from vastui.sim.market import Market
+
+
+@pytest.mark.slow
+async def test_leader_is_tuned_one_knob_at_a_time_and_the_verdict_matches_the_truth(tmp_path: Path) -> None:
+    speedups: dict[int, float] = {}
+
+    async def capture(market: Market) -> None:
+        for machine in market.world.machines:
+            speedups[machine.machine_id] = market.truth_of(machine.machine_id).half_precision_speedup
+
+    result = await run_demo(seed=4, time_scale=300.0, data_dir=tmp_path / "data",
+                            manifest_path=fast_manifest(tmp_path / "m", tune_precision=True), on_market=capture)
+    tuning = result.outcome.tuning
+    assert tuning is not None, "the race's leader must be tuned when the manifest allows a knob"
+    assert [(t.knob, t.baseline, t.value) for t in tuning.trials] == [("precision", "fp32", "bf16")]
+    trial = tuning.trials[0]
+    assert trial.verdict.pairs >= 5
+    leader = next(r for r in result.outcome.runs if r.phase == "done" and r.blocks and r.instance_id is not None
+                  and any(n.startswith("tuning: precision") for n in result.receipt.notes))
+    speedup = speedups[leader.candidate.offer.machine_id]
+    if speedup >= 1.2:
+        assert trial.verdict.accepted and trial.verdict.gain is not None and trial.verdict.gain.low > 0
+        assert tuning.profile.precision == "bf16"
+    elif speedup <= 1.0:
+        assert not trial.verdict.accepted
+    assert result.instances_left == 0 and result.receipt.teardown_passed
+    assert any("tuned profile of the leader" in note for note in result.receipt.notes)

@@ -1,0 +1,124 @@
+"""Tune the leader, one variable at a time, in paired interleaved A/B runs on the same instance.
+
+The knob order comes from the leader's bottleneck (input path first when data-wait dominates); each A/B pair is two
+short runs (ABBA order, so a drifting host hits both arms alike); a change is kept only when its paired gain's
+interval excludes zero, exceeds the minimum gain and the output still passes the correctness check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from vastui.bench.attribution import Bottleneck
+from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, judge_ab, plan_ab_pairs, plan_tuning
+from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant, note_record, workload_argv
+from vastui.errors import RemoteError
+from vastui.events import Notice
+from vastui.remote.protocol import Progress, Result
+
+# A tuning run: skip the first markers (process start, warm-up slowdown), then time this many markers.
+SKIP_MARKERS = 3
+TIMED_MARKERS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class TuningTrial:
+    knob: str
+    baseline: str
+    value: str
+    verdict: AbVerdict
+
+    def describe(self) -> str:
+        state = "accepted" if self.verdict.accepted else "rejected"
+        return f"{self.knob} {self.baseline} -> {self.value}: {state} ({self.verdict.reason})"
+
+
+@dataclass(frozen=True, slots=True)
+class TuningOutcome:
+    trials: tuple[TuningTrial, ...]
+    profile: Variant
+    stopped_early: str | None = None
+
+
+def _variant(profile: Profile, fallback: Variant) -> Variant:
+    return Variant(batch_size=profile.batch_size, precision=profile.precision, loaders=profile.loaders,
+                   gpu_count=profile.gpu_count or fallback.gpu_count)
+
+
+def _profile(variant: Variant) -> Profile:
+    return Profile(batch_size=variant.batch_size, precision=variant.precision, loaders=variant.loaders,
+                   gpu_count=variant.gpu_count)
+
+
+async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: int,
+                    variant: Variant) -> tuple[float | None, bool]:
+    """One short run of ``variant``: throughput over the timed markers (agent clock), and whether it passed."""
+    steps = (SKIP_MARKERS + TIMED_MARKERS + 1) * 10
+    argv = workload_argv(ctx.manifest, variant=variant, steps=steps, seconds=0)
+    marks: list[Progress] = []
+    result: Result | None = None
+    async with ctx.executor.run_agent(host, port, argv) as session:
+        async for record in session:
+            note_record(ctx, run, record)
+            if isinstance(record, Progress) and record.units > 0:
+                marks.append(record)
+            elif isinstance(record, Result):
+                result = record
+    expected = (ctx.manifest.correctness.expected_digest or "").lower().removeprefix("sha256:")
+    digest = ((result.output_digest if result else None) or "").lower().removeprefix("sha256:")
+    passed = result is not None and result.exit_status == 0 and (not expected or digest == expected)
+    timed = marks[SKIP_MARKERS:SKIP_MARKERS + TIMED_MARKERS + 1]
+    if len(timed) < 2 or timed[-1].t <= timed[0].t:
+        return None, passed
+    units = sum(m.accepted for m in timed[1:])
+    return units / (timed[-1].t - timed[0].t), passed
+
+
+async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, base: Variant,
+              change: Variant) -> AbVerdict:
+    tuning = ctx.manifest.tuning
+    a_values: list[float] = []
+    b_values: list[float] = []
+    correct = True
+    for pair in plan_ab_pairs(pairs=tuning.min_pairs):
+        got: dict[Arm, float | None] = {}
+        for arm in pair:
+            theta, passed = await short_run(ctx, run, host, port, base if arm is Arm.BASELINE else change)
+            correct = correct and passed
+            got[arm] = theta
+        a, b = got[Arm.BASELINE], got[Arm.VARIANT]
+        if a is None or b is None:
+            correct = correct and b is not None
+            continue
+        a_values.append(a)
+        b_values.append(b)
+    return judge_ab(baseline_units_per_s=a_values, variant_units_per_s=b_values, correctness_ok=correct,
+                    min_gain=tuning.min_gain, min_pairs=tuning.min_pairs, seed=run.cid)
+
+
+async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *, start: Variant,
+               bottleneck: Bottleneck, time_left_s: Callable[[], float]) -> TuningOutcome:
+    """Try each allowed knob from the bottleneck's order; keep what clearly helps; stop when time runs out."""
+    best = start
+    trials: list[TuningTrial] = []
+    for step in plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start)):
+        for value in step.values:
+            if time_left_s() <= 0:
+                return TuningOutcome(tuple(trials), best, "the instance reached its deadline")
+            change = _variant(_profile(best).with_value(step.knob, value), best)
+            try:
+                verdict = await _ab(ctx, run, host, port, best, change)
+            except RemoteError as exc:
+                ctx.bus.publish(Notice(at=ctx.clock.now(), campaign_id=ctx.campaign_id, level="warning",
+                                       text=f"{run.cid}: tuning stopped: {exc}"))
+                return TuningOutcome(tuple(trials), best, str(exc))
+            trials.append(TuningTrial(str(step.knob), str(_profile(best).value(step.knob)), str(value), verdict))
+            ctx.bus.publish(Notice(at=ctx.clock.now(), campaign_id=ctx.campaign_id, level="info",
+                                   text=f"{run.cid}: tuning {trials[-1].describe()}"))
+            if verdict.accepted:
+                best = change
+            elif step.knob is not Knob.PRECISION and verdict.gain is not None and verdict.gain.point < 0:
+                break  # worse in this direction: the next value of the same knob goes further that way
+    return TuningOutcome(tuple(trials), best)
+
