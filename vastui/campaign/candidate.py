@@ -100,6 +100,10 @@ class Variant:
             env["VASTUI_LOADERS"] = str(self.loaders)
         return env
 
+    def describe(self) -> str:
+        return (f"batch {self.batch_size or 'default'}, {self.precision or 'default precision'}, "
+                f"{self.loaders or 'default'} loaders, {self.gpu_count} GPU(s)")
+
     def to_json(self) -> str:
         return json.dumps({"batch_size": self.batch_size, "precision": self.precision, "loaders": self.loaders,
                            "gpu_count": self.gpu_count}, sort_keys=True)

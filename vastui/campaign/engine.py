@@ -203,7 +203,7 @@ class CampaignEngine:
 
         self.tuning = await tune(self.ctx, run, host, port, start=variant, bottleneck=attribution.bottleneck,
                                  time_left_s=time_left)
-        self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks, tuned profile {self.tuning.profile}")
+        self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks; tuned: {self.tuning.profile.describe()}")
 
     async def _rent_or_replace(self, run: CandidateRun) -> bool:
         """Re-check the offer right before renting; a vanished offer is replaced from the reserves, once each."""

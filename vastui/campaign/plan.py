@@ -21,8 +21,8 @@ from vastui.vast.models import Offer
 READINESS_PRIOR_S = 60.0
 # Effective pull speed as a share of the advertised inet_down (gpu-market.md: 0.3-0.6).
 PULL_EFFICIENCY_PRIOR = 0.45
-# Headroom over the measurement plan for tuning pairs and teardown, in the per-instance time cap.
-TUNING_ALLOWANCE = 0.5
+# Headroom over the measurement plan for the leader's tuning pairs and teardown, in the per-instance time cap.
+TUNING_ALLOWANCE = 2.0
 DISK_GIB = 32.0
 # The worst case is priced 10 % above list: billing granularity and the seconds a destroy takes to land.
 SPEND_SAFETY = 1.1

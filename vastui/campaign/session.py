@@ -106,9 +106,8 @@ def _notes(outcome: CampaignOutcome) -> tuple[str, ...]:
     notes = [f"race: {outcome.race_reason}"]
     if outcome.tuning is not None:
         notes += [f"tuning: {trial.describe()}" for trial in outcome.tuning.trials]
-        chosen = outcome.tuning.profile
-        notes.append(f"tuned profile of the leader: batch {chosen.batch_size}, precision {chosen.precision}, "
-                     f"loaders {chosen.loaders}, GPUs {chosen.gpu_count} (costs above are for the measured profile)")
+        notes.append(f"tuned profile of the leader: {outcome.tuning.profile.describe()} "
+                     f"(costs above are for the profile measured in the race)")
         if outcome.tuning.stopped_early:
             notes.append(f"tuning stopped early: {outcome.tuning.stopped_early}")
     return tuple(notes)

@@ -18,8 +18,8 @@ from vastui.events import Notice
 from vastui.remote.protocol import Progress, Result
 
 # A tuning run: skip the first markers (process start, warm-up slowdown), then time this many markers.
-SKIP_MARKERS = 3
-TIMED_MARKERS = 10
+SKIP_MARKERS = 2
+TIMED_MARKERS = 5
 
 
 @dataclass(frozen=True, slots=True)
