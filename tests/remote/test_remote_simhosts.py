@@ -30,13 +30,13 @@ from vastui.sim.truth import Fault
 INPUT = b"".join(json.dumps({"id": i, "seed": 1000 + i}).encode() + b"\n" for i in range(24))
 
 
-def _gone_within(*pids: int, seconds: float) -> bool:
+async def _gone_within(*pids: int, seconds: float) -> bool:
     """Whether every pid has exited within ``seconds`` (a stop is asynchronous; a loaded machine is slow to reap)."""
     deadline = time.monotonic() + seconds
     while any(_is_alive(pid) for pid in pids):
         if time.monotonic() > deadline:
             return False
-        time.sleep(0.05)
+        await asyncio.sleep(0.05)
     return True
 
 
@@ -154,7 +154,7 @@ async def test_leaving_a_run_early_stops_the_remote_agent_and_its_workload(
                 break
     root = pool.root_dir(instance_id=7)
     pids = json.loads((root / run.pid_path).read_text())
-    assert _gone_within(pids["agent"], pids["workload"], seconds=20.0)
+    assert await _gone_within(pids["agent"], pids["workload"], seconds=20.0)
     last = json.loads((root / run.out_path).read_text().splitlines()[-1])
     assert last["kind"] == "result" and last["signal"] == "SIGTERM"
 
@@ -230,5 +230,5 @@ async def test_cancelling_a_run_stops_the_remote_agent(
         await task
     root = pool.root_dir(instance_id=11)
     pids = json.loads((root / runs[0].pid_path).read_text())
-    assert _gone_within(pids["agent"], pids["workload"], seconds=20.0)
+    assert await _gone_within(pids["agent"], pids["workload"], seconds=20.0)
     assert json.loads((root / runs[0].out_path).read_text().splitlines()[-1])["signal"] == "SIGTERM"
