@@ -236,7 +236,7 @@ async def _cmd_leaks(args: argparse.Namespace) -> int:
                 _print_leaks_json(report, None)
             return _leaks_exit(report, remaining=[leak.instance_id for leak in report.leaked])
         approver = _leaks_approver(args, [leak.instance_id for leak in targets], clock)
-        audited = AuditedApprover(approver, audit=store, clock=clock)  # type: ignore[arg-type]
+        audited = AuditedApprover(approver, audit=store, clock=clock)
         result = await destroy_leaks(market=client, store=store, approver=audited, clock=clock, bus=EventBus(),
                                      leaks=targets, poll_s=args.poll_interval)
     if args.json:

@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -102,7 +103,7 @@ def _event_line(event: Event) -> str | None:
     return None
 
 
-def _printer(console: Console, quiet: bool):  # type: ignore[no-untyped-def]
+def _printer(console: Console, quiet: bool) -> Callable[[Event], None]:
     def show(event: Event) -> None:
         line = None if quiet else _event_line(event)
         if line:
@@ -161,7 +162,7 @@ def _setup(args: argparse.Namespace) -> tuple[Settings, Clock]:
     return settings, clock
 
 
-async def _with_services(args: argparse.Namespace, body):  # type: ignore[no-untyped-def]
+async def _with_services(args: argparse.Namespace, body: Callable[[Services], Awaitable[int]]) -> int:
     settings, clock = _setup(args)
     store = await SqliteStore.open(settings.db_path)
     assert settings.api_key.key is not None
@@ -185,7 +186,7 @@ def _cmd_campaign_plan(args: argparse.Namespace) -> int:
     return int(asyncio.run(_with_services(args, body)))
 
 
-def _approver(args: argparse.Namespace, terms: PlanTerms, clock: Clock):  # type: ignore[no-untyped-def]
+def _approver(args: argparse.Namespace, terms: PlanTerms, clock: Clock) -> PlanApprover | PromptApprover | RefusingApprover:
     if args.approve_plan:
         return PlanApprover(terms, clock=clock)
     if sys.stdin.isatty():
