@@ -30,3 +30,11 @@ def test_core_import_loads_no_ui() -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""
+
+
+def test_package_is_typed_strictly() -> None:
+    """STYLE.md: mypy strict on vastui/ (the package ships py.typed)."""
+    result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "vastui"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "Success" in result.stdout
