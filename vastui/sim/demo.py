@@ -28,6 +28,7 @@ from vastui.clock import ScaledClock
 from vastui.config import Redactor, Secret
 from vastui.events import Event, EventBus
 from vastui.remote.runner import SshRunner
+from vastui.sim.chaos import Chaos
 from vastui.sim.factory import DEMO_API_KEY, build_market_with_hosts
 from vastui.sim.market import Market
 from vastui.sim.server import SimServer
@@ -59,9 +60,10 @@ def operator_key(directory: Path) -> Path:
 
 
 @contextlib.asynccontextmanager
-async def demo_world(*, seed: int, time_scale: float, work_dir: Path) -> AsyncIterator[tuple[SimServer, ScaledClock]]:
+async def demo_world(*, seed: int, time_scale: float, work_dir: Path,
+                     chaos: Chaos | None = None) -> AsyncIterator[tuple[SimServer, ScaledClock]]:
     clock = ScaledClock(scale=time_scale)
-    market, pool = build_market_with_hosts(seed, clock=clock, hosts_dir=work_dir / "hosts")
+    market, pool = build_market_with_hosts(seed, clock=clock, hosts_dir=work_dir / "hosts", chaos=chaos)
     try:
         async with SimServer(market) as server:
             yield server, clock
@@ -73,7 +75,8 @@ async def demo_world(*, seed: int, time_scale: float, work_dir: Path) -> AsyncIt
 async def run_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_dir: Path | None = None,
                    manifest_path: Path = DEMO_MANIFEST, on_plan: Callable[[str], None] = lambda _t: None,
                    on_event: Callable[[Event], None] = lambda _e: None,
-                   on_market: Callable[[Market], Awaitable[None]] | None = None) -> DemoResult:
+                   on_market: Callable[[Market], Awaitable[None]] | None = None,
+                   chaos: Chaos | None = None) -> DemoResult:
     """Run the demo campaign; ``on_market`` sees the simulated market (hidden truth, billing, request log) after
     the campaign and before the world is closed — the tests judge the campaign with it."""
     manifest = load_manifest(manifest_path)
@@ -82,7 +85,7 @@ async def run_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_di
         # One store per demo run: each demo is a fresh simulated world whose instance ids start over.
         db_path = (data_dir or work) / "demo" / f"demo-seed{seed}-{int(time.time())}.sqlite3"
         db_path.parent.mkdir(parents=True, exist_ok=True)
-        async with demo_world(seed=seed, time_scale=time_scale, work_dir=work) as (server, clock):
+        async with demo_world(seed=seed, time_scale=time_scale, work_dir=work, chaos=chaos) as (server, clock):
             result = await _campaign(server=server, clock=clock, manifest=manifest, work=work, db_path=db_path,
                                      on_plan=on_plan, on_event=on_event)
             if on_market is not None:
