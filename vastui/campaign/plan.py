@@ -24,6 +24,9 @@ PULL_EFFICIENCY_PRIOR = 0.45
 # Headroom over the measurement plan for the leader's tuning pairs and teardown, in the per-instance time cap.
 TUNING_ALLOWANCE = 2.0
 DISK_GIB = 32.0
+# Multi-GPU without NVLink rarely scales linearly (gpu-market.md: 2x ~1.6-1.8x on consumer cards): the prior
+# assumes this share of linear speed-up per doubling until a run measures it.
+MULTI_GPU_EFFICIENCY_PRIOR = 0.85
 # The worst case is priced 10 % above list: billing granularity and the seconds a destroy takes to land.
 SPEND_SAFETY = 1.1
 
@@ -150,8 +153,11 @@ def _score(offer: Offer, manifest: Manifest, knowledge: dict[int, HostKnowledge]
         note = f"measured {theta:.0f} u/s here before ({known.n_ok} of {known.n_runs} runs ok)"
     else:
         per_gpu = (offer.dlperf or 0.0) / max(offer.num_gpus, 1)
-        theta, measured = per_gpu * gpus * (scale or 1.0), False
+        scaling = MULTI_GPU_EFFICIENCY_PRIOR ** math.log2(gpus) if gpus > 1 else 1.0
+        theta, measured = per_gpu * gpus * scaling * (scale or 1.0), False
         note = f"dlperf prior {per_gpu:.0f}/GPU" + (f" x learned scale {scale:.2f}" if scale else "")
+        if gpus > 1:
+            note += f"; {gpus} GPUs at an assumed {scaling:.0%} scaling — measuring tests whose scaling holds"
     cost = cost_per_accepted_unit(_cost_inputs(offer, pull_s=pull, manifest=manifest),
                                   units=manifest.production_units, throughput_units_per_s=max(theta, 1e-9))
     return _Scored(offer, gpus, theta, measured, pull, cost, note)
@@ -175,6 +181,27 @@ def _pick(scored: list[_Scored], *, max_candidates: int, min_hosts: int) -> tupl
                 machines.add(item.offer.machine_id)
                 per_model += 1
     rest = [s for s in sorted(scored, key=lambda s: s.cost) if s not in chosen and s.offer.machine_id not in machines]
+    return chosen, rest
+
+
+def _cover_gpu_counts(chosen: list[_Scored], rest: list[_Scored], *, counts: Sequence[int],
+                      max_candidates: int) -> tuple[list[_Scored], list[_Scored]]:
+    """When the workload may scale, measure at least one configuration of each allowed GPU count > 1 the market
+    offers (the cheapest by prior), replacing the worst-ranked single choice if the shortlist is full."""
+    for count in sorted(c for c in set(counts) if c > 1):
+        if any(item.gpu_count == count for item in chosen):
+            continue
+        best = next((item for item in rest if item.gpu_count == count), None)
+        if best is None:
+            continue
+        rest = [item for item in rest if item is not best]
+        if len(chosen) >= max_candidates:
+            worst = max((item for item in chosen if item.gpu_count == 1), key=lambda s: s.cost, default=None)
+            if worst is None:
+                continue
+            chosen = [item for item in chosen if item is not worst]
+            rest = sorted([*rest, worst], key=lambda s: s.cost)
+        chosen.append(best)
     return chosen, rest
 
 
@@ -216,6 +243,8 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
         scored.append(_score(offer, manifest, known, scale))
     chosen, rest = _pick(scored, max_candidates=manifest.shortlist.max_candidates,
                          min_hosts=manifest.shortlist.min_hosts_per_model)
+    chosen, rest = _cover_gpu_counts(chosen, rest, counts=manifest.tuning.gpu_counts,
+                                     max_candidates=manifest.shortlist.max_candidates)
     candidates = tuple(_candidate(i + 1, item, manifest, rank_note=f"prior rank {i + 1}")
                        for i, item in enumerate(chosen))
     reserves = tuple(_candidate(len(candidates) + i + 1, item, manifest, rank_note="reserve")
