@@ -1,0 +1,26 @@
+"""`vastui demo --headless --json` as an operator runs it: a process, a receipt on stdout, exit 0 only when clean."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.slow
+def test_headless_demo_prints_a_receipt_with_decision_margin_runner_up_and_destroyed_ids() -> None:
+    result = subprocess.run([sys.executable, "-m", "vastui", "demo", "--headless", "--json", "--seed", "9",
+                             "--time-scale", "600"], capture_output=True, text=True, timeout=300,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-3000:]
+    receipt = json.loads(result.stdout)
+    decision = receipt["decision"]
+    assert decision["chosen"] and decision["runner_up"] and decision["chosen"] != decision["runner_up"]
+    assert isinstance(decision["margin"], float) and decision["margin"] >= 0
+    destroyed = receipt["destroyed"]
+    assert destroyed and all(len(d["absent_in_listings_at"]) >= 2 for d in destroyed)
+    assert receipt["teardown_passed"] is True and receipt["leaked_instance_ids"] == []
+    assert "the simulator lists" not in result.stdout  # stdout is the JSON alone; progress went to stderr
+    assert "vastui-demo-key" not in result.stdout + result.stderr
