@@ -1,0 +1,383 @@
+"""``build_plan`` and ``render_plan`` on real offers: rows of a seeded simulated world parsed with ``Offer.from_api``,
+the example workload's manifest, and host knowledge and bad hosts read back from a real SQLite store."""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from campaign_support import fast_manifest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vastui.bench.manifest import Manifest, load_manifest
+from vastui.campaign.plan import Plan, build_plan, render_plan
+from vastui.sim.offers import offer_row
+from vastui.sim.world import generate_world
+from vastui.store import SqliteStore
+from vastui.store.records import BadHost, HostKnowledge, RunStatus
+from vastui.vast.models import Offer
+from vastui.vast.query import NUMERIC_FIELDS, parse_query
+
+NOW = 1_800_000_000.0
+DAY = 86_400.0
+SEED = 7
+CAMPAIGN = "cplan"
+
+
+def world_rows(seed: int = SEED, *, n_machines: int = 120) -> list[dict[str, Any]]:
+    """The offer rows the simulated marketplace would answer for every machine of the world (no filter applied)."""
+    world = generate_world(seed, n_machines=n_machines, now=NOW)
+    return [offer_row(machine, now=NOW, rented=False) for machine in world.machines]
+
+
+def offers_of(rows: Sequence[dict[str, Any]]) -> list[Offer]:
+    return [Offer.from_api(row, where=f"row {i}") for i, row in enumerate(rows)]
+
+
+def plan_for(manifest: Manifest, offers: Sequence[Offer], *, knowledge: Sequence[HostKnowledge] = (),
+             bad_hosts: Sequence[BadHost] = ()) -> Plan:
+    return build_plan(campaign_id=CAMPAIGN, manifest=manifest, offers=offers, knowledge=knowledge,
+                      bad_hosts=bad_hosts)
+
+
+def with_shortlist(manifest: Manifest, *, max_candidates: int, min_hosts: int | None = None,
+                   gpu_counts: tuple[int, ...] | None = None) -> Manifest:
+    """The manifest with another shortlist size; with ``gpu_counts``, multi-GPU offers allowed by query and tuning."""
+    shortlist = replace(manifest.shortlist, max_candidates=max_candidates,
+                        min_hosts_per_model=min_hosts if min_hosts is not None
+                        else manifest.shortlist.min_hosts_per_model)
+    if gpu_counts is None:
+        return replace(manifest, shortlist=shortlist)
+    shortlist = replace(shortlist, query=shortlist.query.replace("num_gpus=1 ", ""))
+    return replace(manifest, shortlist=shortlist, tuning=replace(manifest.tuning, gpu_counts=gpu_counts))
+
+
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    "eq": operator.eq, "neq": operator.ne, "gt": operator.gt, "gte": operator.ge, "lt": operator.lt,
+    "lte": operator.le,
+}
+
+
+def query_violations(offer: Offer, query: str) -> list[str]:
+    """The numeric filters of ``query`` (in the API's units, as the official CLI sends them) that ``offer`` breaks."""
+    broken = []
+    for field, ops in parse_query(query).items():
+        if field not in NUMERIC_FIELDS or not hasattr(offer, field):
+            continue
+        value = getattr(offer, field)
+        for op, limit in ops.items():
+            if op in _COMPARE and (value is None or not _COMPARE[op](float(value), float(str(limit)))):
+                broken.append(f"{field} {value} !{op} {limit}")
+    return broken
+
+
+def eligible_machines_by_model(plan: Plan, offers: Sequence[Offer]) -> dict[str, set[int]]:
+    """Distinct machines per GPU model among the offers the plan did not exclude."""
+    excluded = {e.offer_id for e in plan.excluded}
+    by_model: dict[str, set[int]] = defaultdict(set)
+    for offer in offers:
+        if offer.id not in excluded:
+            by_model[offer.gpu_name].add(offer.machine_id)
+    return by_model
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory: pytest.TempPathFactory) -> Manifest:
+    return load_manifest(fast_manifest(tmp_path_factory.mktemp("plan")))
+
+
+@pytest.fixture(scope="module")
+def offers() -> list[Offer]:
+    return offers_of(world_rows())
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    async with await SqliteStore.open(tmp_path / "plan.sqlite3") as s:
+        yield s
+
+
+# --- coverage and size --------------------------------------------------------------------------------------
+
+
+def test_the_shortlist_is_capped_covers_each_model_with_two_hosts_and_explains_each_candidate(
+        manifest: Manifest, offers: list[Offer]) -> None:
+    plan = plan_for(manifest, offers)
+    shortlist = manifest.shortlist
+    assert shortlist.max_candidates == 4 and shortlist.min_hosts_per_model == 2
+    assert 0 < len(plan.candidates) <= shortlist.max_candidates
+    per_model: dict[str, set[int]] = defaultdict(set)
+    for c in plan.candidates:
+        per_model[c.offer.gpu_name].add(c.offer.machine_id)
+    available = eligible_machines_by_model(plan, offers)
+    for model, machines in per_model.items():
+        assert len(machines) >= min(shortlist.min_hosts_per_model, len(available[model])), model
+    assert len({c.candidate_id for c in plan.candidates}) == len(plan.candidates)
+    for c in plan.candidates:
+        assert c.hypothesis.strip(), c.candidate_id
+        assert c.offer.gpu_name in c.hypothesis and f"{c.offer.dph_total:.3f}" in c.hypothesis
+        assert not c.prior_is_measured and "dlperf prior" in c.hypothesis
+        assert 0 < c.expected_spend_usd <= c.max_spend_usd
+        assert c.time_cap_s <= manifest.budget.max_instance_lifetime_s
+    for r in plan.reserves:
+        assert r.hypothesis.strip() and "reserve" in r.hypothesis
+    assert plan.offer_ids == {c.offer.id for c in (*plan.candidates, *plan.reserves)}
+    assert plan.spend_upper_bound_usd <= plan.budget_usd == manifest.budget.max_usd
+    assert plan.expected_spend_usd <= plan.spend_upper_bound_usd
+
+
+@pytest.mark.parametrize("max_candidates", [4, 5, 7, 8])
+def test_every_chosen_model_gets_min_hosts_distinct_machines_where_the_market_has_them(
+        manifest: Manifest, offers: list[Offer], max_candidates: int) -> None:
+    """Host luck must not pass for GPU quality (METHOD.md, Shortlist): a model is measured on >= 2 hosts when the
+    market has 2, whatever max_candidates is — an odd cap must not leave the last model with one host."""
+    m = with_shortlist(manifest, max_candidates=max_candidates)
+    plan = plan_for(m, offers)
+    assert len(plan.candidates) <= max_candidates
+    available = eligible_machines_by_model(plan, offers)
+    per_model: dict[str, set[int]] = defaultdict(set)
+    for c in plan.candidates:
+        per_model[c.offer.gpu_name].add(c.offer.machine_id)
+    thin = {model: len(machines) for model, machines in per_model.items()
+            if len(machines) < min(m.shortlist.min_hosts_per_model, len(available[model]))}
+    assert not thin, f"models measured on too few hosts (market has more): {thin}"
+
+
+def test_a_one_model_market_fills_the_shortlist_by_prior_cost(manifest: Manifest, offers: list[Offer]) -> None:
+    """Best models first, min hosts per model, *then the rest by prior cost* (plan.py's ``_pick``; METHOD.md keeps
+    6-8 offers): a query for one GPU model must still shortlist max_candidates hosts when that many qualify."""
+    shortlist = manifest.shortlist
+    qualifying = [o for o in offers if not query_violations(o, shortlist.query) and shortlist.max_dph is not None
+                  and o.dph_total <= shortlist.max_dph and (o.reliability or 0.0) >= shortlist.min_reliability]
+    model = max({o.gpu_name for o in qualifying}, key=lambda name: sum(o.gpu_name == name for o in qualifying))
+    one_model = [o for o in qualifying if o.gpu_name == model]
+    assert len({o.machine_id for o in one_model}) > shortlist.max_candidates  # enough qualifying hosts
+    plan = plan_for(manifest, one_model)
+    assert plan.excluded == ()
+    wanted = shortlist.max_candidates
+    got = len(plan.candidates)
+    assert got == wanted, f"{got} {model} candidates (and {len(plan.reserves)} reserves) for {wanted} slots"
+
+
+def test_a_market_with_nothing_acceptable_gives_an_empty_plan_with_every_offer_explained(
+        manifest: Manifest, offers: list[Offer]) -> None:
+    unreliable = [replace(o, reliability=0.5) for o in offers[:10]]
+    plan = plan_for(manifest, unreliable)
+    assert plan.candidates == () and plan.reserves == ()
+    assert {e.offer_id for e in plan.excluded} == {o.id for o in unreliable}
+    assert plan.spend_upper_bound_usd == 0.0 and plan.expected_spend_usd == 0.0
+
+
+# --- filters re-checked client-side -------------------------------------------------------------------------
+
+
+def test_reliability_and_price_are_rechecked_client_side(manifest: Manifest) -> None:
+    """Server-side filters have been seen to drop silently: an offer below min reliability or over max_dph that the
+    server let through is excluded, with the reason, and never shortlisted."""
+    rows = world_rows()
+    baseline = plan_for(manifest, offers_of(rows))
+    first, second = baseline.candidates[0].offer, baseline.candidates[1].offer
+    assert manifest.shortlist.max_dph == 2.5 and manifest.shortlist.min_reliability == 0.98
+    for row in rows:
+        if row["id"] == first.id:
+            row["reliability"] = row["reliability2"] = 0.951
+        if row["id"] == second.id:
+            row["dph_total"] = 3.75
+    plan = plan_for(manifest, offers_of(rows))
+    reasons = {e.offer_id: e.reason for e in plan.excluded}
+    assert "reliability 0.951" in reasons[first.id] and "0.98" in reasons[first.id]
+    assert "$3.75/h" in reasons[second.id] and "$2.50/h" in reasons[second.id]
+    assert {e.machine_id for e in plan.excluded if e.offer_id in (first.id, second.id)} == \
+        {first.machine_id, second.machine_id}
+    chosen = {c.offer.id for c in (*plan.candidates, *plan.reserves)}
+    assert first.id not in chosen and second.id not in chosen
+    for c in (*plan.candidates, *plan.reserves):
+        assert c.offer.reliability is not None and c.offer.reliability >= manifest.shortlist.min_reliability
+        assert manifest.shortlist.max_dph is not None and c.offer.dph_total <= manifest.shortlist.max_dph
+
+
+def test_unrentable_offers_are_excluded_with_a_reason(manifest: Manifest) -> None:
+    rows = world_rows()
+    baseline = plan_for(manifest, offers_of(rows))
+    taken = baseline.candidates[0].offer
+    for row in rows:
+        if row["id"] == taken.id:
+            row["rentable"], row["rented"] = False, True
+    plan = plan_for(manifest, offers_of(rows))
+    assert {e.offer_id: e.reason for e in plan.excluded}[taken.id] == "not rentable"
+    assert taken.id not in plan.offer_ids
+
+
+def test_the_querys_numeric_filters_are_rechecked_client_side(manifest: Manifest, offers: list[Offer]) -> None:
+    """METHOD.md (Shortlist): "Check numeric filters client-side too: server-side filters have been reported to drop
+    silently." Here the server dropped every filter (the whole world comes back): no candidate or reserve may break
+    the manifest's query (e.g. num_gpus=1, gpu_ram>=16, inet_down>200)."""
+    query = manifest.shortlist.query
+    assert "num_gpus=1" in query and "gpu_ram>=16" in query
+    plan = plan_for(manifest, offers)
+    breaking = {c.offer.id: query_violations(c.offer, query) for c in (*plan.candidates, *plan.reserves)}
+    assert not {k: v for k, v in breaking.items() if v}, "shortlisted offers break the manifest's query"
+
+
+# --- host knowledge and bad hosts ---------------------------------------------------------------------------
+
+
+async def test_bad_hosts_in_force_are_excluded_and_shown_expired_ones_are_not(
+        manifest: Manifest, offers: list[Offer], store: SqliteStore) -> None:
+    baseline = plan_for(manifest, offers)
+    banned, lapsed, forever = (c.offer for c in baseline.candidates[:3])
+    await store.record_bad_host(machine_id=banned.machine_id, reason="readiness deadline missed", evidence_json="{}",
+                                recorded_at=NOW - DAY, expires_at=NOW + DAY)
+    await store.record_bad_host(machine_id=lapsed.machine_id, reason="wrong output last month", evidence_json="{}",
+                                recorded_at=NOW - 40 * DAY, expires_at=NOW - DAY)
+    await store.record_bad_host(machine_id=forever.machine_id, reason="died mid-run", evidence_json="{}",
+                                recorded_at=NOW - DAY, expires_at=None)
+    bad = await store.bad_hosts(now=NOW)
+    assert [b.is_expired for b in bad] == [False, True, False]
+
+    plan = plan_for(manifest, offers, bad_hosts=bad)
+    reasons = {e.machine_id: e.reason for e in plan.excluded}
+    assert reasons[banned.machine_id] == "bad host: readiness deadline missed"
+    assert reasons[forever.machine_id] == "bad host: died mid-run"
+    assert lapsed.machine_id not in reasons
+    shortlisted = {c.offer.machine_id for c in (*plan.candidates, *plan.reserves)}
+    assert banned.machine_id not in shortlisted and forever.machine_id not in shortlisted
+    assert lapsed.machine_id in {c.offer.machine_id for c in plan.candidates}
+    text = render_plan(plan)
+    assert "excluded: " in text and f"{len(plan.excluded)} offers" in text
+
+
+async def test_a_host_measured_before_gets_a_measured_prior_and_teaches_the_scale(
+        manifest: Manifest, offers: list[Offer], store: SqliteStore) -> None:
+    baseline = plan_for(manifest, offers)
+    known = baseline.candidates[0].offer
+    assert known.dlperf
+    per_gpu = known.dlperf / known.num_gpus
+    measured = 2.0 * per_gpu
+    await store.save_manifest(digest=manifest.digest, name=manifest.workload.name, toml_text="[workload]\n",
+                              stored_at=NOW - DAY)
+    await store.create_campaign(campaign_id="cbefore", manifest_digest=manifest.digest, created_at=NOW - DAY,
+                                phase="finished")
+    for throughput, status in ((0.5 * measured, RunStatus.OK), (measured, RunStatus.OK),
+                               (None, RunStatus.FAILED_READINESS)):
+        run = await store.start_run(campaign_id="cbefore", instance_id=None, machine_id=known.machine_id,
+                                    gpu_name=known.gpu_name, num_gpus=known.num_gpus,
+                                    workload_digest=manifest.digest, variant_json="{}", started_at=NOW - DAY)
+        await store.finish_run(run_id=run.run_id, status=status, at=NOW - DAY + 600,
+                               throughput_units_per_s=throughput)
+    knowledge = await store.host_knowledge(workload_digest=manifest.digest,
+                                           machine_ids=sorted({o.machine_id for o in offers}))
+    assert len(knowledge) == 1 and knowledge[0].best is not None
+
+    plan = plan_for(manifest, offers, knowledge=knowledge)
+    by_machine = {c.offer.machine_id: c for c in plan.candidates}
+    mine = by_machine[known.machine_id]
+    assert mine.prior_is_measured
+    assert mine.prior_throughput_units_per_s == pytest.approx(measured)
+    assert "measured" in mine.hypothesis and "2 of 3 runs ok" in mine.hypothesis
+    others = [c for c in plan.candidates if c.offer.machine_id != known.machine_id]
+    assert others
+    for c in others:  # unmeasured hosts: dlperf x the scale learned on the measured one (2.0 here)
+        assert not c.prior_is_measured
+        assert c.offer.dlperf is not None
+        expected = c.offer.dlperf / c.offer.num_gpus * c.gpu_count * 2.0
+        assert c.prior_throughput_units_per_s == pytest.approx(expected, rel=1e-6)
+        assert "learned scale 2.00" in c.hypothesis
+
+
+# --- money and rendering ------------------------------------------------------------------------------------
+
+
+def test_the_spend_upper_bound_never_exceeds_the_budget(tmp_path: Path, offers: list[Offer]) -> None:
+    roomy = load_manifest(fast_manifest(tmp_path / "roomy", budget_usd=50.0))
+    plan = plan_for(roomy, offers)
+    caps = sum(c.max_spend_usd for c in plan.candidates)
+    assert plan.spend_upper_bound_usd == pytest.approx(caps) and caps <= plan.budget_usd
+
+    tight = load_manifest(fast_manifest(tmp_path / "tight", budget_usd=0.05))
+    plan = plan_for(tight, offers)
+    assert sum(c.max_spend_usd for c in plan.candidates) > 0.05
+    assert plan.spend_upper_bound_usd == pytest.approx(0.05) and plan.budget_usd == pytest.approx(0.05)
+
+
+def test_render_plan_shows_each_candidate_its_price_the_spend_cap_and_the_budget(
+        manifest: Manifest, offers: list[Offer]) -> None:
+    plan = plan_for(manifest, offers)
+    text = render_plan(plan)
+    lines = text.splitlines()
+    assert CAMPAIGN in lines[0] and manifest.shortlist.query in lines[0]
+    for c in plan.candidates:
+        line = next(row for row in lines if re.search(rf"\b{c.offer.id}\b", row) and row.startswith(c.candidate_id))
+        assert f"{c.offer.dph_total:.3f}" in line and str(c.offer.machine_id) in line and c.hypothesis in line
+    for r in plan.reserves:
+        assert str(r.offer.id) in text
+    assert f"at most ${plan.spend_upper_bound_usd:.2f}" in text
+    assert f"budget ${plan.budget_usd:.2f}" in text
+    assert f"{plan.max_instances} instances at once" in text
+
+
+def bundles(offer: Offer) -> list[Offer]:
+    """The offer and its smaller bundles: an 8-GPU machine is also offered as 4, 2 and 1 GPUs (ids made unique)."""
+    out = [offer]
+    gpus, k = offer.num_gpus // 2, 1
+    while gpus >= 1:
+        share = gpus / offer.num_gpus
+        out.append(replace(offer, id=offer.id + k * 5_000_000, num_gpus=gpus, dph_total=offer.dph_total * share,
+                           dlperf=(offer.dlperf or 0.0) * share, gpu_total_ram=None))
+        gpus, k = gpus // 2, k + 1
+    return out
+
+
+def test_a_machine_offered_as_several_gpu_bundles_is_shortlisted_once(manifest: Manifest,
+                                                                      offers: list[Offer]) -> None:
+    """A multi-GPU machine carries several offers (1, 2, 4... GPUs). When the workload may scale (gpu_counts 1, 2, 4),
+    the plan must still rent each machine at most once: two candidates on one machine share its host and its luck,
+    and a reserve on a candidate's machine is no independent second host."""
+    m = with_shortlist(manifest, max_candidates=8, gpu_counts=(1, 2, 4))
+    assert "num_gpus" not in m.shortlist.query
+    market = [b for offer in offers for b in bundles(offer)]
+    plan = plan_for(m, market)
+    candidates = [c.offer.machine_id for c in plan.candidates]
+    assert len(candidates) == len(set(candidates)), \
+        "machine, GPUs: " + ", ".join(f"{c.offer.machine_id}, {c.offer.num_gpus}" for c in plan.candidates)
+    shortlisted = [c.offer.machine_id for c in (*plan.candidates, *plan.reserves)]
+    assert len(shortlisted) == len(set(shortlisted))
+
+
+# --- property ------------------------------------------------------------------------------------------------
+
+_SEEDS = (3, 7, 11)
+
+
+@functools.cache
+def small_world(seed: int) -> tuple[Offer, ...]:
+    return tuple(offers_of(world_rows(seed, n_machines=60)))
+
+
+@settings(max_examples=50, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.sampled_from(_SEEDS), keep=st.lists(st.booleans(), min_size=60, max_size=60),
+       split=st.lists(st.booleans(), min_size=60, max_size=60), max_candidates=st.integers(1, 8),
+       min_hosts=st.integers(1, 3), gpu_counts=st.sampled_from([(1,), (1, 2), (1, 2, 4), (2, 4, 8)]))
+def test_candidates_never_share_a_machine(manifest: Manifest, seed: int, keep: list[bool], split: list[bool],
+                                          max_candidates: int, min_hosts: int, gpu_counts: tuple[int, ...]) -> None:
+    """Whatever the market (a machine may carry several offers), no machine is rented twice as a candidate."""
+    offers: list[Offer] = []
+    for index, offer in enumerate(small_world(seed)):
+        if keep[index]:
+            offers.extend(bundles(offer) if split[index] else [offer])
+    m = with_shortlist(manifest, max_candidates=max_candidates, min_hosts=min_hosts, gpu_counts=gpu_counts)
+    plan = plan_for(m, offers)
+    machines = [c.offer.machine_id for c in plan.candidates]
+    assert len(machines) == len(set(machines))
+    assert len(plan.candidates) <= max_candidates
+    assert {c.offer.id for c in plan.candidates} <= {o.id for o in offers}
+    assert plan.spend_upper_bound_usd <= plan.budget_usd
