@@ -308,3 +308,24 @@ async def test_a_refusing_approver_leaves_every_instance_refused_without_abortin
     report = await run_teardown(client, RefusingApprover("no terminal to ask"), clock, EventBus(), ids)
     assert sorted(report.refused) == sorted(ids) and not report.is_clean
     assert wire.destroys == [] and market.instance_ids() == sorted(ids)
+
+
+async def test_a_lost_destroy_is_sent_again_while_the_instance_stays_listed(
+        market: Market, client: HttpVastClient, wire: ScriptedMarket, approver: PlanApprover,
+        clock: FakeClock) -> None:
+    (instance_id,) = await rent(market, 1)
+    approver.mark_owned(instance_id)
+    wire.swallowed = {instance_id}  # the first destroy is answered "success" but never lands
+    forward = wire.handle_async_request
+
+    async def second_destroy_lands(request: httpx.Request) -> httpx.Response:
+        if request.method == "DELETE" and wire.destroys.count(instance_id) >= 1:
+            wire.swallowed.clear()
+        return await forward(request)
+
+    wire.handle_async_request = second_destroy_lands  # type: ignore[method-assign]
+    report = await run_teardown(client, approver, clock, EventBus(), [instance_id], max_rounds=10)
+
+    assert wire.destroys.count(instance_id) == 2, "a destroy that did not land must be sent again, once"
+    assert [g.instance_id for g in report.gone] == [instance_id] and report.is_clean
+    assert market.instance_ids() == []

@@ -42,7 +42,7 @@ class PlanApprover:
 
     def _fits(self, request: ApprovalRequest) -> bool:
         kind, _, raw_id = request.target.partition(":")
-        if not raw_id.isdigit() or request.campaign_id != self._terms.campaign_id:
+        if not (raw_id.isascii() and raw_id.isdigit()) or request.campaign_id != self._terms.campaign_id:
             return False
         target_id = int(raw_id)
         if request.action is Action.CREATE_INSTANCE and kind == "offer":
@@ -94,7 +94,15 @@ class AuditedApprover:
         self._clock = clock
 
     async def request(self, request: ApprovalRequest) -> Approval | None:
-        approval = await self.inner.request(request)
+        try:
+            approval = await self.inner.request(request)
+        except ApprovalRequired as exc:
+            await self._record(request, None, note=f"{request.summary} — refused: {exc}")
+            raise
+        await self._record(request, approval, note=request.summary)
+        return approval
+
+    async def _record(self, request: ApprovalRequest, approval: Approval | None, *, note: str) -> None:
         await self._audit.record_audit(AuditRecord(
             at=self._clock.now(),
             kind="approval" if approval else "declined",
@@ -102,7 +110,6 @@ class AuditedApprover:
             target=request.target,
             approval_id=approval.approval_id if approval else None,
             granted_by=approval.granted_by if approval else None,
-            outcome=request.summary,
+            outcome=note,
             campaign_id=request.campaign_id,
         ))
-        return approval

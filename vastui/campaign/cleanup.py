@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from vastui.approval import Action, ApprovalRequest, Approver, instance_target
 from vastui.clock import Clock
-from vastui.errors import ApiError, NotFound
+from vastui.errors import ApiError, ApprovalRequired, NotFound
 from vastui.events import EventBus, InstanceConfirmedGone, InstanceDestroyed, Notice
 from vastui.campaign.ports import Marketplace
 
@@ -42,7 +42,10 @@ async def destroy_with_approval(*, client: Marketplace, approver: Approver, inst
     """Ask for approval and destroy; True when the destroy was sent or the instance was already gone."""
     request = ApprovalRequest(action=Action.DESTROY_INSTANCE, target=instance_target(instance_id),
                               summary=f"destroy instance {instance_id}: {reason}", campaign_id=campaign_id)
-    approval = await approver.request(request)
+    try:
+        approval = await approver.request(request)
+    except ApprovalRequired:
+        return False  # a refusal that explains itself; teardown reports the id as refused
     if approval is None:
         return False
     try:
@@ -52,56 +55,84 @@ async def destroy_with_approval(*, client: Marketplace, approver: Approver, inst
     return True
 
 
+# A destroyed instance still listed this many complete listings in a row gets its destroy sent again.
+RESEND_AFTER_LISTINGS = 3
+
+
+@dataclass(slots=True)
+class _Teardown:
+    client: Marketplace
+    approver: Approver
+    clock: Clock
+    bus: EventBus
+    campaign_id: str | None
+    reason: str
+    report: TeardownReport = field(default_factory=TeardownReport)
+    pending: set[int] = field(default_factory=set)
+    misses: dict[int, list[float]] = field(default_factory=dict)
+    seen: dict[int, int] = field(default_factory=dict)
+
+    async def destroy(self, instance_id: int) -> bool:
+        """Send one destroy (approved); False when refused. A failed call leaves it to the listings."""
+        try:
+            sent = await destroy_with_approval(client=self.client, approver=self.approver, instance_id=instance_id,
+                                               campaign_id=self.campaign_id, reason=self.reason)
+        except ApiError as exc:
+            self.report.errors.append(f"destroy {instance_id}: {exc}")
+            return True
+        if sent:
+            self.bus.publish(InstanceDestroyed(at=self.clock.now(), campaign_id=self.campaign_id,
+                                               instance_id=instance_id))
+        return sent
+
+    async def listing(self) -> None:
+        try:
+            listing = await self.client.list_instances()
+        except ApiError as exc:
+            self.report.errors.append(f"listing failed: {exc}")
+            return
+        if not listing.is_complete:
+            self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.campaign_id, level="warning",
+                                    text="instance listing incomplete: absence not counted this round"))
+            return
+        at = self.clock.now()
+        present = {inst.id for inst in listing.instances}
+        for instance_id in sorted(self.pending):
+            if instance_id in present:
+                self.misses[instance_id].clear()  # two *successive* listings must miss it
+                self.seen[instance_id] = self.seen.get(instance_id, 0) + 1
+                if self.seen[instance_id] >= RESEND_AFTER_LISTINGS:
+                    self.seen[instance_id] = 0
+                    await self.destroy(instance_id)  # the first destroy may have been lost: it still bills
+                continue
+            self.misses[instance_id].append(at)
+            if len(self.misses[instance_id]) >= LISTINGS_TO_CONFIRM:
+                self.pending.discard(instance_id)
+                self.report.gone.append(GoneEvidence(instance_id, tuple(self.misses[instance_id])))
+                self.bus.publish(InstanceConfirmedGone(at=at, campaign_id=self.campaign_id, instance_id=instance_id,
+                                                       listings_missed=len(self.misses[instance_id])))
+
+
 async def teardown(*, client: Marketplace, approver: Approver, clock: Clock, bus: EventBus,
                    instance_ids: Collection[int], campaign_id: str | None, reason: str,
                    poll_s: float = 5.0, max_rounds: int = 60) -> TeardownReport:
-    """Destroy every id, then poll complete listings until each is missed by two in a row (or rounds run out)."""
-    report = TeardownReport()
-    pending: set[int] = set()
+    """Destroy every id, then poll complete listings until each is missed by two in a row (or rounds run out).
+
+    An id still listed after several listings gets its destroy sent again (approved again): a lost destroy must
+    not leave an instance billing. Refused ids are reported, never silently dropped.
+    """
+    state = _Teardown(client, approver, clock, bus, campaign_id, reason)
     for instance_id in sorted(set(instance_ids)):
-        try:
-            sent = await destroy_with_approval(client=client, approver=approver, instance_id=instance_id,
-                                               campaign_id=campaign_id, reason=reason)
-        except ApiError as exc:
-            report.errors.append(f"destroy {instance_id}: {exc}")
-            sent = True  # it may be gone already; the listings will say
-        if not sent:
-            report.refused.append(instance_id)
-            continue
-        bus.publish(InstanceDestroyed(at=clock.now(), campaign_id=campaign_id, instance_id=instance_id))
-        pending.add(instance_id)
-    misses: dict[int, list[float]] = {i: [] for i in pending}
+        if await state.destroy(instance_id):
+            state.pending.add(instance_id)
+            state.misses[instance_id] = []
+        else:
+            state.report.refused.append(instance_id)
     for _ in range(max_rounds):
-        if not pending:
+        if not state.pending:
             break
-        await _one_listing(client=client, clock=clock, bus=bus, pending=pending, misses=misses, report=report,
-                           campaign_id=campaign_id)
-        if pending:
+        await state.listing()
+        if state.pending:
             await clock.sleep(poll_s)
-    report.still_alive.extend(sorted(pending))
-    return report
-
-
-async def _one_listing(*, client: Marketplace, clock: Clock, bus: EventBus, pending: set[int],
-                       misses: dict[int, list[float]], report: TeardownReport, campaign_id: str | None) -> None:
-    try:
-        listing = await client.list_instances()
-    except ApiError as exc:
-        report.errors.append(f"listing failed: {exc}")
-        return
-    if not listing.is_complete:
-        bus.publish(Notice(at=clock.now(), campaign_id=campaign_id, level="warning",
-                           text="instance listing incomplete: absence not counted this round"))
-        return
-    at = clock.now()
-    present = {inst.id for inst in listing.instances}
-    for instance_id in sorted(pending):
-        if instance_id in present:
-            misses[instance_id].clear()  # two *successive* listings must miss it
-            continue
-        misses[instance_id].append(at)
-        if len(misses[instance_id]) >= LISTINGS_TO_CONFIRM:
-            pending.discard(instance_id)
-            report.gone.append(GoneEvidence(instance_id, tuple(misses[instance_id])))
-            bus.publish(InstanceConfirmedGone(at=at, campaign_id=campaign_id, instance_id=instance_id,
-                                              listings_missed=len(misses[instance_id])))
+    state.report.still_alive.extend(sorted(state.pending))
+    return state.report

@@ -6,12 +6,11 @@ clock: against a simulator whose clock runs 60 times faster, or against Vast.ai,
 
 from __future__ import annotations
 
-import math
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from vastui.bench.manifest import MeasureRule, WarmupRule
-from vastui.bench.stats import Block, WarmupResult, detect_warmup
+from vastui.bench.stats import Block, WarmupResult, coefficient_of_variation
 from vastui.remote.protocol import AgentError, GpuSample, Phase, Progress, Result
 
 Record = GpuSample | Progress | Phase | Result | AgentError
@@ -60,6 +59,7 @@ class BlockMeter:
         self._last_t: float | None = None
         self._warmup_steps: list[float] = []
         self._warmup_real_steps = 0
+        self._warmup_elapsed_s = 0.0
         self.warmup: WarmupResult | None = None
         self.first_progress_t: float | None = None
         self._open: _Open | None = None
@@ -92,15 +92,22 @@ class BlockMeter:
         return self._measure_step(step_s, record, previous)
 
     def _warm(self, step_s: float, record: Progress) -> None:
-        # A marker may cover several workload steps (one latency sample each): the rule's step minimum counts
-        # real steps, the steadiness test runs over marker durations.
-        self._warmup_steps.append(step_s)
-        self._warmup_real_steps += steps_in(record)
-        per_marker = self._warmup_real_steps / len(self._warmup_steps)
-        rule = replace(self._warmup_rule, min_steps=max(1, math.ceil(self._warmup_rule.min_steps / per_marker)))
-        result = detect_warmup(self._warmup_steps, rule=rule)
-        if result.is_done:
-            self.warmup = result
+        """Warm-up ends at the first marker (never an earlier one) where, counting real steps (a marker may cover
+        several: one latency sample each), at least ``min_steps`` steps and ``min_s`` seconds have passed and the
+        CV of the last ``window`` step times (marker time / its steps) is within ``cv_max``; or at ``cap_s``."""
+        rule = self._warmup_rule
+        steps = steps_in(record)
+        self._warmup_steps.append(step_s / steps)
+        self._warmup_real_steps += steps
+        self._warmup_elapsed_s += step_s
+        cv = (coefficient_of_variation(self._warmup_steps[-rule.window:])
+              if len(self._warmup_steps) >= max(rule.window, 2) else None)
+        steady = (self._warmup_real_steps >= rule.min_steps and self._warmup_elapsed_s >= rule.min_s
+                  and cv is not None and cv <= rule.cv_max)
+        capped = not steady and self._warmup_elapsed_s >= rule.cap_s
+        if steady or capped:
+            self.warmup = WarmupResult(is_steady=steady, is_capped=capped, steps=self._warmup_real_steps,
+                                       warmup_s=self._warmup_elapsed_s, cv=cv)
             self._open = _Open(start_t=record.t)
 
     def _measure_step(self, step_s: float, record: Progress, previous: float) -> MeasuredBlock | None:

@@ -16,6 +16,7 @@ from vastui.bench.cost import CostInputs, cost_per_accepted_unit
 from vastui.bench.manifest import Manifest
 from vastui.store.records import BadHost, HostKnowledge
 from vastui.vast.models import Offer
+from vastui.vast.query import parse_query
 
 # Extraction + container boot after the pull, before SSH answers (gpu-market.md: 30-90 s).
 READINESS_PRIOR_S = 60.0
@@ -113,7 +114,37 @@ def _cost_inputs(offer: Offer, *, pull_s: float, manifest: Manifest) -> CostInpu
                       transfer_gb_fixed=manifest.workload.image_size_gb)
 
 
-def _rejection(offer: Offer, manifest: Manifest, bad: dict[int, BadHost]) -> str | None:
+_OPS = {"eq": lambda a, b: a == b, "neq": lambda a, b: a != b, "gt": lambda a, b: a > b,
+        "gte": lambda a, b: a >= b, "lt": lambda a, b: a < b, "lte": lambda a, b: a <= b}
+
+
+def numeric_filters(query: str) -> list[tuple[str, str, float]]:
+    """The query's numeric comparisons as (field, op, value), in the API's units (MB, seconds, ...)."""
+    out = []
+    for field, ops in parse_query(query).items():
+        for op, value in ops.items():
+            if op not in _OPS or isinstance(value, bool) or value is None:
+                continue
+            try:
+                out.append((field, op, float(value)))  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                continue
+    return out
+
+
+def _failed_filter(offer: Offer, filters: Sequence[tuple[str, str, float]]) -> str | None:
+    """Server-side filters have been seen to drop silently: check the numeric ones again on what came back."""
+    for field, op, value in filters:
+        actual = getattr(offer, field, None)
+        if isinstance(actual, bool) or not isinstance(actual, int | float):
+            continue
+        if not _OPS[op](float(actual), value):
+            return f"query filter {field} {op} {value:g} fails: the offer has {actual:g}"
+    return None
+
+
+def _rejection(offer: Offer, manifest: Manifest, bad: dict[int, BadHost],
+               filters: Sequence[tuple[str, str, float]] = ()) -> str | None:
     shortlist = manifest.shortlist
     if offer.machine_id in bad:
         return f"bad host: {bad[offer.machine_id].reason}"
@@ -123,6 +154,9 @@ def _rejection(offer: Offer, manifest: Manifest, bad: dict[int, BadHost]) -> str
         return f"${offer.dph_total:.2f}/h over the ${shortlist.max_dph:.2f}/h cap"
     if offer.rentable is False:
         return "not rentable"
+    failed = _failed_filter(offer, filters)
+    if failed:
+        return failed
     if offer.dph_total <= 0 or not offer.dlperf:
         return "no price or no dlperf to form a prior"
     return None
@@ -163,46 +197,68 @@ def _score(offer: Offer, manifest: Manifest, knowledge: dict[int, HostKnowledge]
     return _Scored(offer, gpus, theta, measured, pull, cost, note)
 
 
+def _one_per_machine(items: Sequence[_Scored], *, taken: set[int]) -> list[_Scored]:
+    """The cheapest entry per machine (a machine offered as several GPU bundles is one host), unused ones only."""
+    seen = set(taken)
+    out = []
+    for item in sorted(items, key=lambda s: s.cost):
+        if item.offer.machine_id not in seen:
+            seen.add(item.offer.machine_id)
+            out.append(item)
+    return out
+
+
 def _pick(scored: list[_Scored], *, max_candidates: int, min_hosts: int) -> tuple[list[_Scored], list[_Scored]]:
-    """Best models first, ``min_hosts`` distinct machines per model, then the rest by prior cost."""
+    """Best models first, each with ``min_hosts`` distinct machines (fewer only when the market has fewer) so host
+    luck is not mistaken for GPU quality; a model that no longer fits whole is skipped; leftover slots go to the
+    remaining machines by prior cost."""
     by_model: dict[str, list[_Scored]] = defaultdict(list)
-    for item in sorted(scored, key=lambda s: s.cost):
+    for item in _one_per_machine(scored, taken=set()):
         by_model[item.offer.gpu_name].append(item)
-    models = sorted(by_model, key=lambda m: by_model[m][0].cost)
     chosen: list[_Scored] = []
-    machines: set[int] = set()
-    for model in models:
-        per_model = 0
-        for item in by_model[model]:
-            if len(chosen) >= max_candidates or per_model >= min_hosts:
-                break
-            if item.offer.machine_id not in machines:
-                chosen.append(item)
-                machines.add(item.offer.machine_id)
-                per_model += 1
-    rest = [s for s in sorted(scored, key=lambda s: s.cost) if s not in chosen and s.offer.machine_id not in machines]
+    for model in sorted(by_model, key=lambda m: by_model[m][0].cost):
+        need = min(min_hosts, len(by_model[model]))
+        if len(chosen) + need <= max_candidates:
+            chosen.extend(by_model[model][:need])
+    machines = {item.offer.machine_id for item in chosen}
+    rest = _one_per_machine(scored, taken=machines)
+    while len(chosen) < max_candidates and rest:
+        chosen.append(rest.pop(0))
     return chosen, rest
 
 
-def _cover_gpu_counts(chosen: list[_Scored], rest: list[_Scored], *, counts: Sequence[int],
-                      max_candidates: int) -> tuple[list[_Scored], list[_Scored]]:
+def _cover_gpu_counts(chosen: list[_Scored], rest: list[_Scored], *, counts: Sequence[int], max_candidates: int,
+                      min_hosts: int) -> tuple[list[_Scored], list[_Scored]]:
     """When the workload may scale, measure at least one configuration of each allowed GPU count > 1 the market
-    offers (the cheapest by prior), replacing the worst-ranked single choice if the shortlist is full."""
+    offers (the cheapest by prior). A full shortlist gives up its worst single-GPU choice from a model that keeps
+    ``min_hosts`` hosts without it (else the worst single-GPU choice)."""
     for count in sorted(c for c in set(counts) if c > 1):
         if any(item.gpu_count == count for item in chosen):
             continue
-        best = next((item for item in rest if item.gpu_count == count), None)
+        machines = {item.offer.machine_id for item in chosen}
+        best = next((item for item in rest if item.gpu_count == count and item.offer.machine_id not in machines),
+                    None)
         if best is None:
             continue
-        rest = [item for item in rest if item is not best]
         if len(chosen) >= max_candidates:
-            worst = max((item for item in chosen if item.gpu_count == 1), key=lambda s: s.cost, default=None)
+            worst = _expendable(chosen, min_hosts=min_hosts)
             if worst is None:
                 continue
             chosen = [item for item in chosen if item is not worst]
-            rest = sorted([*rest, worst], key=lambda s: s.cost)
+            rest = [*rest, worst]
         chosen.append(best)
-    return chosen, rest
+        rest = [item for item in rest if item.offer.machine_id != best.offer.machine_id]
+    return chosen, sorted(rest, key=lambda s: s.cost)
+
+
+def _expendable(chosen: Sequence[_Scored], *, min_hosts: int) -> _Scored | None:
+    singles = sorted((item for item in chosen if item.gpu_count == 1), key=lambda s: s.cost, reverse=True)
+    per_model: dict[str, int] = defaultdict(int)
+    for item in chosen:
+        per_model[item.offer.gpu_name] += 1
+    spare = [item for item in singles if per_model[item.offer.gpu_name] > min_hosts]
+    pool = spare or singles
+    return pool[0] if pool else None
 
 
 def _spend(offer: Offer, manifest: Manifest, *, seconds: float) -> float:
@@ -235,8 +291,9 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
     scale = workload_scale(knowledge, {o.machine_id: o for o in offers})
     excluded: list[Excluded] = []
     scored: list[_Scored] = []
+    filters = numeric_filters(manifest.shortlist.query)
     for offer in offers:
-        reason = _rejection(offer, manifest, bad)
+        reason = _rejection(offer, manifest, bad, filters)
         if reason:
             excluded.append(Excluded(offer.id, offer.machine_id, reason))
             continue
@@ -244,7 +301,8 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
     chosen, rest = _pick(scored, max_candidates=manifest.shortlist.max_candidates,
                          min_hosts=manifest.shortlist.min_hosts_per_model)
     chosen, rest = _cover_gpu_counts(chosen, rest, counts=manifest.tuning.gpu_counts,
-                                     max_candidates=manifest.shortlist.max_candidates)
+                                     max_candidates=manifest.shortlist.max_candidates,
+                                     min_hosts=manifest.shortlist.min_hosts_per_model)
     candidates = tuple(_candidate(i + 1, item, manifest, rank_note=f"prior rank {i + 1}")
                        for i, item in enumerate(chosen))
     reserves = tuple(_candidate(len(candidates) + i + 1, item, manifest, rank_note="reserve")
