@@ -16,7 +16,8 @@ Workload markers (the language-neutral way a workload reports progress): a stdou
 
 ``units``/``accepted`` are counts done since the previous marker (``accepted`` defaults to ``units``),
 ``data_wait_s``/``compute_s`` the seconds spent waiting for input and computing since then (default 0),
-``latency_ms`` per-item latencies (optional). ``phase`` names a phase (``warmup``, ``measure``, ...); both kinds
+``latency_ms`` one latency per workload step since the previous marker (optional; the console counts steps by
+it, a marker without it as one step). ``phase`` names a phase (``warmup``, ``measure``, ...); both kinds
 of key may share one marker. Every other stdout line is the workload's output: its bytes go into the output
 digest (sha256), unless ``--output-file PATH`` names a file the workload writes, whose bytes are digested instead.
 
