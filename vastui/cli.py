@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from vastui import __version__
 from vastui.cli_campaign import add_campaign_commands
+from vastui.cli_leaks import add_leaks_command
+from vastui.cli_terminal import add_connection_args, fmt_num, print_table, make_table, vast_client
 from vastui.errors import VastuiError
 
 if TYPE_CHECKING:
@@ -40,11 +42,6 @@ The marketplace URL from --url, then VAST_URL, then https://console.vast.ai.
 """
 
 
-def _add_connection_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", help="marketplace base URL (default: $VAST_URL or https://console.vast.ai)")
-    parser.add_argument("--api-key", help="Vast API key (default: $VAST_API_KEY or the official CLI's key file)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vastui",
@@ -67,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # --- offers / instances --------------------------------------------------------------------------------
     p = sub.add_parser("offers", help="search offers with the official CLI's query language")
-    _add_connection_args(p)
+    add_connection_args(p)
     p.add_argument("query", nargs="*", help="e.g. 'gpu_name=RTX_4090 num_gpus>=2 reliability>0.98'")
     p.add_argument("-o", "--order", default="score-", help="order, e.g. dlperf_usd- or 'num_gpus-,dph+' (default score-)")
     p.add_argument("--type", default="on-demand", choices=["on-demand", "bid", "interruptible", "reserved"],
@@ -79,32 +76,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_offers)
 
     p = sub.add_parser("instances", help="list your instances (all pages)")
-    _add_connection_args(p)
+    add_connection_args(p)
     p.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
     p.set_defaults(handler=_cmd_instances)
 
     # --- ssh-run -------------------------------------------------------------------------------------------
     p = sub.add_parser("ssh-run", help="run one command on an instance over SSH and stream its output",
                        usage="vastui ssh-run [options] INSTANCE -- CMD [ARG...]")
-    _add_connection_args(p)
+    add_connection_args(p)
     p.add_argument("--ssh-key", help="private key (default: $VASTUI_SSH_KEY, ~/.ssh/id_ed25519, or the ssh-agent)")
     p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for SSH to accept (default 60)")
     p.add_argument("instance", type=int, help="instance id")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARG... (run as given, no shell)")
     p.set_defaults(handler=_cmd_ssh_run)
 
-    # --- leaks -------------------------------------------------------------------------------------------------
-    p = sub.add_parser("leaks", help="find instances billing without a reason; --destroy them, each approved",
-                       epilog="exit status: 0 no leaks, 3 listing incomplete (unknown), 4 leaks remain, 1 error")
-    _add_connection_args(p)
-    p.add_argument("--destroy", action="store_true", help="destroy the leaked instances, each with its own approval")
-    p.add_argument("--include-unowned", action="store_true",
-                   help="with --destroy: also instances vastui did not create (never destroyed otherwise)")
-    p.add_argument("--yes", action="store_true", help="with --destroy: approve exactly the listed ids, no prompt")
-    p.add_argument("--poll-interval", type=float, default=5.0, metavar="SECONDS",
-                   help="seconds between the listings that prove a destroyed instance gone (default 5)")
-    p.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
-    p.set_defaults(handler=_cmd_leaks)
+    add_leaks_command(sub)
 
     # --- manifest ------------------------------------------------------------------------------------------
     add_campaign_commands(sub)
@@ -167,7 +153,7 @@ async def _cmd_offers(args: argparse.Namespace) -> int:
     # A bad query is reported (with a caret under the column) before any connection is made.
     body = build_search_body(" ".join(args.query), order=args.order, type_=args.type, limit=args.limit,
                              storage_gib=args.storage, no_default=args.no_default)
-    async with _vast_client(args) as client:
+    async with vast_client(args) as client:
         offers = await client.search_offers_body(body)
     if args.json:
         import dataclasses
@@ -175,19 +161,19 @@ async def _cmd_offers(args: argparse.Namespace) -> int:
 
         print(json.dumps([dataclasses.asdict(offer) for offer in offers], indent=1))
         return 0
-    table = _table(f"{len(offers)} offers", "id", "gpu<", "n", "$/hr", "dlperf", "dlperf/$", "reliab", "inet ↓/↑",
+    table = make_table(f"{len(offers)} offers", "id", "gpu<", "n", "$/hr", "dlperf", "dlperf/$", "reliab", "inet ↓/↑",
                    "location<", "verified<")
     for o in offers:
-        table.add_row(str(o.id), o.gpu_name, str(o.num_gpus), f"{o.dph_total:.3f}", _num(o.dlperf, ".1f"),
-                      _num(o.dlperf_per_dphtotal, ".1f"), _num(o.reliability, ".3f"),
-                      f"{_num(o.inet_down, '.0f')}/{_num(o.inet_up, '.0f')}", o.geolocation or "-",
+        table.add_row(str(o.id), o.gpu_name, str(o.num_gpus), f"{o.dph_total:.3f}", fmt_num(o.dlperf, ".1f"),
+                      fmt_num(o.dlperf_per_dphtotal, ".1f"), fmt_num(o.reliability, ".3f"),
+                      f"{fmt_num(o.inet_down, '.0f')}/{fmt_num(o.inet_up, '.0f')}", o.geolocation or "-",
                       "yes" if o.is_verified else (o.verification or "-"))
-    _print_table(table)
+    print_table(table)
     return 0
 
 
 async def _cmd_instances(args: argparse.Namespace) -> int:
-    async with _vast_client(args) as client:
+    async with vast_client(args) as client:
         listing = await client.list_instances()
     if args.json:
         import dataclasses
@@ -198,153 +184,21 @@ async def _cmd_instances(args: argparse.Namespace) -> int:
     else:
         import datetime as dt
 
-        table = _table(f"{len(listing.instances)} instances", "id", "status<", "label<", "gpu<", "n", "$/hr", "ssh<",
+        table = make_table(f"{len(listing.instances)} instances", "id", "status<", "label<", "gpu<", "n", "$/hr", "ssh<",
                        "started (UTC)<")
         for inst in listing.instances:
             ssh = inst.ssh_endpoint()
             started = (dt.datetime.fromtimestamp(inst.start_date, tz=dt.UTC).strftime("%Y-%m-%d %H:%M")
                        if inst.start_date is not None else "-")
             table.add_row(str(inst.id), inst.actual_status or "provisioning", inst.label or "-", inst.gpu_name or "-",
-                          _num(inst.num_gpus, "d"), _num(inst.dph_total, ".3f"),
+                          fmt_num(inst.num_gpus, "d"), fmt_num(inst.dph_total, ".3f"),
                           f"{ssh[0]}:{ssh[1]}" if ssh else "-", started)
-        _print_table(table)
+        print_table(table)
     if not listing.is_complete:
         # Never let a partial listing pass for the whole truth: more instances may be billing.
         print(f"vastui: the instance listing is INCOMPLETE: {listing.error}", file=sys.stderr)
         return 3
     return 0
-
-
-async def _cmd_leaks(args: argparse.Namespace) -> int:
-    from vastui.campaign.approvers import AuditedApprover
-    from vastui.campaign.watch import destroy_leaks, find_leaks
-    from vastui.clock import WallClock
-    from vastui.config import load_settings
-    from vastui.events import EventBus
-    from vastui.store import SqliteStore
-
-    clock = WallClock()
-    db_path = load_settings(url=args.url, api_key=args.api_key).db_path
-    db_path.parent.mkdir(parents=True, exist_ok=True)
-    async with await SqliteStore.open(db_path) as store, _vast_client(args, audit=store) as client:
-        report = await find_leaks(market=client, store=store, clock=clock)
-        targets = [leak for leak in report.leaks if not leak.is_unowned or args.include_unowned]
-        if not args.json:
-            _print_leaks(report)
-        if not (args.destroy and targets):
-            if args.json:
-                _print_leaks_json(report, None)
-            return _leaks_exit(report, remaining=[leak.instance_id for leak in report.leaked])
-        approver = _leaks_approver(args, [leak.instance_id for leak in targets], clock)
-        audited = AuditedApprover(approver, audit=store, clock=clock)
-        result = await destroy_leaks(market=client, store=store, approver=audited, clock=clock, bus=EventBus(),
-                                     leaks=targets, poll_s=args.poll_interval)
-    if args.json:
-        _print_leaks_json(report, result)
-    else:
-        print(f"destroyed and proven gone: {[g.instance_id for g in result.gone] or 'none'}; "
-              f"refused: {result.refused or 'none'}; still listed: {result.still_alive or 'none'}")
-    for error in result.errors:
-        print(f"vastui leaks: {error}", file=sys.stderr)
-    return _leaks_exit(report, remaining=[*result.refused, *result.still_alive])
-
-
-def _leaks_approver(args: argparse.Namespace, ids: list[int], clock: Clock) -> Approver:
-    """--yes approves exactly ``ids``; a terminal asks for each; otherwise every destroy is refused (and audited)."""
-    from vastui.campaign.approvers import PromptApprover
-    from vastui.campaign.watch import ListedDestroyApprover
-
-    if args.yes:
-        return ListedDestroyApprover(ids, clock=clock)
-    if sys.stdin.isatty():
-        return PromptApprover(_ask_on_terminal, clock=clock)
-    print(f"vastui leaks: refusing to destroy {len(ids)} instance(s) {ids}: stdin is not a terminal, so nobody "
-          "can approve them. Run it in a terminal to be asked for each, or pass --yes to approve exactly these ids.",
-          file=sys.stderr)
-    return PromptApprover(_never, clock=clock)
-
-
-async def _ask_on_terminal(text: str) -> bool:
-    def ask() -> str:
-        print(f"{text} [y/N] ", end="", file=sys.stderr, flush=True)
-        return sys.stdin.readline()
-
-    return (await asyncio.to_thread(ask)).strip().lower() in ("y", "yes")
-
-
-async def _never(text: str) -> bool:
-    return False
-
-
-def _leaks_exit(report: LeakReport, *, remaining: Sequence[int]) -> int:
-    if not report.is_complete:
-        print(f"vastui leaks: {report.summary()}", file=sys.stderr)
-        return 3
-    return 4 if remaining else 0
-
-
-def _print_leaks(report: LeakReport) -> None:
-    table = _table(f"{len(report.leaked)} leaked, {len(report.unowned)} unowned", "id", "reason<", "status<",
-                   "campaign<", "label<", "$/hr", "accrued $", "why<")
-    for leak in report.leaks:
-        table.add_row(str(leak.instance_id), leak.reason, leak.status or "provisioning", leak.campaign_id or "-",
-                      leak.label or "-", _num(leak.burn_usd_per_h, ".3f"), _num(leak.accrued_usd, ".2f"), leak.detail)
-    if report.leaks:
-        _print_table(table)
-    for gone in report.unlisted:
-        print(f"note: campaign {gone.campaign_id} may own {gone.instance_id or gone.label} ({gone.intent_status}, "
-              f"last {gone.last_state or '-'}), which the listing does not show")
-    print(report.summary())
-
-
-def _print_leaks_json(report: LeakReport, result: TeardownReport | None) -> None:
-    import dataclasses
-    import json
-
-    body: dict[str, object] = {"verdict": report.verdict, "summary": report.summary(), **dataclasses.asdict(report)}
-    if result is not None:
-        body["destroy"] = {"gone": [dataclasses.asdict(g) for g in result.gone], "refused": result.refused,
-                           "still_alive": result.still_alive, "errors": result.errors}
-    print(json.dumps(body, indent=1))
-
-
-def _table(title: str, *columns: str) -> Table:
-    """A plain table; a column name ending in ``<`` is left-aligned, the others (numbers) right-aligned."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for name in columns:
-        table.add_column(name.rstrip("<"), justify="left" if name.endswith("<") else "right", no_wrap=True)
-    return table
-
-
-def _print_table(table: Table) -> None:
-    from rich.console import Console
-
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=200)  # piped: never truncate
-    console.print(table)
-
-
-def _num(value: float | int | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def _vast_client(args: argparse.Namespace, *, audit: AuditSink | None = None) -> HttpVastClient:
-    """The marketplace client for ``--url``/``--api-key`` (or the environment and the official CLI's key file)."""
-    from vastui.clock import WallClock
-    from vastui.config import load_settings
-    from vastui.errors import ConfigError
-    from vastui.vast.client import HttpVastClient
-
-    settings = load_settings(url=args.url, api_key=args.api_key)
-    if settings.api_key.key is None:
-        raise ConfigError("no Vast API key: pass --api-key, set VAST_API_KEY, or write it to "
-                          "~/.config/vastai/vast_api_key (the simulator prints its key when it starts)",
-                          title="No API key")
-    return HttpVastClient(base_url=settings.url, api_key=settings.api_key.key, clock=WallClock(), audit=audit)
 
 
 async def _cmd_ssh_run(args: argparse.Namespace) -> int:
@@ -356,7 +210,7 @@ async def _cmd_ssh_run(args: argparse.Namespace) -> int:
     if not command:
         raise VastuiError("nothing to run: vastui ssh-run INSTANCE -- CMD [ARG...]", title="No command")
     settings = load_settings(url=args.url, api_key=args.api_key, ssh_key=args.ssh_key)
-    async with _vast_client(args) as client:
+    async with vast_client(args) as client:
         instance = await client.show_instance(args.instance)
     if instance is None:
         raise NotFound(f"there is no instance {args.instance}")

@@ -19,6 +19,7 @@ from vastui.bench.receipt import Receipt, render_json, render_markdown
 from vastui.campaign.approvers import PlanApprover, PlanTerms, PromptApprover, RefusingApprover
 from vastui.campaign.plan import render_plan
 from vastui.campaign.session import Services, new_campaign_id, plan_campaign, resume_campaign, run_campaign
+from vastui.cli_terminal import add_connection_args, ask_on_terminal
 from vastui.clock import Clock, ScaledClock, WallClock
 from vastui.config import Redactor, Settings, load_settings
 from vastui.errors import ConfigError
@@ -71,8 +72,7 @@ def _help(parser: argparse.ArgumentParser) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", help="marketplace base URL (default: $VAST_URL or https://console.vast.ai)")
-    p.add_argument("--api-key", help="Vast API key (default: $VAST_API_KEY or the official CLI's key file)")
+    add_connection_args(p)
     p.add_argument("--db", help="SQLite store path (default: the platform data dir)")
     p.add_argument("--ssh-key", help="private key for the hosts (default: ~/.ssh/id_ed25519 or the ssh-agent)")
     p.add_argument("--time-scale", type=float, default=1.0,
@@ -190,10 +190,7 @@ def _approver(args: argparse.Namespace, terms: PlanTerms, clock: Clock) -> PlanA
     if args.approve_plan:
         return PlanApprover(terms, clock=clock)
     if sys.stdin.isatty():
-        async def ask(text: str) -> bool:
-            answer = await asyncio.to_thread(input, f"{text} [y/N] ")
-            return answer.strip().lower() in {"y", "yes"}
-        return PromptApprover(ask, clock=clock)
+        return PromptApprover(ask_on_terminal, clock=clock)
     return RefusingApprover(NO_TTY)
 
 

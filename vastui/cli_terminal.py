@@ -1,0 +1,68 @@
+"""What the CLI commands share: connection flags, the marketplace client they build, tables, and the
+operator's yes/no prompt. Part of the composition root (only cli*.py modules print)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from vastui.approval import AuditSink
+    from vastui.vast.client import HttpVastClient
+
+
+def add_connection_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help="marketplace base URL (default: $VAST_URL or https://console.vast.ai)")
+    parser.add_argument("--api-key", help="Vast API key (default: $VAST_API_KEY or the official CLI's key file)")
+
+
+def make_table(title: str, *columns: str) -> Table:
+    """A plain table; a column name ending in ``<`` is left-aligned, the others (numbers) right-aligned."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for name in columns:
+        table.add_column(name.rstrip("<"), justify="left" if name.endswith("<") else "right", no_wrap=True)
+    return table
+
+
+def print_table(table: Table) -> None:
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)  # piped: never truncate
+    console.print(table)
+
+
+def fmt_num(value: float | int | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def vast_client(args: argparse.Namespace, *, audit: AuditSink | None = None) -> HttpVastClient:
+    """The marketplace client for ``--url``/``--api-key`` (or the environment and the official CLI's key file)."""
+    from vastui.clock import WallClock
+    from vastui.config import load_settings
+    from vastui.errors import ConfigError
+    from vastui.vast.client import HttpVastClient
+
+    settings = load_settings(url=args.url, api_key=args.api_key)
+    if settings.api_key.key is None:
+        raise ConfigError("no Vast API key: pass --api-key, set VAST_API_KEY, or write it to "
+                          "~/.config/vastai/vast_api_key (the simulator prints its key when it starts)",
+                          title="No API key")
+    return HttpVastClient(base_url=settings.url, api_key=settings.api_key.key, clock=WallClock(), audit=audit)
+
+
+async def ask_on_terminal(text: str) -> bool:
+    """Ask on stderr, read one line from stdin: only an explicit y/yes approves."""
+    def ask() -> str:
+        print(f"{text} [y/N] ", end="", file=sys.stderr, flush=True)
+        return sys.stdin.readline()
+
+    return (await asyncio.to_thread(ask)).strip().lower() in ("y", "yes")
