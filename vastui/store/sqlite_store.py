@@ -11,6 +11,7 @@ front and never deadlocks upgrading a read lock.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 from types import TracebackType
@@ -26,6 +27,7 @@ from vastui.store.migrations import migrate
 from vastui.store.runs import RunTables
 
 DEFAULT_BUSY_TIMEOUT_S = 5.0
+_THREAD_STOP_WAIT_S = 5.0  # the worker only has to close a connection that never opened
 
 
 class SqliteStore(CampaignTables, InstanceTables, RunTables, HostTables, AuditTables):
@@ -42,9 +44,13 @@ class SqliteStore(CampaignTables, InstanceTables, RunTables, HostTables, AuditTa
             db_path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"could not create the folder for the database {db_path}: {exc.strerror}") from exc
+        pending = aiosqlite.connect(str(db_path), isolation_level=None)
         try:
-            conn = await aiosqlite.connect(str(db_path), isolation_level=None)
+            conn = await pending
         except sqlite3.Error as exc:
+            # On a failed connect aiosqlite queues the stop of its worker thread without waiting for it; wait
+            # here, so the thread never outlives the event loop that asked (it would fail setting its result).
+            await asyncio.to_thread(pending._thread.join, _THREAD_STOP_WAIT_S)
             raise StoreError(f"could not open the database {db_path}: {exc}", title="Database error") from exc
         try:
             conn.row_factory = sqlite3.Row
