@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
+
+from vastui.sim.request_log import RequestRecord
+from vastui.store import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "resnet.toml"
 
 
 def fast_manifest(directory: Path, *, budget_usd: float | None = None, max_candidates: int = 4,
-                  tune_precision: bool = False) -> Path:
+                  tune_precision: bool = False, max_lifetime_s: int | None = None) -> Path:
     """The example workload with short warm-up and blocks, so a whole campaign takes seconds of wall time.
 
     Tuning is off (one value per knob) unless ``tune_precision``: then only fp32 -> bf16 is tried.
@@ -37,6 +41,8 @@ def fast_manifest(directory: Path, *, budget_usd: float | None = None, max_candi
         replacements[r'(?m)^precisions = \["fp32", "bf16"\]$'] = 'precisions = ["fp32"]'
     if budget_usd is not None:
         replacements[r"(?m)^max_usd = 5.00$"] = f"max_usd = {budget_usd}"
+    if max_lifetime_s is not None:
+        replacements[r"(?m)^max_instance_lifetime_s = 3600$"] = f"max_instance_lifetime_s = {max_lifetime_s}"
     for pattern, new in replacements.items():
         text, count = re.subn(pattern, new, text)
         assert count == 1, pattern
@@ -45,3 +51,36 @@ def fast_manifest(directory: Path, *, budget_usd: float | None = None, max_candi
     path = directory / "fast.toml"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+# Latency allowed between the engine stopping work and the simulator answering the destroy, in simulated seconds:
+# at the tests' time scale of 300, 300 s is one second of wall time on a slow machine (the engine stops work
+# DESTROY_MARGIN_S before the deadline, so a fast machine has that much more).
+DESTROY_SLACK_S = 300.0
+_DESTROY_PATH = re.compile(r"^/api/v0/instances/(\d+)/$")
+
+
+def first_destroys(request_log: Iterable[RequestRecord]) -> dict[int, float]:
+    """Instance id -> market time of the first destroy the simulator answered with 200."""
+    first: dict[int, float] = {}
+    for request in request_log:
+        if request.method == "DELETE" and request.status == 200 and (m := _DESTROY_PATH.match(request.path)):
+            first.setdefault(int(m.group(1)), request.at)
+    return first
+
+
+async def destroys_past_deadline(db_path: Path, campaign_id: str, destroyed_at: dict[int, float]) -> list[str]:
+    """Every rented instance of the campaign whose destroy came later than its approved deadline (plus slack)."""
+    store = await SqliteStore.open(db_path)
+    try:
+        intents = await store.intents(campaign_id=campaign_id)
+    finally:
+        await store.close()
+    late = []
+    for intent in intents:
+        if intent.instance_id is None or intent.deadline_at is None:
+            continue
+        at = destroyed_at.get(intent.instance_id)
+        if at is None or at > intent.deadline_at + DESTROY_SLACK_S:
+            late.append(f"instance {intent.instance_id}: destroyed at {at}, deadline {intent.deadline_at}")
+    return late

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign_support import fast_manifest
+from campaign_support import destroys_past_deadline, fast_manifest, first_destroys
 from vastui.bench.manifest import load_manifest
 from vastui.sim.demo import run_demo
 from vastui.sim.market import Market
@@ -29,6 +29,7 @@ class MarketFacts:
     billed_usd: float = 0.0
     wrong_output_machines: set[int] = field(default_factory=set)
     mutations: list[tuple[str, str]] = field(default_factory=list)
+    first_destroy_at: dict[int, float] = field(default_factory=dict)
 
 
 def _facts_into(facts: MarketFacts):  # type: ignore[no-untyped-def]
@@ -38,6 +39,7 @@ def _facts_into(facts: MarketFacts):  # type: ignore[no-untyped-def]
         facts.billed_usd = INITIAL_CREDIT_USD - market.account.credit_usd
         facts.wrong_output_machines = {m.machine_id for m in market.world.machines
                                        if market.truth_of(m.machine_id).fault is Fault.WRONG_OUTPUT}
+        facts.first_destroy_at = first_destroys(market.request_log)
         for request in market.request_log:
             if request.method == "PUT" and (m := _CREATE.match(request.path)):
                 facts.mutations.append(("create_instance", f"offer:{m.group(1)}"))
@@ -81,9 +83,10 @@ async def test_demo_campaign_is_correct_clean_and_approved(seed: int, tmp_path: 
     assert rented and {d.instance_id for d in receipt.destroyed} == rented
     assert all(d.is_proven_gone for d in receipt.destroyed)
 
-    # nothing left billing, by the simulator's own listing
+    # nothing left billing, by the simulator's own listing; each instance destroyed by the deadline it was rented for
     assert facts.instances_alive == []
     assert result.instances_left == 0 and receipt.teardown_passed
+    assert await destroys_past_deadline(result.db_path, receipt.campaign_id, facts.first_destroy_at) == []
 
     # every mutating request the simulator received maps to an approval in the store's audit log
     audit = await _audit(result.db_path)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign_support import fast_manifest
+from campaign_support import destroys_past_deadline, fast_manifest, first_destroys
 from vastui.sim.demo import run_demo
 from vastui.sim.market import Market
 
@@ -15,12 +15,16 @@ from vastui.sim.market import Market
 @pytest.mark.slow
 async def test_leader_is_tuned_one_knob_at_a_time_and_the_verdict_matches_the_truth(tmp_path: Path) -> None:
     speedups: dict[int, float] = {}
+    destroyed_at: dict[int, float] = {}
 
     async def capture(market: Market) -> None:
         for machine in market.world.machines:
             speedups[machine.machine_id] = market.truth_of(machine.machine_id).half_precision_speedup
+        destroyed_at.update(first_destroys(market.request_log))
 
-    result = await run_demo(seed=4, time_scale=300.0, data_dir=tmp_path / "data",
+    # Time x100, not x300: every tuning run opens a session and starts two processes, and each wall second of
+    # that is 300 simulated seconds at x300 — enough to push a whole A/B trial past the leader's deadline.
+    result = await run_demo(seed=4, time_scale=100.0, data_dir=tmp_path / "data",
                             manifest_path=fast_manifest(tmp_path / "m", tune_precision=True), on_market=capture)
     tuning = result.outcome.tuning
     assert tuning is not None, "the race's leader must be tuned when the manifest allows a knob"
@@ -37,3 +41,25 @@ async def test_leader_is_tuned_one_knob_at_a_time_and_the_verdict_matches_the_tr
         assert not trial.verdict.accepted
     assert result.instances_left == 0 and result.receipt.teardown_passed
     assert any("tuned profile of the leader" in note for note in result.receipt.notes)
+    # tuning fits inside the leader's approved lifetime: trials that would outrun its deadline are not started
+    assert await destroys_past_deadline(result.db_path, result.receipt.campaign_id, destroyed_at) == []
+
+
+@pytest.mark.slow
+async def test_tuning_never_outlives_the_leaders_deadline(tmp_path: Path) -> None:
+    """A lifetime too short for an A/B trial after the race: the trial is not started, and every instance is
+    destroyed by the deadline it was approved for (before this was enforced, tuning ran 15+ minutes past it)."""
+    destroyed_at: dict[int, float] = {}
+
+    async def capture(market: Market) -> None:
+        destroyed_at.update(first_destroys(market.request_log))
+
+    manifest = fast_manifest(tmp_path / "m", tune_precision=True, max_lifetime_s=1500)
+    result = await run_demo(seed=4, time_scale=300.0, data_dir=tmp_path / "data", manifest_path=manifest,
+                            on_market=capture)
+    tuning = result.outcome.tuning
+    assert tuning is not None and tuning.trials == ()
+    assert tuning.stopped_early is not None and "deadline" in tuning.stopped_early
+    assert await destroys_past_deadline(result.db_path, result.receipt.campaign_id, destroyed_at) == []
+    assert result.receipt.decision.chosen is not None
+    assert result.instances_left == 0 and result.receipt.teardown_passed

@@ -29,6 +29,9 @@ POLL_S = 10.0
 CANARY_STEPS = 40
 DEAD_STATUSES = frozenset({InstanceStatus.EXITED, InstanceStatus.OFFLINE, InstanceStatus.UNKNOWN})
 BAD_HOST_TTL_S = 7 * 24 * 3600.0
+# Work on an instance stops this long before its deadline, so the destroy lands before it: the approval said
+# "for at most N min", and the leak watcher flags an instance past its deadline.
+DESTROY_MARGIN_S = 120.0
 
 
 class CandidatePhase(enum.StrEnum):
@@ -76,10 +79,18 @@ class CandidateRun:
     units_total: int = 0
     accepted_total: int = 0
     driver_version: str | None = None
+    deadline_at: float | None = None        # campaign clock: the instance's hard deadline, as approved
+    canary_s: float | None = None           # campaign clock: how long the canary run took, session included
 
     @property
     def cid(self) -> str:
         return self.candidate.candidate_id
+
+    def work_time_left_s(self, now: float) -> float:
+        """Seconds of work left before the instance must be destroyed (its deadline less the destroy margin)."""
+        if self.deadline_at is None:
+            return float("inf")
+        return self.deadline_at - DESTROY_MARGIN_S - now
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,9 +164,10 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
         return False
     label = ctx.label(c)
     now = ctx.clock.now()
+    run.deadline_at = now + c.time_cap_s
     intent = await ctx.store.record_intent(campaign_id=ctx.campaign_id, offer_id=c.offer.id, label=label, at=now,
                                            machine_id=c.offer.machine_id, dph_usd=c.offer.dph_total,
-                                           deadline_at=now + c.time_cap_s)
+                                           deadline_at=run.deadline_at)
     try:
         created = await ctx.market.create_instance(offer_id=c.offer.id, image=ctx.manifest.workload.image,
                                                    disk_gib=32.0, label=label, approval=approval)
@@ -245,6 +257,7 @@ async def canary(ctx: CandidateContext, run: CandidateRun, host: str, port: int,
     ctx.phase(run, CandidatePhase.CANARY)
     argv = workload_argv(ctx.manifest, variant=variant, steps=CANARY_STEPS, seconds=0)
     result: Result | None = None
+    started = ctx.clock.now()
     try:
         async with ctx.executor.run_agent(host, port, argv) as session:
             async for record in session:
@@ -255,6 +268,7 @@ async def canary(ctx: CandidateContext, run: CandidateRun, host: str, port: int,
                     result = record
     except RemoteError as exc:
         raise CandidateFailed(f"canary could not run: {exc}", bad_host=True) from exc
+    run.canary_s = ctx.clock.now() - started
     if run.ready_at is not None and run.rented_at is not None:
         run.startup_s = max(0.0, run.ready_at - run.rented_at)
     if result is None or result.exit_status != 0:

@@ -199,7 +199,7 @@ class CampaignEngine:
         self.ctx.phase(run, CandidatePhase.TUNING, f"bottleneck {attribution.bottleneck}")
 
         def time_left() -> float:
-            return run.candidate.time_cap_s - (self.clock.now() - self._rented_local[run.cid])
+            return run.work_time_left_s(self.clock.now())
 
         self.tuning = await tune(self.ctx, run, host, port, start=variant, bottleneck=attribution.bottleneck,
                                  time_left_s=time_left)
@@ -251,7 +251,7 @@ class CampaignEngine:
         run.run_id = stored.run_id
         await self.ctx.store.record_run_phases(run_id=stored.run_id, pull_s=run.startup_s)
         meter = BlockMeter(warmup=self.manifest.warmup, measure=self.manifest.measure)
-        left_s = c.time_cap_s - (self.clock.now() - self._rented_local[run.cid])
+        left_s = run.work_time_left_s(self.clock.now())
         argv = workload_argv(self.manifest, variant=variant, steps=0, seconds=max(left_s, 60.0))
         buffer: list[Record] = []
         async with self.ctx.executor.run_agent(host, port, argv) as session:
@@ -269,8 +269,8 @@ class CampaignEngine:
                     buffer = []
                     if await self._block_done(run, block):
                         break
-                if isinstance(record, Result):
-                    break
+                if isinstance(record, Result) or run.work_time_left_s(self.clock.now()) <= 0:
+                    break  # the deadline is checked on every record: a block is no reason to outlive it
         await save_records(self.ctx, run, buffer)
         run.units_total, run.accepted_total = meter.units_total, meter.accepted_total
         thetas = [b.throughput_units_per_s for b in run.blocks]
@@ -328,7 +328,7 @@ class CampaignEngine:
             return "eliminated"
         if self._finished.is_set():
             return f"race decided: {self._race_reason}"
-        if self.clock.now() - self._rented_local[run.cid] >= run.candidate.time_cap_s:
+        if run.work_time_left_s(self.clock.now()) <= 0:
             return "instance deadline"
         return None
 

@@ -22,8 +22,13 @@ from vastui.vast.query import parse_query
 READINESS_PRIOR_S = 60.0
 # Effective pull speed as a share of the advertised inet_down (gpu-market.md: 0.3-0.6).
 PULL_EFFICIENCY_PRIOR = 0.45
-# Headroom over the measurement plan for the leader's tuning pairs and teardown, in the per-instance time cap.
-TUNING_ALLOWANCE = 2.0
+# Headroom over the nominal measurement plan (blocks end at the first marker past block_s and block_min_steps,
+# so they run long on a slow host), in the per-instance time cap.
+MEASURE_SLACK = 1.0
+# A tuning run: this many workload steps (the first markers are skipped as start-up), plus the per-run cost of
+# opening the session, staging the agent and starting the process.
+TUNING_RUN_STEPS = 80
+TUNING_RUN_OVERHEAD_PRIOR_S = 15.0
 DISK_GIB = 32.0
 # Multi-GPU without NVLink rarely scales linearly (gpu-market.md: 2x ~1.6-1.8x on consumer cards): the prior
 # assumes this share of linear speed-up per doubling until a run measures it.
@@ -88,10 +93,25 @@ def readiness_deadline_s(manifest: Manifest, *, predicted_pull: float) -> float:
     return max(manifest.budget.readiness_min_s, manifest.budget.readiness_pull_factor * predicted_pull)
 
 
+def tuning_allowance_s(manifest: Manifest) -> float:
+    """Time for every A/B trial the manifest allows (any candidate may lead), from a step-time prior.
+
+    Each trial is ``2 x min_pairs`` tuning runs. Before anything is measured the step time is unknown; the
+    prior is the slowest step a block still accepts (``block_s / block_min_steps``), so the allowance errs long.
+    The engine re-estimates from the leader's own runs and starts no trial that would outlive the deadline.
+    """
+    t, measure = manifest.tuning, manifest.measure
+    trials = sum(max(0, len(values) - 1) for values in (t.batch_sizes, t.precisions, t.loaders, t.gpu_counts))
+    step_prior_s = measure.block_s / max(1, measure.block_min_steps)
+    return trials * 2 * t.min_pairs * (TUNING_RUN_STEPS * step_prior_s + TUNING_RUN_OVERHEAD_PRIOR_S)
+
+
 def candidate_time_cap_s(manifest: Manifest, *, predicted_pull: float) -> float:
-    """The hard deadline of one benchmark instance: readiness, warm-up, every block, tuning headroom."""
+    """The hard deadline of one benchmark instance: readiness, warm-up, every block, the tuning trials; at most
+    the manifest's max_instance_lifetime_s."""
     measure = manifest.measure
-    plan_s = manifest.warmup.cap_s + measure.max_blocks * measure.block_s * (1.0 + TUNING_ALLOWANCE)
+    plan_s = (manifest.warmup.cap_s + measure.max_blocks * measure.block_s * (1.0 + MEASURE_SLACK)
+              + tuning_allowance_s(manifest))
     return min(manifest.budget.max_instance_lifetime_s, readiness_deadline_s(manifest, predicted_pull=predicted_pull)
                + plan_s)
 

@@ -12,12 +12,15 @@ from dataclasses import dataclass
 
 from vastui.bench.attribution import Bottleneck
 from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, judge_ab, plan_ab_pairs, plan_tuning
-from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant, note_record, workload_argv
+from vastui.campaign.candidate import (CANARY_STEPS, CandidateContext, CandidateRun, Variant, note_record,
+                                       workload_argv)
+from vastui.campaign.plan import TUNING_RUN_STEPS
 from vastui.errors import RemoteError
 from vastui.events import Notice
 from vastui.remote.protocol import Progress, Result
 
-# A tuning run: skip the first markers (process start, warm-up slowdown), then time this many markers.
+# A tuning run (TUNING_RUN_STEPS steps): skip the first markers (process start, warm-up slowdown), then time
+# this many markers.
 SKIP_MARKERS = 2
 TIMED_MARKERS = 5
 
@@ -51,10 +54,17 @@ def _profile(variant: Variant) -> Profile:
                    gpu_count=variant.gpu_count)
 
 
+class DeadlineReached(Exception):
+    """The instance's deadline came during a short run: the run was stopped, its trial is abandoned."""
+
+
 async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: int,
                     variant: Variant) -> tuple[float | None, bool]:
-    """One short run of ``variant``: throughput over the timed markers (agent clock), and whether it passed."""
-    steps = (SKIP_MARKERS + TIMED_MARKERS + 1) * 10
+    """One short run of ``variant``: throughput over the timed markers (agent clock), and whether it passed.
+
+    Raises DeadlineReached (after stopping the remote run) when the instance's work time runs out meanwhile.
+    """
+    steps = TUNING_RUN_STEPS
     argv = workload_argv(ctx.manifest, variant=variant, steps=steps, seconds=0)
     marks: list[Progress] = []
     result: Result | None = None
@@ -65,6 +75,8 @@ async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: i
                 marks.append(record)
             elif isinstance(record, Result):
                 result = record
+            if result is None and run.work_time_left_s(ctx.clock.now()) <= 0:
+                raise DeadlineReached(f"deadline reached during a short run of {variant.describe()}")
     expected = (ctx.manifest.correctness.expected_digest or "").lower().removeprefix("sha256:")
     digest = ((result.output_digest if result else None) or "").lower().removeprefix("sha256:")
     passed = result is not None and result.exit_status == 0 and (not expected or digest == expected)
@@ -75,8 +87,31 @@ async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: i
     return units / (timed[-1].t - timed[0].t), passed
 
 
+@dataclass(slots=True)
+class _RunTimes:
+    """How long short runs took on this instance (campaign clock): the estimate for the next trial; before the
+    first one, a prior from the canary and the blocks."""
+
+    prior_s: float = 0.0
+    longest_s: float = 0.0
+
+    def trial_estimate_s(self, pairs: int) -> float:
+        return 2 * pairs * (self.longest_s or self.prior_s)
+
+
+def _run_prior_s(run: CandidateRun) -> float:
+    """A tuning run's duration before one was timed: the canary (its steps and the session's overhead) plus the
+    extra steps at the step time the blocks measured; twice the canary when no block says."""
+    canary_s = run.canary_s or 0.0
+    steps = sum(b.block.steps for b in run.blocks)
+    if steps <= 0:
+        return canary_s * TUNING_RUN_STEPS / CANARY_STEPS
+    step_s = sum(b.block.duration_s for b in run.blocks) / steps
+    return canary_s + max(0, TUNING_RUN_STEPS - CANARY_STEPS) * step_s
+
+
 async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, base: Variant,
-              change: Variant) -> AbVerdict:
+              change: Variant, times: _RunTimes) -> AbVerdict:
     tuning = ctx.manifest.tuning
     a_values: list[float] = []
     b_values: list[float] = []
@@ -84,7 +119,9 @@ async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, ba
     for pair in plan_ab_pairs(pairs=tuning.min_pairs):
         got: dict[Arm, float | None] = {}
         for arm in pair:
+            started = ctx.clock.now()
             theta, passed = await short_run(ctx, run, host, port, base if arm is Arm.BASELINE else change)
+            times.longest_s = max(times.longest_s, ctx.clock.now() - started)
             correct = correct and passed
             got[arm] = theta
         a, b = got[Arm.BASELINE], got[Arm.VARIANT]
@@ -102,13 +139,20 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
     """Try each allowed knob from the bottleneck's order; keep what clearly helps; stop when time runs out."""
     best = start
     trials: list[TuningTrial] = []
+    times = _RunTimes(prior_s=_run_prior_s(run))
     for step in plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start)):
         for value in step.values:
-            if time_left_s() <= 0:
-                return TuningOutcome(tuple(trials), best, "the instance reached its deadline")
+            left, needed = time_left_s(), times.trial_estimate_s(ctx.manifest.tuning.min_pairs)
+            if left <= 0 or left < needed:
+                return TuningOutcome(tuple(trials), best,
+                                     f"the instance's deadline leaves {max(left, 0.0) / 60:.1f} min; "
+                                     f"an A/B trial takes about {needed / 60:.1f} min")
             change = _variant(_profile(best).with_value(step.knob, value), best)
             try:
-                verdict = await _ab(ctx, run, host, port, best, change)
+                verdict = await _ab(ctx, run, host, port, best, change, times)
+            except DeadlineReached:
+                return TuningOutcome(tuple(trials), best, f"the instance reached its deadline during the trial "
+                                                          f"{step.knob} -> {value} (abandoned, not judged)")
             except RemoteError as exc:
                 ctx.bus.publish(Notice(at=ctx.clock.now(), campaign_id=ctx.campaign_id, level="warning",
                                        text=f"{run.cid}: tuning stopped: {exc}"))

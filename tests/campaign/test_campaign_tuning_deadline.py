@@ -1,0 +1,161 @@
+"""Tuning inside the leader's deadline, on the campaign clock: a trial that cannot fit is not started, one that runs
+out of time is abandoned with its remote run stopped, and the plan's time cap budgets the trials the manifest allows.
+
+The host is the one part faked here (a scripted agent session on a FakeClock); the candidate is a real plan
+candidate from a seeded world, and the manifest is the example workload's.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from campaign_support import fast_manifest
+
+from fakes import FakeClock
+from vastui.bench.attribution import Bottleneck
+from vastui.bench.manifest import Manifest, load_manifest
+from vastui.campaign.candidate import DESTROY_MARGIN_S, CandidateContext, CandidateRun, Variant
+from vastui.campaign.plan import (TUNING_RUN_OVERHEAD_PRIOR_S, TUNING_RUN_STEPS, Candidate, build_plan,
+                                  candidate_time_cap_s, tuning_allowance_s)
+from vastui.campaign.tuning import tune
+from vastui.events import EventBus
+from vastui.remote.protocol import Progress, Result
+from vastui.sim.offers import offer_row
+from vastui.sim.world import generate_world
+from vastui.vast.models import Offer
+
+NOW = 1_800_000_000.0
+STEP_S = 2.0          # simulated seconds per workload step on the fake host
+MARK_EVERY = 10       # steps per progress record
+
+
+@dataclass
+class ScriptedHost:
+    """A host whose agent emits a progress record every MARK_EVERY steps, moving the campaign clock as it goes."""
+
+    clock: FakeClock
+    started: int = 0
+    stopped_early: int = 0
+    argv: list[list[str]] = field(default_factory=list)
+    _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    @asynccontextmanager
+    async def _session(self, argv: Sequence[str]) -> AsyncIterator[Any]:
+        self.started += 1
+        self.argv.append(list(argv))
+        steps = int(next(a for a in argv if a.startswith("VASTUI_STEPS=")).split("=")[1])
+        host = self
+
+        class Session:
+            result: Result | None = None
+            finished = False
+
+            async def __aiter__(self) -> AsyncIterator[Progress | Result]:
+                for _ in range(steps // MARK_EVERY):
+                    await host.clock.sleep(MARK_EVERY * STEP_S)
+                    yield Progress(seq=next(host._seq), t=host.clock.now(), units=640, accepted=640,
+                                   data_wait_s=0.0, compute_s=MARK_EVERY * STEP_S, latency_ms=(STEP_S * 1000,) * 10,
+                                   units_total=0, accepted_total=0, phase=None)
+                self.result = Result(seq=next(host._seq), t=host.clock.now(), exit_status=0, signal=None,
+                                     output_digest=None, output_bytes=0, units_total=0, accepted_total=0,
+                                     elapsed_s=steps * STEP_S, stderr_tail="")
+                self.finished = True
+                yield self.result
+
+        session = Session()
+        try:
+            yield session
+        finally:
+            if not session.finished:
+                self.stopped_early += 1
+
+    def run_agent(self, host: str, port: int, argv: Sequence[str], *, interval_s: float = 1.0,
+                  output_file: str | None = None) -> Any:
+        return self._session(argv)
+
+
+def _tuning_manifest(tmp_path: Path) -> Manifest:
+    manifest = load_manifest(fast_manifest(tmp_path / "m", tune_precision=True))
+    return replace(manifest, correctness=replace(manifest.correctness, expected_digest=None))
+
+
+def _candidate(manifest: Manifest) -> Candidate:
+    world = generate_world(7, n_machines=120, now=NOW)
+    offers = [Offer.from_api(offer_row(m, now=NOW, rented=False), where="row") for m in world.machines]
+    plan = build_plan(campaign_id="ctune", manifest=manifest, offers=offers, knowledge=(), bad_hosts=())
+    return plan.candidates[0]
+
+
+def _leader(manifest: Manifest, clock: FakeClock, *, work_left_s: float, canary_s: float | None) -> CandidateRun:
+    run = CandidateRun(_candidate(manifest))
+    run.deadline_at = clock.now() + DESTROY_MARGIN_S + work_left_s
+    run.canary_s = canary_s
+    return run
+
+
+def _context(manifest: Manifest, clock: FakeClock, host: ScriptedHost) -> CandidateContext:
+    return CandidateContext(campaign_id="ctune", manifest=manifest, market=None, executor=host,  # type: ignore[arg-type]
+                            store=None, approver=None, clock=clock, bus=EventBus(),  # type: ignore[arg-type]
+                            on_owned=lambda _id: None)
+
+
+async def _tune(manifest: Manifest, clock: FakeClock, host: ScriptedHost, run: CandidateRun) -> Any:
+    start = Variant(batch_size=64, precision="fp32", loaders=4)
+    return await tune(_context(manifest, clock, host), run, "127.0.0.1", 22, start=start,
+                      bottleneck=Bottleneck.COMPUTE_BOUND, time_left_s=lambda: run.work_time_left_s(clock.now()))
+
+
+async def test_a_trial_the_prior_says_cannot_fit_is_never_started(tmp_path: Path) -> None:
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    host = ScriptedHost(clock)
+    # the canary took 100 s for 40 steps: a tuning run ~200 s, a trial of 2 x 5 runs ~2000 s; 1000 s are left
+    run = _leader(manifest, clock, work_left_s=1000.0, canary_s=100.0)
+    outcome = await _tune(manifest, clock, host, run)
+    assert host.started == 0 and outcome.trials == ()
+    assert outcome.profile.precision == "fp32"
+    assert outcome.stopped_early is not None and "leaves 16.7 min" in outcome.stopped_early
+    assert "takes about 33.3 min" in outcome.stopped_early
+
+
+async def test_a_trial_that_runs_out_of_time_is_abandoned_and_its_remote_run_stopped(tmp_path: Path) -> None:
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    host = ScriptedHost(clock)
+    # no canary timing: nothing to estimate from, so the trial starts; each run takes 80 steps x 2 s = 160 s
+    run = _leader(manifest, clock, work_left_s=500.0, canary_s=None)
+    outcome = await _tune(manifest, clock, host, run)
+    assert outcome.trials == () and outcome.profile.precision == "fp32"
+    assert outcome.stopped_early is not None and "abandoned, not judged" in outcome.stopped_early
+    assert host.started == 4 and host.stopped_early == 1   # three whole runs (480 s), the fourth cut short
+    assert run.deadline_at is not None
+    # work stopped at the first record past the work deadline: the destroy margin is left for the destroy
+    assert run.deadline_at - DESTROY_MARGIN_S <= clock.now() <= run.deadline_at - DESTROY_MARGIN_S + MARK_EVERY * STEP_S
+
+
+async def test_after_a_trial_the_next_is_estimated_from_the_runs_it_timed(tmp_path: Path) -> None:
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32", "bf16", "fp16")))
+    host = ScriptedHost(clock)
+    # room for one trial of 10 runs x 160 s (1600 s) but not two
+    run = _leader(manifest, clock, work_left_s=2500.0, canary_s=80.0)
+    outcome = await _tune(manifest, clock, host, run)
+    assert [(t.knob, t.value) for t in outcome.trials] == [("precision", "bf16")]
+    assert host.started == 10 and host.stopped_early == 0
+    assert outcome.stopped_early is not None and "takes about 26.7 min" in outcome.stopped_early
+
+
+def test_the_time_cap_budgets_every_trial_the_manifest_allows(tmp_path: Path) -> None:
+    plain = load_manifest(fast_manifest(tmp_path / "plain"))
+    tuned = load_manifest(fast_manifest(tmp_path / "tuned", tune_precision=True, max_lifetime_s=100_000))
+    assert tuning_allowance_s(plain) == 0.0
+    one_run = TUNING_RUN_STEPS * tuned.measure.block_s / tuned.measure.block_min_steps + TUNING_RUN_OVERHEAD_PRIOR_S
+    assert tuning_allowance_s(tuned) == pytest.approx(2 * tuned.tuning.min_pairs * one_run)
+    assert (candidate_time_cap_s(tuned, predicted_pull=300.0) - candidate_time_cap_s(plain, predicted_pull=300.0)
+            == pytest.approx(tuning_allowance_s(tuned)))
+    short = load_manifest(fast_manifest(tmp_path / "short", tune_precision=True, max_lifetime_s=1500))
+    assert candidate_time_cap_s(short, predicted_pull=300.0) == 1500.0
