@@ -329,3 +329,37 @@ async def test_a_lost_destroy_is_sent_again_while_the_instance_stays_listed(
     assert wire.destroys.count(instance_id) == 2, "a destroy that did not land must be sent again, once"
     assert [g.instance_id for g in report.gone] == [instance_id] and report.is_clean
     assert market.instance_ids() == []
+
+
+async def test_an_id_destroyed_before_teardown_is_proven_gone_without_a_second_destroy(
+        market: Market, client: HttpVastClient, wire: ScriptedMarket, approver: PlanApprover,
+        clock: FakeClock) -> None:
+    earlier, now_ = await rent(market, 2)
+    approver.mark_owned(earlier)
+    approver.mark_owned(now_)
+    await market.destroy([earlier])  # its candidate's destroy went out (and landed) during the campaign
+    sent_at = clock.now()
+
+    report = await teardown(client=client, approver=approver, clock=clock, bus=EventBus(),
+                            instance_ids=[earlier, now_], campaign_id=CAMPAIGN, reason="campaign finished",
+                            poll_s=POLL_S, max_rounds=10, already_destroyed=[earlier])
+
+    assert wire.destroys == [now_], "no second destroy (nor its approval) for an id destroyed before"
+    assert sorted(g.instance_id for g in report.gone) == [earlier, now_] and report.is_clean
+    assert all(len(g.missed_listing_at) == 2 for g in report.gone)
+    assert report.destroy_sent_at == {now_: sent_at}
+
+
+async def test_an_id_destroyed_before_but_still_listed_gets_its_destroy_sent_again(
+        market: Market, client: HttpVastClient, wire: ScriptedMarket, approver: PlanApprover,
+        clock: FakeClock) -> None:
+    (instance_id,) = await rent(market, 1)
+    approver.mark_owned(instance_id)  # "destroyed before", but that destroy never landed: it still bills
+
+    report = await teardown(client=client, approver=approver, clock=clock, bus=EventBus(),
+                            instance_ids=[instance_id], campaign_id=CAMPAIGN, reason="campaign finished",
+                            poll_s=POLL_S, max_rounds=10, already_destroyed=[instance_id])
+
+    assert wire.destroys == [instance_id] and market.instance_ids() == []
+    assert [g.instance_id for g in report.gone] == [instance_id] and report.is_clean
+    assert list(report.destroy_sent_at) == [instance_id]

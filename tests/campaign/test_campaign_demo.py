@@ -4,6 +4,7 @@ every mutating request was approved, and the budget holds — judged by the simu
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,6 +83,7 @@ async def test_demo_campaign_is_correct_clean_and_approved(seed: int, tmp_path: 
     rented = {r.instance_id for r in result.outcome.runs if r.instance_id is not None}
     assert rented and {d.instance_id for d in receipt.destroyed} == rented
     assert all(d.is_proven_gone for d in receipt.destroyed)
+    assert all(d.destroyed_at is not None and d.destroyed_at <= d.absent_in_listings_at[0] for d in receipt.destroyed)
 
     # nothing left billing, by the simulator's own listing; each instance destroyed by the deadline it was rented for
     assert facts.instances_alive == []
@@ -92,6 +94,9 @@ async def test_demo_campaign_is_correct_clean_and_approved(seed: int, tmp_path: 
     audit = await _audit(result.db_path)
     approved = {(action, target) for kind, action, target in audit if kind == "approval"}
     called = {(action, target) for kind, action, target in audit if kind == "call"}
+    # one destroy per instance: the simulator's destroys land, so the final teardown only proves them gone
+    destroys = Counter(target for action, target in facts.mutations if action == "destroy_instance")
+    assert set(destroys.values()) == {1}, destroys
     for action, target in facts.mutations:
         if action == "create_ssh_key":
             assert any(a == "create_ssh_key" for a, _ in approved)

@@ -31,6 +31,7 @@ class TeardownReport:
     still_alive: list[int] = field(default_factory=list)
     refused: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    destroy_sent_at: dict[int, float] = field(default_factory=dict)   # first destroy this teardown sent, per id
 
     @property
     def is_clean(self) -> bool:
@@ -81,6 +82,7 @@ class _Teardown:
             self.report.errors.append(f"destroy {instance_id}: {exc}")
             return True
         if sent:
+            self.report.destroy_sent_at.setdefault(instance_id, self.clock.now())
             self.bus.publish(InstanceDestroyed(at=self.clock.now(), campaign_id=self.campaign_id,
                                                instance_id=instance_id))
         return sent
@@ -115,15 +117,22 @@ class _Teardown:
 
 async def teardown(*, client: Marketplace, approver: Approver, clock: Clock, bus: EventBus,
                    instance_ids: Collection[int], campaign_id: str | None, reason: str,
-                   poll_s: float = 5.0, max_rounds: int = 60) -> TeardownReport:
+                   poll_s: float = 5.0, max_rounds: int = 60,
+                   already_destroyed: Collection[int] = ()) -> TeardownReport:
     """Destroy every id, then poll complete listings until each is missed by two in a row (or rounds run out).
 
-    An id still listed after several listings gets its destroy sent again (approved again): a lost destroy must
-    not leave an instance billing. Refused ids are reported, never silently dropped.
+    Ids in ``already_destroyed`` had a destroy sent (and approved) before: they are not destroyed a second time
+    up front, only proven gone the same way. An id still listed after several listings gets its destroy sent
+    again (approved again): a lost destroy must not leave an instance billing. Refused ids are reported, never
+    silently dropped.
     """
     state = _Teardown(client, approver, clock, bus, campaign_id, reason)
+    sent_before = set(already_destroyed)
     for instance_id in sorted(set(instance_ids)):
-        if await state.destroy(instance_id):
+        if instance_id in sent_before:
+            state.pending.add(instance_id)
+            state.misses[instance_id] = []
+        elif await state.destroy(instance_id):
             state.pending.add(instance_id)
             state.misses[instance_id] = []
         else:

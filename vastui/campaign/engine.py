@@ -33,7 +33,7 @@ from vastui.errors import RemoteError, VastuiError
 from vastui.events import (BlockMeasured, CampaignFinished, CandidateEliminated, DecisionMade, EventBus, Notice)
 from vastui.remote.protocol import Result
 from vastui.store import SqliteStore
-from vastui.store.records import RunStatus
+from vastui.store.records import InstanceState, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,7 @@ class CampaignEngine:
         self._race_reason = "measuring"
         self._leader: str | None = None
         self.tuning: TuningOutcome | None = None
+        self._destroy_sent: set[int] = set()          # instances whose destroy went out (approved) before teardown
 
     def _prior_cost(self, c: Candidate) -> CostInputs:
         storage = (c.offer.storage_cost or 0.0) * DISK_GIB / (30 * 24)
@@ -138,7 +139,9 @@ class CampaignEngine:
             self.ctx.on_owned(instance_id)  # labelled or recorded by this campaign: its plan promised to destroy
         report = await teardown(client=self.ctx.market, approver=self.ctx.approver, clock=self.clock, bus=self.bus,
                                 instance_ids=ids, campaign_id=self.plan.campaign_id, reason=reason,
-                                poll_s=self.teardown_poll_s)
+                                poll_s=self.teardown_poll_s, already_destroyed=self._destroy_sent)
+        for instance_id, at in report.destroy_sent_at.items():
+            await self.ctx.store.record_transition(instance_id=instance_id, state=InstanceState.DESTROY_REQUESTED, at=at)
         for gone in report.gone:
             await self.ctx.store.record_gone(instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at,
                                              at=self.clock.now())
@@ -351,11 +354,12 @@ class CampaignEngine:
             self._committed_usd.pop(run.cid, None)
             return
         try:
-            await destroy_with_approval(client=self.ctx.market, approver=self.ctx.approver,
-                                        instance_id=run.instance_id, campaign_id=self.plan.campaign_id,
-                                        reason=f"{run.cid} {run.phase}")
-            await self.ctx.store.record_transition(instance_id=run.instance_id, state="destroy_requested",
-                                                   at=self.clock.now())
+            if await destroy_with_approval(client=self.ctx.market, approver=self.ctx.approver,
+                                           instance_id=run.instance_id, campaign_id=self.plan.campaign_id,
+                                           reason=f"{run.cid} {run.phase}"):
+                self._destroy_sent.add(run.instance_id)
+                await self.ctx.store.record_transition(instance_id=run.instance_id, state=InstanceState.DESTROY_REQUESTED,
+                                                       at=self.clock.now())
         except VastuiError as exc:
             log.warning("destroying %s failed (final teardown retries): %s", run.instance_id, exc)
         self._ended_local[run.cid] = self.clock.now()

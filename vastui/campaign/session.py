@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from vastui.approval import Approver
@@ -26,7 +26,7 @@ from vastui.config import Redactor
 from vastui.errors import CampaignError
 from vastui.events import CampaignStarted, EventBus, PlanMade
 from vastui.store import SqliteStore
-from vastui.store.records import IntentStatus, OfferSnapshot, RunStatus
+from vastui.store.records import InstanceState, IntentStatus, OfferSnapshot, RunStatus
 from vastui.vast.models import InstanceListing
 
 SEARCH_LIMIT = 400
@@ -94,12 +94,23 @@ async def run_campaign(services: Services, *, manifest: Manifest, plan: Plan, ap
     receipt = build_receipt(campaign_id=plan.campaign_id, created_at=clock.now(), manifest=manifest,
                             runs=outcome.runs, decision=outcome.decision,
                             audit=await store.audit_records(campaign_id=plan.campaign_id), teardown=outcome.teardown,
-                            destroyed_at={}, spend_usd=outcome.spend_usd,
+                            destroyed_at=await _destroy_times(store, [g.instance_id for g in outcome.teardown.gone]),
+                            spend_usd=outcome.spend_usd,
                             notes=_notes(outcome))
     await save_receipt(services, receipt)
     await store.finish_campaign(campaign_id=plan.campaign_id, at=clock.now(),
                                 phase="finished" if receipt.teardown_passed else "leaked")
     return receipt, outcome
+
+
+async def _destroy_times(store: SqliteStore, instance_ids: Sequence[int]) -> dict[int, float]:
+    """When each instance's first destroy went out, from its recorded transitions."""
+    times: dict[int, float] = {}
+    for instance_id in instance_ids:
+        sent = [t.at for t in await store.transitions(instance_id) if t.state == InstanceState.DESTROY_REQUESTED]
+        if sent:
+            times[instance_id] = min(sent)
+    return times
 
 
 def _notes(outcome: CampaignOutcome) -> tuple[str, ...]:
@@ -160,6 +171,8 @@ async def resume_campaign(services: Services, *, campaign_id: str, approver: App
     report = await teardown(client=services.market, approver=audited, clock=clock, bus=services.bus,
                             instance_ids=ids, campaign_id=campaign_id, reason="resume after a crash: clean up",
                             poll_s=services.teardown_poll_s)
+    for instance_id, at in report.destroy_sent_at.items():
+        await store.record_transition(instance_id=instance_id, state=InstanceState.DESTROY_REQUESTED, at=at)
     for gone in report.gone:
         await store.record_gone(instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at,
                                 at=clock.now())

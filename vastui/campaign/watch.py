@@ -22,6 +22,7 @@ from vastui.clock import Clock
 from vastui.errors import ApiError, VastuiError
 from vastui.events import EventBus, LeakFound, LeaksChecked, Notice
 from vastui.store import Campaign, Intent, OwnedInstance, SqliteStore
+from vastui.store.records import InstanceState
 from vastui.vast.models import Instance, InstanceListing, InstanceStatus
 
 _log = logging.getLogger(__name__)
@@ -306,6 +307,8 @@ async def destroy_leaks(*, market: Marketplace, store: SqliteStore, approver: Ap
         part = await teardown(client=market, approver=approver, clock=clock, bus=bus, instance_ids=ids,
                               campaign_id=campaign_id, reason=f"leaked: {REASON_TEXT[reason]}", poll_s=poll_s,
                               max_rounds=max_rounds)
+        for instance_id, at in part.destroy_sent_at.items():
+            await store.record_transition(instance_id=instance_id, state=InstanceState.DESTROY_REQUESTED, at=at)
         for gone in part.gone:
             await store.record_gone(instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at,
                                     at=clock.now())
@@ -313,4 +316,5 @@ async def destroy_leaks(*, market: Marketplace, store: SqliteStore, approver: Ap
         merged.still_alive.extend(part.still_alive)
         merged.refused.extend(part.refused)
         merged.errors.extend(part.errors)
+        merged.destroy_sent_at.update(part.destroy_sent_at)
     return merged
