@@ -118,6 +118,7 @@ async def test_campaign_stops_renting_when_the_next_rental_could_exceed_the_budg
                             manifest_path=manifest_path, on_market=_facts_into(facts))
     skipped = [r for r in result.outcome.runs if r.instance_id is None]
     assert skipped and all("budget" in r.detail for r in skipped)
+    assert len(skipped) < len(result.outcome.runs), "the budget fits one rental: it must be made"
     assert sum(r.candidate.max_spend_usd for r in result.outcome.runs if r.instance_id is not None) <= budget
     assert facts.billed_usd <= budget
     assert facts.instances_alive == []

@@ -20,8 +20,8 @@ from campaign_support import fast_manifest
 from fakes import FakeClock
 from vastui.bench.attribution import Bottleneck
 from vastui.bench.manifest import Manifest, load_manifest
-from vastui.campaign.candidate import DESTROY_MARGIN_S, CandidateContext, CandidateRun, Variant
-from vastui.campaign.plan import (TUNING_RUN_OVERHEAD_PRIOR_S, TUNING_RUN_STEPS, Candidate, build_plan,
+from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant
+from vastui.campaign.plan import (DESTROY_MARGIN_S, TUNING_RUN_OVERHEAD_PRIOR_S, TUNING_RUN_STEPS, Candidate, build_plan,
                                   candidate_time_cap_s, tuning_allowance_s)
 from vastui.campaign.tuning import tune
 from vastui.events import EventBus

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from vastui.approval import Action, ApprovalRequest, Approver, offer_target
 from vastui.bench.manifest import Manifest
 from vastui.campaign.measure import BlockMeter, MeasuredBlock
-from vastui.campaign.plan import Candidate, readiness_deadline_s
+from vastui.campaign.plan import CANARY_STEPS, DESTROY_MARGIN_S, Candidate, readiness_deadline_s
 from vastui.campaign.ports import HostExecutor, Marketplace, Record
 from vastui.clock import Clock
 from vastui.errors import ApiError, CreateFailed, CreateUncertain, RemoteError, VastuiError
@@ -26,12 +26,8 @@ from vastui.store.records import ProgressRecord
 from vastui.vast.models import Instance, InstanceStatus
 
 POLL_S = 10.0
-CANARY_STEPS = 40
 DEAD_STATUSES = frozenset({InstanceStatus.EXITED, InstanceStatus.OFFLINE, InstanceStatus.UNKNOWN})
 BAD_HOST_TTL_S = 7 * 24 * 3600.0
-# Work on an instance stops this long before its deadline, so the destroy lands before it: the approval said
-# "for at most N min", and the leak watcher flags an instance past its deadline.
-DESTROY_MARGIN_S = 120.0
 
 
 class CandidatePhase(enum.StrEnum):

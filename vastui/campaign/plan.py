@@ -25,8 +25,13 @@ PULL_EFFICIENCY_PRIOR = 0.45
 # Headroom over the nominal measurement plan (blocks end at the first marker past block_s and block_min_steps,
 # so they run long on a slow host), in the per-instance time cap.
 MEASURE_SLACK = 1.0
+# Work on an instance stops this long before its deadline, so the destroy lands before it: the approval said
+# "for at most N min", and the leak watcher flags an instance past its deadline.
+DESTROY_MARGIN_S = 120.0
+# The canary (the correctness gate) runs this many workload steps on the pinned inputs.
+CANARY_STEPS = 40
 # A tuning run: this many workload steps (the first markers are skipped as start-up), plus the per-run cost of
-# opening the session, staging the agent and starting the process.
+# opening the session, staging the agent and starting the process (the canary pays it too).
 TUNING_RUN_STEPS = 80
 TUNING_RUN_OVERHEAD_PRIOR_S = 15.0
 DISK_GIB = 32.0
@@ -93,6 +98,11 @@ def readiness_deadline_s(manifest: Manifest, *, predicted_pull: float) -> float:
     return max(manifest.budget.readiness_min_s, manifest.budget.readiness_pull_factor * predicted_pull)
 
 
+def _step_prior_s(manifest: Manifest) -> float:
+    """A workload step's time before anything is measured: the slowest step a block still accepts (errs long)."""
+    return manifest.measure.block_s / max(1, manifest.measure.block_min_steps)
+
+
 def tuning_allowance_s(manifest: Manifest) -> float:
     """Time for every A/B trial the manifest allows (any candidate may lead), from a step-time prior.
 
@@ -100,18 +110,18 @@ def tuning_allowance_s(manifest: Manifest) -> float:
     prior is the slowest step a block still accepts (``block_s / block_min_steps``), so the allowance errs long.
     The engine re-estimates from the leader's own runs and starts no trial that would outlive the deadline.
     """
-    t, measure = manifest.tuning, manifest.measure
+    t = manifest.tuning
     trials = sum(max(0, len(values) - 1) for values in (t.batch_sizes, t.precisions, t.loaders, t.gpu_counts))
-    step_prior_s = measure.block_s / max(1, measure.block_min_steps)
-    return trials * 2 * t.min_pairs * (TUNING_RUN_STEPS * step_prior_s + TUNING_RUN_OVERHEAD_PRIOR_S)
+    return trials * 2 * t.min_pairs * (TUNING_RUN_STEPS * _step_prior_s(manifest) + TUNING_RUN_OVERHEAD_PRIOR_S)
 
 
 def candidate_time_cap_s(manifest: Manifest, *, predicted_pull: float) -> float:
-    """The hard deadline of one benchmark instance: readiness, warm-up, every block, the tuning trials; at most
-    the manifest's max_instance_lifetime_s."""
+    """The hard deadline of one benchmark instance: readiness, the canary, warm-up, every block, the tuning trials
+    and the destroy margin; at most the manifest's max_instance_lifetime_s."""
     measure = manifest.measure
-    plan_s = (manifest.warmup.cap_s + measure.max_blocks * measure.block_s * (1.0 + MEASURE_SLACK)
-              + tuning_allowance_s(manifest))
+    canary_s = CANARY_STEPS * _step_prior_s(manifest) + TUNING_RUN_OVERHEAD_PRIOR_S
+    plan_s = (canary_s + manifest.warmup.cap_s + measure.max_blocks * measure.block_s * (1.0 + MEASURE_SLACK)
+              + tuning_allowance_s(manifest) + DESTROY_MARGIN_S)
     return min(manifest.budget.max_instance_lifetime_s, readiness_deadline_s(manifest, predicted_pull=predicted_pull)
                + plan_s)
 

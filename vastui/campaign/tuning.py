@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 from vastui.bench.attribution import Bottleneck
 from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, judge_ab, plan_ab_pairs, plan_tuning
-from vastui.campaign.candidate import (CANARY_STEPS, CandidateContext, CandidateRun, Variant, note_record,
-                                       workload_argv)
-from vastui.campaign.plan import TUNING_RUN_STEPS
+from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant, note_record, workload_argv
+from vastui.campaign.plan import CANARY_STEPS, TUNING_RUN_STEPS
 from vastui.errors import RemoteError
 from vastui.events import Notice
 from vastui.remote.protocol import Progress, Result
