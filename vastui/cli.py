@@ -36,6 +36,10 @@ examples:
   vastui instances --json
   vastui ssh-run 1234 -- nvidia-smi -L       run one command on an instance, streaming its output
   vastui manifest check examples/resnet.toml
+  vastui demo --headless                     a whole campaign on the simulated marketplace, no account needed
+  vastui campaign plan examples/resnet.toml  shortlist and price a campaign (rents nothing)
+  vastui campaign run examples/resnet.toml   plan, ask approval, rent, measure, decide, destroy, prove
+  vastui leaks                               instances billing without a reason (--destroy: each approved)
 
 The API key is taken from --api-key, then VAST_API_KEY, then ~/.config/vastai/vast_api_key (as the official CLI).
 The marketplace URL from --url, then VAST_URL, then https://console.vast.ai.
