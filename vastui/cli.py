@@ -188,7 +188,9 @@ async def _cmd_instances(args: argparse.Namespace) -> int:
     else:
         import datetime as dt
 
-        table = make_table(f"{len(listing.instances)} instances", "id", "status<", "label<", "gpu<", "n", "$/hr", "ssh<",
+        title = (f"{len(listing.instances)} instances" if listing.is_complete
+                 else f"{len(listing.instances)} instances seen — listing INCOMPLETE, more may be billing")
+        table = make_table(title, "id", "status<", "label<", "gpu<", "n", "$/hr", "ssh<",
                        "started (UTC)<")
         for inst in listing.instances:
             ssh = inst.ssh_endpoint()

@@ -88,7 +88,10 @@ async def test_an_incomplete_listing_exits_non_zero(server: SimServer, market: M
     market.chaos.error_5xx_rate = 1.0
     code = await asyncio.to_thread(main, ["instances", "--url", server.url, "--api-key", KEY])
     assert code == 3
-    assert "INCOMPLETE" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "INCOMPLETE" in captured.err
+    # the table never passes an empty partial listing off as "0 instances"
+    assert "listing INCOMPLETE" in captured.out and "0 instances\n" not in captured.out
 
 
 def test_a_bad_query_shows_a_caret_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
