@@ -21,8 +21,8 @@ from fakes import FakeClock
 from vastui.bench.attribution import Bottleneck
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant
-from vastui.campaign.plan import (DESTROY_MARGIN_S, TUNING_RUN_OVERHEAD_PRIOR_S, TUNING_RUN_STEPS, Candidate, build_plan,
-                                  candidate_time_cap_s, tuning_allowance_s)
+from vastui.campaign.plan import (DESTROY_MARGIN_S, TUNING_RUN_OVERHEAD_PRIOR_S, TUNING_RUN_STEPS, Candidate,
+                                  build_plan, candidate_time_cap_s, tuning_allowance_s)
 from vastui.campaign.tuning import tune
 from vastui.events import EventBus
 from vastui.remote.protocol import Progress, Result
@@ -100,9 +100,10 @@ def _leader(manifest: Manifest, clock: FakeClock, *, work_left_s: float, canary_
 
 
 def _context(manifest: Manifest, clock: FakeClock, host: ScriptedHost) -> CandidateContext:
-    return CandidateContext(campaign_id="ctune", manifest=manifest, market=None, executor=host,  # type: ignore[arg-type]
-                            store=None, approver=None, clock=clock, bus=EventBus(),  # type: ignore[arg-type]
-                            on_owned=lambda _id: None)
+    # tune() uses the executor, the clock and the bus; the marketplace, store and approver are never reached
+    return CandidateContext(campaign_id="ctune", manifest=manifest, market=None,  # type: ignore[arg-type]
+                            executor=host, store=None, approver=None,  # type: ignore[arg-type]
+                            clock=clock, bus=EventBus(), on_owned=lambda _id: None)
 
 
 async def _tune(manifest: Manifest, clock: FakeClock, host: ScriptedHost, run: CandidateRun) -> Any:

@@ -129,10 +129,7 @@ async def teardown(*, client: Marketplace, approver: Approver, clock: Clock, bus
     state = _Teardown(client, approver, clock, bus, campaign_id, reason)
     sent_before = set(already_destroyed)
     for instance_id in sorted(set(instance_ids)):
-        if instance_id in sent_before:
-            state.pending.add(instance_id)
-            state.misses[instance_id] = []
-        elif await state.destroy(instance_id):
+        if instance_id in sent_before or await state.destroy(instance_id):
             state.pending.add(instance_id)
             state.misses[instance_id] = []
         else:

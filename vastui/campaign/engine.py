@@ -141,7 +141,8 @@ class CampaignEngine:
                                 instance_ids=ids, campaign_id=self.plan.campaign_id, reason=reason,
                                 poll_s=self.teardown_poll_s, already_destroyed=self._destroy_sent)
         for instance_id, at in report.destroy_sent_at.items():
-            await self.ctx.store.record_transition(instance_id=instance_id, state=InstanceState.DESTROY_REQUESTED, at=at)
+            await self.ctx.store.record_transition(instance_id=instance_id, state=InstanceState.DESTROY_REQUESTED,
+                                                   at=at)
         for gone in report.gone:
             await self.ctx.store.record_gone(instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at,
                                              at=self.clock.now())
@@ -358,8 +359,8 @@ class CampaignEngine:
                                            instance_id=run.instance_id, campaign_id=self.plan.campaign_id,
                                            reason=f"{run.cid} {run.phase}"):
                 self._destroy_sent.add(run.instance_id)
-                await self.ctx.store.record_transition(instance_id=run.instance_id, state=InstanceState.DESTROY_REQUESTED,
-                                                       at=self.clock.now())
+                await self.ctx.store.record_transition(instance_id=run.instance_id,
+                                                       state=InstanceState.DESTROY_REQUESTED, at=self.clock.now())
         except VastuiError as exc:
             log.warning("destroying %s failed (final teardown retries): %s", run.instance_id, exc)
         self._ended_local[run.cid] = self.clock.now()
