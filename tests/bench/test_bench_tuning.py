@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 from vastui.bench.attribution import Bottleneck
 from vastui.bench.manifest import Tuning
 from vastui.bench.select import plan_ab_pairs as plan_ab_pairs_from_select
+from vastui.bench.cost import CostInputs, cost_interval, cost_per_accepted_unit
+from vastui.bench.stats import Interval
 from vastui.bench.tuning import (Arm, Knob, Profile, TuningStep, judge_ab, plan_ab_pairs, plan_tuning,
-                                 tuning_order)
+                                 tuned_cost_estimate, tuning_order)
 
 TUNING = Tuning(batch_sizes=(64, 128, 256), precisions=("fp32", "bf16"), loaders=(4, 8), gpu_counts=(1, 2))
 BASELINE = Profile(batch_size=64, precision="fp32", loaders=4, gpu_count=1)
@@ -85,3 +87,30 @@ def test_a_change_is_accepted_only_when_clear_large_and_correct(variant: list[fl
 def test_a_slower_variant_is_rejected() -> None:
     verdict = judge_ab(baseline_units_per_s=BASE, variant_units_per_s=[v * 0.9 for v in BASE], correctness_ok=True)
     assert not verdict.accepted and verdict.gain is not None and verdict.gain.high < 0
+
+
+# --- the tuned profile's cost: estimated from the race and the kept gains ---------------------------------------
+
+RACED = CostInputs(price_per_hour_usd=0.36, startup_s=300.0, warmup_s=30.0)
+RACED_THROUGHPUT = Interval(point=100.0, low=95.0, high=104.0, confidence=0.95, n=30)
+
+
+def test_no_kept_gain_leaves_the_raced_cost() -> None:
+    estimate = tuned_cost_estimate(RACED, throughput=RACED_THROUGHPUT, gains=[], units=20_000)
+    assert estimate == cost_interval(RACED, units=20_000, throughput=RACED_THROUGHPUT)
+
+
+def test_kept_gains_compound_and_lower_the_cost_bound_by_bound() -> None:
+    gains = [Interval(point=0.25, low=0.20, high=0.30, confidence=0.95, n=5),
+             Interval(point=0.10, low=0.05, high=0.12, confidence=0.95, n=5)]
+    estimate = tuned_cost_estimate(RACED, throughput=RACED_THROUGHPUT, gains=gains, units=20_000)
+
+    def at(theta: float) -> float:
+        return cost_per_accepted_unit(RACED, units=20_000, throughput_units_per_s=theta)
+
+    assert estimate.point == pytest.approx(at(100.0 * 1.25 * 1.10))
+    assert estimate.high == pytest.approx(at(95.0 * 1.20 * 1.05))   # the slowest end gives the dearest cost
+    assert estimate.low == pytest.approx(at(104.0 * 1.30 * 1.12))
+    raced = cost_interval(RACED, units=20_000, throughput=RACED_THROUGHPUT)
+    assert estimate.low < estimate.point < estimate.high < raced.point
+    assert (estimate.confidence, estimate.n) == (raced.confidence, raced.n)

@@ -41,6 +41,15 @@ async def test_leader_is_tuned_one_knob_at_a_time_and_the_verdict_matches_the_tr
         assert not trial.verdict.accepted
     assert result.instances_left == 0 and result.receipt.teardown_passed
     assert any("tuned profile of the leader" in note for note in result.receipt.notes)
+    # a kept change re-prices the chosen profile (estimated, labelled so); a rejected one leaves no estimate
+    decision = result.receipt.decision
+    if trial.verdict.accepted and decision.chosen == leader.cid:
+        tuned, raced = result.outcome.tuned_cost, decision.chosen_cost
+        assert tuned is not None and raced is not None and tuned.point < raced.point
+        assert any(n.startswith("tuned profile's cost per 1k accepted units") and "not raced" in n
+                   for n in result.receipt.notes)
+    elif not trial.verdict.accepted:
+        assert result.outcome.tuned_cost is None
     # tuning fits inside the leader's approved lifetime: trials that would outrun its deadline are not started
     assert await destroys_past_deadline(result.db_path, result.receipt.campaign_id, destroyed_at) == []
 

@@ -200,7 +200,8 @@ def _per_1k(value: float) -> str:
     return "∞ (failed)" if math.isinf(value) else f"${value * 1000:.4g}"
 
 
-def _cost(interval: Interval | None) -> str:
+def cost_text(interval: Interval | None) -> str:
+    """Cost per 1,000 accepted units with its interval, as the receipt prints it."""
     if interval is None:
         return "—"
     if math.isinf(interval.point):
@@ -237,10 +238,10 @@ def _md_decision(r: Receipt) -> str:
     if d.chosen is None:
         lines.append(f"- **No profile chosen**: {d.reason}")
     else:
-        lines.append(f"- Chosen: **{d.chosen}** — {_cost(d.chosen_cost)}")
+        lines.append(f"- Chosen: **{d.chosen}** — {cost_text(d.chosen_cost)}")
     if d.runner_up is not None:
         margin = "—" if d.margin is None else f"{d.margin:+.1%}"
-        lines.append(f"- Runner-up: {d.runner_up} — {_cost(d.runner_up_cost)}; margin {margin} (upper bounds)")
+        lines.append(f"- Runner-up: {d.runner_up} — {cost_text(d.runner_up_cost)}; margin {margin} (upper bounds)")
         lines.append("- Break-even N: " + ("none — the chosen profile is cheaper at every N"
                                             if d.break_even_units is None
                                             else f"{d.break_even_units:,.0f} units (the two swap places there)"))
@@ -267,7 +268,7 @@ def _md_candidates(r: Receipt) -> str:
         source = "" if c.is_measured else " (dlperf prior)"
         rows.append((c.candidate_id, f"{c.num_gpus}× {c.gpu_name}", host, f"${c.price_per_hour_usd:.3f}",
                      outcome, f"{c.blocks} / {c.steps}", _interval(c.throughput) + source,
-                     _cost(c.cost_per_unit), c.hypothesis))
+                     cost_text(c.cost_per_unit), c.hypothesis))
     header = ("candidate", "GPU", "host", "$/h", "outcome", "blocks / steps", "throughput units/s",
               "cost per 1k accepted", "hypothesis")
     return "## Candidates\n\n" + _table(header, rows)

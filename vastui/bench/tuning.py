@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from vastui.bench.attribution import Bottleneck
+from vastui.bench.cost import CostInputs, cost_interval
 from vastui.bench.manifest import TUNING_MIN_GAIN, TUNING_MIN_PAIRS, Tuning
 from vastui.bench.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Interval, paired_gain_ci
 
@@ -133,3 +134,16 @@ def judge_ab(*, baseline_units_per_s: Sequence[float], variant_units_per_s: Sequ
     if gain.point <= min_gain:
         return AbVerdict(False, gain, pairs, f"gain {gain.point:+.1%} is not above {min_gain:.0%}")
     return AbVerdict(True, gain, pairs, f"gain {gain.point:+.1%} [{gain.low:+.1%}, {gain.high:+.1%}]")
+
+
+def tuned_cost_estimate(inputs: CostInputs, *, throughput: Interval, gains: Sequence[Interval],
+                        units: float) -> Interval:
+    """C(N) of the tuned profile, estimated rather than raced: the race's throughput scaled by every accepted A/B
+    gain (relative, 0.25 = +25 %), bound by bound — the low end compounds every low bound, so the interval errs
+    wide."""
+    point = low = high = 1.0
+    for gain in gains:
+        point, low, high = point * (1.0 + gain.point), low * (1.0 + gain.low), high * (1.0 + gain.high)
+    tuned = Interval(point=throughput.point * point, low=throughput.low * low, high=throughput.high * high,
+                     confidence=throughput.confidence, n=throughput.n)
+    return cost_interval(inputs, units=units, throughput=tuned)

@@ -12,13 +12,15 @@ import asyncio
 import json
 import logging
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from vastui.approval import Approver
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest
-from vastui.bench.select import Decision, EliminationReason, Race, RaceCandidate, decide_profile
+from vastui.bench.select import Decision, EliminationReason, Finalist, Race, RaceCandidate, decide_profile
+from vastui.bench.stats import Interval
+from vastui.bench.tuning import tuned_cost_estimate
 from vastui.campaign.candidate import (CandidateContext, CandidateFailed, CandidatePhase, CandidateRun, Variant,
                                        canary, note_record, rent, save_records, stage_inputs, wait_running,
                                        workload_argv)
@@ -47,6 +49,7 @@ class CampaignOutcome:
     spend_usd: float
     race_reason: str
     tuning: TuningOutcome | None = None
+    tuned_cost: Interval | None = None     # the chosen profile after tuning: estimated, not raced
 
 
 def _variant(candidate: Candidate, manifest: Manifest) -> Variant:
@@ -85,6 +88,7 @@ class CampaignEngine:
         self._race_reason = "measuring"
         self._leader: str | None = None
         self.tuning: TuningOutcome | None = None
+        self._tuned_cid: str | None = None
         self._destroy_sent: set[int] = set()          # instances whose destroy went out (approved) before teardown
 
     def _prior_cost(self, c: Candidate) -> CostInputs:
@@ -120,7 +124,9 @@ class CampaignEngine:
         finally:
             await store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase="teardown", at=self.clock.now())
             report = await self.teardown_all(reason="campaign finished")
-        decision = decide_profile(self.race.finalists(), units=self.manifest.production_units)
+        finalists = self.race.finalists()
+        decision = decide_profile(finalists, units=self.manifest.production_units)
+        tuned_cost = self._tuned_cost(decision, finalists)
         self.bus.publish(DecisionMade(at=self.clock.now(), campaign_id=self.plan.campaign_id,
                                       chosen=decision.chosen, runner_up=decision.runner_up, summary=decision.reason,
                                       provisional=decision.provisional))
@@ -128,7 +134,18 @@ class CampaignEngine:
         self.bus.publish(CampaignFinished(at=self.clock.now(), campaign_id=self.plan.campaign_id,
                                           status="clean" if report.is_clean else "LEAK", spend_usd=spend))
         return CampaignOutcome(self.plan.campaign_id, tuple(self.runs), decision, report, spend, self._race_reason,
-                               self.tuning)
+                               self.tuning, tuned_cost)
+
+    def _tuned_cost(self, decision: Decision, finalists: Sequence[Finalist]) -> Interval | None:
+        """When the chosen profile is the one tuned and a change was kept: its cost with the kept gains."""
+        if self.tuning is None or decision.chosen is None or decision.chosen != self._tuned_cid:
+            return None
+        gains = [t.verdict.gain for t in self.tuning.trials if t.verdict.accepted and t.verdict.gain is not None]
+        chosen = next((f for f in finalists if f.candidate_id == decision.chosen), None)
+        if not gains or chosen is None:
+            return None
+        return tuned_cost_estimate(chosen.cost, throughput=chosen.throughput, gains=gains,
+                                   units=self.manifest.production_units)
 
     async def teardown_all(self, *, reason: str) -> TeardownReport:
         owned = await self.ctx.store.owned_instances(campaign_id=self.plan.campaign_id)
@@ -205,6 +222,7 @@ class CampaignEngine:
         def time_left() -> float:
             return run.work_time_left_s(self.clock.now())
 
+        self._tuned_cid = run.cid
         self.tuning = await tune(self.ctx, run, host, port, start=variant, bottleneck=attribution.bottleneck,
                                  time_left_s=time_left)
         self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks; tuned: {self.tuning.profile.describe()}")

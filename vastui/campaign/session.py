@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 from vastui.approval import Approver
 from vastui.bench.manifest import Manifest
-from vastui.bench.receipt import Receipt, render_json, render_markdown
+from vastui.bench.receipt import Receipt, cost_text, render_json, render_markdown
 from vastui.campaign.approvers import AuditedApprover
 from vastui.campaign.cleanup import TeardownReport, teardown
 from vastui.campaign.engine import CampaignEngine, CampaignOutcome
@@ -119,6 +119,10 @@ def _notes(outcome: CampaignOutcome) -> tuple[str, ...]:
         notes += [f"tuning: {trial.describe()}" for trial in outcome.tuning.trials]
         notes.append(f"tuned profile of the leader: {outcome.tuning.profile.describe()} "
                      f"(costs above are for the profile measured in the race)")
+        if outcome.tuned_cost is not None:
+            notes.append(f"tuned profile's cost per 1k accepted units at N={outcome.decision.units:,}: "
+                         f"{cost_text(outcome.tuned_cost)}, estimated from the race's throughput and the kept A/B "
+                         f"gains (not raced; its SLO is not re-certified)")
         if outcome.tuning.stopped_early:
             notes.append(f"tuning stopped early: {outcome.tuning.stopped_early}")
     return tuple(notes)
