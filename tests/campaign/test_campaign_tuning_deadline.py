@@ -24,7 +24,7 @@ from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant
 from vastui.campaign.plan import (DESTROY_MARGIN_S, TUNING_RUN_OVERHEAD_PRIOR_S, TUNING_RUN_STEPS, Candidate,
                                   build_plan, candidate_time_cap_s, tuning_allowance_s)
 from vastui.campaign.tuning import tune
-from vastui.events import EventBus
+from vastui.events import EventBus, Notice
 from vastui.remote.protocol import Progress, Result
 from vastui.sim.offers import offer_row
 from vastui.sim.world import generate_world
@@ -99,16 +99,17 @@ def _leader(manifest: Manifest, clock: FakeClock, *, work_left_s: float, canary_
     return run
 
 
-def _context(manifest: Manifest, clock: FakeClock, host: ScriptedHost) -> CandidateContext:
+def _context(manifest: Manifest, clock: FakeClock, host: ScriptedHost, bus: EventBus | None = None) -> CandidateContext:
     # tune() uses the executor, the clock and the bus; the marketplace, store and approver are never reached
     return CandidateContext(campaign_id="ctune", manifest=manifest, market=None,  # type: ignore[arg-type]
                             executor=host, store=None, approver=None,  # type: ignore[arg-type]
-                            clock=clock, bus=EventBus(), on_owned=lambda _id: None)
+                            clock=clock, bus=bus or EventBus(), on_owned=lambda _id: None)
 
 
-async def _tune(manifest: Manifest, clock: FakeClock, host: ScriptedHost, run: CandidateRun) -> Any:
+async def _tune(manifest: Manifest, clock: FakeClock, host: ScriptedHost, run: CandidateRun,
+                bus: EventBus | None = None) -> Any:
     start = Variant(batch_size=64, precision="fp32", loaders=4)
-    return await tune(_context(manifest, clock, host), run, "127.0.0.1", 22, start=start,
+    return await tune(_context(manifest, clock, host, bus), run, "127.0.0.1", 22, start=start,
                       bottleneck=Bottleneck.COMPUTE_BOUND, time_left_s=lambda: run.work_time_left_s(clock.now()))
 
 
@@ -117,8 +118,12 @@ async def test_a_trial_the_prior_says_cannot_fit_is_never_started(tmp_path: Path
     host = ScriptedHost(clock)
     # the canary took 100 s for 40 steps: a tuning run ~200 s, a trial of 2 x 5 runs ~2000 s; 1000 s are left
     run = _leader(manifest, clock, work_left_s=1000.0, canary_s=100.0)
-    outcome = await _tune(manifest, clock, host, run)
+    bus = EventBus()
+    events = bus.subscribe()
+    outcome = await _tune(manifest, clock, host, run, bus)
     assert host.started == 0 and outcome.trials == ()
+    notices = [e for e in (events.get_nowait() for _ in range(events.qsize())) if isinstance(e, Notice)]
+    assert [n.text for n in notices] == [f"{run.cid}: tuning stopped: {outcome.stopped_early}"]  # the console shows why
     assert outcome.profile.precision == "fp32"
     assert outcome.stopped_early is not None and "leaves 16.7 min" in outcome.stopped_early
     assert "takes about 33.3 min" in outcome.stopped_early

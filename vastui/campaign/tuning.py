@@ -139,23 +139,26 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
     best = start
     trials: list[TuningTrial] = []
     times = _RunTimes(prior_s=_run_prior_s(run))
+
+    def stopped(reason: str, level: str = "info") -> TuningOutcome:
+        ctx.bus.publish(Notice(at=ctx.clock.now(), campaign_id=ctx.campaign_id, level=level,
+                               text=f"{run.cid}: tuning stopped: {reason}"))
+        return TuningOutcome(tuple(trials), best, reason)
+
     for step in plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start)):
         for value in step.values:
             left, needed = time_left_s(), times.trial_estimate_s(ctx.manifest.tuning.min_pairs)
             if left <= 0 or left < needed:
-                return TuningOutcome(tuple(trials), best,
-                                     f"the instance's deadline leaves {max(left, 0.0) / 60:.1f} min; "
-                                     f"an A/B trial takes about {needed / 60:.1f} min")
+                return stopped(f"the instance's deadline leaves {max(left, 0.0) / 60:.1f} min; "
+                               f"an A/B trial takes about {needed / 60:.1f} min")
             change = _variant(_profile(best).with_value(step.knob, value), best)
             try:
                 verdict = await _ab(ctx, run, host, port, best, change, times)
             except DeadlineReached:
-                return TuningOutcome(tuple(trials), best, f"the instance reached its deadline during the trial "
-                                                          f"{step.knob} -> {value} (abandoned, not judged)")
+                return stopped(f"the instance reached its deadline during the trial {step.knob} -> {value} "
+                               f"(abandoned, not judged)")
             except RemoteError as exc:
-                ctx.bus.publish(Notice(at=ctx.clock.now(), campaign_id=ctx.campaign_id, level="warning",
-                                       text=f"{run.cid}: tuning stopped: {exc}"))
-                return TuningOutcome(tuple(trials), best, str(exc))
+                return stopped(str(exc), level="warning")
             trials.append(TuningTrial(str(step.knob), str(_profile(best).value(step.knob)), str(value), verdict))
             ctx.bus.publish(Notice(at=ctx.clock.now(), campaign_id=ctx.campaign_id, level="info",
                                    text=f"{run.cid}: tuning {trials[-1].describe()}"))
