@@ -77,6 +77,7 @@ class CandidateRun:
     driver_version: str | None = None
     deadline_at: float | None = None        # campaign clock: the instance's hard deadline, as approved
     canary_s: float | None = None           # campaign clock: how long the canary run took, session included
+    uncertain_label: str | None = None      # set when the create's answer was lost: an instance may be billing
 
     @property
     def cid(self) -> str:
@@ -168,6 +169,7 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
         created = await ctx.market.create_instance(offer_id=c.offer.id, image=ctx.manifest.workload.image,
                                                    disk_gib=32.0, label=label, approval=approval)
     except CreateUncertain as exc:
+        run.uncertain_label = label
         await ctx.store.fail_intent(intent_id=intent.intent_id, error=str(exc), at=ctx.clock.now())
         raise CandidateFailed(f"rent possibly happened (label {label}); teardown will look for it",
                               bad_host=False) from exc

@@ -370,7 +370,10 @@ class CampaignEngine:
     async def _release(self, run: CandidateRun) -> None:
         """Destroy this candidate's instance as soon as it is done with (the final teardown verifies it)."""
         if run.instance_id is None:
-            self._committed_usd.pop(run.cid, None)
+            if run.uncertain_label is None:
+                self._committed_usd.pop(run.cid, None)
+            # else: the create's answer was lost and an instance may be billing until the final teardown finds
+            # it by label, so its worst case stays reserved against the budget
             return
         try:
             if await destroy_with_approval(client=self.ctx.market, approver=self.ctx.approver,
