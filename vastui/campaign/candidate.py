@@ -18,7 +18,8 @@ from vastui.campaign.plan import CANARY_STEPS, DESTROY_MARGIN_S, Candidate, read
 from vastui.campaign.ports import HostExecutor, Marketplace, Record
 from vastui.clock import Clock
 from vastui.errors import ApiError, CreateFailed, CreateUncertain, RemoteError, VastuiError
-from vastui.events import CandidatePhaseChanged, EventBus, InstanceRented, InstanceStatusChanged, SampleTaken
+from vastui.events import CandidatePhaseChanged, EventBus, InstanceRented, InstanceStatusChanged
+from vastui.campaign.live import record_event
 from vastui.remote.protocol import GpuSample, Phase, Progress, Result
 from vastui.store import SqliteStore
 from vastui.store.records import GpuSample as StoredSample
@@ -131,6 +132,8 @@ class CandidateContext:
     bus: EventBus
     on_owned: Callable[[int], None]
     poll_s: float = POLL_S
+    # Reserve the candidate's worst case against the budget once its rent is granted (False: no room left).
+    reserve: Callable[[CandidateRun], bool] = lambda _run: True
 
     def label(self, candidate: Candidate) -> str:
         return f"vastui-{self.campaign_id}-{candidate.candidate_id}-{candidate.offer.id}"
@@ -154,10 +157,16 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
     request = ApprovalRequest(action=Action.CREATE_INSTANCE, target=offer_target(c.offer.id),
                               summary=f"rent offer {c.offer.id} ({c.profile_name}) at ${c.offer.dph_total:.3f}/h "
                                       f"for at most {c.time_cap_s / 60:.0f} min",
-                              cost_cap_usd=c.max_spend_usd, campaign_id=ctx.campaign_id)
+                              cost_cap_usd=c.max_spend_usd, campaign_id=ctx.campaign_id,
+                              gpu_name=c.offer.gpu_name, num_gpus=c.gpu_count, dph_usd=c.offer.dph_total,
+                              deadline_at=ctx.clock.now() + c.time_cap_s)
     approval = await ctx.approver.request(request)
     if approval is None:
         ctx.phase(run, CandidatePhase.SKIPPED, "rent not approved")
+        return False
+    if not ctx.reserve(run):   # spend is reserved when the rent is granted, not while it waits for an answer
+        ctx.phase(run, CandidatePhase.SKIPPED, f"budget: granted, but ${c.max_spend_usd:.2f} more could now "
+                                               f"exceed the budget")
         return False
     label = ctx.label(c)
     now = ctx.clock.now()
@@ -183,7 +192,8 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
     await ctx.store.bind_intent(intent_id=intent.intent_id, instance_id=created.instance_id, at=ctx.clock.now())
     await ctx.store.record_transition(instance_id=created.instance_id, state="created", at=ctx.clock.now())
     ctx.bus.publish(InstanceRented(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
-                                   offer_id=c.offer.id, instance_id=created.instance_id, dph_total=c.offer.dph_total))
+                                   offer_id=c.offer.id, instance_id=created.instance_id, dph_total=c.offer.dph_total,
+                                   deadline_at=run.deadline_at))
     return True
 
 
@@ -242,11 +252,11 @@ async def save_records(ctx: CandidateContext, run: CandidateRun, records: list[R
 
 
 def note_record(ctx: CandidateContext, run: CandidateRun, record: Record) -> None:
-    if isinstance(record, GpuSample):
-        ctx.bus.publish(SampleTaken(at=record.t, campaign_id=ctx.campaign_id, candidate=run.cid,
-                                    gpu_index=record.index, util_pct=record.util_pct,
-                                    mem_used_mib=record.mem_used_mib))
-    elif isinstance(record, Phase) and record.name == "ready":
+    event = record_event(record, campaign_id=ctx.campaign_id, candidate=run.cid, instance_id=run.instance_id,
+                         phase=run.phase)
+    if event is not None:
+        ctx.bus.publish(event)
+    if isinstance(record, Phase) and record.name == "ready":
         run.driver_version = record.driver_version
 
 

@@ -25,6 +25,7 @@ from vastui.campaign.candidate import (CandidateContext, CandidateFailed, Candid
                                        canary, note_record, rent, save_records, stage_inputs, wait_running,
                                        workload_argv)
 from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, teardown
+from vastui.campaign.live import decision_event, standings_event, warmup_event
 from vastui.campaign.measure import BlockMeter, MeasuredBlock
 from vastui.campaign.plan import DISK_GIB, Candidate, Plan
 from vastui.campaign.ports import HostExecutor, Marketplace, Record
@@ -32,7 +33,8 @@ from vastui.campaign.report import attribution_of
 from vastui.campaign.tuning import TuningOutcome, tune
 from vastui.clock import Clock
 from vastui.errors import RemoteError, VastuiError
-from vastui.events import (BlockMeasured, CampaignFinished, CandidateEliminated, DecisionMade, EventBus, Notice)
+from vastui.events import BlockMeasured, CampaignFinished, CandidateEliminated, EventBus, Notice
+from vastui.events_live import CampaignPhaseChanged
 from vastui.remote.protocol import Result
 from vastui.store import SqliteStore
 from vastui.store.records import InstanceState, RunStatus
@@ -72,7 +74,8 @@ class CampaignEngine:
         self.teardown_poll_s = teardown_poll_s
         self.ctx = CandidateContext(campaign_id=plan.campaign_id, manifest=manifest, market=market,
                                     executor=executor, store=store, approver=approver, clock=clock, bus=bus,
-                                    on_owned=on_owned or (lambda _id: None), poll_s=poll_s)
+                                    on_owned=on_owned or (lambda _id: None), poll_s=poll_s,
+                                    reserve=self._reserve)
         self.runs = [CandidateRun(c) for c in plan.candidates]
         self._reserves = list(plan.reserves)
         self.race = Race([RaceCandidate(c.candidate_id, self._prior_cost(c), c.prior_throughput_units_per_s)
@@ -90,6 +93,8 @@ class CampaignEngine:
         self.tuning: TuningOutcome | None = None
         self._tuned_cid: str | None = None
         self._destroy_sent: set[int] = set()          # instances whose destroy went out (approved) before teardown
+        self._tasks: list[asyncio.Task[None]] = []     # one per candidate, so an abort can stop them
+        self.aborted: str | None = None
 
     def _prior_cost(self, c: Candidate) -> CostInputs:
         storage = (c.offer.storage_cost or 0.0) * DISK_GIB / (30 * 24)
@@ -110,31 +115,57 @@ class CampaignEngine:
                 total += run.candidate.offer.dph_total * (end - self._rented_local[cid]) / 3600.0
         return total
 
+    def reserved_usd(self) -> float:
+        """The budget held for rentals: each live one's worst case, each ended one's actual cost."""
+        return sum(self._committed_usd.values())
+
     def _can_afford(self, candidate: Candidate) -> bool:
         return sum(self._committed_usd.values()) + candidate.max_spend_usd <= self.manifest.budget.max_usd + 1e-9
+
+    def _reserve(self, run: CandidateRun) -> bool:
+        """Called when a rent is granted (no await between the check and the hold: concurrent grants cannot
+        overbook); a request still waiting for an answer holds nothing."""
+        if not self._can_afford(run.candidate):
+            return False
+        self._committed_usd[run.cid] = run.candidate.max_spend_usd
+        return True
+
+    def abort(self, reason: str) -> None:
+        """Stop every candidate now; ``run`` then tears down and proves every instance gone, as after any end."""
+        if self.aborted is not None:
+            return
+        self.aborted = reason
+        self._race_reason = f"aborted: {reason}"
+        self._finished.set()
+        for task in self._tasks:
+            task.cancel()
 
     # --- the campaign --------------------------------------------------------------------------------------------
     async def run(self) -> CampaignOutcome:
         store = self.ctx.store
         await store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase="measuring", at=self.clock.now())
+        self._stage("running")
         try:
             async with asyncio.TaskGroup() as group:
                 for run in self.runs:
-                    group.create_task(self._candidate(run))
+                    self._tasks.append(group.create_task(self._candidate(run)))
         finally:
             await store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase="teardown", at=self.clock.now())
+            self._stage("teardown", self.aborted or "")
             report = await self.teardown_all(reason="campaign finished")
         finalists = self.race.finalists()
         decision = decide_profile(finalists, units=self.manifest.production_units)
         tuned_cost = self._tuned_cost(decision, finalists)
-        self.bus.publish(DecisionMade(at=self.clock.now(), campaign_id=self.plan.campaign_id,
-                                      chosen=decision.chosen, runner_up=decision.runner_up, summary=decision.reason,
-                                      provisional=decision.provisional))
+        self.bus.publish(decision_event(decision, at=self.clock.now(), campaign_id=self.plan.campaign_id))
         spend = self.spent_usd()
         self.bus.publish(CampaignFinished(at=self.clock.now(), campaign_id=self.plan.campaign_id,
                                           status="clean" if report.is_clean else "LEAK", spend_usd=spend))
         return CampaignOutcome(self.plan.campaign_id, tuple(self.runs), decision, report, spend, self._race_reason,
                                self.tuning, tuned_cost)
+
+    def _stage(self, phase: str, detail: str = "") -> None:
+        self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,
+                                              detail=detail))
 
     def _tuned_cost(self, decision: Decision, finalists: Sequence[Finalist]) -> Interval | None:
         """When the chosen profile is the one tuned and a change was kept: its cost with the kept gains."""
@@ -177,7 +208,8 @@ class CampaignEngine:
     async def _candidate(self, run: CandidateRun) -> None:
         async with self._slots:
             if self._stop[run.cid].is_set() or self._finished.is_set():
-                self.ctx.phase(run, CandidatePhase.SKIPPED, "race decided before its turn")
+                self.ctx.phase(run, CandidatePhase.SKIPPED, f"aborted before its turn: {self.aborted}"
+                               if self.aborted else "race decided before its turn")
                 self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail="not measured: race decided")
                 return
             try:
@@ -235,8 +267,6 @@ class CampaignEngine:
                 self.ctx.phase(run, CandidatePhase.SKIPPED,
                                f"budget: ${candidate.max_spend_usd:.2f} more could exceed ${self.plan.budget_usd:.2f}")
                 return False
-            # Reserve the candidate's worst case now, before any await, so concurrent rents cannot overbook.
-            self._committed_usd[run.cid] = candidate.max_spend_usd
             still_there = await self.ctx.market.search_offers(f"id={candidate.offer.id}")
             if still_there:
                 self._rented_local[run.cid] = self.clock.now()
@@ -245,7 +275,8 @@ class CampaignEngine:
                     return True
                 self._rented_local.pop(run.cid, None)
             self._committed_usd.pop(run.cid, None)
-            if run.phase is CandidatePhase.SKIPPED and "not approved" in run.detail:
+            if run.phase is CandidatePhase.SKIPPED and ("not approved" in run.detail or
+                                                         run.detail.startswith("budget")):
                 return False
             replacement = self._next_reserve(candidate)
             if replacement is None:
@@ -283,6 +314,8 @@ class CampaignEngine:
                 block = meter.add(record)
                 if meter.warmup is not None and run.warmup_s is None:
                     run.warmup_s = meter.warmup.warmup_s
+                    self.bus.publish(warmup_event(meter.warmup, at=record.t, campaign_id=self.plan.campaign_id,
+                                                  candidate=run.cid))
                     await self._warm(run)
                 if block is not None:
                     run.blocks.append(block)
@@ -338,6 +371,9 @@ class CampaignEngine:
                     if other.cid == elimination.candidate_id and other.phase is CandidatePhase.MEASURING:
                         self.ctx.phase(other, CandidatePhase.ELIMINATED, elimination.detail)
             self._leader = step.leader
+            self.bus.publish(standings_event(self.race, step, at=self.clock.now(), campaign_id=self.plan.campaign_id,
+                                             spent_usd=self.spent_usd(), reserved_usd=self.reserved_usd(),
+                                             budget_usd=self.manifest.budget.max_usd))
             if step.finished:
                 self._race_reason = step.reason
                 self._finished.set()
