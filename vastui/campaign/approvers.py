@@ -83,6 +83,13 @@ class PromptApprover:
         return None
 
 
+class OutsidePlanRefuser:
+    """For a run approved by its printed plan alone: whatever the plan does not cover is refused at once."""
+
+    async def request(self, request: ApprovalRequest) -> Approval | None:
+        return None
+
+
 class RefusingApprover:
     """For a run with no terminal and no approving flag: every request is refused, with a reason."""
 

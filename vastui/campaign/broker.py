@@ -21,6 +21,7 @@ import asyncio
 import enum
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRecord, AuditSink
 from vastui.campaign.approvers import PlanApprover, PlanTerms
@@ -89,7 +90,7 @@ class ApprovalBroker:
     """Holds a campaign's approval requests until each is answered, refused, expired or cancelled."""
 
     def __init__(self, *, clock: Clock, bus: EventBus, audit: AuditSink, terms: PlanTerms | None = None,
-                 plan_approved: bool = False, policy: Approver | None = None, operator: Approver | None = None,
+                 policy: Approver | None = None, operator: Approver | None = None,
                  expiry_s: float = DEFAULT_EXPIRY_S) -> None:
         if expiry_s <= 0:
             raise ValueError("expiry_s must be positive")
@@ -103,8 +104,6 @@ class ApprovalBroker:
         self._owned: set[int] = set()
         self._aborting: str | None = None
         self._prompt_lock = asyncio.Lock()
-        if plan_approved:
-            self.approve_plan(by="approve-plan")
 
     # --- what a view reads -------------------------------------------------------------------------------------
     def pending(self) -> tuple[PendingApproval, ...]:
@@ -213,8 +212,8 @@ class ApprovalBroker:
         instance_id = entry.pending.instance_id
         own_campaign = self._terms is None or request.campaign_id == self._terms.campaign_id
         if request.action is Action.DESTROY_INSTANCE and instance_id in self._owned and own_campaign:
-            approval = Approval(request, granted_by=OWN_INSTANCE_RULE, granted_at=self._clock.now())
-            return _Answer(RequestState.GRANTED, approval, OWN_INSTANCE_RULE)
+            own = Approval(request, granted_by=OWN_INSTANCE_RULE, granted_at=self._clock.now())
+            return _Answer(RequestState.GRANTED, own, OWN_INSTANCE_RULE)
         if self._plan is not None and (approval := self._plan.grant(request)) is not None:
             return _Answer(RequestState.GRANTED, approval, approval.granted_by)
         return None
@@ -231,8 +230,9 @@ class ApprovalBroker:
         """Wait for a view's answer or the operator's, until the request expires."""
         prompt = asyncio.create_task(self._prompt(entry)) if self._operator is not None else None
         timer = asyncio.create_task(self._clock.sleep(max(0.0, entry.pending.expires_at - self._clock.now())))
+        waiting: set[asyncio.Future[Any]] = {entry.answer, timer}
         try:
-            await asyncio.wait({entry.answer, timer}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         finally:
             timer.cancel()
             if prompt is not None:

@@ -126,7 +126,7 @@ class CampaignHandle:
 
 def start_campaign(services: Services, *, manifest: Manifest, plan: Plan, plan_approved: bool = False,
                    policy: Approver | None = None, operator: Approver | None = None,
-                   expiry_s: float = DEFAULT_EXPIRY_S,
+                   expiry_s: float = DEFAULT_EXPIRY_S, plan_approved_by: str = "approve-plan",
                    on_owned: Callable[[int], None] | None = None) -> CampaignHandle:
     """Start a planned campaign in the running event loop and return its handle at once.
 
@@ -137,5 +137,7 @@ def start_campaign(services: Services, *, manifest: Manifest, plan: Plan, plan_a
     """
     terms = PlanTerms(campaign_id=plan.campaign_id, offer_ids=plan.offer_ids, max_spend_usd=plan.budget_usd)
     broker = ApprovalBroker(clock=services.clock, bus=services.bus, audit=services.store, terms=terms,
-                            plan_approved=plan_approved, policy=policy, operator=operator, expiry_s=expiry_s)
+                            policy=policy, operator=operator, expiry_s=expiry_s)
+    if plan_approved:
+        broker.approve_plan(by=plan_approved_by)
     return CampaignHandle(services, manifest=manifest, plan=plan, broker=broker, on_owned=on_owned)
