@@ -108,7 +108,7 @@ def _read_tty_line(fd: int, stop: threading.Event) -> str:
     chunks: list[bytes] = []
     while not stop.is_set():
         ready, _, _ = select.select([fd], [], [], 0.2)
-        if not ready:
+        if not ready or stop.is_set():
             continue
         data = os.read(fd, 4096)
         if not data:
