@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -23,8 +23,10 @@ from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.sim.market import Market
 from vastui.sim.request_log import RequestRecord
+from vastui.sim.server import SimServer
 from vastui.store import SqliteStore
 from vastui.tui.app import VastuiApp
+from vastui.tui.dialogs.confirm import ConfirmDialog
 from vastui.tui.services import ConsoleSettings, Services
 from vastui.vast.client import HttpVastClient
 
@@ -54,22 +56,32 @@ class SimConsole:
 
 @asynccontextmanager
 async def sim_console(tmp_path: Path, *, settings: ConsoleSettings = FAST, seed: int = 7, n_machines: int = 120,
-                      timeout_s: float = 5.0, max_attempts: int = 2) -> AsyncIterator[SimConsole]:
-    """A console on a fresh simulator (not yet running: use ``app.run_test``)."""
+                      timeout_s: float = 5.0, max_attempts: int = 2,
+                      over_socket: bool = False) -> AsyncIterator[SimConsole]:
+    """A console on a fresh simulator (not yet running: use ``app.run_test``).
+
+    ``over_socket`` serves the simulator on a loopback TCP port (needed where client timeouts must bite: the ASGI
+    transport has no network timeouts).
+    """
     clock = ScaledClock(scale=SCALE)
     market = build_market(seed, clock=clock, api_key=KEY, n_machines=n_machines, initial_credit_usd=1000.0)
-    transport = httpx.ASGITransport(app=create_app(market))
     store = await SqliteStore.open(tmp_path / "console.sqlite3")
-    client = HttpVastClient(base_url="http://sim.test", api_key=Secret(KEY), clock=clock, transport=transport,
-                            timeout_s=timeout_s, max_attempts=max_attempts, audit=store)
-    services = Services(market=client, clock=clock, bus=EventBus(), store=store, audit=store)
-    app = VastuiApp(services=services, settings=settings)
-    try:
-        yield SimConsole(app=app, market=market, client=client, store=store, clock=clock)
-    finally:
-        await client.aclose()
-        await store.close()
-        await market.aclose()
+    async with AsyncExitStack() as stack:
+        if over_socket:
+            server = await stack.enter_async_context(SimServer(market, port=0))
+            base_url, transport = server.url, None
+        else:
+            base_url, transport = "http://sim.test", httpx.ASGITransport(app=create_app(market))
+        client = HttpVastClient(base_url=base_url, api_key=Secret(KEY), clock=clock, transport=transport,
+                                timeout_s=timeout_s, max_attempts=max_attempts, audit=store)
+        services = Services(market=client, clock=clock, bus=EventBus(), store=store, audit=store)
+        app = VastuiApp(services=services, settings=settings)
+        try:
+            yield SimConsole(app=app, market=market, client=client, store=store, clock=clock)
+        finally:
+            await client.aclose()
+            await store.close()
+            await market.aclose()
 
 
 def with_settings(**changes: object) -> ConsoleSettings:
@@ -83,3 +95,13 @@ async def wait_for(pilot: Pilot[None], predicate: Callable[[], bool], *, what: s
         if time.monotonic() > end:
             raise AssertionError(f"timed out waiting for {what}")
         await pilot.pause(0.05)
+
+
+def dialog(app: VastuiApp) -> ConfirmDialog | None:
+    """The confirmation dialog on top, if one is."""
+    screen = app.screen
+    return screen if isinstance(screen, ConfirmDialog) else None
+
+
+def create_paths(requests: list[RequestRecord]) -> list[RequestRecord]:
+    return [r for r in requests if r.method == "PUT" and r.path.startswith("/api/v0/asks/")]

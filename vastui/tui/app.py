@@ -23,6 +23,7 @@ from typing import ClassVar
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input
 
@@ -233,8 +234,12 @@ class VastuiApp(App[None]):
 
     def render_current(self) -> None:
         view = self._view_widgets.get(self.current_view)
-        if view is not None and view.is_mounted:
+        if view is None or not view.is_mounted:
+            return
+        try:
             view.render_state(self.state, now=self.services.clock.now())
+        except NoMatches:  # a refresh that lands while the app tears its screen down: nothing left to show
+            return
         self.refresh_status()
 
     def refresh_status(self) -> None:
