@@ -1,7 +1,7 @@
 """The small protocols through which a campaign reaches the marketplace, the hosts and the store.
 
 The composition root (cli.py) passes the real ones: ``HttpVastClient``, ``SshRunner``, ``SqliteStore``. Keeping the
-campaign on protocols keeps it free of httpx, asyncssh and aiosqlite (DESIGN.md, dependency rules).
+campaign on protocols keeps it free of httpx, asyncssh and aiosqlite (docs/architecture.md, Dependency rules).
 """
 
 from __future__ import annotations

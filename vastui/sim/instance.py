@@ -1,4 +1,4 @@
-"""A rented instance inside the simulator: the create request, its mutable state, and its API row (vast-api.md §6).
+"""A rented instance inside the simulator: the create request, its state, and its API row (docs/api-notes.md §6).
 
 ``InstanceState`` is deliberately mutable: it is the market's private bookkeeping (lifecycle, billing, keys),
 never handed out; the API only ever sees rows rendered from it.
@@ -28,7 +28,7 @@ class InstanceStatus(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class CreateRequest:
-    """The body of ``PUT /api/v0/asks/{id}/`` (vast-api.md §3.4), validated. Registry logins are dropped."""
+    """The body of ``PUT /api/v0/asks/{id}/`` (docs/api-notes.md §3.4), validated. Registry logins are dropped."""
 
     image: str
     disk_gb: float
