@@ -36,6 +36,11 @@ def instance_target(instance_id: int) -> str:
     return f"instance:{instance_id}"
 
 
+def recipient_target(recipient: str) -> str:
+    """The approval target of a credit transfer."""
+    return f"recipient:{recipient}"
+
+
 @dataclass(frozen=True, slots=True)
 class ApprovalRequest:
     """What the operator is asked to approve, in words and in machine terms (the facts a view shows as fields:

@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_leaks_command(sub)
 
+    from vastui.cli_console import add_console_command  # argparse only; Textual loads when the console runs
+
+    add_console_command(parser, sub)
+
     # --- manifest ------------------------------------------------------------------------------------------
     add_campaign_commands(sub)
 

@@ -12,8 +12,8 @@ import asyncio
 import json
 import logging
 import statistics
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from vastui.approval import Approver
 from vastui.bench.cost import CostInputs
@@ -22,8 +22,9 @@ from vastui.bench.select import Decision, EliminationReason, Finalist, Race, Rac
 from vastui.bench.stats import Interval
 from vastui.bench.tuning import tuned_cost_estimate
 from vastui.campaign.candidate import (CandidateContext, CandidateFailed, CandidatePhase, CandidateRun, Variant,
-                                       canary, note_record, rent, save_records, stage_inputs, wait_running,
-                                       workload_argv)
+                                       canary, note_record, read_loading, rent, save_records, stage_inputs,
+                                       wait_running, workload_argv)
+from vastui.campaign.charges import bill_of, measured_cost_inputs, prior_cost_inputs
 from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, teardown
 from vastui.campaign.live import decision_event, standings_event, warmup_event
 from vastui.campaign.measure import BlockMeter, MeasuredBlock
@@ -53,6 +54,7 @@ class CampaignOutcome:
     race_reason: str
     tuning: TuningOutcome | None = None
     tuned_cost: Interval | None = None     # the chosen profile after tuning: estimated, not raced
+    billed_usd: Mapping[str, float] = field(default_factory=dict)   # per candidate, by the billing model
 
 
 def _variant(candidate: Candidate, manifest: Manifest) -> Variant:
@@ -88,7 +90,6 @@ class CampaignEngine:
         self._finished = asyncio.Event()
         self._committed_usd: dict[str, float] = {}   # cap while alive, actual once destroyed
         self._rented_local: dict[str, float] = {}
-        self._ended_local: dict[str, float] = {}
         self._race_reason = "measuring"
         self._leader: str | None = None
         self.tuning: TuningOutcome | None = None
@@ -98,23 +99,16 @@ class CampaignEngine:
         self.aborted: str | None = None
 
     def _prior_cost(self, c: Candidate) -> CostInputs:
-        storage = (c.offer.storage_cost or 0.0) * DISK_GIB / (30 * 24)
-        return CostInputs(price_per_hour_usd=c.offer.dph_total, startup_s=c.predicted_pull_s,
-                          warmup_s=self.manifest.warmup.min_s, storage_usd_per_hour=storage,
-                          inet_usd_per_gb=c.offer.inet_down_cost or 0.0,
-                          transfer_gb_fixed=self.manifest.workload.image_size_gb)
+        return prior_cost_inputs(c, self.manifest)
 
     # --- money --------------------------------------------------------------------------------------------------
     def spent_usd(self) -> float:
-        """Accrued spend, from each rental's price and how long it has existed on the campaign's clock."""
+        """What the marketplace has billed so far: the billing model over each rental's created / running /
+        destroyed moments (the marketplace's, and the campaign clock's for destroys and for now)."""
         now = self.clock.now()
-        total = 0.0
-        for run in self.runs:
-            cid = run.cid
-            if cid in self._rented_local:
-                end = self._ended_local.get(cid, now)
-                total += run.candidate.offer.dph_total * (end - self._rented_local[cid]) / 3600.0
-        return total
+        return sum(bill_of(run, manifest=self.manifest, created_local=self._rented_local.get(run.cid),
+                           now=now).total_usd
+                   for run in self.runs if run.cid in self._rented_local)
 
     def reserved_usd(self) -> float:
         """The budget held for rentals: each live one's worst case, each ended one's actual cost."""
@@ -154,15 +148,21 @@ class CampaignEngine:
             await store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase="teardown", at=self.clock.now())
             self._stage("teardown", self.aborted or "")
             report = await self.teardown_all(reason="campaign finished")
+            for run in self.runs:
+                if run.ended_at is None and run.instance_id in report.destroy_sent_at:
+                    run.ended_at = report.destroy_sent_at[run.instance_id]
         finalists = self.race.finalists()
         decision = decide_profile(finalists, units=self.manifest.production_units)
         tuned_cost = self._tuned_cost(decision, finalists)
         self.bus.publish(decision_event(decision, at=self.clock.now(), campaign_id=self.plan.campaign_id))
-        spend = self.spent_usd()
+        now = self.clock.now()
+        billed = {run.cid: bill_of(run, manifest=self.manifest, created_local=self._rented_local.get(run.cid),
+                                   now=now).total_usd for run in self.runs if run.cid in self._rented_local}
+        spend = sum(billed.values())
         self.bus.publish(CampaignFinished(at=self.clock.now(), campaign_id=self.plan.campaign_id,
                                           status="clean" if report.is_clean else "LEAK", spend_usd=spend))
         return CampaignOutcome(self.plan.campaign_id, tuple(self.runs), decision, report, spend, self._race_reason,
-                               self.tuning, tuned_cost)
+                               self.tuning, tuned_cost, billed)
 
     def _stage(self, phase: str, detail: str = "") -> None:
         self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,
@@ -239,6 +239,7 @@ class CampaignEngine:
             self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=run.detail or "not rented")
             return
         instance = await wait_running(self.ctx, run)
+        await read_loading(self.ctx, run)
         endpoint = instance.ssh_endpoint()
         assert endpoint is not None
         host, port = endpoint
@@ -340,6 +341,8 @@ class CampaignEngine:
                 if isinstance(record, Result) or run.work_time_left_s(self.clock.now()) <= 0:
                     break  # the deadline is checked on every record: a block is no reason to outlive it
         await save_records(self.ctx, run, buffer)
+        if meter.blocks:
+            run.measured_runs += 1
         run.units_total, run.accepted_total = meter.units_total, meter.accepted_total
         thetas = [b.throughput_units_per_s for b in run.blocks]
         await self.ctx.store.finish_run(
@@ -359,12 +362,7 @@ class CampaignEngine:
     async def _warm(self, run: CandidateRun) -> None:
         if run.run_id is not None:
             await self.ctx.store.record_run_phases(run_id=run.run_id, warmup_s=run.warmup_s)
-        prior = self._prior_cost(run.candidate)
-        startup = run.startup_s if run.startup_s is not None else prior.startup_s
-        self.race.set_cost(run.cid, CostInputs(
-            price_per_hour_usd=prior.price_per_hour_usd, startup_s=startup, warmup_s=run.warmup_s or 0.0,
-            storage_usd_per_hour=prior.storage_usd_per_hour, inet_usd_per_gb=prior.inet_usd_per_gb,
-            transfer_gb_fixed=prior.transfer_gb_fixed, passed_gate=bool(run.passed_gate)))
+        self.race.set_cost(run.cid, measured_cost_inputs(run, self.manifest))
 
     async def _block_done(self, run: CandidateRun, measured: MeasuredBlock) -> bool:
         """Feed the race; True when this candidate should stop measuring."""
@@ -435,7 +433,9 @@ class CampaignEngine:
                                                        state=InstanceState.DESTROY_REQUESTED, at=self.clock.now())
         except VastuiError as exc:
             log.warning("destroying %s failed (final teardown retries): %s", run.instance_id, exc)
-        self._ended_local[run.cid] = self.clock.now()
-        start = self._rented_local.get(run.cid, self.clock.now())
-        self._committed_usd[run.cid] = run.candidate.offer.dph_total * (self.clock.now() - start) / 3600.0
+        if run.instance_id in self._destroy_sent:
+            run.ended_at = self.clock.now()
+        self._committed_usd[run.cid] = bill_of(run, manifest=self.manifest,
+                                               created_local=self._rented_local.get(run.cid),
+                                               now=self.clock.now()).total_usd
 

@@ -98,7 +98,7 @@ async def write_receipt(services: Services, *, manifest: Manifest, plan: Plan, o
                             runs=outcome.runs, decision=outcome.decision,
                             audit=await store.audit_records(campaign_id=plan.campaign_id), teardown=outcome.teardown,
                             destroyed_at=await _destroy_times(store, [g.instance_id for g in outcome.teardown.gone]),
-                            spend_usd=outcome.spend_usd,
+                            spend_usd=outcome.spend_usd, billed_usd=outcome.billed_usd,
                             notes=_notes(outcome))
     await save_receipt(services, receipt)
     await store.finish_campaign(campaign_id=plan.campaign_id, at=clock.now(),

@@ -16,7 +16,16 @@ from typing import TypeVar
 
 import httpx
 
-from vastui.approval import Action, Approval, AuditRecord, AuditSink, instance_target, offer_target, require
+from vastui.approval import (
+    Action,
+    Approval,
+    AuditRecord,
+    AuditSink,
+    instance_target,
+    offer_target,
+    recipient_target,
+    require,
+)
 from vastui.clock import Clock
 from vastui.config import Redactor, Secret
 from vastui.errors import ApiError, ApprovalRequired, CreateFailed, CreateUncertain, TransportError, VastuiError
@@ -32,18 +41,13 @@ LOG_POLLS = 30
 LOG_POLL_INTERVAL_S = 0.3
 
 
-def recipient_target(recipient: str) -> str:
-    """The approval target of a credit transfer."""
-    return f"recipient:{recipient}"
-
-
 def ssh_key_target(public_key: str) -> str:
     """The approval target of registering an SSH public key: a short digest of the key."""
     return "ssh_key:" + hashlib.sha256(public_key.strip().encode()).hexdigest()[:16]
 
 
 class HttpVastClient:
-    """The Vast.ai REST API (vast-api.md §2) over one ``httpx.AsyncClient``. Use as an async context manager."""
+    """The Vast.ai REST API (docs/api-notes.md §2) over one ``httpx.AsyncClient``. Use as an async context manager."""
 
     def __init__(self, *, base_url: str, api_key: Secret | None, clock: Clock,
                  transport: httpx.AsyncBaseTransport | None = None, timeout_s: float = 30.0,
