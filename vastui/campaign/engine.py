@@ -123,6 +123,7 @@ class CampaignEngine:
         if not self._can_afford(run.candidate):
             return False
         self._committed_usd[run.cid] = run.candidate.max_spend_usd
+        self._rented_local[run.cid] = self.clock.now()   # may bill from the create call on, answer or not
         return True
 
     def abort(self, reason: str) -> None:
@@ -283,7 +284,6 @@ class CampaignEngine:
                 return False
             still_there = await self.ctx.market.search_offers(f"id={candidate.offer.id}")
             if still_there:
-                self._rented_local[run.cid] = self.clock.now()
                 if await rent(self.ctx, run):
                     self._rented_local[run.cid] = self.clock.now()
                     return True
