@@ -226,7 +226,7 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
                                     policy=OutsidePlanRefuser() if args.approve_plan else None,
                                     operator=None if args.approve_plan else PromptApprover(ask_on_terminal,
                                                                                            clock=services.clock))
-            receipt = (await handle.result()).receipt
+            receipt = (await handle.result(abort_if_cancelled="interrupted at the terminal")).receipt
         finally:
             stop()
         if args.json:

@@ -155,9 +155,14 @@ async def test_abort_during_the_race_destroys_everything_and_proves_it_gone(tmp_
         events: list[Event] = []
         demo.services.bus.listen(events.append)
         handle = demo.start(plan_approved=True)
+        # as Ctrl-C on a headless run: the wait is cancelled, the campaign aborts, the wait outlives the teardown
+        waiter = asyncio.create_task(handle.result(abort_if_cancelled="operator pressed q"))
         await until(lambda: racing(handle), "the race")
-        handle.abort("operator pressed q")
-        handle.abort("pressed twice")  # idempotent
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert handle.is_done, "the cancelled wait lasted until the campaign ended"
+        handle.abort("pressed twice")  # nothing to do any more
         result = await handle.result()
         state = handle.snapshot()
         alive = await market_instances(demo)

@@ -12,6 +12,7 @@ moment, answer its approvals, abort it, await its result.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,6 +28,8 @@ from vastui.campaign.snapshot import CampaignSnapshot, CampaignStage
 from vastui.campaign.tracker import CampaignTracker
 from vastui.events import EventBus, Subscription
 from vastui.events_live import AbortRequested
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +92,25 @@ class CampaignHandle:
         if self._engine is not None:
             self._engine.abort(reason)
 
-    async def result(self) -> CampaignResult:
-        """Wait for the end (receipt written); raises what the campaign raised. Cancelling this wait does not
-        cancel the campaign."""
-        return await asyncio.shield(self._task)
+    async def result(self, *, abort_if_cancelled: str | None = None) -> CampaignResult:
+        """Wait for the end (receipt written); raises what the campaign raised.
+
+        Cancelling this wait leaves the campaign running (a view that closes may detach) — unless
+        ``abort_if_cancelled`` is given: then the campaign is aborted with that reason and the wait lasts until its
+        teardown is proven, before the cancellation goes on. That is what Ctrl-C on a headless run needs: the
+        store and the client must outlive the teardown.
+        """
+        try:
+            return await asyncio.shield(self._task)
+        except asyncio.CancelledError:
+            if abort_if_cancelled is None or self._task.done():
+                raise
+            self.abort(abort_if_cancelled)
+            try:
+                await asyncio.shield(self._task)
+            except Exception:
+                log.exception("campaign %s failed while aborting", self.campaign_id)
+            raise
 
     async def _run(self) -> CampaignResult:
         services = self._services

@@ -113,7 +113,7 @@ async def run_campaign(services: Services, *, manifest: Manifest, plan: Plan, ap
     from vastui.campaign.handle import start_campaign  # the handle is built on this module's steps
 
     handle = start_campaign(services, manifest=manifest, plan=plan, policy=approver, on_owned=on_owned)
-    result = await handle.result()
+    result = await handle.result(abort_if_cancelled="the caller stopped waiting")
     return result.receipt, result.outcome
 
 

@@ -144,7 +144,7 @@ async def run_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_di
         stop = demo.services.bus.listen(on_event)
         try:
             handle = demo.start(plan_approved=True)
-            result = await handle.result()
+            result = await handle.result(abort_if_cancelled="the demo was interrupted")
         finally:
             stop()
         left = await demo.instances_left()
