@@ -33,8 +33,8 @@ from vastui.vast.client import HttpVastClient
 
 KEY = "console-sim-key-0123456789"
 SCALE = 60.0            # simulated seconds per wall second
-FAST = ConsoleSettings(offers_interval_s=30.0, instances_interval_s=6.0, account_interval_s=12.0,
-                       leaks_interval_s=12.0, logs_interval_s=6.0, offers_limit=200, theme="dark")
+FAST = ConsoleSettings(offers_interval_s=60.0, instances_interval_s=12.0, account_interval_s=30.0,
+                       leaks_interval_s=15.0, logs_interval_s=6.0, offers_limit=200, theme="dark")
 # searches, listings, shows, user and log fetches change nothing on the account
 READ_PATHS = ("/api/v0/bundles/", "/api/v0/instances/request_logs/")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from console_support import confirm_dialog, dialog, rent_outside, sim_console, wait_for, with_settings
 from textual.widgets import Button, Input, Static
 
@@ -18,6 +20,7 @@ def prepays(sim: object) -> list[int]:
             if r.method == "PUT" and r.path.startswith("/api/v0/instances/prepay/") and r.status == 200]
 
 
+@pytest.mark.slow
 async def test_prepay_stop_start_label_and_copy_ssh(tmp_path: Path) -> None:
     async with sim_console(tmp_path, settings=with_settings(initial_view="instances",
                                                             money_confirm_over_usd=20.0)) as sim:

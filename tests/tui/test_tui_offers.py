@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from console_support import confirm_dialog, create_paths, destroys, dialog, sim_console, wait_for
 from textual.widgets import Button, Input, Static
 
@@ -21,6 +23,7 @@ def test_split_filter_takes_the_order_out() -> None:
     assert split_filter("  num_gpus>=2 ") == ("num_gpus>=2", None)
 
 
+@pytest.mark.slow
 async def test_filter_sort_mark_and_rent_through_the_dialog(tmp_path: Path) -> None:
     async with sim_console(tmp_path) as sim:
         app = sim.app
