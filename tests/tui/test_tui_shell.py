@@ -13,6 +13,7 @@ from textual.widgets import Input
 from vastui.approval import Action, ApprovalRequest, instance_target
 from vastui.cli import main
 from vastui.errors import ApprovalRequired, ConfigError
+from vastui.events import Notice
 from vastui.tui.dialogs.help import HelpScreen
 from vastui.tui.dialogs.prompt import PromptScreen
 from vastui.tui.themes import check_theme, theme_names
@@ -40,6 +41,10 @@ async def test_views_help_command_bar_and_themes(tmp_path: Path) -> None:
             assert app.current_view == "account"
             await pilot.press("colon", "escape")
             assert not app.query_one("#command-bar", Input).has_class("-open")
+
+            app.services.bus.publish(Notice(at=0.0, campaign_id=None, level="warning", text="leak check slow"))
+            await wait_for(pilot, lambda: any(n.message == "leak check slow" for n in app._notifications),
+                           what="the bus notice as a notification")
 
             names = {c.title for c in app.get_system_commands(app.screen)}
             assert {"View: Offers", "View: Leaks", "vastui theme: light", "vastui theme: dark"} <= names

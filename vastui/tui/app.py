@@ -24,11 +24,13 @@ from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input
 
 from vastui.campaign.watch import LeakReport, find_leaks
 from vastui.errors import VastuiError
+from vastui.events import Notice
 from vastui.tui.actions import ConsoleActions, Outcome
 from vastui.tui.dialogs.confirm import DialogApprover
 from vastui.tui.dialogs.help import HelpScreen
@@ -137,6 +139,20 @@ class VastuiApp(App[None]):
             fetches[Source.LEAKS] = self._fetch_leaks
         for source, fetch in fetches.items():
             self._run_feed(source, fetch)
+        self.run_worker(self._follow_bus(), name="bus", group="bus", exclusive=True, exit_on_error=False)
+
+    async def _follow_bus(self) -> None:
+        """Notices published on the bus (the leak watcher's, a campaign's) become notifications."""
+        queue = self.services.bus.subscribe()
+        try:
+            while True:
+                event = await queue.get()
+                if isinstance(event, Notice):
+                    severity: SeverityLevel = "error" if event.level == "error" else (
+                        "warning" if event.level == "warning" else "information")
+                    self.notify(event.text, severity=severity)
+        finally:
+            self.services.bus.unsubscribe(queue)
 
     def _run_feed(self, source: Source, fetch: Callable[[], Awaitable[object]]) -> None:
         clock = self.services.clock
