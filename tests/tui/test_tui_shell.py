@@ -63,6 +63,11 @@ def test_themes_exist_and_a_bad_theme_is_refused_before_anything_opens() -> None
     assert main(["console", "--theme", "solarized", "--url", "http://127.0.0.1:9", "--api-key", "k" * 12]) == 1
 
 
+def test_bare_vastui_off_a_terminal_prints_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2  # under pytest stdin/stdout are not a terminal: no console is opened
+    assert "console" in capsys.readouterr().out
+
+
 async def test_the_dialog_approver_binds_action_and_target(tmp_path: Path) -> None:
     async with sim_console(tmp_path, settings=with_settings(live=False)) as sim:
         app = sim.app

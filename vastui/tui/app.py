@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path, PurePath
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
@@ -46,6 +46,9 @@ from vastui.tui.views.base import ConsoleView
 from vastui.tui.widgets.statusbar import StatusBar
 from vastui.vast.models import Offer, User
 from vastui.vast.query import build_search_body
+
+if TYPE_CHECKING:
+    from vastui.store import SqliteStore
 
 ApproverFactory = Callable[["VastuiApp"], ProposalApprover]
 LOG_TAIL_LINES = 500
@@ -188,10 +191,8 @@ class VastuiApp(App[None]):
         return OfferPage(offers=offers, knowledge=knowledge, bad_hosts=bad, at=now)
 
     @staticmethod
-    async def _latest_workload(store: object) -> str | None:
-        from vastui.store import SqliteStore
-
-        assert isinstance(store, SqliteStore)
+    async def _latest_workload(store: SqliteStore) -> str | None:
+        """The workload of the most recent campaign: whose measurements the offers table shows by default."""
         campaigns = await store.campaigns()
         latest = max(campaigns, key=lambda c: c.created_at, default=None)
         return None if latest is None else latest.manifest_digest
