@@ -26,7 +26,7 @@ from timing import compare, parse_options, ratio_line
 
 from vastui.vast.query import DEFAULT_FILTERS, build_search_body, parse_query
 
-# What people type: the examples of vast-api.md and the official help, the campaign planner's shortlist queries.
+# What people type: the examples of docs/api-notes.md and the official help, the campaign planner's shortlist queries.
 QUERIES = (
     "gpu_name=RTX_4090 num_gpus=1 reliability>0.98 gpu_ram>=24 geolocation in [US,SE] cuda_vers>=12.1",
     "num_gpus>=2 num_gpus<=8 dph<3.5 inet_down>500 verified=true",

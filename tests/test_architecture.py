@@ -1,4 +1,4 @@
-"""The rooms keep their boundaries (DESIGN.md, Dependency rules): checked by import-linter and in a subprocess."""
+"""The rooms keep their boundaries (docs/architecture.md, Dependency rules): import-linter and a subprocess."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_core_import_loads_no_ui() -> None:
 
 
 def test_package_is_typed_strictly() -> None:
-    """STYLE.md: mypy strict on vastui/ (the package ships py.typed)."""
+    """mypy strict on vastui/ (the package ships py.typed)."""
     result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "vastui"], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

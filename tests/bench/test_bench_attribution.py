@@ -11,7 +11,7 @@ from vastui.bench.attribution import (NEXT_MOVE, Bottleneck, Readings, attribute
 
 
 @pytest.mark.parametrize(("readings", "bottleneck", "metrics"), [
-    # METHOD.md's rule: data-wait > 5 % with GPU activity < 50 % -> input path first
+    # docs/method.md's rule: data-wait > 5 % with GPU activity < 50 % -> input path first
     (Readings(gpu_activity_pct=35.0, data_wait_share=0.30), Bottleneck.INPUT_BOUND,
      ("data-wait share of step time", "GPU activity")),
     # busy GPU with data-wait: not input-bound unless PCIe is saturated

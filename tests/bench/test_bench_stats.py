@@ -49,7 +49,7 @@ def test_summaries_and_errors() -> None:
         coefficient_of_variation([1.0])
 
 
-# MLPerf Inference's early-stopping minimums (no sample over the bound, 99 % confidence); METHOD.md quotes two.
+# MLPerf Inference's early-stopping minimums (no sample over the bound, 99 % confidence); docs/method.md quotes two.
 @pytest.mark.parametrize(("q", "n"), [(99.0, 459), (90.0, 44), (95.0, 90), (50.0, 7)])
 def test_min_samples_for_percentile_reproduces_mlperf(q: float, n: int) -> None:
     assert min_samples_for_percentile(q) == n

@@ -154,7 +154,7 @@ def test_warmup_accounting_is_contiguous_when_markers_cover_different_step_count
 
 
 def test_steadiness_is_judged_on_step_times_not_marker_intervals() -> None:
-    """METHOD.md: warm-up ends when "the CV of the last 10 step times" is small. A workload that prints a marker
+    """docs/method.md: warm-up ends when "the CV of the last 10 step times" is small. A workload that prints a marker
     every second (the agent's marker format allows it) while its steps speed up from 0.2 s to 0.1 s is still
     warming up, although its markers are evenly spaced."""
     rule = WarmupRule(min_s=5.0, min_steps=10, cv_max=0.05, window=5, cap_s=600.0)

@@ -137,7 +137,7 @@ def test_the_shortlist_is_capped_covers_each_model_with_two_hosts_and_explains_e
 @pytest.mark.parametrize("max_candidates", [4, 5, 7, 8])
 def test_every_chosen_model_gets_min_hosts_distinct_machines_where_the_market_has_them(
         manifest: Manifest, offers: list[Offer], max_candidates: int) -> None:
-    """Host luck must not pass for GPU quality (METHOD.md, Shortlist): a model is measured on >= 2 hosts when the
+    """Host luck must not pass for GPU quality (docs/method.md, Shortlist): a model is measured on >= 2 hosts when the
     market has 2, whatever max_candidates is — an odd cap must not leave the last model with one host."""
     m = with_shortlist(manifest, max_candidates=max_candidates)
     plan = plan_for(m, offers)
@@ -152,7 +152,7 @@ def test_every_chosen_model_gets_min_hosts_distinct_machines_where_the_market_ha
 
 
 def test_a_one_model_market_fills_the_shortlist_by_prior_cost(manifest: Manifest, offers: list[Offer]) -> None:
-    """Best models first, min hosts per model, *then the rest by prior cost* (plan.py's ``_pick``; METHOD.md keeps
+    """Best models first, min hosts per model, *then the rest by prior cost* (plan.py's ``_pick``; docs/method.md keeps
     6-8 offers): a query for one GPU model must still shortlist max_candidates hosts when that many qualify."""
     shortlist = manifest.shortlist
     qualifying = [o for o in offers if not query_violations(o, shortlist.query) and shortlist.max_dph is not None
@@ -217,7 +217,7 @@ def test_unrentable_offers_are_excluded_with_a_reason(manifest: Manifest) -> Non
 
 
 def test_the_querys_numeric_filters_are_rechecked_client_side(manifest: Manifest, offers: list[Offer]) -> None:
-    """METHOD.md (Shortlist): "Check numeric filters client-side too: server-side filters have been reported to drop
+    """method.md (Shortlist): "Check numeric filters client-side too: server-side filters have been reported to drop
     silently." Here the server dropped every filter (the whole world comes back): no candidate or reserve may break
     the manifest's query (e.g. num_gpus=1, gpu_ram>=16, inet_down>200)."""
     query = manifest.shortlist.query

@@ -1,4 +1,4 @@
-"""Search semantics of vast-api.md §3.1 and §4: coercion, multipliers, in/notin, null, virtual columns, aliases,
+"""Search semantics of docs/api-notes.md §3.1 and §4: coercion, multipliers, in/notin, null, virtual columns, aliases,
 order, limit and pricing type — each checked against an independent predicate over the same rows."""
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def test_filter_matches_reference_predicate(world: World, query: dict[str, Any],
 
 
 def test_cli_captured_query_is_honoured(world: World) -> None:
-    """The exact body the official CLI sent in vast-api.md §3.1."""
+    """The exact body the official CLI sent in docs/api-notes.md §4."""
     query = {"verified": {"eq": True}, "external": {"eq": False}, "rentable": {"eq": True},
              "gpu_name": {"eq": "RTX 4090"}, "num_gpus": {"eq": "1"}, "reliability": {"gt": "0.9"},
              "gpu_ram": {"gte": 24000.0}, "geolocation": {"notin": ["CN"]}, "cuda_max_good": {"gte": "12.1"},

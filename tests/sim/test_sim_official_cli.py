@@ -1,6 +1,6 @@
 """Compatibility: the real official ``vastai`` 1.9.1 CLI against the simulator on a loopback port.
 
-Every command of vast-api.md §7's table (``execute`` excepted: the CLI itself is broken) and the other verified
+Every command of docs/api-notes.md §2 (``execute`` excepted: the CLI itself is broken) and the other verified
 requests run as real subprocesses in a throw-away HOME, with VAST_URL pointing at the simulator. The CLI exits 0
 even on API errors, so each result is judged by its JSON output. Subprocesses run through asyncio, so the server
 in this event loop keeps serving while the CLI waits.

@@ -14,7 +14,7 @@ from vastui.sim.world import World, generate_world
 
 NOW = 1_800_000_000.0
 
-# Every offer field of vast-api.md §5.
+# Every offer field of docs/api-notes.md §5.
 SECTION_5_FIELDS = """
 id ask_contract_id bundle_id bundled_results machine_id host_id num_gpus gpu_name gpu_ram gpu_total_ram gpu_frac
 gpu_arch gpu_lanes gpu_mem_bw gpu_max_power gpu_max_temp gpu_display_active compute_cap cuda_max_good driver_version

@@ -58,7 +58,7 @@ def dumps(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-# --- known answers (vast-api.md §3.1 and §4, captured from the real CLI) -------------------------------------------
+# --- known answers (docs/api-notes.md §3.1 and §4, captured from the real CLI) ------------------------------------
 
 CAPTURED_BODY = (
     '{"verified":{"eq":true},"external":{"eq":false},"rentable":{"eq":true},"gpu_name":{"eq":"RTX 4090"},'

@@ -1,7 +1,7 @@
 """Bottleneck attribution: from utilisation, data-wait, PCIe, memory, startup and scaling, name what limits a
 candidate and the next move, with the numbers that say so.
 
-The rules are checked in the order the method works (DESIGN.md): a throttling host makes every other reading
+The rules are checked in the order the method works (docs/method.md): a throttling host makes every other reading
 suspect; startup waste comes before execution; the input path comes before buying a faster GPU; then multi-GPU
 scaling, memory, compute. A missing metric (None) never counts as zero: a rule that needs it does not fire,
 except that data-wait alone marks a workload input-bound when no GPU activity reading exists.
@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-# METHOD.md: data-wait above 5 % of step time while the GPU is busy less than half the time -> fix the input path first.
+# docs/method.md (Tune): data-wait > 5 % of step time while the GPU is busy < 50 % -> fix the input path first.
 DATA_WAIT_SHARE_MAX = 0.05
 INPUT_BOUND_GPU_ACTIVITY_MAX_PCT = 50.0
 # Host-to-device copies near the link's capacity starve the GPU however fast the loaders are.

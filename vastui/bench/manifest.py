@@ -18,7 +18,7 @@ from pathlib import Path
 from vastui.bench.toml_fields import Locator, TableReader
 from vastui.errors import ManifestError
 
-# --- defaults (METHOD.md), each with the reason it has ------------------------------------------------------------
+# --- defaults (docs/method.md), each with the reason it has ------------------------------------------------------
 # Warm-up: JIT/cuDNN autotuning, allocator growth and page cache warm over tens of steps; 30 s and 20 steps cover the
 # usual compile/autotune phase before the steadiness test is even tried.
 WARMUP_MIN_S = 30.0
@@ -138,7 +138,7 @@ class Budget:
 
 @dataclass(frozen=True, slots=True)
 class Shortlist:
-    """``query`` is kept as written, in the official CLI's search language (vast-api.md section 4)."""
+    """``query`` is kept as written, in the official CLI's search language (docs/api-notes.md §4)."""
 
     query: str = ""
     max_candidates: int = MAX_CANDIDATES

@@ -3,7 +3,7 @@
 Racing (irace/LUCB style): after ``min_blocks`` blocks each, and after every block from then on, every challenger is
 tested against the current best on the bootstrap distribution of C_i / C_best, one-sided, with Holm's step-down
 correction at 95 %; a challenger is eliminated only when, at its Holm level, its cost interval also lies wholly above
-the best's (METHOD.md's conservative rule), or when its SLO cannot be met. The race stops when one candidate remains,
+the best's (docs/method.md, Select), or when its SLO cannot be met. The race stops when one candidate remains,
 when the leader is within the indifference zone of every other (the ratio's lower bound is >= 1/(1 + epsilon)),
 when every candidate reached ``max_blocks``, or when the benchmark budget is spent.
 

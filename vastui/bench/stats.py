@@ -20,7 +20,7 @@ DEFAULT_CONFIDENCE = 0.95
 # 2000 resamples put the Monte-Carlo error of a 95 % percentile bound well below block-to-block noise, in milliseconds.
 DEFAULT_RESAMPLES = 2000
 # MLPerf Inference's early-stopping confidence: with 99 % confidence the true tail is within the bound. It yields the
-# minimum sample counts METHOD.md quotes (p90: 44, p99: 459, with no sample over the bound).
+# minimum sample counts docs/method.md quotes (p90: 44, p99: 459, with no sample over the bound).
 PERCENTILE_CONFIDENCE = 0.99
 # Iglewicz & Hoaglin: |modified z| > 3.5 is a likely outlier; 0.6745 makes the MAD consistent with sigma for normal data.
 OUTLIER_Z = 3.5

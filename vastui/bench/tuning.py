@@ -23,7 +23,7 @@ class Knob(StrEnum):
     GPU_COUNT = "gpu_count"
 
 
-# METHOD.md: the input path first, then batch, precision, multi-GPU.
+# docs/method.md (Tune): the input path first, then batch, precision, multi-GPU.
 _DEFAULT_ORDER = (Knob.LOADERS, Knob.BATCH_SIZE, Knob.PRECISION, Knob.GPU_COUNT)
 _ORDER = {
     Bottleneck.INPUT_BOUND: _DEFAULT_ORDER,

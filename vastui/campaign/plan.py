@@ -18,9 +18,9 @@ from vastui.store.records import BadHost, HostKnowledge
 from vastui.vast.models import Offer
 from vastui.vast.query import parse_query
 
-# Extraction + container boot after the pull, before SSH answers (gpu-market.md: 30-90 s).
+# Extraction + container boot after the pull, before SSH answers (docs/simulator.md, Hidden truth: 30-90 s).
 READINESS_PRIOR_S = 60.0
-# Effective pull speed as a share of the advertised inet_down (gpu-market.md: 0.3-0.6).
+# Effective pull speed as a share of the advertised inet_down (docs/simulator.md, Hidden truth: 0.3-0.6).
 PULL_EFFICIENCY_PRIOR = 0.45
 # Headroom over the nominal measurement plan (blocks end at the first marker past block_s and block_min_steps,
 # so they run long on a slow host), in the per-instance time cap.
@@ -35,7 +35,7 @@ CANARY_STEPS = 40
 TUNING_RUN_STEPS = 80
 TUNING_RUN_OVERHEAD_PRIOR_S = 15.0
 DISK_GIB = 32.0
-# Multi-GPU without NVLink rarely scales linearly (gpu-market.md: 2x ~1.6-1.8x on consumer cards): the prior
+# Multi-GPU without NVLink rarely scales linearly (docs/simulator.md: 2x ~1.6-1.8x on consumer cards): the prior
 # assumes this share of linear speed-up per doubling until a run measures it.
 MULTI_GPU_EFFICIENCY_PRIOR = 0.85
 # The worst case is priced 10 % above list: billing granularity and the seconds a destroy takes to land.
@@ -89,7 +89,7 @@ class Plan:
 
 
 def predicted_pull_s(offer: Offer, *, image_size_gb: float) -> float:
-    """Image size over the effective download speed, plus readiness (METHOD.md's startup prior)."""
+    """Image size over the effective download speed, plus readiness (docs/method.md, Shortlist: the startup prior)."""
     mbps = max(offer.inet_down or 100.0, 10.0) * PULL_EFFICIENCY_PRIOR
     return image_size_gb * 8000.0 / mbps + READINESS_PRIOR_S
 

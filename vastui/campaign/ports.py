@@ -1,7 +1,7 @@
 """The small protocols through which a campaign reaches the marketplace, the hosts and the store.
 
 The composition root (cli.py) passes the real ones: ``HttpVastClient``, ``SshRunner``, ``SqliteStore``. Keeping the
-campaign on protocols keeps it free of httpx, asyncssh and aiosqlite (DESIGN.md, dependency rules).
+campaign on protocols keeps it free of httpx, asyncssh and aiosqlite (docs/architecture.md, Dependency rules).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ class Marketplace(Protocol):
     async def list_instances(self) -> InstanceListing: ...
 
     async def show_instance(self, instance_id: int) -> Instance | None: ...
+
+    async def request_logs(self, instance_id: int, *, tail: int | None = None) -> str: ...
 
     async def create_instance(self, *, offer_id: int, image: str, disk_gib: float, label: str, approval: Approval,
                               onstart: str | None = None, env: Mapping[str, str] | None = None,

@@ -1,4 +1,4 @@
-"""The simulated Vast.ai REST API as a Starlette app (vast-api.md §2 and the §8 checklist).
+"""The simulated Vast.ai REST API as a Starlette app (docs/api-notes.md §2 and the §8 checklist).
 
 Serve it with ``SimServer`` on loopback, or use it in-process through ``httpx.ASGITransport``.
 """

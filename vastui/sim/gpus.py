@@ -1,4 +1,4 @@
-"""The GPU model catalog of the simulated marketplace: specs, supply and prices as listed in gpu-market.md.
+"""The GPU model catalog of the simulated marketplace: specs, supply and prices as docs/simulator.md describes.
 
 Prices are renter-side on-demand $/GPU-hr from the Dec-2025 snapshot (p10 / median / p90). ``workload_units_per_s``
 is the hidden speed of one GPU on the simulator's reference workload (fp32, batch 32): it follows FP32 throughput and

@@ -1,4 +1,4 @@
-"""A rented instance inside the simulator: the create request, its mutable state, and its API row (vast-api.md §6).
+"""A rented instance inside the simulator: the create request, its state, and its API row (docs/api-notes.md §6).
 
 ``InstanceState`` is deliberately mutable: it is the market's private bookkeeping (lifecycle, billing, keys),
 never handed out; the API only ever sees rows rendered from it.
@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from vastui.bench.billing import storage_usd_per_hour
 from vastui.sim.machine import Machine
 from vastui.sim.market_error import MarketError
-from vastui.sim.offers import storage_dph
 
 
 class InstanceStatus(enum.StrEnum):
@@ -28,7 +28,7 @@ class InstanceStatus(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class CreateRequest:
-    """The body of ``PUT /api/v0/asks/{id}/`` (vast-api.md §3.4), validated. Registry logins are dropped."""
+    """The body of ``PUT /api/v0/asks/{id}/`` (docs/api-notes.md §3.4), validated. Registry logins are dropped."""
 
     image: str
     disk_gb: float
@@ -101,6 +101,7 @@ class InstanceState:
     status_msg: str = ""
     label: str | None = None
     running_since: float | None = None
+    pull_done_at: float | None = None       # when the image pull in progress ends (logged then)
     host: str | None = None
     port: int | None = None
     authorized_keys: list[str] = field(default_factory=list)  # live list shared with the host provider
@@ -121,7 +122,8 @@ class InstanceState:
 
     @property
     def storage_dph(self) -> float:
-        return storage_dph(self.machine, storage_gb=self.request.disk_gb)
+        return storage_usd_per_hour(storage_cost_usd_per_gb_month=self.machine.storage_cost,
+                                    disk_gb=self.request.disk_gb)
 
     @property
     def dph_total(self) -> float:

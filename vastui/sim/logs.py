@@ -1,7 +1,7 @@
 """Instance logs the request_logs flow hands out: rendered once, then served from a result URL when ready.
 
 In production the result is a presigned object-store URL that 404s until the log upload lands; the simulator
-mimics that with a ``ready_at`` on the market clock (vast-api.md §3.11).
+mimics that with a ``ready_at`` on the market clock (docs/api-notes.md §3.11).
 """
 
 from __future__ import annotations

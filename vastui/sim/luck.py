@@ -1,7 +1,7 @@
 """Drawing the hidden truth of a machine: how far its real speed, data path and start-up depart from its listing.
 
 Host luck is drawn independently of the DLPerf noise shown in the offer, so the provider's score predicts real
-speed only roughly (5-35 % host-to-host loss, gpu-market.md §3).
+speed only roughly (5-35 % host-to-host loss, docs/simulator.md, Hidden truth).
 """
 
 from __future__ import annotations

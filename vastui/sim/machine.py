@@ -1,4 +1,4 @@
-"""A simulated machine: the public fields its offer shows (vast-api.md §5) and the hidden truth behind them.
+"""A simulated machine: the public fields its offer shows (docs/api-notes.md §5) and the hidden truth behind them.
 
 Fields that depend on the moment or on the query (``duration``, ``dph_total`` at the requested storage, the
 ``rented`` state the market tracks) are computed when an offer row is rendered (``sim/offers.py``); everything

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class MarketError(Exception):
-    """Answered as ``{"success": false, "error": code, "msg": msg}`` with ``status`` (vast-api.md §1.2)."""
+    """Answered as ``{"success": false, "error": code, "msg": msg}`` with ``status`` (docs/api-notes.md §1.2)."""
 
     def __init__(self, status: int, code: str, msg: str) -> None:
         super().__init__(msg)

@@ -1,4 +1,4 @@
-"""Offer rows as ``POST /api/v0/bundles/`` returns them, and the search over them (vast-api.md §3.1, §4, §5).
+"""Offer rows as ``POST /api/v0/bundles/`` returns them, and the search over them (docs/api-notes.md §3.1, §4, §5).
 
 Prices depend on the query: ``type`` (on-demand / bid / reserved) and ``allocated_storage`` (GB priced into
 ``dph_total``); ``duration`` depends on the moment. Virtual columns (``datacenter``, ``verified``, country-code
@@ -53,7 +53,7 @@ def storage_dph(machine: Machine, *, storage_gb: float) -> float:
 
 def offer_row(machine: Machine, *, now: float, rented: bool, pricing: PricingType = PricingType.ON_DEMAND,
               storage_gb: float = DEFAULT_STORAGE_GB) -> dict[str, Any]:
-    """The offer JSON of a machine (every field of vast-api.md §5)."""
+    """The offer JSON of a machine (every field of docs/api-notes.md §5)."""
     storage = storage_dph(machine, storage_gb=storage_gb)
     on_demand = machine.dph_base + storage
     dph_total = machine.min_bid + storage if pricing is PricingType.BID else on_demand

@@ -1,4 +1,4 @@
-"""Where simulated hosts are: cities with their country code, weighted like the real market (gpu-market.md §2)."""
+"""Where simulated hosts are: cities with their country code, weighted like the real market (docs/simulator.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A seeded world of machines drawn from the real market's shape (gpu-market.md): same seed, same market.
+"""A seeded world of machines drawn from the real market's shape (docs/simulator.md): same seed, same market.
 
 Hosts own one to three machines and share a place, a network and a trust level; each machine gets its GPU
 model and count, CPU, RAM, disk, PCIe, prices, DLPerf and its hidden truth (``sim/luck.py``).

@@ -1,6 +1,6 @@
 """Instance ownership: create intents, lifecycle transitions, and the evidence that an instance is gone.
 
-Teardown is a pass/fail test (METHOD.md): an intent is written *before* every create call, so a crash between the call
+Teardown is pass/fail (docs/method.md): an intent is written *before* every create call, so a crash between the call
 and its answer still leaves a record of what this campaign may own. An intent is released only when listings rule it
 out (nothing was created) or when its instance is proven gone by two complete listings that missed it.
 """

@@ -1,4 +1,4 @@
-"""When to retry a marketplace request and how long to wait first, as the official CLI does (vast-api.md §1.1).
+"""When to retry a marketplace request and how long to wait first, as the official CLI does (docs/api-notes.md §1.1).
 
 429, 502, 503 and 504 are retried because they mean "not now" (a rate limit, or a gateway that never reached
 the backend); 500 and other 4xx are not, because sending the same request again would give the same answer.

@@ -47,7 +47,7 @@ def ssh_key_target(public_key: str) -> str:
 
 
 class HttpVastClient:
-    """The Vast.ai REST API (vast-api.md §2) over one ``httpx.AsyncClient``. Use as an async context manager."""
+    """The Vast.ai REST API (docs/api-notes.md §2) over one ``httpx.AsyncClient``. Use as an async context manager."""
 
     def __init__(self, *, base_url: str, api_key: Secret | None, clock: Clock,
                  transport: httpx.AsyncBaseTransport | None = None, timeout_s: float = 30.0,
