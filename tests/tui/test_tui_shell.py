@@ -12,6 +12,7 @@ from textual.widgets import Input
 
 from vastui.approval import Action, ApprovalRequest, instance_target
 from vastui.cli import main
+from vastui.config import load_settings
 from vastui.errors import ApprovalRequired, ConfigError
 from vastui.events import Notice
 from vastui.tui.dialogs.help import HelpScreen
@@ -61,6 +62,19 @@ def test_themes_exist_and_a_bad_theme_is_refused_before_anything_opens() -> None
     with pytest.raises(ConfigError, match="light"):
         check_theme("solarized")
     assert main(["console", "--theme", "solarized", "--url", "http://127.0.0.1:9", "--api-key", "k" * 12]) == 1
+
+
+def test_theme_and_money_threshold_come_from_the_environment_or_the_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "config.toml").write_text('theme = "light"\nmoney_confirm_over_usd = 50\n', encoding="utf-8")
+    env = {"VASTUI_CONFIG_DIR": str(config), "VASTUI_DATA_DIR": str(tmp_path / "data")}
+    from_file = load_settings(env=env, home=tmp_path)
+    assert from_file.theme == "light" and from_file.money_confirm_over_usd == 50.0
+    from_env = load_settings(env={**env, "VASTUI_THEME": "dark", "VASTUI_MONEY_CONFIRM_OVER_USD": "5"}, home=tmp_path)
+    assert from_env.theme == "dark" and from_env.money_confirm_over_usd == 5.0
+    with pytest.raises(ConfigError, match="money_confirm_over_usd"):
+        load_settings(env={**env, "VASTUI_MONEY_CONFIRM_OVER_USD": "lots"}, home=tmp_path)
 
 
 def test_bare_vastui_off_a_terminal_prints_the_help(capsys: pytest.CaptureFixture[str]) -> None:
