@@ -44,6 +44,7 @@ class CandidatePhase(enum.StrEnum):
     ELIMINATED = "eliminated"
     FAILED = "failed"
     SKIPPED = "skipped"
+    ABORTED = "aborted"
 
 
 class CandidateFailed(VastuiError):

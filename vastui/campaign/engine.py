@@ -34,7 +34,8 @@ from vastui.campaign.report import attribution_of
 from vastui.campaign.tuning import TuningOutcome, tune
 from vastui.clock import Clock
 from vastui.errors import RemoteError, VastuiError
-from vastui.events import BlockMeasured, CampaignFinished, CandidateEliminated, EventBus, Notice
+from vastui.events import (BlockMeasured, CampaignFinished, CandidateEliminated, EventBus, InstanceDestroyed,
+                           Notice)
 from vastui.events_live import CampaignPhaseChanged
 from vastui.remote.protocol import Result
 from vastui.store import SqliteStore
@@ -122,6 +123,7 @@ class CampaignEngine:
         if not self._can_afford(run.candidate):
             return False
         self._committed_usd[run.cid] = run.candidate.max_spend_usd
+        self._rented_local[run.cid] = self.clock.now()   # may bill from the create call on, answer or not
         return True
 
     def abort(self, reason: str) -> None:
@@ -218,8 +220,20 @@ class CampaignEngine:
                 await self._fail(run, exc)
             except (RemoteError, VastuiError) as exc:
                 await self._fail(run, CandidateFailed(str(exc), bad_host=False))
+            except asyncio.CancelledError:
+                if self.aborted is not None:
+                    await self._stopped_by_abort(run)
+                raise
             finally:
                 await self._release(run)
+
+    async def _stopped_by_abort(self, run: CandidateRun) -> None:
+        """Say where the abort found it; a run it cut short is closed as interrupted (its records are kept)."""
+        was_measuring = run.phase is CandidatePhase.MEASURING   # the stored run is open only while measuring
+        self.ctx.phase(run, CandidatePhase.ABORTED, f"stopped in {run.phase}: {self.aborted}")
+        if was_measuring and run.run_id is not None:
+            await self.ctx.store.finish_run(run_id=run.run_id, status=RunStatus.INTERRUPTED, at=self.clock.now(),
+                                            error=f"aborted: {self.aborted}")
 
     async def _life(self, run: CandidateRun) -> None:
         if not await self._rent_or_replace(run):
@@ -270,7 +284,6 @@ class CampaignEngine:
                 return False
             still_there = await self.ctx.market.search_offers(f"id={candidate.offer.id}")
             if still_there:
-                self._rented_local[run.cid] = self.clock.now()
                 if await rent(self.ctx, run):
                     self._rented_local[run.cid] = self.clock.now()
                     return True
@@ -414,6 +427,8 @@ class CampaignEngine:
                                            instance_id=run.instance_id, campaign_id=self.plan.campaign_id,
                                            reason=f"{run.cid} {run.phase}"):
                 self._destroy_sent.add(run.instance_id)
+                self.bus.publish(InstanceDestroyed(at=self.clock.now(), campaign_id=self.plan.campaign_id,
+                                                   instance_id=run.instance_id))
                 await self.ctx.store.record_transition(instance_id=run.instance_id,
                                                        state=InstanceState.DESTROY_REQUESTED, at=self.clock.now())
         except VastuiError as exc:

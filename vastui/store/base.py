@@ -9,6 +9,7 @@ sqlite3/aiosqlite errors become ``StoreError`` here and nowhere else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -105,6 +106,13 @@ class StoreBase:
                 await self._conn.execute("BEGIN IMMEDIATE")
             except (sqlite3.Error, ValueError) as exc:
                 raise self._failure(what, exc) from exc
+            except BaseException:
+                # Cancelled (an aborted campaign stops its tasks) while BEGIN ran in the connection's thread: it
+                # may still begin a transaction that nobody ends, and every later write would fail. The ROLLBACK
+                # is queued behind it on the same thread, so it ends whatever BEGIN started.
+                with contextlib.suppress(sqlite3.Error, ValueError):
+                    await self._conn.execute("ROLLBACK")
+                raise
             try:
                 yield Transaction(self._conn, self._redactor)
                 await self._conn.execute("COMMIT")
