@@ -72,9 +72,13 @@ class SimServer:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    """A listening-ready TCP socket on ``host:port`` (OSError if taken); port 0 picks a free one."""
+    """A listening-ready TCP socket on ``host:port`` (OSError if taken); port 0 picks a free one.
+
+    The protocol is named (IPPROTO_TCP, not 0) because accepted sockets inherit it and asyncio sets TCP_NODELAY only
+    on sockets whose protocol says TCP: without it every kept-alive reply waits ~40 ms for Nagle + delayed ACK.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
