@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from vastui import __version__
-from vastui.cli_campaign import add_campaign_commands
 from vastui.cli_leaks import add_leaks_command
 from vastui.cli_terminal import add_connection_args, fmt_num, print_table, make_table, vast_client
 from vastui.errors import VastuiError
@@ -45,8 +45,18 @@ The API key is taken from --api-key, then VAST_API_KEY, then ~/.config/vastai/va
 The marketplace URL from --url, then VAST_URL, then https://console.vast.ai.
 """
 
+# Commands whose modules are heavy to import (SSH, the planner, the receipt, rich): their arguments are registered
+# only when argv names them, so `vastui --help`, `offers` and `instances` never load them. Each entry is
+# name -> (module, its registering function, the one-line help shown in `vastui --help`).
+LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "demo": ("vastui.cli_campaign", "add_campaign_commands",
+             "run a whole benchmark campaign on the embedded simulated marketplace"),
+    "campaign": ("vastui.cli_campaign", "add_campaign_commands", "plan, run and resume benchmark campaigns"),
+}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given ``argv``, the heavy commands it does not name get only their help line."""
     parser = argparse.ArgumentParser(
         prog="vastui",
         description="Rent Vast.ai GPUs by measured useful work: benchmark campaigns, approvals, leak watch.",
@@ -96,8 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_leaks_command(sub)
 
+    _add_lazy_commands(sub, argv)
+
     # --- manifest ------------------------------------------------------------------------------------------
-    add_campaign_commands(sub)
 
     manifest_parser = sub.add_parser("manifest", help="validate workload manifests")
     manifest_sub = manifest_parser.add_subparsers(dest="manifest_command", metavar="ACTION")
@@ -107,6 +118,17 @@ def build_parser() -> argparse.ArgumentParser:
     pm.set_defaults(handler=_cmd_manifest_check)
 
     return parser
+
+
+def _add_lazy_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser], argv: Sequence[str] | None) -> None:
+    named = next((arg for arg in argv if not arg.startswith("-")), None) if argv is not None else None
+    registered: set[tuple[str, str]] = set()
+    for name, (module, function, helptext) in LAZY_COMMANDS.items():
+        if argv is not None and LAZY_COMMANDS.get(named or "", ("",))[:2] != (module, function):
+            sub.add_parser(name, help=helptext)  # never parsed: argv names another command
+        elif (module, function) not in registered:
+            registered.add((module, function))
+            getattr(importlib.import_module(module), function)(sub)
 
 
 async def _cmd_sim(args: argparse.Namespace) -> int:
@@ -256,7 +278,8 @@ def _cmd_manifest_check(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is None:
