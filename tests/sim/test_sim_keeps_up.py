@@ -154,3 +154,16 @@ async def test_accepted_connections_have_tcp_nodelay() -> None:
             sockets = [conn.transport.get_extra_info("socket") for conn in state.connections]
             assert sockets
             assert all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in sockets)
+
+
+def test_the_json_answer_is_the_search_serialised(world: World) -> None:
+    """The search route answers from rows serialised once; what it sends must be exactly the search's rows."""
+    import json
+
+    book = OfferBook(world.machines)
+    rented = frozenset(m.machine_id for m in world.machines if m.rented)
+    for query in ({}, {"num_gpus": {"eq": "1"}, "order": [["dph_total", "asc"]], "limit": 7},
+                  {"type": "bid", "allocated_storage": 50.0, "duration": {"gte": 86400.0}}):
+        for now in (NOW, NOW + 86_400.5):
+            text = book.search_json(query, rented=rented, now=now)
+            assert json.loads(text) == {"offers": book.search(query, rented=rented, now=now)}

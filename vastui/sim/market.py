@@ -172,6 +172,12 @@ class Market:
             await self._advance()
             return self._offers.search(query, rented=self.rented_machine_ids(), now=self.clock.now())
 
+    async def search_json(self, query: Mapping[str, Any]) -> str:
+        """``search`` answered as the JSON text of ``{"offers": [...]}``, from rows serialised once."""
+        async with self._lock:
+            await self._advance()
+            return self._offers.search_json(query, rented=self.rented_machine_ids(), now=self.clock.now())
+
     def rented_machine_ids(self) -> frozenset[int]:
         """Machines rented by anyone (by others from the start, or by one of the account's instances)."""
         return frozenset(self._rented_by_others).union(st.machine.machine_id for st in self._instances.values())

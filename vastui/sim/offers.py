@@ -8,6 +8,7 @@ Prices depend on the query: ``type`` (on-demand / bid / reserved) and ``allocate
 from __future__ import annotations
 
 import enum
+import json
 import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -184,22 +185,34 @@ class OfferBook:
         self._rented: frozenset[int] | None = None
         self._rows: dict[tuple[PricingType, float], list[dict[str, Any]]] = {}
         self._kinds: dict[tuple[PricingType, float, str], type | None] = {}
+        self._texts: dict[int, str] = {}  # id of a prepared row -> its JSON without the closing brace
 
     def search(self, query: Mapping[str, Any], *, rented: frozenset[int], now: float) -> list[dict[str, Any]]:
         """Offers that match ``query`` (fresh dicts, ``duration`` as of ``now``), ordered and limited as it asks."""
         return [{**row, "duration": max(0.0, row["end_date"] - now)}
                 for row in self._select(query, rented=rented, now=now)]
 
+    def search_json(self, query: Mapping[str, Any], *, rented: frozenset[int], now: float) -> str:
+        """``{"offers": [...]}`` as JSON text for the same search; each row is serialised once per world change
+        (``duration`` is appended as of ``now``)."""
+        rows = self._select(query, rented=rented, now=now)
+        texts = self._texts
+        parts = []
+        for row in rows:
+            text = texts.get(id(row))
+            if text is None:
+                text = texts[id(row)] = json.dumps({k: v for k, v in row.items() if k != "duration"})[:-1]
+            parts.append(f'{text}, "duration": {max(0.0, row["end_date"] - now)!r}}}')
+        return '{"offers": [' + ", ".join(parts) + "]}"
+
     def _prepared(self, pricing: PricingType, storage_gb: float, rented: frozenset[int]) -> list[dict[str, Any]]:
-        if rented != self._rented:
+        if rented != self._rented or ((pricing, storage_gb) not in self._rows and len(self._rows) >= self.MAX_PRICINGS):
             self._rented = rented
             self._rows.clear()
             self._kinds.clear()
+            self._texts.clear()
         rows = self._rows.get((pricing, storage_gb))
         if rows is None:
-            if len(self._rows) >= self.MAX_PRICINGS:
-                self._rows.clear()
-                self._kinds.clear()
             rows = [offer_row(m, now=0.0, rented=m.machine_id in rented, pricing=pricing, storage_gb=storage_gb)
                     for m in self._machines]
             self._rows[(pricing, storage_gb)] = rows

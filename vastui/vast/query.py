@@ -13,7 +13,6 @@ double quotes, and values of the wrong kind (``num_gpus>=two``).
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Mapping
@@ -256,7 +255,7 @@ def _canonical_field(query: str, term: Term, *, follows_value: bool) -> str:
                                     'written with _ (gpu_name="RTX 4090" or gpu_name=RTX_4090)')
     if field not in KNOWN_FIELDS:
         choices = sorted(KNOWN_FIELDS | set(FIELD_ALIASES))
-        close = difflib.get_close_matches(term.field, choices, n=3, cutoff=0.6)
+        close = _close_matches(term.field, choices)
         hint = f"; did you mean {' or '.join(close)}?" if close else "; see `vastui offers --help` for the fields"
         _fail(query, term.field_at, f"unknown field {term.field!r}{hint}")
     return field
@@ -381,6 +380,12 @@ def _check_kind(query: str, text: str, at: int, field: str) -> None:
         _fail(query, at, f"not a driver version: {text!r} (write it like 535.86.05)")
 
 
+def _close_matches(word: str, choices: list[str]) -> list[str]:
+    import difflib  # only on an error: keeps the CLI's start-up light
+
+    return difflib.get_close_matches(word, choices, n=3, cutoff=0.6)
+
+
 def _unit(field: str) -> str:
     return "days" if field == "duration" else "GB"
 
@@ -417,7 +422,7 @@ def parse_order(order: str) -> list[list[str]]:
         direction = "desc" if name.strip("-") != name else "asc"
         field = FIELD_ALIASES.get(bare, bare)
         if field not in ORDER_FIELDS:
-            close = difflib.get_close_matches(bare, sorted(ORDER_FIELDS | set(FIELD_ALIASES)), n=3, cutoff=0.6)
+            close = _close_matches(bare, sorted(ORDER_FIELDS | set(FIELD_ALIASES)))
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
             _fail(order, at + name.find(bare), f"cannot order by unknown column {bare!r}{hint}")
         parsed.append([field, direction])
