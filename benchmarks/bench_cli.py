@@ -75,7 +75,7 @@ def interleaved(ours: Sequence[str], theirs: Sequence[str], *, runs: int, env_ou
 
 def main() -> None:
     options = parse_options(__doc__)
-    runs = 2 if options.quick else 10
+    runs = 1 if options.quick else 10
     vastui, vastai = _command("vastui"), _command("vastai")
     with tempfile.TemporaryDirectory(prefix="vastui-bench-cli-") as home, SimProcess(instances=INSTANCES) as sim:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("VAST", "XDG_"))}
