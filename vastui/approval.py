@@ -36,15 +36,25 @@ def instance_target(instance_id: int) -> str:
     return f"instance:{instance_id}"
 
 
+def recipient_target(recipient: str) -> str:
+    """The approval target of a credit transfer."""
+    return f"recipient:{recipient}"
+
+
 @dataclass(frozen=True, slots=True)
 class ApprovalRequest:
-    """What the operator is asked to approve, in words and in machine terms."""
+    """What the operator is asked to approve, in words and in machine terms (the facts a view shows as fields:
+    the GPU, its price per hour and the deadline by which a rented instance is destroyed)."""
 
     action: Action
     target: str
     summary: str
     cost_cap_usd: float | None = None
     campaign_id: str | None = None
+    gpu_name: str | None = None
+    num_gpus: int | None = None
+    dph_usd: float | None = None
+    deadline_at: float | None = None
 
 
 @dataclass(slots=True, eq=False)

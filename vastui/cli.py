@@ -107,6 +107,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     add_leaks_command(sub)
 
     _add_lazy_commands(sub, argv)
+    from vastui.cli_console import add_console_command  # argparse only; Textual loads when the console runs
+
+    add_console_command(parser, sub)
 
     # --- manifest ------------------------------------------------------------------------------------------
 
@@ -121,11 +124,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def _add_lazy_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser], argv: Sequence[str] | None) -> None:
-    named = next((arg for arg in argv if not arg.startswith("-")), None) if argv is not None else None
+    # Any word of argv that names a lazy command loads it (a query that happens to say "demo" only costs time).
+    wanted = None if argv is None else {LAZY_COMMANDS[arg][:2] for arg in argv if arg in LAZY_COMMANDS}
     registered: set[tuple[str, str]] = set()
     for name, (module, function, helptext) in LAZY_COMMANDS.items():
-        if argv is not None and LAZY_COMMANDS.get(named or "", ("",))[:2] != (module, function):
-            sub.add_parser(name, help=helptext)  # never parsed: argv names another command
+        if wanted is not None and (module, function) not in wanted:
+            sub.add_parser(name, help=helptext)  # never parsed: argv names none of this module's commands
         elif (module, function) not in registered:
             registered.add((module, function))
             getattr(importlib.import_module(module), function)(sub)

@@ -16,15 +16,17 @@ from rich.console import Console
 
 from vastui.bench.manifest import load_manifest
 from vastui.bench.receipt import Receipt, render_json, render_markdown
-from vastui.campaign.approvers import PlanApprover, PlanTerms, PromptApprover, RefusingApprover
+from vastui.campaign.approvers import OutsidePlanRefuser, PlanApprover, PlanTerms, PromptApprover, RefusingApprover
+from vastui.campaign.handle import start_campaign
 from vastui.campaign.plan import render_plan
-from vastui.campaign.session import Services, new_campaign_id, plan_campaign, resume_campaign, run_campaign
+from vastui.campaign.session import Services, new_campaign_id, plan_campaign, resume_campaign
 from vastui.cli_terminal import add_connection_args, ask_on_terminal
 from vastui.clock import Clock, ScaledClock, WallClock
 from vastui.config import Redactor, Settings, load_settings
 from vastui.errors import ConfigError
 from vastui.events import (BlockMeasured, CampaignFinished, CandidateEliminated, CandidatePhaseChanged, DecisionMade,
                            Event, EventBus, InstanceConfirmedGone, InstanceRented, Notice)
+from vastui.events_live import AbortRequested, ApprovalAnswered, ApprovalCancelled, ApprovalExpired
 from vastui.remote.runner import SshRunner
 from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient
@@ -100,6 +102,14 @@ def _event_line(event: Event) -> str | None:
             return f"campaign {event.campaign_id} finished: {event.status}, spent ${event.spend_usd:.2f}"
         case Notice():
             return f"{event.level}: {event.text}"
+        case ApprovalAnswered() if not event.granted:
+            return f"refused: {event.action} on {event.target} ({event.answered_by}: {event.reason})"
+        case ApprovalExpired():
+            return f"expired unanswered, counts as refused: {event.action} on {event.target}"
+        case ApprovalCancelled():
+            return f"approval withdrawn: {event.action} on {event.target} ({event.reason})"
+        case AbortRequested():
+            return f"aborting: {event.reason} — stopping work, destroying every instance, proving them gone"
     return None
 
 
@@ -204,20 +214,21 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
         campaign_id = new_campaign_id()
         plan = await plan_campaign(services, manifest=manifest, campaign_id=campaign_id)
         console.print(render_plan(plan), highlight=False, markup=False)
-        terms = PlanTerms(campaign_id=campaign_id, offer_ids=plan.offer_ids, max_spend_usd=plan.budget_usd)
-        approver = _approver(args, terms, services.clock)
-        queue = services.bus.subscribe()
-        show = _printer(console, False)
-
-        async def pump() -> None:
-            while True:
-                show(await queue.get())
-        task = asyncio.create_task(pump())
+        # On a terminal: the plan as a whole first (one question, asked only now that it is on screen), then,
+        # if not, each request on its own prompt, one at a time.
+        plan_approved = args.approve_plan or await ask_on_terminal(
+            f"Approve exactly this plan: rent these {len(plan.candidates)} offers (reserves only if one vanishes), "
+            f"spend at most ${plan.budget_usd:.2f}, destroy every instance it rents?")
+        stop = services.bus.listen(_printer(console, False))
         try:
-            receipt, _ = await run_campaign(services, manifest=manifest, plan=plan, approver=approver,
-                                            on_owned=getattr(approver, "mark_owned", None))
+            handle = start_campaign(services, manifest=manifest, plan=plan, plan_approved=plan_approved,
+                                    plan_approved_by="approve-plan flag" if args.approve_plan else "operator prompt",
+                                    policy=OutsidePlanRefuser() if args.approve_plan else None,
+                                    operator=None if args.approve_plan else PromptApprover(ask_on_terminal,
+                                                                                           clock=services.clock))
+            receipt = (await handle.result()).receipt
         finally:
-            task.cancel()
+            stop()
         if args.json:
             sys.stdout.write(render_json(receipt, redact=services.redact))
         else:

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
+import select
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -60,9 +64,58 @@ def vast_client(args: argparse.Namespace, *, audit: AuditSink | None = None) -> 
 
 
 async def ask_on_terminal(text: str) -> bool:
-    """Ask on stderr, read one line from stdin: only an explicit y/yes approves."""
-    def ask() -> str:
-        print(f"{text} [y/N] ", end="", file=sys.stderr, flush=True)
-        return sys.stdin.readline()
+    """Ask on stderr, read one line from stdin: only an explicit y/yes approves.
 
-    return (await asyncio.to_thread(ask)).strip().lower() in ("y", "yes")
+    On a terminal, whatever was typed before the question appeared is discarded first (a ``y`` typed ahead must
+    not approve what the operator has not seen yet), and the answer is read straight from the terminal, one line,
+    so nothing typed for this question is left over for the next. Cancelling the wait (the request expired or
+    was withdrawn) stops the reading.
+    """
+    stop = threading.Event()
+
+    def ask() -> str:
+        tty_fd = _tty_fd()
+        if tty_fd is not None:
+            _discard_typed_ahead(tty_fd)
+        print(f"{text} [y/N] ", end="", file=sys.stderr, flush=True)
+        return sys.stdin.readline() if tty_fd is None else _read_tty_line(tty_fd, stop)
+
+    try:
+        return (await asyncio.to_thread(ask)).strip().lower() in ("y", "yes")
+    finally:
+        stop.set()
+
+
+def _tty_fd() -> int | None:
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None  # replaced by something that is not a file (a test's StringIO)
+    return fd if os.isatty(fd) else None
+
+
+def _discard_typed_ahead(fd: int) -> None:
+    if sys.platform == "win32":
+        return
+    import termios
+
+    with contextlib.suppress(termios.error):
+        termios.tcflush(fd, termios.TCIFLUSH)
+
+
+def _read_tty_line(fd: int, stop: threading.Event) -> str:
+    """One line from the terminal (canonical mode hands over a line at a time); "" when stopped or at EOF."""
+    chunks: list[bytes] = []
+    while not stop.is_set():
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if not ready or stop.is_set():
+            continue
+        data = os.read(fd, 4096)
+        if not data:
+            break
+        chunks.append(data)
+        if b"\n" in data:
+            break
+    if stop.is_set():
+        return ""
+    return b"".join(chunks).decode("utf-8", errors="replace").split("\n", 1)[0]

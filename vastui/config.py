@@ -127,6 +127,8 @@ class Settings:
     db_path: Path
     ssh_key_path: Path | None
     known_hosts_path: Path
+    theme: str | None = None                  # the console's theme (a themes/*.tcss name); None: the default
+    money_confirm_over_usd: float = 20.0      # console: a prepay or transfer above this must be typed to confirm
 
 
 def _read_toml(path: Path) -> dict[str, object]:
@@ -166,6 +168,14 @@ def load_settings(
     resolved_url = resolve_url(explicit=pick(url, "VAST_URL", "url"), env={})
     db = Path(pick(db_path, "VASTUI_DB", "db_path") or (data_dir / "vastui.sqlite3"))
     ssh = pick(ssh_key, "VASTUI_SSH_KEY", "ssh_key")
+    theme = pick(None, "VASTUI_THEME", "theme")
+    threshold_text = pick(None, "VASTUI_MONEY_CONFIRM_OVER_USD", "money_confirm_over_usd") or "20"
+    try:
+        threshold = float(threshold_text)
+    except ValueError as exc:
+        raise ConfigError(f"money_confirm_over_usd must be a number of USD, not {threshold_text!r}") from exc
+    if not threshold >= 0:
+        raise ConfigError(f"money_confirm_over_usd must be zero or more, not {threshold_text!r}")
     default_ssh = home / ".ssh" / "id_ed25519"
     ssh_path = Path(ssh).expanduser() if ssh else (default_ssh if default_ssh.is_file() else None)
     return Settings(
@@ -176,4 +186,6 @@ def load_settings(
         db_path=db,
         ssh_key_path=ssh_path,
         known_hosts_path=data_dir / "known_hosts",
+        theme=theme,
+        money_confirm_over_usd=threshold,
     )

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from fakes import FakeClock
+from vastui.sim.images import image_size_mb
 from vastui.sim.instance import CreateRequest, InstanceState, InstanceStatus
 from vastui.sim.machine import Machine, World
 from vastui.sim.market import Market
@@ -267,6 +268,20 @@ async def test_background_poll_starts_hosts_without_requests(market: Market, clo
     assert provider.stopped == [st.id]
 
 
+async def test_an_image_pull_is_billed_as_traffic_and_loading_bills_the_disk_only(market: Market,
+                                                                                  clock: FakeClock) -> None:
+    machine = next(m for m in market.world.machines if m.inet_down_cost > 0 and not m.truth.image_cached
+                   and m.truth.fault is Fault.NONE)
+    st = await market.create_instance(machine.offer_id, _request())
+    size_gb = image_size_mb(st.request.image) / 1000.0
+    assert market.charges_of(st.id).bandwidth_usd == pytest.approx(size_gb * machine.inet_down_cost)
+    assert st.ready_at is not None
+    clock.advance((st.ready_at - clock.now()) / 2)          # still loading: the disk bills, the GPUs do not
+    await market.refresh()
+    charges = market.charges_of(st.id)
+    assert charges.gpu_usd == 0.0 and charges.storage_usd > 0.0
+
+
 async def test_truth_is_reachable_for_tests_only_by_machine_id(market: Market) -> None:
     machine = market.world.machines[5]
     assert market.truth_of(machine.machine_id) is machine.truth
@@ -277,7 +292,8 @@ async def test_traffic_is_billed_at_the_machine_prices(market: Market) -> None:
     machine = next(m for m in market.world.machines if m.inet_down_cost > 0 and m.truth.fault is Fault.NONE)
     st = await market.create_instance(machine.offer_id, _request())
     credit = market.account.credit_usd
+    pulled_usd = market.charges_of(st.id).bandwidth_usd      # the image pull, charged when it started
     amount = await market.charge_traffic(st.id, down_gb=100, up_gb=10)
     assert amount == pytest.approx(100 * machine.inet_down_cost + 10 * machine.inet_up_cost)
-    assert market.charges_of(st.id).bandwidth_usd == pytest.approx(amount)
+    assert market.charges_of(st.id).bandwidth_usd == pytest.approx(pulled_usd + amount)
     assert market.account.credit_usd == pytest.approx(credit - amount - market.charges_of(st.id).storage_usd)

@@ -1,7 +1,9 @@
 """Total cost per accepted unit of work at the production batch size N, its interval, and break-even N.
 
-    C(N) = [ dph x hours(t_startup + t_warmup + N/theta) + storage_rate x t_exists + inet_cost x bytes ] / (N x acceptance)
+    C(N) = bill(active = t_init + t_warmup + N/theta, exists = t_loading + active + extra, GB moved) / (N x acceptance)
 
+``bill`` is ``vastui.bench.billing`` — the marketplace's own rules, the ones the simulator charges by: the GPUs
+while running, the disk while the instance exists (the image pull and container start included), traffic per GB.
 Startup and warm-up are paid for, so they are costs: that is what makes a fast GPU with a slow image pull lose at
 small N. Total cost is affine in N (a + b N), so two candidates cross at most once: the break-even N.
 A candidate that failed correctness or readiness has infinite cost, as MLPerf counts a failed run as infinite time.
@@ -12,17 +14,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from vastui.bench import billing
 from vastui.bench.stats import Interval
-
-_S_PER_H = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
 class CostInputs:
     """Everything but throughput that a candidate's cost depends on (prices in USD, times in seconds, GB = 1e9 B).
 
-    - ``price_per_hour_usd``: dph_total billed while the instance runs.
-    - ``startup_s``: image pull + readiness, measured apart from execution (inf when readiness failed).
+    - ``price_per_hour_usd``: the GPUs' price, billed while the instance runs (storage is apart).
+    - ``loading_s``: image pull + readiness (the ``loading`` state): the disk bills, the GPUs do not.
+    - ``startup_s``: running but not yet working: the workload's own initialisation (inf when readiness failed).
     - ``storage_usd_per_hour`` over the time the disk exists: the run plus ``extra_exists_s`` (e.g. teardown lag).
     - ``transfer_gb_fixed`` is moved once per rental (image pull, input staging), ``transfer_gb_per_unit`` per unit.
     - ``acceptance_rate``: accepted units / units done; ``passed_gate`` False for a failed canary or readiness.
@@ -31,6 +33,7 @@ class CostInputs:
     price_per_hour_usd: float
     startup_s: float
     warmup_s: float = 0.0
+    loading_s: float = 0.0
     storage_usd_per_hour: float = 0.0
     extra_exists_s: float = 0.0
     inet_usd_per_gb: float = 0.0
@@ -42,26 +45,33 @@ class CostInputs:
     @property
     def is_failed(self) -> bool:
         """Failed gate, no accepted output, or a startup that never finished: no finite cost can be claimed."""
-        return (not self.passed_gate or self.acceptance_rate <= 0.0
+        return (not self.passed_gate or self.acceptance_rate <= 0.0 or not math.isfinite(self.loading_s)
                 or not math.isfinite(self.startup_s) or not math.isfinite(self.warmup_s))
+
+    @property
+    def rates(self) -> billing.Rates:
+        return billing.Rates(gpu_usd_per_hour=self.price_per_hour_usd, storage_usd_per_hour=self.storage_usd_per_hour,
+                             inet_down_usd_per_gb=self.inet_usd_per_gb)
 
 
 def fixed_cost_usd(inputs: CostInputs) -> float:
-    """The part paid once per rental, whatever N: startup and warm-up time, their storage, fixed transfers."""
+    """The part paid once per rental, whatever N: loading (disk only), start-up and warm-up (GPUs and disk), fixed
+    transfers — the billing model's charge for that usage."""
     if inputs.is_failed:
         return math.inf
-    overhead_s = inputs.startup_s + inputs.warmup_s
-    return (inputs.price_per_hour_usd * overhead_s / _S_PER_H
-            + inputs.storage_usd_per_hour * (overhead_s + inputs.extra_exists_s) / _S_PER_H
-            + inputs.inet_usd_per_gb * inputs.transfer_gb_fixed)
+    active_s = inputs.startup_s + inputs.warmup_s
+    usage = billing.Usage(exists_s=inputs.loading_s + active_s + inputs.extra_exists_s, active_s=active_s,
+                          down_gb=inputs.transfer_gb_fixed)
+    return billing.bill(inputs.rates, usage).total_usd
 
 
 def marginal_cost_usd(inputs: CostInputs, *, throughput_units_per_s: float) -> float:
     """The cost of one more unit done (before acceptance): its share of running time, storage and transfer."""
     if inputs.is_failed or throughput_units_per_s <= 0.0:
         return math.inf
-    return ((inputs.price_per_hour_usd + inputs.storage_usd_per_hour) / (_S_PER_H * throughput_units_per_s)
-            + inputs.inet_usd_per_gb * inputs.transfer_gb_per_unit)
+    seconds = 1.0 / throughput_units_per_s
+    usage = billing.Usage(exists_s=seconds, active_s=seconds, down_gb=inputs.transfer_gb_per_unit)
+    return billing.bill(inputs.rates, usage).total_usd
 
 
 def total_cost_usd(inputs: CostInputs, *, units: float, throughput_units_per_s: float) -> float:

@@ -57,11 +57,15 @@ class WorkloadIdentity:
 
 @dataclass(frozen=True, slots=True)
 class StartupSplit:
-    """Seconds of image pull, of readiness after it, and of warm-up (paid, not measured); None when unknown."""
+    """Seconds of image pull, of readiness after it, of the workload's own init, and of warm-up (paid, not
+    measured); and the console's own overhead (SSH, agent upload and start), shown apart and never charged to a
+    production run. None when unknown."""
 
     pull_s: float | None = None
     readiness_s: float | None = None
     warmup_s: float | None = None
+    workload_init_s: float | None = None
+    console_overhead_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +93,8 @@ class CandidateReport:
     startup: StartupSplit = StartupSplit()
     cost_per_unit: Interval | None = None
     attribution: Attribution | None = None
+    runs: int = 0                      # independent measured runs (separate agent processes)
+    billed_usd: float | None = None    # what the marketplace billed for this candidate's rental
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,9 +299,14 @@ def _md_utilisation(r: Receipt) -> str:
 
 def _md_startup(r: Receipt) -> str:
     rows = [(c.candidate_id, _num(c.startup.pull_s, ".0f"), _num(c.startup.readiness_s, ".0f"),
-             _num(c.startup.warmup_s, ".0f")) for c in r.candidates]
-    return "## Startup (seconds, apart from execution)\n\n" + _table(
-        ("candidate", "image pull", "readiness", "warm-up"), rows)
+             _num(c.startup.workload_init_s, ".0f"), _num(c.startup.warmup_s, ".0f"),
+             _num(c.startup.console_overhead_s, ".0f"), str(c.runs), _num(c.billed_usd, ".3f"))
+            for c in r.candidates]
+    return ("## Startup (seconds, apart from execution) and runs\n\n"
+            "Console overhead (SSH, the agent's upload and start) is this console's, not the workload's: it is "
+            "shown, and not charged to a production run.\n\n" + _table(
+                ("candidate", "image pull", "readiness", "workload init", "warm-up", "console overhead",
+                 "measured runs", "billed $"), rows))
 
 
 def _md_approvals(r: Receipt) -> str:

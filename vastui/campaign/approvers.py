@@ -5,6 +5,7 @@ Every grant and every refusal goes to the audit log through ``AuditedApprover``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -52,25 +53,40 @@ class PlanApprover:
             return self._terms.destroy_at_end and target_id in self._owned
         return False
 
-    async def request(self, request: ApprovalRequest) -> Approval | None:
+    def grant(self, request: ApprovalRequest) -> Approval | None:
+        """The approval when ``request`` is within the plan (a plan offer's create counts once), else None."""
         if not self._fits(request):
             return None
         if request.action is Action.CREATE_INSTANCE:
             self._rented.add(int(request.target.partition(":")[2]))
         return Approval(request, granted_by=self._granted_by, granted_at=self._clock.now())
 
+    async def request(self, request: ApprovalRequest) -> Approval | None:
+        return self.grant(request)
+
 
 class PromptApprover:
-    """Asks the operator for each action; ``ask`` shows the text and returns True only on an explicit yes."""
+    """Asks the operator for each action, one prompt at a time (concurrent requests wait their turn, so two
+    prompts never interleave); ``ask`` shows the text and returns True only on an explicit yes."""
 
     def __init__(self, ask: Callable[[str], Awaitable[bool]], *, clock: Clock) -> None:
         self._ask = ask
         self._clock = clock
+        self._turn = asyncio.Lock()
 
     async def request(self, request: ApprovalRequest) -> Approval | None:
         cap = f" (at most ${request.cost_cap_usd:.2f})" if request.cost_cap_usd is not None else ""
-        if await self._ask(f"{request.summary}{cap}. Approve {request.action} on {request.target}?"):
+        async with self._turn:
+            approved = await self._ask(f"{request.summary}{cap}. Approve {request.action} on {request.target}?")
+        if approved:
             return Approval(request, granted_by="interactive prompt", granted_at=self._clock.now())
+        return None
+
+
+class OutsidePlanRefuser:
+    """For a run approved by its printed plan alone: whatever the plan does not cover is refused at once."""
+
+    async def request(self, request: ApprovalRequest) -> Approval | None:
         return None
 
 

@@ -16,9 +16,11 @@ from vastui.bench.manifest import Manifest
 from vastui.campaign.measure import BlockMeter, MeasuredBlock
 from vastui.campaign.plan import CANARY_STEPS, DESTROY_MARGIN_S, Candidate, readiness_deadline_s
 from vastui.campaign.ports import HostExecutor, Marketplace, Record
+from vastui.campaign.startup import LoadingSplit, StartupParts, split_loading
 from vastui.clock import Clock
 from vastui.errors import ApiError, CreateFailed, CreateUncertain, RemoteError, VastuiError
-from vastui.events import CandidatePhaseChanged, EventBus, InstanceRented, InstanceStatusChanged, SampleTaken
+from vastui.events import CandidatePhaseChanged, EventBus, InstanceRented, InstanceStatusChanged
+from vastui.campaign.live import record_event
 from vastui.remote.protocol import GpuSample, Phase, Progress, Result
 from vastui.store import SqliteStore
 from vastui.store.records import GpuSample as StoredSample
@@ -62,8 +64,11 @@ class CandidateRun:
     instance_id: int | None = None
     instance: Instance | None = None
     rented_at: float | None = None          # marketplace clock (start_date)
-    ready_at: float | None = None           # agent clock, first record of the canary
-    startup_s: float | None = None
+    ready_at: float | None = None           # agent clock, first record of the canary (the agent started)
+    running_seen_at: float | None = None    # campaign clock: the first listing that showed ``running``
+    loading: LoadingSplit | None = None     # pull / readiness from the instance's log
+    workload_init_s: float | None = None    # agent clock: agent start -> the workload's first record
+    startup_s: float | None = None          # what production pays before working: loading + workload init
     warmup_s: float | None = None
     canary_digest: str | None = None
     passed_gate: bool | None = None
@@ -78,10 +83,35 @@ class CandidateRun:
     deadline_at: float | None = None        # campaign clock: the instance's hard deadline, as approved
     canary_s: float | None = None           # campaign clock: how long the canary run took, session included
     uncertain_label: str | None = None      # set when the create's answer was lost: an instance may be billing
+    ended_at: float | None = None           # campaign clock: its destroy was answered
+    measured_runs: int = 0                  # independent agent runs (separate processes) that gave blocks
 
     @property
     def cid(self) -> str:
         return self.candidate.candidate_id
+
+    @property
+    def loading_s(self) -> float | None:
+        """Pull + readiness: from the log when it split them, else creation to the first ``running`` seen."""
+        if self.loading is not None and self.loading.pull_s is not None and self.loading.readiness_s is not None:
+            return self.loading.pull_s + self.loading.readiness_s
+        if self.running_seen_at is not None and self.rented_at is not None:
+            return max(0.0, self.running_seen_at - self.rented_at)
+        return None
+
+    @property
+    def running_at(self) -> float | None:
+        if self.loading is not None and self.loading.running_at is not None:
+            return self.loading.running_at
+        return self.running_seen_at
+
+    def startup_parts(self) -> StartupParts:
+        overhead = (max(0.0, self.ready_at - self.running_at)
+                    if self.ready_at is not None and self.running_at is not None else None)
+        return StartupParts(pull_s=self.loading.pull_s if self.loading else None,
+                            readiness_s=self.loading.readiness_s if self.loading else None,
+                            loading_s=self.loading_s, workload_init_s=self.workload_init_s,
+                            console_overhead_s=overhead)
 
     def work_time_left_s(self, now: float) -> float:
         """Seconds of work left before the instance must be destroyed (its deadline less the destroy margin)."""
@@ -131,6 +161,8 @@ class CandidateContext:
     bus: EventBus
     on_owned: Callable[[int], None]
     poll_s: float = POLL_S
+    # Reserve the candidate's worst case against the budget once its rent is granted (False: no room left).
+    reserve: Callable[[CandidateRun], bool] = lambda _run: True
 
     def label(self, candidate: Candidate) -> str:
         return f"vastui-{self.campaign_id}-{candidate.candidate_id}-{candidate.offer.id}"
@@ -154,10 +186,16 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
     request = ApprovalRequest(action=Action.CREATE_INSTANCE, target=offer_target(c.offer.id),
                               summary=f"rent offer {c.offer.id} ({c.profile_name}) at ${c.offer.dph_total:.3f}/h "
                                       f"for at most {c.time_cap_s / 60:.0f} min",
-                              cost_cap_usd=c.max_spend_usd, campaign_id=ctx.campaign_id)
+                              cost_cap_usd=c.max_spend_usd, campaign_id=ctx.campaign_id,
+                              gpu_name=c.offer.gpu_name, num_gpus=c.gpu_count, dph_usd=c.offer.dph_total,
+                              deadline_at=ctx.clock.now() + c.time_cap_s)
     approval = await ctx.approver.request(request)
     if approval is None:
         ctx.phase(run, CandidatePhase.SKIPPED, "rent not approved")
+        return False
+    if not ctx.reserve(run):   # spend is reserved when the rent is granted, not while it waits for an answer
+        ctx.phase(run, CandidatePhase.SKIPPED, f"budget: granted, but ${c.max_spend_usd:.2f} more could now "
+                                               f"exceed the budget")
         return False
     label = ctx.label(c)
     now = ctx.clock.now()
@@ -183,7 +221,8 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
     await ctx.store.bind_intent(intent_id=intent.intent_id, instance_id=created.instance_id, at=ctx.clock.now())
     await ctx.store.record_transition(instance_id=created.instance_id, state="created", at=ctx.clock.now())
     ctx.bus.publish(InstanceRented(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
-                                   offer_id=c.offer.id, instance_id=created.instance_id, dph_total=c.offer.dph_total))
+                                   offer_id=c.offer.id, instance_id=created.instance_id, dph_total=c.offer.dph_total,
+                                   deadline_at=run.deadline_at))
     return True
 
 
@@ -206,6 +245,8 @@ async def wait_running(ctx: CandidateContext, run: CandidateRun) -> Instance:
                                               at=ctx.clock.now())
             ctx.bus.publish(InstanceStatusChanged(at=ctx.clock.now(), campaign_id=ctx.campaign_id,
                                                   instance_id=run.instance_id, status=str(last_status)))
+        if instance.actual_status is InstanceStatus.RUNNING and run.running_seen_at is None:
+            run.running_seen_at = ctx.clock.now()
         if instance.actual_status is InstanceStatus.RUNNING and instance.ssh_endpoint() is not None:
             return instance
         if instance.actual_status in DEAD_STATUSES:
@@ -218,6 +259,19 @@ async def wait_running(ctx: CandidateContext, run: CandidateRun) -> Instance:
                                   bad_host=True, evidence={"waited_s": round(waited), "deadline_s": deadline_s,
                                                            "status": str(instance.actual_status)})
         await ctx.clock.sleep(ctx.poll_s)
+
+
+async def read_loading(ctx: CandidateContext, run: CandidateRun) -> None:
+    """Pull and readiness from the instance's log; a log that cannot be had leaves loading unsplit."""
+    if run.instance_id is None or run.rented_at is None:
+        return
+    try:
+        text = await ctx.market.request_logs(run.instance_id)
+    except VastuiError:
+        return
+    split = split_loading(text, created_at=run.rented_at)
+    if split.running_at is not None:
+        run.loading = split
 
 
 async def stage_inputs(ctx: CandidateContext, host: str, port: int) -> None:
@@ -242,11 +296,11 @@ async def save_records(ctx: CandidateContext, run: CandidateRun, records: list[R
 
 
 def note_record(ctx: CandidateContext, run: CandidateRun, record: Record) -> None:
-    if isinstance(record, GpuSample):
-        ctx.bus.publish(SampleTaken(at=record.t, campaign_id=ctx.campaign_id, candidate=run.cid,
-                                    gpu_index=record.index, util_pct=record.util_pct,
-                                    mem_used_mib=record.mem_used_mib))
-    elif isinstance(record, Phase) and record.name == "ready":
+    event = record_event(record, campaign_id=ctx.campaign_id, candidate=run.cid, instance_id=run.instance_id,
+                         phase=run.phase)
+    if event is not None:
+        ctx.bus.publish(event)
+    if isinstance(record, Phase) and record.name == "ready":
         run.driver_version = record.driver_version
 
 
@@ -262,13 +316,14 @@ async def canary(ctx: CandidateContext, run: CandidateRun, host: str, port: int,
                 note_record(ctx, run, record)
                 if run.ready_at is None:
                     run.ready_at = record.t
+                elif run.workload_init_s is None and isinstance(record, (Phase, Progress)):
+                    run.workload_init_s = max(0.0, record.t - run.ready_at)   # the workload's first word
                 if isinstance(record, Result):
                     result = record
     except RemoteError as exc:
         raise CandidateFailed(f"canary could not run: {exc}", bad_host=True) from exc
     run.canary_s = ctx.clock.now() - started
-    if run.ready_at is not None and run.rented_at is not None:
-        run.startup_s = max(0.0, run.ready_at - run.rented_at)
+    run.startup_s = run.startup_parts().production_startup_s
     if result is None or result.exit_status != 0:
         tail = result.stderr_tail[-300:] if result else "no result"
         raise CandidateFailed(f"canary failed (exit {result.exit_status if result else '?'}): {tail}",

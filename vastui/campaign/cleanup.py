@@ -112,7 +112,8 @@ class _Teardown:
                 self.pending.discard(instance_id)
                 self.report.gone.append(GoneEvidence(instance_id, tuple(self.misses[instance_id])))
                 self.bus.publish(InstanceConfirmedGone(at=at, campaign_id=self.campaign_id, instance_id=instance_id,
-                                                       listings_missed=len(self.misses[instance_id])))
+                                                       listings_missed=len(self.misses[instance_id]),
+                                                       missed_listing_at=tuple(self.misses[instance_id])))
 
 
 async def teardown(*, client: Marketplace, approver: Approver, clock: Clock, bus: EventBus,

@@ -12,8 +12,8 @@ import asyncio
 import json
 import logging
 import statistics
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from vastui.approval import Approver
 from vastui.bench.cost import CostInputs
@@ -22,9 +22,11 @@ from vastui.bench.select import Decision, EliminationReason, Finalist, Race, Rac
 from vastui.bench.stats import Interval
 from vastui.bench.tuning import tuned_cost_estimate
 from vastui.campaign.candidate import (CandidateContext, CandidateFailed, CandidatePhase, CandidateRun, Variant,
-                                       canary, note_record, rent, save_records, stage_inputs, wait_running,
-                                       workload_argv)
+                                       canary, note_record, read_loading, rent, save_records, stage_inputs,
+                                       wait_running, workload_argv)
+from vastui.campaign.charges import bill_of, measured_cost_inputs, prior_cost_inputs
 from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, teardown
+from vastui.campaign.live import decision_event, standings_event, warmup_event
 from vastui.campaign.measure import BlockMeter, MeasuredBlock
 from vastui.campaign.plan import DISK_GIB, Candidate, Plan
 from vastui.campaign.ports import HostExecutor, Marketplace, Record
@@ -32,7 +34,8 @@ from vastui.campaign.report import attribution_of
 from vastui.campaign.tuning import TuningOutcome, tune
 from vastui.clock import Clock
 from vastui.errors import RemoteError, VastuiError
-from vastui.events import (BlockMeasured, CampaignFinished, CandidateEliminated, DecisionMade, EventBus, Notice)
+from vastui.events import BlockMeasured, CampaignFinished, CandidateEliminated, EventBus, Notice
+from vastui.events_live import CampaignPhaseChanged
 from vastui.remote.protocol import Result
 from vastui.store import SqliteStore
 from vastui.store.records import InstanceState, RunStatus
@@ -50,6 +53,7 @@ class CampaignOutcome:
     race_reason: str
     tuning: TuningOutcome | None = None
     tuned_cost: Interval | None = None     # the chosen profile after tuning: estimated, not raced
+    billed_usd: Mapping[str, float] = field(default_factory=dict)   # per candidate, by the billing model
 
 
 def _variant(candidate: Candidate, manifest: Manifest) -> Variant:
@@ -72,7 +76,8 @@ class CampaignEngine:
         self.teardown_poll_s = teardown_poll_s
         self.ctx = CandidateContext(campaign_id=plan.campaign_id, manifest=manifest, market=market,
                                     executor=executor, store=store, approver=approver, clock=clock, bus=bus,
-                                    on_owned=on_owned or (lambda _id: None), poll_s=poll_s)
+                                    on_owned=on_owned or (lambda _id: None), poll_s=poll_s,
+                                    reserve=self._reserve)
         self.runs = [CandidateRun(c) for c in plan.candidates]
         self._reserves = list(plan.reserves)
         self.race = Race([RaceCandidate(c.candidate_id, self._prior_cost(c), c.prior_throughput_units_per_s)
@@ -84,57 +89,83 @@ class CampaignEngine:
         self._finished = asyncio.Event()
         self._committed_usd: dict[str, float] = {}   # cap while alive, actual once destroyed
         self._rented_local: dict[str, float] = {}
-        self._ended_local: dict[str, float] = {}
         self._race_reason = "measuring"
         self._leader: str | None = None
         self.tuning: TuningOutcome | None = None
         self._tuned_cid: str | None = None
         self._destroy_sent: set[int] = set()          # instances whose destroy went out (approved) before teardown
+        self._tasks: list[asyncio.Task[None]] = []     # one per candidate, so an abort can stop them
+        self.aborted: str | None = None
 
     def _prior_cost(self, c: Candidate) -> CostInputs:
-        storage = (c.offer.storage_cost or 0.0) * DISK_GIB / (30 * 24)
-        return CostInputs(price_per_hour_usd=c.offer.dph_total, startup_s=c.predicted_pull_s,
-                          warmup_s=self.manifest.warmup.min_s, storage_usd_per_hour=storage,
-                          inet_usd_per_gb=c.offer.inet_down_cost or 0.0,
-                          transfer_gb_fixed=self.manifest.workload.image_size_gb)
+        return prior_cost_inputs(c, self.manifest)
 
     # --- money --------------------------------------------------------------------------------------------------
     def spent_usd(self) -> float:
-        """Accrued spend, from each rental's price and how long it has existed on the campaign's clock."""
+        """What the marketplace has billed so far: the billing model over each rental's created / running /
+        destroyed moments (the marketplace's, and the campaign clock's for destroys and for now)."""
         now = self.clock.now()
-        total = 0.0
-        for run in self.runs:
-            cid = run.cid
-            if cid in self._rented_local:
-                end = self._ended_local.get(cid, now)
-                total += run.candidate.offer.dph_total * (end - self._rented_local[cid]) / 3600.0
-        return total
+        return sum(bill_of(run, manifest=self.manifest, created_local=self._rented_local.get(run.cid),
+                           now=now).total_usd
+                   for run in self.runs if run.cid in self._rented_local)
+
+    def reserved_usd(self) -> float:
+        """The budget held for rentals: each live one's worst case, each ended one's actual cost."""
+        return sum(self._committed_usd.values())
 
     def _can_afford(self, candidate: Candidate) -> bool:
         return sum(self._committed_usd.values()) + candidate.max_spend_usd <= self.manifest.budget.max_usd + 1e-9
+
+    def _reserve(self, run: CandidateRun) -> bool:
+        """Called when a rent is granted (no await between the check and the hold: concurrent grants cannot
+        overbook); a request still waiting for an answer holds nothing."""
+        if not self._can_afford(run.candidate):
+            return False
+        self._committed_usd[run.cid] = run.candidate.max_spend_usd
+        return True
+
+    def abort(self, reason: str) -> None:
+        """Stop every candidate now; ``run`` then tears down and proves every instance gone, as after any end."""
+        if self.aborted is not None:
+            return
+        self.aborted = reason
+        self._race_reason = f"aborted: {reason}"
+        self._finished.set()
+        for task in self._tasks:
+            task.cancel()
 
     # --- the campaign --------------------------------------------------------------------------------------------
     async def run(self) -> CampaignOutcome:
         store = self.ctx.store
         await store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase="measuring", at=self.clock.now())
+        self._stage("running")
         try:
             async with asyncio.TaskGroup() as group:
                 for run in self.runs:
-                    group.create_task(self._candidate(run))
+                    self._tasks.append(group.create_task(self._candidate(run)))
         finally:
             await store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase="teardown", at=self.clock.now())
+            self._stage("teardown", self.aborted or "")
             report = await self.teardown_all(reason="campaign finished")
+            for run in self.runs:
+                if run.ended_at is None and run.instance_id in report.destroy_sent_at:
+                    run.ended_at = report.destroy_sent_at[run.instance_id]
         finalists = self.race.finalists()
         decision = decide_profile(finalists, units=self.manifest.production_units)
         tuned_cost = self._tuned_cost(decision, finalists)
-        self.bus.publish(DecisionMade(at=self.clock.now(), campaign_id=self.plan.campaign_id,
-                                      chosen=decision.chosen, runner_up=decision.runner_up, summary=decision.reason,
-                                      provisional=decision.provisional))
-        spend = self.spent_usd()
+        self.bus.publish(decision_event(decision, at=self.clock.now(), campaign_id=self.plan.campaign_id))
+        now = self.clock.now()
+        billed = {run.cid: bill_of(run, manifest=self.manifest, created_local=self._rented_local.get(run.cid),
+                                   now=now).total_usd for run in self.runs if run.cid in self._rented_local}
+        spend = sum(billed.values())
         self.bus.publish(CampaignFinished(at=self.clock.now(), campaign_id=self.plan.campaign_id,
                                           status="clean" if report.is_clean else "LEAK", spend_usd=spend))
         return CampaignOutcome(self.plan.campaign_id, tuple(self.runs), decision, report, spend, self._race_reason,
-                               self.tuning, tuned_cost)
+                               self.tuning, tuned_cost, billed)
+
+    def _stage(self, phase: str, detail: str = "") -> None:
+        self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,
+                                              detail=detail))
 
     def _tuned_cost(self, decision: Decision, finalists: Sequence[Finalist]) -> Interval | None:
         """When the chosen profile is the one tuned and a change was kept: its cost with the kept gains."""
@@ -177,7 +208,8 @@ class CampaignEngine:
     async def _candidate(self, run: CandidateRun) -> None:
         async with self._slots:
             if self._stop[run.cid].is_set() or self._finished.is_set():
-                self.ctx.phase(run, CandidatePhase.SKIPPED, "race decided before its turn")
+                self.ctx.phase(run, CandidatePhase.SKIPPED, f"aborted before its turn: {self.aborted}"
+                               if self.aborted else "race decided before its turn")
                 self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail="not measured: race decided")
                 return
             try:
@@ -194,6 +226,7 @@ class CampaignEngine:
             self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=run.detail or "not rented")
             return
         instance = await wait_running(self.ctx, run)
+        await read_loading(self.ctx, run)
         endpoint = instance.ssh_endpoint()
         assert endpoint is not None
         host, port = endpoint
@@ -235,8 +268,6 @@ class CampaignEngine:
                 self.ctx.phase(run, CandidatePhase.SKIPPED,
                                f"budget: ${candidate.max_spend_usd:.2f} more could exceed ${self.plan.budget_usd:.2f}")
                 return False
-            # Reserve the candidate's worst case now, before any await, so concurrent rents cannot overbook.
-            self._committed_usd[run.cid] = candidate.max_spend_usd
             still_there = await self.ctx.market.search_offers(f"id={candidate.offer.id}")
             if still_there:
                 self._rented_local[run.cid] = self.clock.now()
@@ -245,7 +276,8 @@ class CampaignEngine:
                     return True
                 self._rented_local.pop(run.cid, None)
             self._committed_usd.pop(run.cid, None)
-            if run.phase is CandidatePhase.SKIPPED and "not approved" in run.detail:
+            if run.phase is CandidatePhase.SKIPPED and ("not approved" in run.detail or
+                                                         run.detail.startswith("budget")):
                 return False
             replacement = self._next_reserve(candidate)
             if replacement is None:
@@ -283,6 +315,8 @@ class CampaignEngine:
                 block = meter.add(record)
                 if meter.warmup is not None and run.warmup_s is None:
                     run.warmup_s = meter.warmup.warmup_s
+                    self.bus.publish(warmup_event(meter.warmup, at=record.t, campaign_id=self.plan.campaign_id,
+                                                  candidate=run.cid))
                     await self._warm(run)
                 if block is not None:
                     run.blocks.append(block)
@@ -294,6 +328,8 @@ class CampaignEngine:
                 if isinstance(record, Result) or run.work_time_left_s(self.clock.now()) <= 0:
                     break  # the deadline is checked on every record: a block is no reason to outlive it
         await save_records(self.ctx, run, buffer)
+        if meter.blocks:
+            run.measured_runs += 1
         run.units_total, run.accepted_total = meter.units_total, meter.accepted_total
         thetas = [b.throughput_units_per_s for b in run.blocks]
         await self.ctx.store.finish_run(
@@ -313,12 +349,7 @@ class CampaignEngine:
     async def _warm(self, run: CandidateRun) -> None:
         if run.run_id is not None:
             await self.ctx.store.record_run_phases(run_id=run.run_id, warmup_s=run.warmup_s)
-        prior = self._prior_cost(run.candidate)
-        startup = run.startup_s if run.startup_s is not None else prior.startup_s
-        self.race.set_cost(run.cid, CostInputs(
-            price_per_hour_usd=prior.price_per_hour_usd, startup_s=startup, warmup_s=run.warmup_s or 0.0,
-            storage_usd_per_hour=prior.storage_usd_per_hour, inet_usd_per_gb=prior.inet_usd_per_gb,
-            transfer_gb_fixed=prior.transfer_gb_fixed, passed_gate=bool(run.passed_gate)))
+        self.race.set_cost(run.cid, measured_cost_inputs(run, self.manifest))
 
     async def _block_done(self, run: CandidateRun, measured: MeasuredBlock) -> bool:
         """Feed the race; True when this candidate should stop measuring."""
@@ -338,6 +369,9 @@ class CampaignEngine:
                     if other.cid == elimination.candidate_id and other.phase is CandidatePhase.MEASURING:
                         self.ctx.phase(other, CandidatePhase.ELIMINATED, elimination.detail)
             self._leader = step.leader
+            self.bus.publish(standings_event(self.race, step, at=self.clock.now(), campaign_id=self.plan.campaign_id,
+                                             spent_usd=self.spent_usd(), reserved_usd=self.reserved_usd(),
+                                             budget_usd=self.manifest.budget.max_usd))
             if step.finished:
                 self._race_reason = step.reason
                 self._finished.set()
@@ -384,7 +418,9 @@ class CampaignEngine:
                                                        state=InstanceState.DESTROY_REQUESTED, at=self.clock.now())
         except VastuiError as exc:
             log.warning("destroying %s failed (final teardown retries): %s", run.instance_id, exc)
-        self._ended_local[run.cid] = self.clock.now()
-        start = self._rented_local.get(run.cid, self.clock.now())
-        self._committed_usd[run.cid] = run.candidate.offer.dph_total * (self.clock.now() - start) / 3600.0
+        if run.instance_id in self._destroy_sent:
+            run.ended_at = self.clock.now()
+        self._committed_usd[run.cid] = bill_of(run, manifest=self.manifest,
+                                               created_local=self._rented_local.get(run.cid),
+                                               now=self.clock.now()).total_usd
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from vastui.approval import AuditRecord
 from vastui.bench.attribution import Attribution, Readings, attribute, startup_share
@@ -15,7 +16,7 @@ from vastui.bench.select import Decision
 from vastui.bench.stats import Interval, bootstrap_ci, summarize_latency
 from vastui.campaign.candidate import CandidatePhase, CandidateRun
 from vastui.campaign.cleanup import TeardownReport
-from vastui.campaign.plan import DISK_GIB
+from vastui.campaign.charges import measured_cost_inputs
 
 
 def _median(values: Sequence[float | None]) -> float | None:
@@ -43,13 +44,10 @@ def attribution_of(run: CandidateRun, *, units: int) -> Attribution | None:
 
 
 def _cost_inputs(run: CandidateRun, manifest: Manifest) -> CostInputs:
-    offer = run.candidate.offer
-    return CostInputs(price_per_hour_usd=offer.dph_total,
-                      startup_s=run.startup_s if run.startup_s is not None else float("inf"),
-                      warmup_s=run.warmup_s or 0.0,
-                      storage_usd_per_hour=(offer.storage_cost or 0.0) * DISK_GIB / (30 * 24),
-                      inet_usd_per_gb=offer.inet_down_cost or 0.0,
-                      transfer_gb_fixed=manifest.workload.image_size_gb, passed_gate=bool(run.passed_gate))
+    inputs = measured_cost_inputs(run, manifest)
+    if run.loading_s is None or not run.passed_gate:
+        return replace(inputs, loading_s=float("inf"), passed_gate=bool(run.passed_gate))
+    return inputs
 
 
 def _outcome(run: CandidateRun, decision: Decision) -> Outcome:
@@ -64,8 +62,10 @@ def _outcome(run: CandidateRun, decision: Decision) -> Outcome:
     return Outcome.FINALIST
 
 
-def candidate_report(run: CandidateRun, *, manifest: Manifest, decision: Decision) -> CandidateReport:
+def candidate_report(run: CandidateRun, *, manifest: Manifest, decision: Decision,
+                     billed_usd: float | None = None) -> CandidateReport:
     c = run.candidate
+    parts = run.startup_parts()
     thetas = [b.throughput_units_per_s for b in run.blocks]
     throughput: Interval | None = bootstrap_ci(thetas) if len(thetas) >= 2 else None
     cost = (cost_interval(_cost_inputs(run, manifest), units=manifest.production_units, throughput=throughput)
@@ -79,8 +79,10 @@ def candidate_report(run: CandidateRun, *, manifest: Manifest, decision: Decisio
         throughput=throughput, latency=summarize_latency(run.latencies_ms) if run.latencies_ms else None,
         gpu_util_pct=_median([b.gpu_util_pct for b in run.blocks]),
         data_wait_share=_median([b.data_wait_share for b in run.blocks]),
-        startup=StartupSplit(pull_s=run.startup_s, readiness_s=None, warmup_s=run.warmup_s),
-        cost_per_unit=cost, attribution=attribution_of(run, units=manifest.production_units))
+        startup=StartupSplit(pull_s=parts.pull_s, readiness_s=parts.readiness_s, warmup_s=run.warmup_s,
+                             workload_init_s=parts.workload_init_s, console_overhead_s=parts.console_overhead_s),
+        cost_per_unit=cost, attribution=attribution_of(run, units=manifest.production_units),
+        runs=run.measured_runs, billed_usd=billed_usd)
 
 
 def approvals_from(audit: Sequence[AuditRecord]) -> tuple[ApprovalRecord, ...]:
@@ -91,7 +93,10 @@ def approvals_from(audit: Sequence[AuditRecord]) -> tuple[ApprovalRecord, ...]:
 
 def build_receipt(*, campaign_id: str, created_at: float, manifest: Manifest, runs: Sequence[CandidateRun],
                   decision: Decision, audit: Sequence[AuditRecord], teardown: TeardownReport,
-                  destroyed_at: dict[int, float], spend_usd: float, notes: Sequence[str] = ()) -> Receipt:
+                  destroyed_at: dict[int, float], spend_usd: float, notes: Sequence[str] = (),
+                  billed_usd: Mapping[str, float] | None = None) -> Receipt:
+    """The receipt; ``spend_usd`` is what the marketplace billed, ``billed_usd`` the same per candidate."""
+    billed = billed_usd or {}
     destroyed = tuple(DestroyedInstance(instance_id=g.instance_id, destroyed_at=destroyed_at.get(g.instance_id),
                                         absent_in_listings_at=g.missed_listing_at,
                                         evidence=f"missed by {len(g.missed_listing_at)} successive complete listings")
@@ -102,7 +107,8 @@ def build_receipt(*, campaign_id: str, created_at: float, manifest: Manifest, ru
         units=manifest.production_units,
         warmup_policy=f">= max({w.min_s:g} s, {w.min_steps} steps), then CV of last {w.window} <= "
                       f"{100 * w.cv_max:g} % (cap {w.cap_s:g} s)",
-        candidates=tuple(candidate_report(r, manifest=manifest, decision=decision) for r in runs),
+        candidates=tuple(candidate_report(r, manifest=manifest, decision=decision, billed_usd=billed.get(r.cid))
+                         for r in runs),
         decision=decision, approvals=approvals_from(audit), destroyed=destroyed,
         leaked_instance_ids=tuple(sorted({*teardown.still_alive, *teardown.refused})),
         campaign_cost_usd=spend_usd, notes=tuple(notes))

@@ -61,9 +61,8 @@ async def plan_campaign(services: Services, *, manifest: Manifest, campaign_id: 
     return plan
 
 
-async def run_campaign(services: Services, *, manifest: Manifest, plan: Plan, approver: Approver,
-                       on_owned: Callable[[int], None] | None = None) -> tuple[Receipt, CampaignOutcome]:
-    """Record the campaign, run it, write the receipt. Approvals and refusals go to the audit log."""
+async def record_campaign(services: Services, *, manifest: Manifest, plan: Plan) -> None:
+    """Write the campaign, its manifest and the offers it was planned on to the store; announce it."""
     store, clock = services.store, services.clock
     now = clock.now()
     await store.save_manifest(digest=manifest.digest, name=manifest.workload.name,
@@ -82,25 +81,40 @@ async def run_campaign(services: Services, *, manifest: Manifest, plan: Plan, ap
                                   candidate_offer_ids=tuple(c.offer.id for c in plan.candidates),
                                   expected_spend_usd=plan.expected_spend_usd,
                                   spend_upper_bound_usd=plan.spend_upper_bound_usd))
-    audited = AuditedApprover(approver, audit=store, clock=clock)
-    engine = CampaignEngine(plan=plan, manifest=manifest, market=services.market, executor=services.executor,
-                            store=store, approver=audited, clock=clock, bus=services.bus, on_owned=on_owned,
-                            poll_s=services.poll_s, teardown_poll_s=services.teardown_poll_s)
-    try:
-        outcome = await engine.run()
-    except BaseException:
-        await store.set_campaign_phase(campaign_id=plan.campaign_id, phase="crashed", at=clock.now())
-        raise
+
+
+def make_engine(services: Services, *, manifest: Manifest, plan: Plan, approver: Approver,
+                on_owned: Callable[[int], None] | None = None) -> CampaignEngine:
+    """The engine for a recorded campaign; ``approver`` must audit its own answers (the broker does)."""
+    return CampaignEngine(plan=plan, manifest=manifest, market=services.market, executor=services.executor,
+                          store=services.store, approver=approver, clock=services.clock, bus=services.bus,
+                          on_owned=on_owned, poll_s=services.poll_s, teardown_poll_s=services.teardown_poll_s)
+
+
+async def write_receipt(services: Services, *, manifest: Manifest, plan: Plan, outcome: CampaignOutcome) -> Receipt:
+    """Build and store the receipt of a campaign the engine finished; close the campaign in the store."""
+    store, clock = services.store, services.clock
     receipt = build_receipt(campaign_id=plan.campaign_id, created_at=clock.now(), manifest=manifest,
                             runs=outcome.runs, decision=outcome.decision,
                             audit=await store.audit_records(campaign_id=plan.campaign_id), teardown=outcome.teardown,
                             destroyed_at=await _destroy_times(store, [g.instance_id for g in outcome.teardown.gone]),
-                            spend_usd=outcome.spend_usd,
+                            spend_usd=outcome.spend_usd, billed_usd=outcome.billed_usd,
                             notes=_notes(outcome))
     await save_receipt(services, receipt)
     await store.finish_campaign(campaign_id=plan.campaign_id, at=clock.now(),
                                 phase="finished" if receipt.teardown_passed else "leaked")
-    return receipt, outcome
+    return receipt
+
+
+async def run_campaign(services: Services, *, manifest: Manifest, plan: Plan, approver: Approver,
+                       on_owned: Callable[[int], None] | None = None) -> tuple[Receipt, CampaignOutcome]:
+    """Record the campaign, run it under ``approver`` (which decides every request: no human is waited for),
+    write the receipt. Every answer goes to the audit log. The same as ``start_campaign(...).result()``."""
+    from vastui.campaign.handle import start_campaign  # the handle is built on this module's steps
+
+    handle = start_campaign(services, manifest=manifest, plan=plan, policy=approver, on_owned=on_owned)
+    result = await handle.result()
+    return result.receipt, result.outcome
 
 
 async def _destroy_times(store: SqliteStore, instance_ids: Sequence[int]) -> dict[int, float]:

@@ -15,7 +15,9 @@ from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, judge_ab, plan_ab
 from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant, note_record, workload_argv
 from vastui.campaign.plan import CANARY_STEPS, TUNING_RUN_STEPS
 from vastui.errors import RemoteError
+from vastui.campaign.live import band
 from vastui.events import Notice
+from vastui.events_live import TuningFinished, TuningTrialJudged, TuningTrialStarted
 from vastui.remote.protocol import Progress, Result
 
 # A tuning run (TUNING_RUN_STEPS steps): skip the first markers (process start, warm-up slowdown), then time
@@ -140,10 +142,15 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
     trials: list[TuningTrial] = []
     times = _RunTimes(prior_s=_run_prior_s(run))
 
+    def finished(reason: str | None) -> TuningOutcome:
+        ctx.bus.publish(TuningFinished(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
+                                       profile=best.describe(), trials=len(trials), stopped_early=reason))
+        return TuningOutcome(tuple(trials), best, reason)
+
     def stopped(reason: str, level: str = "info") -> TuningOutcome:
         ctx.bus.publish(Notice(at=ctx.clock.now(), campaign_id=ctx.campaign_id, level=level,
                                text=f"{run.cid}: tuning stopped: {reason}"))
-        return TuningOutcome(tuple(trials), best, reason)
+        return finished(reason)
 
     for step in plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start)):
         for value in step.values:
@@ -152,6 +159,9 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
                 return stopped(f"the instance's deadline leaves {max(left, 0.0) / 60:.1f} min; "
                                f"an A/B trial takes about {needed / 60:.1f} min")
             change = _variant(_profile(best).with_value(step.knob, value), best)
+            ctx.bus.publish(TuningTrialStarted(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
+                                               knob=str(step.knob), baseline=str(_profile(best).value(step.knob)),
+                                               value=str(value)))
             try:
                 verdict = await _ab(ctx, run, host, port, best, change, times)
             except DeadlineReached:
@@ -160,11 +170,16 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
             except RemoteError as exc:
                 return stopped(str(exc), level="warning")
             trials.append(TuningTrial(str(step.knob), str(_profile(best).value(step.knob)), str(value), verdict))
+            trial = trials[-1]
+            ctx.bus.publish(TuningTrialJudged(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
+                                              knob=trial.knob, baseline=trial.baseline, value=trial.value,
+                                              accepted=verdict.accepted, gain=band(verdict.gain), pairs=verdict.pairs,
+                                              reason=verdict.reason))
             ctx.bus.publish(Notice(at=ctx.clock.now(), campaign_id=ctx.campaign_id, level="info",
                                    text=f"{run.cid}: tuning {trials[-1].describe()}"))
             if verdict.accepted:
                 best = change
             elif step.knob is not Knob.PRECISION and verdict.gain is not None and verdict.gain.point < 0:
                 break  # worse in this direction: the next value of the same knob goes further that way
-    return TuningOutcome(tuple(trials), best)
+    return finished(None)
 

@@ -7,7 +7,6 @@ console side is built exactly as against Vast.ai — ``HttpVastClient`` over a s
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import tempfile
 import time
@@ -17,13 +16,14 @@ from pathlib import Path
 
 import asyncssh
 
-from vastui.approval import Action, Approval, ApprovalRequest, AuditRecord
+from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRecord
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.bench.receipt import Receipt
-from vastui.campaign.approvers import PlanApprover, PlanTerms
+from vastui.campaign.broker import DEFAULT_EXPIRY_S
 from vastui.campaign.engine import CampaignOutcome
+from vastui.campaign.handle import CampaignHandle, start_campaign
 from vastui.campaign.plan import Plan, render_plan
-from vastui.campaign.session import Services, new_campaign_id, plan_campaign, run_campaign
+from vastui.campaign.session import Services, new_campaign_id, plan_campaign
 from vastui.clock import ScaledClock
 from vastui.config import Redactor, Secret
 from vastui.events import Event, EventBus
@@ -72,13 +72,40 @@ async def demo_world(*, seed: int, time_scale: float, work_dir: Path,
         await pool.close()
 
 
-async def run_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_dir: Path | None = None,
-                   manifest_path: Path = DEMO_MANIFEST, on_plan: Callable[[str], None] = lambda _t: None,
-                   on_event: Callable[[Event], None] = lambda _e: None,
-                   on_market: Callable[[Market], Awaitable[None]] | None = None,
-                   chaos: Chaos | None = None) -> DemoResult:
-    """Run the demo campaign; ``on_market`` sees the simulated market (hidden truth, billing, request log) after
-    the campaign and before the world is closed — the tests judge the campaign with it."""
+@dataclass(slots=True)
+class DemoSession:
+    """The embedded market with the demo campaign planned and not started: ``start`` it (approved up front, or
+    waiting for a view's approvals). ``market`` is the simulator itself (hidden truth, billing, request log) — for
+    tests and the console's demo; the campaign sees only the HTTP API and the SSH hosts."""
+
+    services: Services
+    manifest: Manifest
+    plan: Plan
+    market: Market
+    client: HttpVastClient
+    db_path: Path
+
+    @property
+    def plan_text(self) -> str:
+        return render_plan(self.plan)
+
+    def start(self, *, plan_approved: bool = False, expiry_s: float = DEFAULT_EXPIRY_S,
+              operator: Approver | None = None) -> CampaignHandle:
+        """Start the campaign. Without ``plan_approved`` every rent waits for ``handle.broker`` to be answered
+        (``approve``, ``refuse``, ``approve_plan``) or the ``operator``, for ``expiry_s`` simulated seconds."""
+        return start_campaign(self.services, manifest=self.manifest, plan=self.plan, plan_approved=plan_approved,
+                              plan_approved_by="demo plan approval", operator=operator, expiry_s=expiry_s)
+
+    async def instances_left(self) -> int:
+        """How many instances the marketplace lists (the demo must end with zero)."""
+        return len((await self.client.list_instances()).instances)
+
+
+@contextlib.asynccontextmanager
+async def open_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_dir: Path | None = None,
+                    manifest_path: Path = DEMO_MANIFEST, chaos: Chaos | None = None) -> AsyncIterator[DemoSession]:
+    """Serve a seeded simulated market, connect the real client, SSH runner and store to it, plan the demo
+    campaign; close everything on exit (a started campaign should be awaited or aborted before that)."""
     manifest = load_manifest(manifest_path)
     with tempfile.TemporaryDirectory(prefix="vastui-demo-") as tmp:
         work = Path(tmp)
@@ -86,47 +113,44 @@ async def run_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_di
         db_path = (data_dir or work) / "demo" / f"demo-seed{seed}-{int(time.time())}.sqlite3"
         db_path.parent.mkdir(parents=True, exist_ok=True)
         async with demo_world(seed=seed, time_scale=time_scale, work_dir=work, chaos=chaos) as (server, clock):
-            result = await _campaign(server=server, clock=clock, manifest=manifest, work=work, db_path=db_path,
-                                     on_plan=on_plan, on_event=on_event)
-            if on_market is not None:
-                await on_market(server.market)
-            return result
-
-
-async def _campaign(*, server: SimServer, clock: ScaledClock, manifest: Manifest, work: Path, db_path: Path,
-                    on_plan: Callable[[str], None], on_event: Callable[[Event], None]) -> DemoResult:
-    key_path = operator_key(work)
-    api_key = Secret(DEMO_API_KEY)
-    store = await SqliteStore.open(db_path)
-    store.register_secret(api_key)
-    bus = EventBus()
-    queue = bus.subscribe()
-    try:
-        async with HttpVastClient(base_url=server.url, api_key=api_key, clock=clock, audit=store) as client:
-            await _register_key(client, key_path, clock, store)
-            runner = SshRunner(known_hosts=work / "known_hosts", client_keys=[key_path], use_agent=False,
-                               clock=clock, retry_interval_s=5.0, reconnect_deadline_s=120.0)
-            services = Services(market=client, executor=runner, store=store, clock=clock, bus=bus,
-                                redact=Redactor([api_key]), poll_s=10.0, teardown_poll_s=5.0)
-            campaign_id = new_campaign_id()
-            plan = await plan_campaign(services, manifest=manifest, campaign_id=campaign_id)
-            on_plan(render_plan(plan))
-            approver = PlanApprover(PlanTerms(campaign_id=campaign_id, offer_ids=plan.offer_ids,
-                                              max_spend_usd=plan.budget_usd), clock=clock,
-                                    granted_by="demo plan approval")
-            pump = asyncio.create_task(_pump(queue, on_event))
+            key_path = operator_key(work)
+            api_key = Secret(DEMO_API_KEY)
+            store = await SqliteStore.open(db_path)
+            store.register_secret(api_key)
             try:
-                receipt, outcome = await run_campaign(services, manifest=manifest, plan=plan, approver=approver,
-                                                      on_owned=approver.mark_owned)
+                async with HttpVastClient(base_url=server.url, api_key=api_key, clock=clock, audit=store) as client:
+                    await _register_key(client, key_path, clock, store)
+                    runner = SshRunner(known_hosts=work / "known_hosts", client_keys=[key_path], use_agent=False,
+                                       clock=clock, retry_interval_s=5.0, reconnect_deadline_s=120.0)
+                    services = Services(market=client, executor=runner, store=store, clock=clock, bus=EventBus(),
+                                        redact=Redactor([api_key]), poll_s=10.0, teardown_poll_s=5.0)
+                    plan = await plan_campaign(services, manifest=manifest, campaign_id=new_campaign_id())
+                    yield DemoSession(services, manifest, plan, server.market, client, db_path)
             finally:
-                pump.cancel()
-                while not queue.empty():
-                    on_event(queue.get_nowait())
-            listing = await client.list_instances()
-            return DemoResult(plan, receipt, outcome, len(listing.instances), db_path)
-    finally:
-        bus.unsubscribe(queue)
-        await store.close()
+                await store.close()
+
+
+async def run_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_dir: Path | None = None,
+                   manifest_path: Path = DEMO_MANIFEST, on_plan: Callable[[str], None] = lambda _t: None,
+                   on_event: Callable[[Event], None] = lambda _e: None,
+                   on_market: Callable[[Market], Awaitable[None]] | None = None,
+                   chaos: Chaos | None = None) -> DemoResult:
+    """Run the demo campaign headless, its printed plan approved as a whole. ``on_event`` sees every event in
+    order; ``on_market`` sees the simulated market (hidden truth, billing, request log) after the campaign and
+    before the world is closed — the tests judge the campaign with it."""
+    async with open_demo(seed=seed, time_scale=time_scale, data_dir=data_dir, manifest_path=manifest_path,
+                         chaos=chaos) as demo:
+        on_plan(demo.plan_text)
+        stop = demo.services.bus.listen(on_event)
+        try:
+            handle = demo.start(plan_approved=True)
+            result = await handle.result()
+        finally:
+            stop()
+        left = await demo.instances_left()
+        if on_market is not None:
+            await on_market(demo.market)
+        return DemoResult(demo.plan, result.receipt, result.outcome, left, demo.db_path)
 
 
 async def _register_key(client: HttpVastClient, key_path: Path, clock: ScaledClock, audit: SqliteStore) -> None:
@@ -138,8 +162,3 @@ async def _register_key(client: HttpVastClient, key_path: Path, clock: ScaledClo
                                          approval_id=approval.approval_id, granted_by=approval.granted_by,
                                          outcome=request.summary))
     await client.create_ssh_key(public, approval=approval)
-
-
-async def _pump(queue: asyncio.Queue[Event], on_event: Callable[[Event], None]) -> None:
-    while True:
-        on_event(await queue.get())

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from vastui.bench.billing import storage_usd_per_hour
 from vastui.sim.machine import Machine
 from vastui.sim.market_error import MarketError
-from vastui.sim.offers import storage_dph
 
 
 class InstanceStatus(enum.StrEnum):
@@ -101,6 +101,7 @@ class InstanceState:
     status_msg: str = ""
     label: str | None = None
     running_since: float | None = None
+    pull_done_at: float | None = None       # when the image pull in progress ends (logged then)
     host: str | None = None
     port: int | None = None
     authorized_keys: list[str] = field(default_factory=list)  # live list shared with the host provider
@@ -121,7 +122,8 @@ class InstanceState:
 
     @property
     def storage_dph(self) -> float:
-        return storage_dph(self.machine, storage_gb=self.request.disk_gb)
+        return storage_usd_per_hour(storage_cost_usd_per_gb_month=self.machine.storage_cost,
+                                    disk_gb=self.request.disk_gb)
 
     @property
     def dph_total(self) -> float:

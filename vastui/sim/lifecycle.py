@@ -1,13 +1,16 @@
 """How an instance moves through time: loading (image pull + readiness) to running, and what each second costs.
 
-Vast bills storage from creation to destruction and the GPUs only while the container runs; a prepaid deposit
-pays first, at its discount. Everything here is a pure step on one ``InstanceState``; the market decides when.
+What a second and a GB cost is ``vastui.bench.billing`` — the same model the cost formula prices runs with:
+storage from creation to destruction, the GPUs only while running, the image pull's download at the machine's
+``inet_down_cost``. A prepaid deposit pays first, at its discount. Everything here is a pure step on one
+``InstanceState``; the market decides when.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vastui.bench import billing
 from vastui.sim.account import Account
 from vastui.sim.images import image_size_mb, is_popular
 from vastui.sim.instance import InstanceState, InstanceStatus
@@ -35,6 +38,9 @@ def discount_for(months: float) -> float:
 
 def advance(st: InstanceState, now: float, *, account: Account, pulled: set[tuple[int, str]]) -> None:
     """Bring one instance up to ``now``: finish loading if its time has come, bill every second on the way."""
+    if st.pull_done_at is not None and st.pull_done_at <= now:
+        st.log(st.pull_done_at, f"Image pulled ({image_size_mb(st.request.image):.0f} MB); starting container.")
+        st.pull_done_at = None
     while st.status is InstanceStatus.LOADING and st.ready_at is not None and st.ready_at <= now:
         bill(st, until=st.ready_at, account=account)
         st.status, st.running_since, st.ready_at = InstanceStatus.RUNNING, st.ready_at, None
@@ -44,12 +50,19 @@ def advance(st: InstanceState, now: float, *, account: Account, pulled: set[tupl
     bill(st, until=now, account=account)
 
 
+def rates_of(st: InstanceState) -> billing.Rates:
+    """The prices this instance is billed at."""
+    return billing.Rates(gpu_usd_per_hour=st.gpu_dph, storage_usd_per_hour=st.storage_dph,
+                         inet_down_usd_per_gb=st.machine.inet_down_cost, inet_up_usd_per_gb=st.machine.inet_up_cost)
+
+
 def bill(st: InstanceState, *, until: float, account: Account) -> None:
-    hours = (until - st.last_billed_at) / 3600.0
-    if hours <= 0:
+    elapsed_s = until - st.last_billed_at
+    if elapsed_s <= 0:
         return
-    storage = st.storage_dph * hours
-    gpu = st.gpu_dph * hours if st.status is InstanceStatus.RUNNING else 0.0
+    rates = rates_of(st)
+    storage = billing.storage_charge_usd(rates, exists_s=elapsed_s)
+    gpu = billing.gpu_charge_usd(rates, active_s=elapsed_s) if st.status is InstanceStatus.RUNNING else 0.0
     st.storage_charged_usd += storage
     st.gpu_charged_usd += gpu
     pay(st, storage + gpu, account=account)
@@ -58,7 +71,7 @@ def bill(st: InstanceState, *, until: float, account: Account) -> None:
 
 def charge_bandwidth(st: InstanceState, *, down_gb: float, up_gb: float, account: Account) -> float:
     """Charge traffic at the machine's $/GB prices; returns the list-price amount."""
-    amount = max(0.0, down_gb) * st.machine.inet_down_cost + max(0.0, up_gb) * st.machine.inet_up_cost
+    amount = billing.bandwidth_charge_usd(rates_of(st), down_gb=down_gb, up_gb=up_gb)
     st.bandwidth_charged_usd += amount
     pay(st, amount, account=account)
     return amount
@@ -77,20 +90,27 @@ def pay(st: InstanceState, amount: float, *, account: Account) -> None:
 
 def halt(st: InstanceState, now: float, *, status: InstanceStatus, why: str) -> None:
     """Leave loading/running for ``status`` (stopped, exited, offline)."""
-    st.status, st.ready_at, st.running_since = status, None, None
+    st.status, st.ready_at, st.running_since, st.pull_done_at = status, None, None, None
     if status is InstanceStatus.STOPPED:
         st.intended = "stopped"
     st.status_msg = why
     st.log(now, why)
 
 
-def begin_loading(st: InstanceState, now: float, *, pull: bool, pulled: set[tuple[int, str]]) -> None:
-    """Enter ``loading``: image pull (unless cached or not asked) plus readiness; a STUCK_LOADING host never ends."""
+def begin_loading(st: InstanceState, now: float, *, pull: bool, pulled: set[tuple[int, str]],
+                  account: Account) -> None:
+    """Enter ``loading``: image pull (unless cached or not asked) plus readiness; a STUCK_LOADING host never ends.
+
+    A pull downloads the whole image, so its bytes are charged as traffic when it starts.
+    """
     truth = st.machine.truth
     image = st.request.image
     cached = (truth.image_cached and is_popular(image)) or (st.machine.machine_id, image) in pulled
     pull_s = 0.0 if cached or not pull else image_size_mb(image) / truth.image_pull_mb_per_s
+    if pull_s > 0:
+        charge_bandwidth(st, down_gb=image_size_mb(image) / 1000.0, up_gb=0.0, account=account)
     st.status, st.intended, st.running_since = InstanceStatus.LOADING, "running", None
     st.ready_at = None if truth.fault is Fault.STUCK_LOADING else now + pull_s + truth.readiness_s
+    st.pull_done_at = now + pull_s if pull_s > 0 else None
     st.status_msg = "Pulling image " + image if pull_s else "Starting container"
     st.log(now, f"{st.status_msg} ({'cached' if cached else f'{image_size_mb(image):.0f} MB'})")

@@ -229,7 +229,7 @@ class Market:
         )
         self._next_id += 1
         st.log(now, f"Instance {st.id} created on machine {machine.machine_id} from offer {offer_id}.")
-        begin_loading(st, now, pull=True, pulled=self._pulled)
+        begin_loading(st, now, pull=True, pulled=self._pulled, account=self.account)
         self._instances[st.id] = st
         return st
 
@@ -285,7 +285,7 @@ class Market:
                 elif state == "running" and st.status in (InstanceStatus.STOPPED, InstanceStatus.EXITED):
                     if self.account.credit_usd <= 0:
                         raise MarketError(400, "insufficient_credit", "Your credit is exhausted; add credit first.")
-                    begin_loading(st, now, pull=True, pulled=self._pulled)
+                    begin_loading(st, now, pull=True, pulled=self._pulled, account=self.account)
                 elif state == "running" and st.status is InstanceStatus.OFFLINE:
                     raise MarketError(400, "host_offline", f"Instance {st.id}'s host is offline.")
             await self._sync_hosts()
@@ -303,7 +303,7 @@ class Market:
             st = self._get(instance_id)
             if st.status in (InstanceStatus.STOPPED, InstanceStatus.OFFLINE):
                 raise MarketError(400, "invalid_state", f"Instance {instance_id} is {st.status.value}; start it first.")
-            begin_loading(st, self.clock.now(), pull=recycle, pulled=self._pulled)
+            begin_loading(st, self.clock.now(), pull=recycle, pulled=self._pulled, account=self.account)
             await self._sync_hosts()
 
     async def mark_offline(self, instance_id: int, *, reason: str = "host died") -> None:

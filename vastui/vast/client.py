@@ -16,7 +16,16 @@ from typing import TypeVar
 
 import httpx
 
-from vastui.approval import Action, Approval, AuditRecord, AuditSink, instance_target, offer_target, require
+from vastui.approval import (
+    Action,
+    Approval,
+    AuditRecord,
+    AuditSink,
+    instance_target,
+    offer_target,
+    recipient_target,
+    require,
+)
 from vastui.clock import Clock
 from vastui.config import Redactor, Secret
 from vastui.errors import ApiError, ApprovalRequired, CreateFailed, CreateUncertain, TransportError, VastuiError
@@ -30,11 +39,6 @@ T = TypeVar("T")
 DEFAULT_RUNTYPE = "ssh_direc ssh_proxy"
 LOG_POLLS = 30
 LOG_POLL_INTERVAL_S = 0.3
-
-
-def recipient_target(recipient: str) -> str:
-    """The approval target of a credit transfer."""
-    return f"recipient:{recipient}"
 
 
 def ssh_key_target(public_key: str) -> str:

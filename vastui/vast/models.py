@@ -272,6 +272,7 @@ class Instance:
     geolocation: str | None
     cuda_max_good: float | None
     driver_version: str | None
+    storage_total_cost: float | None = None   # $/hr of the disk alone (what a stopped instance still bills)
 
     @property
     def is_running(self) -> bool:
@@ -301,7 +302,7 @@ class Instance:
             public_ipaddr=r.str_("public_ipaddr"), direct_ssh_port=r.direct_ssh_port(),
             direct_port_start=r.int_("direct_port_start"), direct_port_end=r.int_("direct_port_end"),
             geolocation=r.str_("geolocation"), cuda_max_good=r.float_("cuda_max_good"),
-            driver_version=r.str_("driver_version"),
+            driver_version=r.str_("driver_version"), storage_total_cost=r.float_("storage_total_cost"),
         )
 
 

@@ -1,0 +1,107 @@
+"""Building a console against the simulated marketplace, and waiting for what it shows.
+
+``SimConsole`` holds a seeded simulator reached over real HTTP (httpx's ASGI transport into the simulator's app),
+a real SQLite store in ``tmp_path``, and a ``VastuiApp`` built with them. The simulator and the console share one
+scaled clock so instances load in seconds; refresh intervals are on that clock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import httpx
+from textual.pilot import Pilot
+
+from vastui.clock import Clock, ScaledClock
+from vastui.config import Secret
+from vastui.events import EventBus
+from vastui.sim.app import create_app
+from vastui.sim.factory import build_market
+from vastui.sim.market import Market
+from vastui.sim.request_log import RequestRecord
+from vastui.sim.server import SimServer
+from vastui.store import SqliteStore
+from vastui.tui.app import VastuiApp
+from vastui.tui.dialogs.confirm import ConfirmDialog
+from vastui.tui.services import ConsoleSettings, Services
+from vastui.vast.client import HttpVastClient
+
+KEY = "console-sim-key-0123456789"
+SCALE = 60.0            # simulated seconds per wall second
+FAST = ConsoleSettings(offers_interval_s=30.0, instances_interval_s=6.0, account_interval_s=12.0,
+                       leaks_interval_s=12.0, logs_interval_s=6.0, offers_limit=200, theme="dark")
+# searches, listings, shows, user and log fetches change nothing on the account
+READ_PATHS = ("/api/v0/bundles/", "/api/v0/instances/request_logs/")
+
+
+@dataclass
+class SimConsole:
+    app: VastuiApp
+    market: Market
+    client: HttpVastClient
+    store: SqliteStore
+    clock: Clock
+
+    def requests(self) -> list[RequestRecord]:
+        return list(self.market.request_log)
+
+    def mutations(self) -> list[RequestRecord]:
+        """Answered requests that could change the account (searches and log requests excluded)."""
+        return [r for r in self.market.request_log if r.is_mutating and not r.path.startswith(READ_PATHS)]
+
+
+@asynccontextmanager
+async def sim_console(tmp_path: Path, *, settings: ConsoleSettings = FAST, seed: int = 7, n_machines: int = 120,
+                      timeout_s: float = 5.0, max_attempts: int = 2,
+                      over_socket: bool = False) -> AsyncIterator[SimConsole]:
+    """A console on a fresh simulator (not yet running: use ``app.run_test``).
+
+    ``over_socket`` serves the simulator on a loopback TCP port (needed where client timeouts must bite: the ASGI
+    transport has no network timeouts).
+    """
+    clock = ScaledClock(scale=SCALE)
+    market = build_market(seed, clock=clock, api_key=KEY, n_machines=n_machines, initial_credit_usd=1000.0)
+    store = await SqliteStore.open(tmp_path / "console.sqlite3")
+    async with AsyncExitStack() as stack:
+        if over_socket:
+            server = await stack.enter_async_context(SimServer(market, port=0))
+            base_url, transport = server.url, None
+        else:
+            base_url, transport = "http://sim.test", httpx.ASGITransport(app=create_app(market))
+        client = HttpVastClient(base_url=base_url, api_key=Secret(KEY), clock=clock, transport=transport,
+                                timeout_s=timeout_s, max_attempts=max_attempts, audit=store)
+        services = Services(market=client, clock=clock, bus=EventBus(), store=store, audit=store)
+        app = VastuiApp(services=services, settings=settings)
+        try:
+            yield SimConsole(app=app, market=market, client=client, store=store, clock=clock)
+        finally:
+            await client.aclose()
+            await store.close()
+            await market.aclose()
+
+
+def with_settings(**changes: object) -> ConsoleSettings:
+    return replace(FAST, **changes)  # type: ignore[arg-type]
+
+
+async def wait_for(pilot: Pilot[None], predicate: Callable[[], bool], *, what: str, deadline_s: float = 30.0) -> None:
+    """Let the app run until ``predicate()`` holds; fail with ``what`` after ``deadline_s`` of wall time."""
+    end = time.monotonic() + deadline_s
+    while not predicate():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def dialog(app: VastuiApp) -> ConfirmDialog | None:
+    """The confirmation dialog on top, if one is."""
+    screen = app.screen
+    return screen if isinstance(screen, ConfirmDialog) else None
+
+
+def create_paths(requests: list[RequestRecord]) -> list[RequestRecord]:
+    return [r for r in requests if r.method == "PUT" and r.path.startswith("/api/v0/asks/")]

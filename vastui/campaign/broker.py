@@ -1,0 +1,283 @@
+"""The approval broker: where a campaign's requests wait for an answer, several at once, each with an expiry.
+
+A request is answered, in this order, by:
+
+1. the rules: during an abort no rent is granted; a destroy of an instance this campaign rented is granted at once
+   (its rent was approved with a deadline, so destroying it never waits on a human);
+2. the printed plan, once it is approved as a whole (``approve_plan``): exactly its rents, once each, under its cap;
+3. a ``policy`` — an approver that decides without a human (``--approve-plan``, "no terminal: refuse") — when one
+   is given: its answer is final;
+4. otherwise a human: a view calls ``approve(request_id)`` / ``refuse(request_id)``, or the ``operator`` (a terminal
+   prompt) is asked, one request at a time so two prompts never interleave. Unanswered at ``expires_at`` (campaign
+   clock), the request counts as refused.
+
+Every grant, refusal, expiry and cancellation goes to the audit log and to the bus (``events_live.Approval*``).
+The broker is an ``Approver``: the engine asks it like any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRecord, AuditSink
+from vastui.campaign.approvers import PlanApprover, PlanTerms
+from vastui.clock import Clock
+from vastui.errors import ApprovalRequired
+from vastui.events import EventBus
+from vastui.events_live import ApprovalAnswered, ApprovalCancelled, ApprovalExpired, ApprovalRequested
+
+DEFAULT_EXPIRY_S = 15 * 60.0
+OWN_INSTANCE_RULE = "own-instance rule: rented by this campaign, destroyed by its deadline"
+
+
+class RequestState(enum.StrEnum):
+    PENDING = "pending"
+    GRANTED = "granted"
+    REFUSED = "refused"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    """A request waiting for an answer, with its facts as fields (times on the campaign clock)."""
+
+    request_id: str
+    action: Action
+    target: str
+    summary: str
+    campaign_id: str | None
+    offer_id: int | None
+    instance_id: int | None
+    gpu_name: str | None
+    num_gpus: int | None
+    dph_usd: float | None
+    cost_cap_usd: float | None
+    deadline_at: float | None
+    requested_at: float
+    expires_at: float
+
+    @property
+    def is_spending(self) -> bool:
+        return self.action is Action.CREATE_INSTANCE
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    state: RequestState
+    approval: Approval | None
+    by: str
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class _Entry:
+    pending: PendingApproval
+    request: ApprovalRequest
+    answer: asyncio.Future[_Answer]
+
+
+def _target_id(target: str, kind: str) -> int | None:
+    prefix, _, raw = target.partition(":")
+    return int(raw) if prefix == kind and raw.isascii() and raw.isdigit() else None
+
+
+class ApprovalBroker:
+    """Holds a campaign's approval requests until each is answered, refused, expired or cancelled."""
+
+    def __init__(self, *, clock: Clock, bus: EventBus, audit: AuditSink, terms: PlanTerms | None = None,
+                 policy: Approver | None = None, operator: Approver | None = None,
+                 expiry_s: float = DEFAULT_EXPIRY_S) -> None:
+        if expiry_s <= 0:
+            raise ValueError("expiry_s must be positive")
+        self._clock, self._bus, self._audit = clock, bus, audit
+        self._terms = terms
+        self._plan: PlanApprover | None = None
+        self._policy, self._operator = policy, operator
+        self.expiry_s = expiry_s
+        self._open: dict[str, _Entry] = {}
+        self._ids = itertools.count(1)
+        self._owned: set[int] = set()
+        self._aborting: str | None = None
+        self._prompt_lock = asyncio.Lock()
+
+    # --- what a view reads -------------------------------------------------------------------------------------
+    def pending(self) -> tuple[PendingApproval, ...]:
+        """Requests waiting for an answer, oldest first."""
+        return tuple(e.pending for e in self._open.values() if not e.answer.done())
+
+    @property
+    def is_plan_approved(self) -> bool:
+        return self._plan is not None
+
+    # --- what a view (or the campaign) calls -------------------------------------------------------------------
+    def approve(self, request_id: str, *, by: str = "operator") -> bool:
+        """Grant one pending request; False when it is no longer pending (answered, expired or unknown)."""
+        entry = self._open.get(request_id)
+        if entry is None or entry.answer.done():
+            return False
+        approval = Approval(entry.request, granted_by=by, granted_at=self._clock.now())
+        entry.answer.set_result(_Answer(RequestState.GRANTED, approval, by))
+        return True
+
+    def refuse(self, request_id: str, *, by: str = "operator", reason: str = "refused") -> bool:
+        """Refuse one pending request; False when it is no longer pending."""
+        entry = self._open.get(request_id)
+        if entry is None or entry.answer.done():
+            return False
+        entry.answer.set_result(_Answer(RequestState.REFUSED, None, by, reason))
+        return True
+
+    def approve_plan(self, *, by: str = "operator: the printed plan") -> int:
+        """Approve the printed plan as a whole: exactly its rents (once each, under its cap) and the destroys of
+        the campaign's own instances — the pending ones that fit now, and those asked later. Returns how many
+        pending requests it granted. Needs the plan's terms."""
+        if self._terms is None:
+            raise ApprovalRequired("there is no printed plan to approve", title="No plan")
+        if self._plan is None:
+            self._plan = PlanApprover(self._terms, clock=self._clock, granted_by=by)
+            for instance_id in self._owned:
+                self._plan.mark_owned(instance_id)
+        granted = 0
+        for entry in list(self._open.values()):
+            if not entry.answer.done() and (approval := self._plan.grant(entry.request)) is not None:
+                entry.answer.set_result(_Answer(RequestState.GRANTED, approval, approval.granted_by))
+                granted += 1
+        return granted
+
+    def mark_owned(self, instance_id: int) -> None:
+        """The campaign rented (or found by its label) this instance: destroying it needs nobody's answer."""
+        self._owned.add(instance_id)
+        if self._plan is not None:
+            self._plan.mark_owned(instance_id)
+        for setter in (getattr(self._policy, "mark_owned", None), getattr(self._operator, "mark_owned", None)):
+            if callable(setter):
+                setter(instance_id)
+
+    def abort(self, reason: str) -> int:
+        """From now on no rent is granted; every pending request is cancelled. Returns how many were."""
+        self._aborting = reason
+        return self.cancel_pending(reason)
+
+    def cancel_pending(self, reason: str) -> int:
+        cancelled = 0
+        for entry in list(self._open.values()):
+            if not entry.answer.done():
+                entry.answer.set_result(_Answer(RequestState.CANCELLED, None, "campaign", reason))
+                cancelled += 1
+        return cancelled
+
+    # --- what the campaign calls -------------------------------------------------------------------------------
+    async def request(self, request: ApprovalRequest) -> Approval | None:
+        """Ask; returns the approval, or None when refused, expired or cancelled (each audited and published).
+        A policy that refuses with ``ApprovalRequired`` has it raised here, after the audit."""
+        entry = self._enter(request)
+        try:
+            answer = self._by_rule(entry) or await self._by_policy(entry) or await self._by_human(entry)
+        except ApprovalRequired as exc:
+            await self._close(entry, _Answer(RequestState.REFUSED, None, "policy", str(exc)))
+            raise
+        except asyncio.CancelledError:
+            await self._close(entry, _Answer(RequestState.CANCELLED, None, "campaign", "its asker stopped"))
+            raise
+        await self._close(entry, answer)
+        return answer.approval if answer.state is RequestState.GRANTED else None
+
+    def _enter(self, request: ApprovalRequest) -> _Entry:
+        now = self._clock.now()
+        request_id = f"r{next(self._ids)}"
+        pending = PendingApproval(
+            request_id=request_id, action=request.action, target=request.target, summary=request.summary,
+            campaign_id=request.campaign_id, offer_id=_target_id(request.target, "offer"),
+            instance_id=_target_id(request.target, "instance"), gpu_name=request.gpu_name,
+            num_gpus=request.num_gpus, dph_usd=request.dph_usd, cost_cap_usd=request.cost_cap_usd,
+            deadline_at=request.deadline_at, requested_at=now, expires_at=now + self.expiry_s)
+        entry = _Entry(pending, request, asyncio.get_running_loop().create_future())
+        self._open[request_id] = entry
+        self._bus.publish(ApprovalRequested(
+            at=now, request_id=request_id, campaign_id=pending.campaign_id, action=str(pending.action),
+            target=pending.target, summary=pending.summary, expires_at=pending.expires_at, offer_id=pending.offer_id,
+            instance_id=pending.instance_id, gpu_name=pending.gpu_name, num_gpus=pending.num_gpus,
+            dph_usd=pending.dph_usd, cost_cap_usd=pending.cost_cap_usd, deadline_at=pending.deadline_at))
+        return entry
+
+    def _by_rule(self, entry: _Entry) -> _Answer | None:
+        request = entry.request
+        if self._aborting is not None and request.action is Action.CREATE_INSTANCE:
+            return _Answer(RequestState.REFUSED, None, "campaign", f"the campaign is aborting: {self._aborting}")
+        instance_id = entry.pending.instance_id
+        own_campaign = self._terms is None or request.campaign_id == self._terms.campaign_id
+        if request.action is Action.DESTROY_INSTANCE and instance_id in self._owned and own_campaign:
+            own = Approval(request, granted_by=OWN_INSTANCE_RULE, granted_at=self._clock.now())
+            return _Answer(RequestState.GRANTED, own, OWN_INSTANCE_RULE)
+        if self._plan is not None and (approval := self._plan.grant(request)) is not None:
+            return _Answer(RequestState.GRANTED, approval, approval.granted_by)
+        return None
+
+    async def _by_policy(self, entry: _Entry) -> _Answer | None:
+        if self._policy is None:
+            return None
+        approval = await self._policy.request(entry.request)
+        if approval is None:
+            return _Answer(RequestState.REFUSED, None, "policy", "not within what was approved")
+        return _Answer(RequestState.GRANTED, approval, approval.granted_by)
+
+    async def _by_human(self, entry: _Entry) -> _Answer:
+        """Wait for a view's answer or the operator's, until the request expires."""
+        prompt = asyncio.create_task(self._prompt(entry)) if self._operator is not None else None
+        timer = asyncio.create_task(self._clock.sleep(max(0.0, entry.pending.expires_at - self._clock.now())))
+        waiting: set[asyncio.Future[Any]] = {entry.answer, timer}
+        try:
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            if prompt is not None:
+                prompt.cancel()
+        if entry.answer.done():
+            return entry.answer.result()
+        return _Answer(RequestState.EXPIRED, None, "expiry", f"unanswered for {self.expiry_s:.0f} s")
+
+    async def _prompt(self, entry: _Entry) -> None:
+        """Ask the operator about this request once the prompts before it are answered (one at a time)."""
+        assert self._operator is not None
+        async with self._prompt_lock:
+            if entry.answer.done():
+                return
+            approval = await self._operator.request(entry.request)
+        if entry.answer.done():
+            return
+        if approval is None:
+            entry.answer.set_result(_Answer(RequestState.REFUSED, None, "operator prompt", "refused at the prompt"))
+        else:
+            entry.answer.set_result(_Answer(RequestState.GRANTED, approval, approval.granted_by))
+
+    async def _close(self, entry: _Entry, answer: _Answer) -> None:
+        """Settle the request (the first answer wins), audit it and publish it."""
+        if not entry.answer.done():
+            entry.answer.set_result(answer)
+        answer = entry.answer.result()
+        self._open.pop(entry.pending.request_id, None)
+        p, now = entry.pending, self._clock.now()
+        granted = answer.state is RequestState.GRANTED and answer.approval is not None
+        note = p.summary if granted else f"{p.summary} — {answer.state}: {answer.reason}"
+        if answer.state is RequestState.EXPIRED:
+            note += " (counts as refused)"
+        await self._audit.record_audit(AuditRecord(
+            at=now, kind="approval" if granted else "declined", action=p.action, target=p.target,
+            approval_id=answer.approval.approval_id if granted and answer.approval else None,
+            granted_by=answer.by if granted else None, outcome=note, campaign_id=p.campaign_id))
+        if answer.state is RequestState.EXPIRED:
+            self._bus.publish(ApprovalExpired(at=now, request_id=p.request_id, campaign_id=p.campaign_id,
+                                              action=str(p.action), target=p.target))
+        elif answer.state is RequestState.CANCELLED:
+            self._bus.publish(ApprovalCancelled(at=now, request_id=p.request_id, campaign_id=p.campaign_id,
+                                                action=str(p.action), target=p.target, reason=answer.reason))
+        else:
+            self._bus.publish(ApprovalAnswered(
+                at=now, request_id=p.request_id, campaign_id=p.campaign_id, action=str(p.action), target=p.target,
+                granted=granted, answered_by=answer.by, reason=answer.reason,
+                approval_id=answer.approval.approval_id if granted and answer.approval else None))

@@ -1,0 +1,102 @@
+"""Startup as its parts, each from the source that knows it, and what an instance was billed.
+
+- **Image pull** and **readiness** come from the marketplace: the instance's creation time (``start_date``) and
+  its log, which stamps the pull's end and the container's start. Without a usable log, the time from creation to
+  the first listing that showed ``running`` is counted as loading, unsplit.
+- **Workload init** comes from the agent's timestamps: from the agent's start to the workload's first record.
+- **Console overhead** is the rest, from the container's start to the agent's start: SSH, the agent's upload,
+  starting it. A production run is launched by the image's on-start, not by this console, so this part is shown
+  and never charged to production.
+
+What a benchmark instance was billed is the billing model over the same moments the marketplace showed
+(created, running, destroyed) and the bytes its log says were pulled.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+from vastui.bench import billing
+from vastui.vast.models import Offer
+
+_STAMPED = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(.*)$")
+_PULLED = re.compile(r"Image pulled \((\d+(?:\.\d+)?) MB\)")
+_RUNNING = "Container started"
+SEARCH_STORAGE_GIB = 5.0          # the disk a search prices into dph_total when it asks for no other
+
+
+@dataclass(frozen=True, slots=True)
+class LoadingSplit:
+    """Pull and readiness from the instance's log (seconds on the marketplace's clock); None when unknown."""
+
+    pull_s: float | None
+    readiness_s: float | None
+    running_at: float | None
+    pulled_gb: float | None
+
+
+def _stamp(text: str) -> float:
+    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ" if "." in text else "%Y-%m-%dT%H:%M:%SZ") \
+        .replace(tzinfo=dt.UTC).timestamp()
+
+
+def split_loading(log_text: str, *, created_at: float) -> LoadingSplit:
+    """Read the pull's end and the container's start from an instance log (``vastai logs`` format).
+
+    A log with a container start but no pull line means the image was cached: the pull took no time.
+    """
+    pulled_at: float | None = None
+    pulled_gb: float | None = None
+    running_at: float | None = None
+    for line in log_text.splitlines():
+        match = _STAMPED.match(line.strip())
+        if match is None:
+            continue
+        at, text = _stamp(match.group(1)), match.group(2)
+        if (size := _PULLED.search(text)) is not None and pulled_at is None:
+            pulled_at, pulled_gb = at, float(size.group(1)) / 1000.0
+        elif _RUNNING in text and running_at is None:
+            running_at = at
+    if running_at is None:
+        return LoadingSplit(pull_s=None, readiness_s=None, running_at=None, pulled_gb=None)
+    pull_end = pulled_at if pulled_at is not None else created_at
+    return LoadingSplit(pull_s=max(0.0, pull_end - created_at), readiness_s=max(0.0, running_at - pull_end),
+                        running_at=running_at, pulled_gb=pulled_gb if pulled_gb is not None else 0.0)
+
+
+def gpu_usd_per_hour(offer: Offer) -> float:
+    """The GPUs' price of an offer: ``dph_base``, else ``dph_total`` less the storage a search priced into it."""
+    if offer.dph_base is not None and offer.dph_base > 0:
+        return offer.dph_base
+    search_storage = billing.storage_usd_per_hour(storage_cost_usd_per_gb_month=offer.storage_cost or 0.0,
+                                                  disk_gb=SEARCH_STORAGE_GIB)
+    return max(0.0, offer.dph_total - search_storage)
+
+
+def rates_of(offer: Offer, *, disk_gib: float) -> billing.Rates:
+    """The prices a rental of ``offer`` with ``disk_gib`` of disk is billed at."""
+    return billing.Rates(gpu_usd_per_hour=gpu_usd_per_hour(offer),
+                         storage_usd_per_hour=billing.storage_usd_per_hour(
+                             storage_cost_usd_per_gb_month=offer.storage_cost or 0.0, disk_gb=disk_gib),
+                         inet_down_usd_per_gb=offer.inet_down_cost or 0.0,
+                         inet_up_usd_per_gb=offer.inet_up_cost or 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class StartupParts:
+    """One rental's startup, part by part (seconds); None where the source did not say."""
+
+    pull_s: float | None
+    readiness_s: float | None
+    loading_s: float | None            # pull + readiness (or the unsplit loading time)
+    workload_init_s: float | None
+    console_overhead_s: float | None
+
+    @property
+    def production_startup_s(self) -> float | None:
+        """What a production run pays before working: loading and the workload's init, not the console's part."""
+        if self.loading_s is None:
+            return None
+        return self.loading_s + (self.workload_init_s or 0.0)

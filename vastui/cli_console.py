@@ -1,0 +1,60 @@
+"""`vastui console` (and bare `vastui` on a terminal): build the real services and run the Textual console.
+
+Only argparse is imported here at module level; the console (Textual) and the services load when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from vastui.cli_terminal import add_connection_args
+
+
+def add_console_command(parser: argparse.ArgumentParser,
+                        sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("console", help="open the console (also what `vastui` alone does on a terminal)")
+    add_console_args(p)
+    p.set_defaults(handler=run_console)
+    add_console_args(parser, top_level=True)
+    parser.set_defaults(handler=run_bare)
+
+
+def add_console_args(parser: argparse.ArgumentParser, *, top_level: bool = False) -> None:
+    if not top_level:
+        add_connection_args(parser)
+    parser.add_argument("--readonly", action="store_true", help="console: open with every mutation disabled")
+    parser.add_argument("--theme", help="console theme: dark or light (default: config key 'theme', else dark)")
+
+
+def run_bare(args: argparse.Namespace) -> int | object:
+    """``vastui`` with no command: the console on a terminal, the help otherwise (scripts get no surprise)."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        from vastui.cli import build_parser
+
+        build_parser().print_help()
+        return 2
+    args.url = None
+    args.api_key = None
+    return run_console(args)
+
+
+async def run_console(args: argparse.Namespace) -> int:
+    from vastui.cli_terminal import vast_client
+    from vastui.clock import WallClock
+    from vastui.config import load_settings
+    from vastui.events import EventBus
+    from vastui.store import SqliteStore
+    from vastui.tui.app import VastuiApp
+    from vastui.tui.services import ConsoleSettings, Services
+    from vastui.tui.themes import check_theme
+
+    settings = load_settings(url=args.url, api_key=args.api_key)
+    theme = check_theme(args.theme or settings.theme or "dark")
+    console = ConsoleSettings(readonly=bool(args.readonly), theme=theme,
+                              money_confirm_over_usd=settings.money_confirm_over_usd)
+    settings.db_path.parent.mkdir(parents=True, exist_ok=True)
+    async with await SqliteStore.open(settings.db_path) as store, vast_client(args, audit=store) as client:
+        services = Services(market=client, clock=WallClock(), bus=EventBus(), store=store, audit=store)
+        await VastuiApp(services=services, settings=console).run_async()
+    return 0

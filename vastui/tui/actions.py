@@ -1,0 +1,217 @@
+"""The console's action layer: every mutation, each behind a confirmation, refused outright in read-only mode.
+
+Views call these methods; nothing here knows about widgets. The read-only check comes first, before any
+confirmation is shown or any request is sent, so a read-only console cannot mutate even if a key slips through.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from vastui.approval import (
+    Action,
+    Approval,
+    ApprovalRequest,
+    AuditRecord,
+    AuditSink,
+    instance_target,
+    offer_target,
+    recipient_target,
+)
+from vastui.clock import Clock
+from vastui.errors import VastuiError
+from vastui.tui.proposal import ProposalApprover, make_proposal
+from vastui.tui.services import ConsoleMarket, ConsoleSettings
+from vastui.vast.models import Instance, Offer
+
+
+class ReadOnlyRefused(VastuiError):
+    """A mutation was asked of a read-only console."""
+
+    def __init__(self, action: Action) -> None:
+        super().__init__(f"{action} refused: the console is read-only (--readonly)", title="Read-only")
+        self.action = action
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What one action did: ids it acted on, errors per target, or declined (nothing sent)."""
+
+    action: Action
+    done: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    declined: bool = False
+
+    def summary(self) -> str:
+        if self.declined:
+            return f"{self.action}: cancelled, nothing sent"
+        ok = f"{self.action}: {len(self.done)} done" + (f" ({', '.join(map(str, self.done))})" if self.done else "")
+        return ok + (f"; {len(self.errors)} failed: {'; '.join(self.errors)}" if self.errors else "")
+
+
+class ConsoleActions:
+    """Rent, destroy, stop, start, label, prepay and transfer — each asks ``approver`` first."""
+
+    def __init__(self, *, market: ConsoleMarket, approver: ProposalApprover, clock: Clock,
+                 settings: ConsoleSettings, audit: AuditSink | None = None) -> None:
+        self._market = market
+        self._approver = approver
+        self._clock = clock
+        self._settings = settings
+        self._audit = audit
+
+    @property
+    def readonly(self) -> bool:
+        return self._settings.readonly
+
+    def _writable(self, action: Action) -> None:
+        if self._settings.readonly:
+            raise ReadOnlyRefused(action)
+
+    async def _ask(self, *, title: str, requests: Sequence[ApprovalRequest], lines: Sequence[str],
+                   consequence: str, amount_usd: float | None = None) -> list[Approval]:
+        proposal = make_proposal(title=title, requests=requests, lines=lines, consequence=consequence,
+                                 amount_usd=amount_usd,
+                                 money_confirm_over_usd=self._settings.money_confirm_over_usd)
+        approvals = await self._approver.approve(proposal)
+        for request in proposal.requests:
+            granted = next((a for a in approvals if a.request is request), None)
+            await self._record(request, granted)
+        return approvals
+
+    async def _record(self, request: ApprovalRequest, approval: Approval | None) -> None:
+        if self._audit is None:
+            return
+        await self._audit.record_audit(AuditRecord(
+            at=self._clock.now(), kind="approval" if approval else "declined", action=request.action,
+            target=request.target, approval_id=approval.approval_id if approval else None,
+            granted_by=approval.granted_by if approval else None, outcome=request.summary))
+
+    async def rent(self, offers: Sequence[Offer]) -> Outcome:
+        """Rent each offer (one approval each, one confirmation for all)."""
+        self._writable(Action.CREATE_INSTANCE)
+        hours = self._settings.rent_cap_hours
+        requests = [ApprovalRequest(action=Action.CREATE_INSTANCE, target=offer_target(o.id),
+                                    summary=f"rent offer {o.id}: {o.num_gpus}x {o.gpu_name} at ${o.dph_total:.3f}/h",
+                                    cost_cap_usd=round(o.dph_total * hours, 2)) for o in offers]
+        total = sum(o.dph_total for o in offers)
+        lines = [f"offer {o.id}  {o.num_gpus}x {o.gpu_name}  ${o.dph_total:.3f}/h  {o.geolocation or '-'}"
+                 for o in offers]
+        approvals = await self._ask(
+            title=f"Rent {len(offers)} offer(s)", requests=requests, lines=lines,
+            consequence=f"billing starts at once: ${total:.3f}/h together (cap {hours:g} h each, "
+                        f"${total * hours:.2f}); image {self._settings.rent_image}, {self._settings.rent_disk_gib:g} GiB")
+        outcome = Outcome(Action.CREATE_INSTANCE, declined=not approvals)
+        for offer, approval in zip(offers, approvals, strict=False):
+            label = f"console-{offer.id}-{secrets.token_hex(3)}"
+            try:
+                made = await self._market.create_instance(offer_id=offer.id, image=self._settings.rent_image,
+                                                          disk_gib=self._settings.rent_disk_gib, label=label,
+                                                          approval=approval)
+            except VastuiError as exc:
+                outcome.errors.append(f"offer {offer.id}: {exc.message}")
+            else:
+                outcome.done.append(made.instance_id)
+        return outcome
+
+    async def destroy(self, instances: Sequence[Instance]) -> Outcome:
+        return await self._per_instance(
+            Action.DESTROY_INSTANCE, instances, verb="Destroy",
+            consequence="irreversible: the instance and its disk are deleted, billing stops")
+
+    async def stop(self, instances: Sequence[Instance]) -> Outcome:
+        return await self._per_instance(
+            Action.STOP_INSTANCE, instances, verb="Stop",
+            consequence="the GPU is released (someone else may rent it); the disk keeps billing until destroyed")
+
+    async def start(self, instances: Sequence[Instance]) -> Outcome:
+        return await self._per_instance(Action.START_INSTANCE, instances, verb="Start",
+                                        consequence="GPU billing resumes once it runs")
+
+    async def _per_instance(self, action: Action, instances: Sequence[Instance], *, verb: str,
+                            consequence: str) -> Outcome:
+        self._writable(action)
+        requests = [ApprovalRequest(action=action, target=instance_target(i.id),
+                                    summary=f"{verb.lower()} instance {i.id}") for i in instances]
+        lines = [_instance_line(i, self._clock.now()) for i in instances]
+        approvals = await self._ask(title=f"{verb} {len(instances)} instance(s)", requests=requests, lines=lines,
+                                    consequence=consequence)
+        outcome = Outcome(action, declined=not approvals)
+        call = {Action.DESTROY_INSTANCE: self._market.destroy_instance, Action.STOP_INSTANCE: self._market.stop_instance,
+                Action.START_INSTANCE: self._market.start_instance}[action]
+        for instance, approval in zip(instances, approvals, strict=False):
+            try:
+                await call(instance.id, approval=approval)
+            except VastuiError as exc:
+                outcome.errors.append(f"instance {instance.id}: {exc.message}")
+            else:
+                outcome.done.append(instance.id)
+        return outcome
+
+    async def label(self, instance: Instance, label: str) -> Outcome:
+        self._writable(Action.LABEL_INSTANCE)
+        request = ApprovalRequest(action=Action.LABEL_INSTANCE, target=instance_target(instance.id),
+                                  summary=f"label instance {instance.id} {label!r}")
+        approvals = await self._ask(title=f"Label instance {instance.id}", requests=[request],
+                                    lines=[_instance_line(instance, self._clock.now()), f"new label: {label!r}"],
+                                    consequence=f"replaces the label {instance.label!r}")
+        outcome = Outcome(Action.LABEL_INSTANCE, declined=not approvals)
+        for approval in approvals:
+            try:
+                await self._market.label_instance(instance.id, label, approval=approval)
+            except VastuiError as exc:
+                outcome.errors.append(f"instance {instance.id}: {exc.message}")
+            else:
+                outcome.done.append(instance.id)
+        return outcome
+
+    async def prepay(self, instance: Instance, amount_usd: float) -> Outcome:
+        """Move ``amount_usd`` of credit onto an instance; the approval's cost cap is that amount."""
+        self._writable(Action.PREPAY_INSTANCE)
+        request = ApprovalRequest(action=Action.PREPAY_INSTANCE, target=instance_target(instance.id),
+                                  summary=f"prepay ${amount_usd:.2f} on instance {instance.id}",
+                                  cost_cap_usd=round(amount_usd, 2))
+        approvals = await self._ask(
+            title=f"Prepay instance {instance.id}", requests=[request], amount_usd=amount_usd,
+            lines=[_instance_line(instance, self._clock.now()), f"amount: ${amount_usd:.2f} from your credit"],
+            consequence="the credit is committed to this instance (a discount in exchange); not refundable")
+        outcome = Outcome(Action.PREPAY_INSTANCE, declined=not approvals)
+        for approval in approvals:
+            try:
+                await self._market.prepay_instance(instance.id, amount_usd, approval=approval)
+            except VastuiError as exc:
+                outcome.errors.append(f"instance {instance.id}: {exc.message}")
+            else:
+                outcome.done.append(instance.id)
+        return outcome
+
+    async def transfer(self, recipient: str, amount_usd: float, *, credit_usd: float | None) -> Outcome:
+        """Send credit to another account; the approval's cost cap is the amount."""
+        self._writable(Action.TRANSFER_CREDIT)
+        request = ApprovalRequest(action=Action.TRANSFER_CREDIT, target=recipient_target(recipient),
+                                  summary=f"transfer ${amount_usd:.2f} to {recipient}",
+                                  cost_cap_usd=round(amount_usd, 2))
+        after = "" if credit_usd is None else f"; your credit goes from ${credit_usd:.2f} to ${credit_usd - amount_usd:.2f}"
+        approvals = await self._ask(title="Transfer credit", requests=[request], amount_usd=amount_usd,
+                                    lines=[f"to: {recipient}", f"amount: ${amount_usd:.2f}"],
+                                    consequence=f"irreversible: the credit leaves this account{after}")
+        outcome = Outcome(Action.TRANSFER_CREDIT, declined=not approvals)
+        for approval in approvals:
+            try:
+                await self._market.transfer_credit(recipient, amount_usd, approval=approval)
+            except VastuiError as exc:
+                outcome.errors.append(f"{recipient}: {exc.message}")
+            else:
+                outcome.done.append(0)
+        return outcome
+
+
+def _instance_line(instance: Instance, now: float) -> str:
+    accrued = ""
+    if instance.dph_total is not None and instance.start_date is not None:
+        accrued = f"  accrued ${instance.dph_total * max(0.0, now - instance.start_date) / 3600:.2f}"
+    price = "-" if instance.dph_total is None else f"${instance.dph_total:.3f}/h"
+    return (f"instance {instance.id}  {instance.label or '-'}  {instance.num_gpus or '?'}x {instance.gpu_name or '?'}  "
+            f"{instance.actual_status or 'provisioning'}  {price}{accrued}")

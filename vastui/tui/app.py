@@ -1,0 +1,347 @@
+"""``VastuiApp``: the console. It is given its services and settings, runs one polling worker per data source,
+keeps one immutable ``ConsoleState``, and lets views render it and ask for actions.
+
+Adding a view
+-------------
+1. Write ``vastui/tui/views/<name>.py`` with a ``ConsoleView`` subclass: ``compose`` its widgets, implement
+   ``render_state(state, now=...)`` (render only what it is given) and ``focus_main``; declare its keys in
+   ``BINDINGS`` and list the keys that change anything in ``MUTATING_ACTIONS`` (read-only mode hides them).
+2. Register it in ``vastui.tui.registry.default_views()`` with a name (typed after ``:``), a key and a title —
+   or pass ``views=`` to ``VastuiApp`` (tests do, to build an app with extra or fewer views).
+3. Data it needs that no source fetches yet: add a ``Source`` and a fetch method here, never a network, database
+   or SSH call in the view. Mutations go through ``self.console.perform(lambda actions: actions.<verb>(...))``,
+   which shows the confirmation dialog and refuses in read-only mode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from pathlib import Path, PurePath
+from typing import ClassVar
+
+from textual import on
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher, Footer, Input
+
+from vastui.campaign.watch import LeakReport, find_leaks
+from vastui.errors import VastuiError
+from vastui.tui.actions import ConsoleActions, Outcome
+from vastui.tui.dialogs.confirm import DialogApprover
+from vastui.tui.dialogs.help import HelpScreen
+from vastui.tui.feeds import Wake, poll
+from vastui.tui.health import Source, SourceHealth
+from vastui.tui.messages import LogsFailed, LogsFetched, SourceFailed, SourceRefreshed
+from vastui.tui.proposal import ProposalApprover
+from vastui.tui.registry import ViewSpec, check_registry, default_views
+from vastui.tui.services import ConsoleSettings, Services
+from vastui.tui.state import ConsoleState, InstancePage, OfferPage
+from vastui.tui.themes import BASE_THEME, check_theme, theme_names, theme_paths
+from vastui.tui.views.base import ConsoleView
+from vastui.tui.widgets.statusbar import StatusBar
+from vastui.vast.models import Offer, User
+from vastui.vast.query import build_search_body
+
+ApproverFactory = Callable[["VastuiApp"], ProposalApprover]
+LOG_TAIL_LINES = 500
+
+
+class VastuiApp(App[None]):
+    """The console. ``services`` are used, never built, here; ``views`` default to the registry's."""
+
+    TITLE = "vastui"
+    CSS_PATH: ClassVar[list[str | PurePath]] = [Path(__file__).with_name("layout.tcss"), *theme_paths()]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("colon", "open_command", "View…", key_display=":"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("ctrl+r", "refresh", "Refresh"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, *, services: Services, settings: ConsoleSettings | None = None,
+                 views: Sequence[ViewSpec] | None = None, approver: ApproverFactory | None = None) -> None:
+        super().__init__()
+        self.services = services
+        self.settings = settings or ConsoleSettings()
+        check_theme(self.settings.theme)
+        self.views = check_registry(views if views is not None else default_views())
+        self.approver: ProposalApprover = (approver(self) if approver is not None else DialogApprover(
+            self, clock=services.clock, money_confirm_over_usd=self.settings.money_confirm_over_usd))
+        self.actions = ConsoleActions(market=services.market, approver=self.approver, clock=services.clock,
+                                      settings=self.settings, audit=services.audit)
+        intervals = {Source.OFFERS: self.settings.offers_interval_s, Source.INSTANCES: self.settings.instances_interval_s,
+                     Source.ACCOUNT: self.settings.account_interval_s, Source.LEAKS: self.settings.leaks_interval_s}
+        self._intervals = intervals
+        self.state = ConsoleState(health={s: SourceHealth(source=s, stale_after_s=self.settings.stale_after_s(i))
+                                          for s, i in intervals.items() if s is not Source.LEAKS
+                                          or services.store is not None})
+        self._wakes = {source: Wake() for source in Source}
+        self.offers_body: dict[str, object] = build_search_body(
+            self.settings.offers_query, order=self.settings.offers_order, limit=self.settings.offers_limit)
+        self.current_view = self.settings.initial_view
+        self.outcomes: list[Outcome] = []
+        self.theme_name = self.settings.theme
+        self._view_widgets: dict[str, ConsoleView] = {}
+        self._status_bar: StatusBar | None = None
+        for spec in self.views:
+            self.bind(spec.key, f"show_view('{spec.name}')", description=spec.title, show=False)
+
+    # --- layout ---------------------------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        self._command_bar = Input(placeholder=":view  (" + ", ".join(v.name for v in self.views) + ")",
+                                  id="command-bar")
+        yield self._command_bar
+        initial = self.current_view if any(v.name == self.current_view for v in self.views) else self.views[0].name
+        self.current_view = initial
+        self._switcher = ContentSwitcher(id="views", initial=f"view-{initial}")
+        with self._switcher:
+            for spec in self.views:
+                view = spec.factory()
+                view.id = f"view-{spec.name}"
+                self._view_widgets[spec.name] = view
+                yield view
+        self._status_bar = StatusBar()
+        yield self._status_bar
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.apply_theme(self.theme_name)
+        self.view(self.current_view).focus_main()
+        self._start_feeds()
+        self.set_interval(1.0, self.refresh_status)
+        self.refresh_status()
+
+    def apply_theme(self, name: str) -> None:
+        check_theme(name)
+        for other in theme_names():
+            self.set_class(other == name, f"theme-{other}")
+        self.theme_name = name
+        self.theme = BASE_THEME.get(name, "textual-dark")
+
+    def view(self, name: str) -> ConsoleView:
+        """The view registered as ``name`` (whatever screen is on top)."""
+        return self._view_widgets[name]
+
+    # --- feeds ----------------------------------------------------------------------------------------------------
+
+    def _start_feeds(self) -> None:
+        fetches: dict[Source, Callable[[], Awaitable[object]]] = {
+            Source.OFFERS: self._fetch_offers, Source.INSTANCES: self._fetch_instances,
+            Source.ACCOUNT: self.services.market.get_user,
+        }
+        if self.services.store is not None:
+            fetches[Source.LEAKS] = self._fetch_leaks
+        for source, fetch in fetches.items():
+            self._run_feed(source, fetch)
+
+    def _run_feed(self, source: Source, fetch: Callable[[], Awaitable[object]]) -> None:
+        clock = self.services.clock
+
+        def deliver(payload: object) -> None:
+            self.post_message(SourceRefreshed(source, payload, clock.now()))
+
+        def fail(exc: VastuiError) -> None:
+            self.post_message(SourceFailed(source, exc.message, clock.now()))
+
+        self.run_worker(poll(fetch=fetch, deliver=deliver, fail=fail, clock=clock, interval_s=self._intervals[source],
+                             wake=self._wakes[source], live=self.settings.live),
+                        name=f"feed-{source}", group=f"feed-{source}", exclusive=True, exit_on_error=False)
+
+    def wake(self, *sources: Source) -> None:
+        """Refresh these sources now (all when none given)."""
+        for source in sources or tuple(Source):
+            self._wakes[source].set()
+
+    async def _fetch_offers(self) -> OfferPage:
+        offers = tuple(await self.services.market.search_offers_body(self.offers_body))
+        store = self.services.store
+        knowledge = {}
+        bad = {}
+        now = self.services.clock.now()
+        if store is not None:
+            digest = self.settings.workload_digest or await self._latest_workload(store)
+            if digest is not None and offers:
+                machine_ids = sorted({o.machine_id for o in offers})
+                for k in await store.host_knowledge(workload_digest=digest, machine_ids=machine_ids):
+                    knowledge[(k.machine_id, k.gpu_name, k.num_gpus)] = k
+            bad = {b.machine_id: b for b in await store.active_bad_hosts(now=now)}
+        return OfferPage(offers=offers, knowledge=knowledge, bad_hosts=bad, at=now)
+
+    @staticmethod
+    async def _latest_workload(store: object) -> str | None:
+        from vastui.store import SqliteStore
+
+        assert isinstance(store, SqliteStore)
+        campaigns = await store.campaigns()
+        latest = max(campaigns, key=lambda c: c.created_at, default=None)
+        return None if latest is None else latest.manifest_digest
+
+    async def _fetch_instances(self) -> InstancePage:
+        listing = await self.services.market.list_instances()
+        intents = {}
+        if self.services.store is not None:
+            for owned in await self.services.store.owned_instances():
+                if owned.intent.instance_id is not None:
+                    intents[owned.intent.instance_id] = owned.intent
+        return InstancePage(listing=listing, intents=intents, at=self.services.clock.now())
+
+    async def _fetch_leaks(self) -> object:
+        assert self.services.store is not None
+        report = await find_leaks(market=self.services.market, store=self.services.store, clock=self.services.clock)
+        if not report.is_complete and report.listed_count == 0 and report.error:
+            raise VastuiError(f"leak check: {report.error}", title="Leaks unknown")
+        return report
+
+    @on(SourceRefreshed)
+    def _refreshed(self, message: SourceRefreshed) -> None:
+        health = dict(self.state.health)
+        health[message.source] = health[message.source].ok(message.at)
+        payload = message.payload
+        state = dataclasses.replace(self.state, health=health)
+        if isinstance(payload, OfferPage):
+            state = dataclasses.replace(state, offers=payload)
+        elif isinstance(payload, InstancePage):
+            state = dataclasses.replace(state, instances=payload)
+            if not payload.listing.is_complete:  # shown as INCOMPLETE; the source is not healthy either
+                health[message.source] = health[message.source].failed(
+                    message.at, f"instance listing incomplete: {payload.listing.error}")
+        elif isinstance(payload, User):
+            state = dataclasses.replace(state, user=payload)
+        elif isinstance(payload, LeakReport):
+            state = dataclasses.replace(state, leaks=payload)
+        self.state = state
+        self.render_current()
+
+    @on(SourceFailed)
+    def _failed(self, message: SourceFailed) -> None:
+        health = dict(self.state.health)
+        health[message.source] = health[message.source].failed(message.at, message.error)
+        self.state = dataclasses.replace(self.state, health=health)
+        self.render_current()
+
+    @on(LogsFetched)
+    @on(LogsFailed)
+    def _logs(self, message: LogsFetched | LogsFailed) -> None:
+        from vastui.tui.views.instances import InstancesView
+
+        for view in self._view_widgets.values():
+            if isinstance(view, InstancesView) and view.is_mounted:
+                view.show_logs(message)
+
+    def render_current(self) -> None:
+        view = self._view_widgets.get(self.current_view)
+        if view is None or not view.is_mounted:
+            return
+        try:
+            view.render_state(self.state, now=self.services.clock.now())
+        except NoMatches:  # a refresh that lands while the app tears its screen down: nothing left to show
+            return
+        self.refresh_status()
+
+    def refresh_status(self) -> None:
+        if self._status_bar is not None and self._status_bar.is_mounted:
+            self._status_bar.show(self.state, now=self.services.clock.now(), readonly=self.settings.readonly)
+
+    # --- actions --------------------------------------------------------------------------------------------------
+
+    def perform(self, act: Callable[[ConsoleActions], Awaitable[Outcome]]) -> None:
+        """Run one mutation (it asks for confirmation itself) in a worker; report it and refresh what it touched."""
+        self.run_worker(self._perform(act), group="actions", exit_on_error=False)
+
+    async def _perform(self, act: Callable[[ConsoleActions], Awaitable[Outcome]]) -> None:
+        try:
+            outcome = await act(self.actions)
+        except VastuiError as exc:  # the action boundary: say it, keep running
+            self.notify(exc.message, title=exc.title or "Action failed", severity="error")
+            return
+        self.outcomes.append(outcome)
+        self.notify(outcome.summary(), severity="error" if outcome.errors else "information")
+        self.wake(Source.INSTANCES, Source.ACCOUNT, Source.LEAKS)
+
+    def set_offers_query(self, body: dict[str, object]) -> None:
+        self.offers_body = body
+        self.wake(Source.OFFERS)
+
+    def offer_by_id(self, offer_id: int) -> Offer | None:
+        page = self.state.offers
+        return None if page is None else next((o for o in page.offers if o.id == offer_id), None)
+
+    def start_logs(self, instance_id: int) -> None:
+        """Stream an instance's logs into the logs pane until ``stop_logs``."""
+        market = self.services.market
+
+        async def fetch() -> str:
+            return await market.request_logs(instance_id, tail=LOG_TAIL_LINES)
+
+        def deliver(text: str) -> None:
+            self.post_message(LogsFetched(instance_id, text))
+
+        def fail(exc: VastuiError) -> None:
+            self.post_message(LogsFailed(instance_id, exc.message))
+
+        self.run_worker(poll(fetch=fetch, deliver=deliver, fail=fail, clock=self.services.clock,
+                             interval_s=self.settings.logs_interval_s, wake=Wake(), live=True),
+                        name=f"logs-{instance_id}", group="logs", exclusive=True, exit_on_error=False)
+
+    def stop_logs(self) -> None:
+        self.workers.cancel_group(self, "logs")
+
+    # --- navigation -----------------------------------------------------------------------------------------------
+
+    def action_show_view(self, name: str) -> None:
+        if not any(v.name == name for v in self.views):
+            self.notify(f"no view {name!r}; the views are: {', '.join(v.name for v in self.views)}",
+                        severity="warning")
+            return
+        self.current_view = name
+        self._switcher.current = f"view-{name}"
+        self.render_current()
+        self.view(name).focus_main()
+
+    def action_open_command(self) -> None:
+        bar = self._command_bar
+        bar.value = ""
+        bar.add_class("-open")
+        bar.focus()
+
+    @on(Input.Submitted, "#command-bar")
+    def _command(self, event: Input.Submitted) -> None:
+        event.stop()
+        bar = self._command_bar
+        bar.remove_class("-open")
+        name = event.value.strip().lstrip(":").strip().lower()
+        if name in ("q", "quit"):
+            self.exit()
+            return
+        self.action_show_view(name) if name else self.view(self.current_view).focus_main()
+
+    def on_key(self, event: object) -> None:
+        from textual.events import Key
+
+        bar = self._command_bar
+        if isinstance(event, Key) and event.key == "escape" and bar.has_class("-open"):
+            bar.remove_class("-open")
+            self.view(self.current_view).focus_main()
+            event.stop()
+
+    def action_refresh(self) -> None:
+        self.wake()
+
+    def action_help(self) -> None:
+        keys = [(b.binding.key_display or self.get_key_display(b.binding), b.binding.description)
+                for b in self.screen.active_bindings.values() if b.enabled and b.binding.description]
+        keys += [(spec.key, f"view {spec.title} (:{spec.name})") for spec in self.views]
+        self.push_screen(HelpScreen(title=f"Keys — {self.current_view}", keys=keys))
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for spec in self.views:
+            yield SystemCommand(f"View: {spec.title}", f"switch to :{spec.name} (key {spec.key})",
+                                lambda name=spec.name: self.action_show_view(name))
+        for name in theme_names():
+            yield SystemCommand(f"vastui theme: {name}", f"the {name} theme (themes/{name}.tcss)",
+                                lambda name=name: self.apply_theme(name))

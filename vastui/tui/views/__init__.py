@@ -1,0 +1,1 @@
+"""One module per console view; ``vastui.tui.registry`` lists them."""

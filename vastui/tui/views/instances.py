@@ -1,0 +1,240 @@
+"""Instances: every instance of the account (all pages), what it costs, and whether it is leaking.
+
+A listing that failed part-way is shown as INCOMPLETE above the rows it did read, never as a shorter list.
+Keys act on the marked rows (or the cursor row): destroy, stop, start, label, prepay, copy the ssh command, and
+``l`` opens the logs pane, which keeps streaming the instance's logs while it is open.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import Log, Static
+
+from vastui.campaign.watch import REASON_TEXT, Leak, campaign_of_label
+from vastui.tui.cells import num, usd
+from vastui.tui.dialogs.prompt import PromptScreen
+from vastui.tui.health import format_age
+from vastui.tui.messages import LogsFailed, LogsFetched
+from vastui.tui.state import ConsoleState, InstancePage
+from vastui.tui.views.base import ConsoleView
+from vastui.tui.widgets.keyed_table import Cell, KeyedTable
+from vastui.vast.models import Instance, InstanceStatus
+
+MARK = "●"
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("mark", " "), ("id", "id"), ("label", "label"), ("campaign", "campaign"), ("gpu", "GPU"),
+    ("status", "status"), ("since", "in status"), ("dph", "$/h"), ("accrued", "accrued"),
+    ("storage", "storage $/h"), ("deadline", "deadline"), ("leak", "leak"),
+)
+
+
+def merge_log(seen: list[str], text: str) -> list[str]:
+    """The lines of ``text`` not yet in ``seen`` (the marketplace returns a tail that slides forward)."""
+    lines = text.splitlines()
+    if not seen:
+        return lines
+    for overlap in range(min(len(seen), len(lines)), 0, -1):
+        if seen[-overlap:] == lines[:overlap]:
+            return lines[overlap:]
+    return lines
+
+
+class InstancesView(ConsoleView):
+    view_name = "instances"
+    MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset({"destroy", "stop", "start", "label", "prepay"})
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("space", "mark", "Mark"),
+        Binding("d", "destroy", "Destroy"),
+        Binding("o", "stop", "Stop"),
+        Binding("u", "start", "Start"),
+        Binding("L", "label", "Label"),
+        Binding("p", "prepay", "Prepay"),
+        Binding("c", "copy_ssh", "Copy ssh"),
+        Binding("l", "logs", "Logs"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marked: set[int] = set()
+        self.page: InstancePage | None = None
+        self.leaks: dict[int, Leak] = {}
+        self.logs_of: int | None = None
+        self.log_lines: list[str] = []
+        self._since: dict[int, tuple[str, float]] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static("Instances", classes="view-title", id="instances-title")
+        yield Static("", id="instances-warning", classes="warning-line", markup=False)
+        yield KeyedTable(columns=COLUMNS, id="instances-table")
+        yield Log(id="logs-pane", max_lines=5000)
+
+    @property
+    def table(self) -> KeyedTable:
+        return self.query_one("#instances-table", KeyedTable)
+
+    def focus_main(self) -> None:
+        self.table.focus()
+
+    def instance(self, instance_id: int) -> Instance | None:
+        return None if self.page is None else self.page.listing.find(instance_id)
+
+    def render_state(self, state: ConsoleState, *, now: float) -> None:
+        page = state.instances
+        if page is None:
+            return
+        self.page = page
+        self.leaks = {leak.instance_id: leak for leak in state.leaks.leaks} if state.leaks else {}
+        listing = page.listing
+        for inst in listing.instances:
+            status = str(inst.actual_status or "provisioning")
+            if self._since.get(inst.id, ("", 0.0))[0] != status:
+                self._since[inst.id] = (status, page.at)
+        ids = [inst.id for inst in listing.instances]
+        self.marked &= set(ids)
+        rows = {str(inst.id): self._cells(inst, state, now) for inst in listing.instances}
+        self.table.sync(rows, [str(i) for i in ids])
+        warning = "" if listing.is_complete else (
+            f"INCOMPLETE: {len(ids)} instance(s) read before the listing failed ({listing.error}); "
+            "more may exist and be billing")
+        self.query_one("#instances-warning", Static).update(warning)
+        complete = "" if listing.is_complete else " (INCOMPLETE)"
+        self.query_one("#instances-title", Static).update(
+            f"Instances: {len(ids)}{complete}, {len(self.marked)} marked")
+
+    def _cells(self, inst: Instance, state: ConsoleState, now: float) -> tuple[Cell, ...]:
+        assert self.page is not None
+        intent = self.page.intents.get(inst.id)
+        campaign = intent.campaign_id if intent is not None else campaign_of_label(inst.label)
+        status, since = self._since.get(inst.id, (str(inst.actual_status or "provisioning"), now))
+        accrued = None
+        if inst.dph_total is not None and inst.start_date is not None:
+            accrued = inst.dph_total * max(0.0, now - inst.start_date) / 3600.0
+        stopped = InstanceStatus.STOPPED in (inst.actual_status, inst.intended_status)
+        deadline = "-"
+        if intent is not None and intent.deadline_at is not None:
+            left = intent.deadline_at - now
+            deadline = f"in {format_age(left)}" if left >= 0 else f"PAST {format_age(-left)}"
+        leak = self.leaks.get(inst.id)
+        if leak is not None:
+            verdict = "unowned" if leak.is_unowned else f"LEAK: {REASON_TEXT[leak.reason]}"
+        elif state.leaks is None:
+            verdict = "…"
+        else:
+            verdict = "ok" if state.leaks.is_complete else "?"
+        cells: list[Cell] = [
+            MARK if inst.id in self.marked else "", str(inst.id), inst.label or "-", campaign or "-",
+            f"{num(inst.num_gpus, 'd')}x {inst.gpu_name or '?'}", status, format_age(now - since),
+            usd(inst.dph_total), usd(accrued, 2), usd(inst.storage_total_cost, 4) if stopped else "-",
+            deadline, verdict,
+        ]
+        if leak is not None and not leak.is_unowned:
+            return tuple(Text(str(c), style="bold red") for c in cells)
+        return tuple(cells)
+
+    # --- keys -------------------------------------------------------------------------------------------------------
+
+    def _targets(self) -> list[Instance]:
+        ids = sorted(self.marked)
+        if not ids and (key := self.table.cursor_key) is not None:
+            ids = [int(key)]
+        return [inst for i in ids if (inst := self.instance(i)) is not None]
+
+    def _cursor_instance(self) -> Instance | None:
+        key = self.table.cursor_key
+        return None if key is None else self.instance(int(key))
+
+    def action_mark(self) -> None:
+        key = self.table.cursor_key
+        if key is not None:
+            self.marked.symmetric_difference_update({int(key)})
+            self.render_state(self.console.state, now=self.console.services.clock.now())
+
+    def action_destroy(self) -> None:
+        targets = self._targets()
+        if targets:
+            self.marked.clear()
+            self.console.perform(lambda actions: actions.destroy(targets))
+
+    def action_stop(self) -> None:
+        targets = self._targets()
+        if targets:
+            self.console.perform(lambda actions: actions.stop(targets))
+
+    def action_start(self) -> None:
+        targets = self._targets()
+        if targets:
+            self.console.perform(lambda actions: actions.start(targets))
+
+    def action_label(self) -> None:
+        inst = self._cursor_instance()
+        if inst is None:
+            return
+
+        def chosen(text: str | None) -> None:
+            if text is not None and text.strip():
+                self.console.perform(lambda actions: actions.label(inst, text.strip()))
+
+        self.app.push_screen(PromptScreen(question=f"New label for instance {inst.id}", value=inst.label or ""),
+                             callback=chosen)
+
+    def action_prepay(self) -> None:
+        inst = self._cursor_instance()
+        if inst is None:
+            return
+
+        def chosen(text: str | None) -> None:
+            if text is None or not text.strip():
+                return
+            try:
+                amount = float(text.strip().lstrip("$"))
+            except ValueError:
+                self.notify(f"not an amount of USD: {text!r}", severity="error")
+                return
+            self.console.perform(lambda actions: actions.prepay(inst, amount))
+
+        self.app.push_screen(PromptScreen(question=f"Prepay how many USD onto instance {inst.id}?",
+                                          placeholder="e.g. 25.00"), callback=chosen)
+
+    def action_copy_ssh(self) -> None:
+        inst = self._cursor_instance()
+        endpoint = None if inst is None else inst.ssh_endpoint()
+        if inst is None or endpoint is None:
+            self.notify("no ssh endpoint yet", severity="warning")
+            return
+        command = f"ssh -p {endpoint[1]} root@{endpoint[0]}"
+        self.app.copy_to_clipboard(command)
+        self.notify(f"copied: {command}")
+
+    def action_logs(self) -> None:
+        pane = self.query_one("#logs-pane", Log)
+        inst = self._cursor_instance()
+        if pane.has_class("-open") and (inst is None or inst.id == self.logs_of):
+            pane.remove_class("-open")
+            self.logs_of = None
+            self.console.stop_logs()
+            return
+        if inst is None:
+            return
+        pane.clear()
+        self.log_lines = []
+        self.logs_of = inst.id
+        pane.border_title = f"logs of instance {inst.id}"
+        pane.add_class("-open")
+        self.console.start_logs(inst.id)
+
+    def show_logs(self, message: LogsFetched | LogsFailed) -> None:
+        if message.instance_id != self.logs_of:
+            return
+        pane = self.query_one("#logs-pane", Log)
+        if isinstance(message, LogsFailed):
+            pane.border_subtitle = f"error: {message.error[:100]}"
+            return
+        pane.border_subtitle = ""
+        new = merge_log(self.log_lines, message.text)
+        if new:
+            self.log_lines.extend(new)
+            pane.write_lines(new)

@@ -1,0 +1,96 @@
+"""Leaks: the leak watcher's latest report — each leaked or unowned instance with why, what it cost, what it burns.
+
+``d`` destroys the marked (or cursor) leaks, through their own confirmation. The verdict line never says "no
+leaks" about an incomplete listing.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import Static
+
+from vastui.campaign.watch import REASON_TEXT, Leak, LeakReport
+from vastui.tui.cells import usd
+from vastui.tui.state import ConsoleState
+from vastui.tui.views.base import ConsoleView
+from vastui.tui.widgets.keyed_table import Cell, KeyedTable
+from vastui.vast.models import Instance
+
+MARK = "●"
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("mark", " "), ("id", "id"), ("label", "label"), ("reason", "reason"), ("campaign", "campaign"),
+    ("status", "status"), ("burn", "burn $/h"), ("accrued", "accrued"), ("detail", "detail"),
+)
+
+
+class LeaksView(ConsoleView):
+    view_name = "leaks"
+    MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset({"destroy"})
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("space", "mark", "Mark"),
+        Binding("d", "destroy", "Destroy"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marked: set[int] = set()
+        self.report: LeakReport | None = None
+        self._state: ConsoleState | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("Leaks", classes="view-title", id="leaks-title")
+        yield Static("waiting for the first leak check…", id="leaks-summary", classes="warning-line", markup=False)
+        yield KeyedTable(columns=COLUMNS, id="leaks-table")
+
+    @property
+    def table(self) -> KeyedTable:
+        return self.query_one("#leaks-table", KeyedTable)
+
+    def focus_main(self) -> None:
+        self.table.focus()
+
+    def render_state(self, state: ConsoleState, *, now: float) -> None:
+        self._state = state
+        report = state.leaks
+        if report is None:
+            return
+        self.report = report
+        self.marked &= {leak.instance_id for leak in report.leaks}
+        rows = {str(leak.instance_id): self._cells(leak) for leak in report.leaks}
+        self.table.sync(rows, [str(leak.instance_id) for leak in report.leaks])
+        self.query_one("#leaks-summary", Static).update(report.summary())
+        self.query_one("#leaks-title", Static).update(
+            f"Leaks: {len(report.leaked)} leaked, {len(report.unowned)} unowned, verdict {report.verdict}")
+
+    def _cells(self, leak: Leak) -> tuple[Cell, ...]:
+        cells: tuple[Cell, ...] = (
+            MARK if leak.instance_id in self.marked else "", str(leak.instance_id), leak.label or "-",
+            REASON_TEXT[leak.reason], leak.campaign_id or "-", leak.status or "provisioning",
+            usd(leak.burn_usd_per_h), usd(leak.accrued_usd, 2), leak.detail)
+        return cells if leak.is_unowned else tuple(Text(str(c), style="bold red") for c in cells)
+
+    def action_mark(self) -> None:
+        key = self.table.cursor_key
+        if key is not None and self._state is not None:
+            self.marked.symmetric_difference_update({int(key)})
+            self.render_state(self._state, now=self.console.services.clock.now())
+
+    def action_destroy(self) -> None:
+        ids = sorted(self.marked)
+        if not ids and (key := self.table.cursor_key) is not None:
+            ids = [int(key)]
+        page = self.console.state.instances
+        targets: list[Instance] = []
+        for instance_id in ids:
+            inst = None if page is None else page.listing.find(instance_id)
+            if inst is None:
+                self.notify(f"instance {instance_id} is not in the latest listing; refresh first", severity="warning")
+                return
+            targets.append(inst)
+        if targets:
+            self.marked.clear()
+            self.console.perform(lambda actions: actions.destroy(targets))
