@@ -7,11 +7,10 @@ needs and returns the process exit code.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING
 
 from vastui import __version__
@@ -136,6 +135,7 @@ def _add_lazy_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 
 
 async def _cmd_sim(args: argparse.Namespace) -> int:
+    import asyncio
     import signal
     import tempfile
     from pathlib import Path
@@ -291,7 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         result = handler(args)
-        if asyncio.iscoroutine(result):
+        if isinstance(result, Coroutine):
+            import asyncio  # here, not at the top: `vastui --help` has no event loop to pay for
+
             result = asyncio.run(result)
         return int(result or 0)
     except VastuiError as exc:
