@@ -17,7 +17,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
-EXPECTED = {"bench_query.py": 2, "bench_store.py": 2, "bench_sim_search.py": 2, "bench_stats.py": 2}
+EXPECTED = {"bench_query.py": 2, "bench_store.py": 2, "bench_sim_search.py": 2, "bench_stats.py": 2,
+            "bench_cli.py": 4, "bench_sim_server.py": 3}
+# Whole processes and a simulator in another process: seconds even at --quick, so only the full suite runs them.
+SLOW = {"bench_cli.py", "bench_sim_server.py"}
 
 _NUMBER = r"[0-9][0-9,.]*(?:e[+-]?[0-9]+)?"
 _DURATION = rf"{_NUMBER} (?:ns|µs|ms|s)"
@@ -35,11 +38,12 @@ def test_every_benchmark_is_smoke_tested() -> None:
     assert {p.name for p in BENCHMARKS.glob("bench_*.py")} == set(EXPECTED)
 
 
-@pytest.mark.parametrize("script", sorted(EXPECTED))
+@pytest.mark.parametrize("script", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name
+                                    for name in sorted(EXPECTED)])
 def test_benchmark_runs_and_prints_ratios(script: str) -> None:
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
     result = subprocess.run([sys.executable, "-W", "error", str(BENCHMARKS / script), "--quick"], cwd=ROOT, env=env,
-                            capture_output=True, encoding="utf-8", timeout=60)
+                            capture_output=True, encoding="utf-8", timeout=240 if script in SLOW else 60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stderr == ""
     lines = [line for line in result.stdout.splitlines() if line and not line.startswith("#")]
@@ -51,3 +55,21 @@ def test_benchmark_runs_and_prints_ratios(script: str) -> None:
         ours, base = (match["ours_t"], match["base_t"]) if match["ours_t"] else (match["ours_r"], match["base_r"])
         for figure in (ours, base, match["ratio"]):
             assert math.isfinite(_value(figure)) and _value(figure) > 0, match.group(0)
+
+
+def test_run_all_turns_every_ratio_line_into_one_table_row() -> None:
+    """run_all's table, fed the real output of one benchmark (bench_query at --quick)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import run_all
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    result = subprocess.run([sys.executable, "-W", "error", str(BENCHMARKS / "bench_query.py"), "--quick"], cwd=ROOT,
+                            capture_output=True, encoding="utf-8", timeout=60, check=True)
+    rows, notes = run_all.parse(result.stdout)
+    assert len(rows) == EXPECTED["bench_query.py"] and notes
+    lines = run_all.table(rows)
+    assert len(lines) == 2 + len(rows)
+    for (name, ours, base, ratio), line in zip(rows, lines[2:]):
+        assert line == f"| {name} | {ours} | {base} | {ratio}× |" and math.isfinite(_value(ratio))
+    assert set(run_all.ORDER) == set(EXPECTED)

@@ -7,14 +7,13 @@ needs and returns the process exit code.
 from __future__ import annotations
 
 import argparse
-import asyncio
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING
 
 from vastui import __version__
-from vastui.cli_campaign import add_campaign_commands
 from vastui.cli_leaks import add_leaks_command
 from vastui.cli_terminal import add_connection_args, fmt_num, print_table, make_table, vast_client
 from vastui.errors import VastuiError
@@ -45,8 +44,18 @@ The API key is taken from --api-key, then VAST_API_KEY, then ~/.config/vastai/va
 The marketplace URL from --url, then VAST_URL, then https://console.vast.ai.
 """
 
+# Commands whose modules are heavy to import (SSH, the planner, the receipt, rich): their arguments are registered
+# only when argv names them, so `vastui --help`, `offers` and `instances` never load them. Each entry is
+# name -> (module, its registering function, the one-line help shown in `vastui --help`).
+LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "demo": ("vastui.cli_campaign", "add_campaign_commands",
+             "run a whole benchmark campaign on the embedded simulated marketplace"),
+    "campaign": ("vastui.cli_campaign", "add_campaign_commands", "plan, run and resume benchmark campaigns"),
+}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given ``argv``, the heavy commands it does not name get only their help line."""
     parser = argparse.ArgumentParser(
         prog="vastui",
         description="Rent Vast.ai GPUs by measured useful work: benchmark campaigns, approvals, leak watch.",
@@ -96,12 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_leaks_command(sub)
 
+    _add_lazy_commands(sub, argv)
     from vastui.cli_console import add_console_command  # argparse only; Textual loads when the console runs
 
     add_console_command(parser, sub)
 
     # --- manifest ------------------------------------------------------------------------------------------
-    add_campaign_commands(sub)
 
     manifest_parser = sub.add_parser("manifest", help="validate workload manifests")
     manifest_sub = manifest_parser.add_subparsers(dest="manifest_command", metavar="ACTION")
@@ -113,7 +122,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_lazy_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser], argv: Sequence[str] | None) -> None:
+    # Any word of argv that names a lazy command loads it (a query that happens to say "demo" only costs time).
+    wanted = None if argv is None else {LAZY_COMMANDS[arg][:2] for arg in argv if arg in LAZY_COMMANDS}
+    registered: set[tuple[str, str]] = set()
+    for name, (module, function, helptext) in LAZY_COMMANDS.items():
+        if wanted is not None and (module, function) not in wanted:
+            sub.add_parser(name, help=helptext)  # never parsed: argv names none of this module's commands
+        elif (module, function) not in registered:
+            registered.add((module, function))
+            getattr(importlib.import_module(module), function)(sub)
+
+
 async def _cmd_sim(args: argparse.Namespace) -> int:
+    import asyncio
     import signal
     import tempfile
     from pathlib import Path
@@ -260,7 +282,8 @@ def _cmd_manifest_check(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is None:
@@ -268,7 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         result = handler(args)
-        if asyncio.iscoroutine(result):
+        if isinstance(result, Coroutine):
+            import asyncio  # here, not at the top: `vastui --help` has no event loop to pay for
+
             result = asyncio.run(result)
         return int(result or 0)
     except VastuiError as exc:

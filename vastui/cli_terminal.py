@@ -4,7 +4,6 @@ operator's yes/no prompt. Part of the composition root (only cli*.py modules pri
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import os
 import select
@@ -79,6 +78,8 @@ async def ask_on_terminal(text: str) -> bool:
             _discard_typed_ahead(tty_fd)
         print(f"{text} [y/N] ", end="", file=sys.stderr, flush=True)
         return sys.stdin.readline() if tty_fd is None else _read_tty_line(tty_fd, stop)
+
+    import asyncio
 
     try:
         return (await asyncio.to_thread(ask)).strip().lower() in ("y", "yes")

@@ -62,6 +62,7 @@ _DESTROY_PATH = re.compile(r"^/api/v0/instances/(\d+)/$")
 
 def first_destroys(request_log: Iterable[RequestRecord]) -> dict[int, float]:
     """Instance id -> market time of the first destroy the simulator answered with 200."""
+    assert getattr(request_log, "dropped", 0) == 0, "the simulator's request log dropped records this test needs"
     first: dict[int, float] = {}
     for request in request_log:
         if request.method == "DELETE" and request.status == 200 and (m := _DESTROY_PATH.match(request.path)):

@@ -221,8 +221,8 @@ async def test_errors_surface_the_way_the_cli_expects(sim: Sim) -> None:
     assert len(searches) == 1  # the quota 429 is never retried
     sim.market.chaos.search_quota_exhausted = False
     sim.market.chaos.rate_limit_every_n = 2  # every other request 429, Retry-After 0.5: the CLI retries through
-    mark = len(sim.market.request_log)
+    mark = sim.market.request_log.total
     user = await sim.cli("show", "user")
     assert user.json()["username"]
-    statuses = [r.status for r in sim.market.request_log[mark:] if r.path == "/api/v0/users/current"]
+    statuses = [r.status for r in sim.market.request_log.since(mark) if r.path == "/api/v0/users/current"]
     assert 429 in statuses and statuses[-1] == 200

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 from textual.pilot import Pilot
 
+from vastui.approval import Action, Approval, ApprovalRequest, offer_target
 from vastui.clock import Clock, ScaledClock
 from vastui.config import Secret
 from vastui.events import EventBus
@@ -32,8 +33,8 @@ from vastui.vast.client import HttpVastClient
 
 KEY = "console-sim-key-0123456789"
 SCALE = 60.0            # simulated seconds per wall second
-FAST = ConsoleSettings(offers_interval_s=30.0, instances_interval_s=6.0, account_interval_s=12.0,
-                       leaks_interval_s=12.0, logs_interval_s=6.0, offers_limit=200, theme="dark")
+FAST = ConsoleSettings(offers_interval_s=60.0, instances_interval_s=12.0, account_interval_s=30.0,
+                       leaks_interval_s=15.0, logs_interval_s=6.0, offers_limit=200, theme="dark")
 # searches, listings, shows, user and log fetches change nothing on the account
 READ_PATHS = ("/api/v0/bundles/", "/api/v0/instances/request_logs/")
 
@@ -45,6 +46,7 @@ class SimConsole:
     client: HttpVastClient
     store: SqliteStore
     clock: Clock
+    transport: FaultyTransport | None
 
     def requests(self) -> list[RequestRecord]:
         return list(self.market.request_log)
@@ -52,6 +54,20 @@ class SimConsole:
     def mutations(self) -> list[RequestRecord]:
         """Answered requests that could change the account (searches and log requests excluded)."""
         return [r for r in self.market.request_log if r.is_mutating and not r.path.startswith(READ_PATHS)]
+
+
+class FaultyTransport(httpx.AsyncBaseTransport):
+    """Forwards to the simulator; ``fault(request)`` may answer a status of its own instead (e.g. a failed page)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.fault: Callable[[httpx.Request], int | None] = lambda request: None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        status = self.fault(request)
+        if status is not None:
+            return httpx.Response(status, json={"success": False, "msg": "injected by the test"})
+        return await self.inner.handle_async_request(request)
 
 
 @asynccontextmanager
@@ -71,13 +87,13 @@ async def sim_console(tmp_path: Path, *, settings: ConsoleSettings = FAST, seed:
             server = await stack.enter_async_context(SimServer(market, port=0))
             base_url, transport = server.url, None
         else:
-            base_url, transport = "http://sim.test", httpx.ASGITransport(app=create_app(market))
+            base_url, transport = "http://sim.test", FaultyTransport(httpx.ASGITransport(app=create_app(market)))
         client = HttpVastClient(base_url=base_url, api_key=Secret(KEY), clock=clock, transport=transport,
                                 timeout_s=timeout_s, max_attempts=max_attempts, audit=store)
         services = Services(market=client, clock=clock, bus=EventBus(), store=store, audit=store)
         app = VastuiApp(services=services, settings=settings)
         try:
-            yield SimConsole(app=app, market=market, client=client, store=store, clock=clock)
+            yield SimConsole(app=app, market=market, client=client, store=store, clock=clock, transport=transport)
         finally:
             await client.aclose()
             await store.close()
@@ -105,3 +121,37 @@ def dialog(app: VastuiApp) -> ConfirmDialog | None:
 
 def create_paths(requests: list[RequestRecord]) -> list[RequestRecord]:
     return [r for r in requests if r.method == "PUT" and r.path.startswith("/api/v0/asks/")]
+
+
+def destroys(requests: list[RequestRecord]) -> list[int]:
+    """Instance ids of the destroy calls the simulator answered with 200, in order."""
+    return [r.target_id for r in requests if r.method == "DELETE" and r.status == 200 and r.target_id is not None]
+
+
+async def confirm_dialog(pilot: Pilot[None], app: VastuiApp, *, typed: str | None = None) -> None:
+    """Confirm the open dialog the way an operator does: type what it asks for, or move to Confirm and press Enter."""
+    await wait_for(pilot, lambda: dialog(app) is not None, what="a confirmation dialog")
+    box = dialog(app)
+    assert box is not None
+    if typed is not None:
+        box.query_one("#confirm-typed").focus()
+        await pilot.press(*typed, "enter")
+    else:
+        await pilot.press("tab")  # from Cancel to Confirm
+        assert app.focused is not None and app.focused.id == "confirm"
+        await pilot.press("enter")
+    await wait_for(pilot, lambda: dialog(app) is None, what="the dialog to close")
+
+
+def grant(action: Action, target: str) -> Approval:
+    """An approval given by the test itself (for setting the scene outside the console)."""
+    return Approval(ApprovalRequest(action=action, target=target, summary="test scene"), granted_by="test",
+                    granted_at=0.0)
+
+
+async def rent_outside(sim: SimConsole, *, label: str, query: str = "num_gpus=1", skip: int = 0) -> int:
+    """Rent one offer straight through the client, outside the console and any campaign; its instance id."""
+    offer = (await sim.client.search_offers(query, order="dph+", limit=skip + 1))[skip]
+    made = await sim.client.create_instance(offer_id=offer.id, image="pytorch/pytorch", disk_gib=10, label=label,
+                                            approval=grant(Action.CREATE_INSTANCE, offer_target(offer.id)))
+    return made.instance_id

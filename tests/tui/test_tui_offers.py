@@ -1,4 +1,5 @@
-"""Offers on the simulator: filter (good and bad query), sort, mark two, rent through the dialog.
+"""Offers to instances on the simulator: filter (good and bad query), sort, mark two, rent through the dialog;
+the rented instances in Instances, running, their logs streaming, and one destroyed with confirmation.
 
 The simulator's request log is the witness: a cancelled dialog sends nothing, a confirmed one rents exactly the
 marked offers.
@@ -8,9 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console_support import create_paths, dialog, sim_console, wait_for
+import pytest
+
+from console_support import confirm_dialog, create_paths, destroys, dialog, sim_console, wait_for
 from textual.widgets import Button, Input, Static
 
+from vastui.tui.views.instances import InstancesView
 from vastui.tui.views.offers import OffersView, split_filter
 
 
@@ -19,6 +23,7 @@ def test_split_filter_takes_the_order_out() -> None:
     assert split_filter("  num_gpus>=2 ") == ("num_gpus>=2", None)
 
 
+@pytest.mark.slow
 async def test_filter_sort_mark_and_rent_through_the_dialog(tmp_path: Path) -> None:
     async with sim_console(tmp_path) as sim:
         app = sim.app
@@ -101,3 +106,45 @@ async def test_filter_sort_mark_and_rent_through_the_dialog(tmp_path: Path) -> N
             creates = create_paths(sim.requests())
             assert sorted(r.target_id or 0 for r in creates) == sorted(marked)
             assert all(r.status == 200 for r in creates)
+
+            # they appear in Instances and reach running
+            rented = set(outcome.done)
+            await pilot.press("2")
+            assert app.current_view == "instances"
+            instances = app.query_one(InstancesView)
+
+            def statuses() -> dict[int, str]:
+                table = instances.table
+                return {int(k): str(table.cells_of(k)[5]) for k in table.keys_in_order  # type: ignore[index]
+                        if int(k) in rented}
+
+            await wait_for(pilot, lambda: set(statuses()) == rented, what="the rented instances listed")
+            first = min(rented)
+            instances.table.move_cursor(row=list(instances.table.keys_in_order).index(str(first)))
+
+            # logs stream into the pane while it is open, and what was shown is kept
+            await pilot.press("l")
+            await wait_for(pilot, lambda: any("created" in line for line in instances.log_lines), what="first logs")
+            await wait_for(pilot, lambda: set(statuses().values()) == {"running"}, what="both running",
+                           deadline_s=60.0)
+            state = sim.market.instance_state(first)
+            assert state is not None
+            state.log(sim.clock.now(), "hello from the workload")
+            await wait_for(pilot, lambda: "hello from the workload" in instances.log_lines[-1], what="a new log line")
+            assert any("created" in line for line in instances.log_lines)
+            assert len(instances.log_lines) == len(set(instances.log_lines)), "no line shown twice"
+            await pilot.press("l")
+            assert instances.logs_of is None
+
+            # destroy with confirmation: Enter alone cancels; Confirm destroys exactly that one
+            await pilot.press("d")
+            await wait_for(pilot, lambda: dialog(app) is not None, what="the destroy dialog")
+            assert "irreversible" in dialog(app).proposal.consequence  # type: ignore[union-attr]
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: dialog(app) is None, what="cancel")
+            assert destroys(sim.requests()) == []
+            await pilot.press("d")
+            await confirm_dialog(pilot, app)
+            await wait_for(pilot, lambda: destroys(sim.requests()) == [first], what="the destroy call")
+            await wait_for(pilot, lambda: first not in statuses(), what="the destroyed row gone")
+            assert min(rented) not in statuses() and max(rented) in statuses()

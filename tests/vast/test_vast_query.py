@@ -362,3 +362,37 @@ def test_mutations_either_parse_like_the_official_cli_or_name_a_column(query: st
         assert "driver_version" in query and "." in query
         return
     assert dumps(ours) == dumps(official)
+
+
+def _both_paths(query: str) -> tuple[str, str]:
+    """(plain path's answer or "not plain", careful path's answer or its error)."""
+    from vastui.vast.query import _NotPlain, _parse_careful, _parse_plain
+
+    try:
+        plain = dumps(_parse_plain(query, DEFAULT_FILTERS))
+    except _NotPlain:
+        plain = "not plain"
+    try:
+        careful = dumps(_parse_careful(query, DEFAULT_FILTERS))
+    except QueryError as exc:
+        careful = f"error at {exc.column}"
+    return plain, careful
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(queries().map(lambda case: case[0]), mutated()))
+def test_the_fast_plain_path_answers_as_the_careful_one_or_defers(query: str) -> None:
+    """The plain path exists for speed only: where it answers, the careful parser gives the same filters; anything
+    the careful parser refuses, the plain path hands over (so errors always come with their column)."""
+    plain, careful = _both_paths(query)
+    assert plain in ("not plain", careful)
+
+
+@pytest.mark.parametrize("query", [
+    "gpu_name=RTX_4090 num_gpus=1 reliability>0.98 gpu_ram>=24 geolocation in [US,SE] cuda_vers>=12.1",
+    'gpu_name in ["RTX 4090", "RTX 3090"] geolocation notin [CN,VN] driver_version >= 535.86.05 duration>7',
+    "gpu_name=A100_PCIE num_gpus gte 2 dph lt 4 geolocation=US verified=any static_ip=null",
+])
+def test_everyday_queries_take_the_plain_path(query: str) -> None:
+    plain, careful = _both_paths(query)
+    assert plain == careful

@@ -192,3 +192,66 @@ def sort_rows(rows: Sequence[RowT], keys: Sequence[OrderKey]) -> list[RowT]:
         return compare_rows(a, b, keys)
 
     return sorted(rows, key=functools.cmp_to_key(cmp))
+
+
+# --- prepared rows: conditions and orderings specialised once per query ----------------------------------------
+
+def column_kind(values: Sequence[Any]) -> type | None:
+    """``bool``, ``float`` (ints too) or ``str`` when every non-null value is of that kind, else None."""
+    kinds = {bool if isinstance(v, bool) else float if isinstance(v, (int, float)) else str if isinstance(v, str)
+             else object for v in values if v is not None}
+    if len(kinds) != 1 or object in kinds:
+        return None
+    return kinds.pop()
+
+
+def fast_predicate(condition: Condition, kind: type | None) -> Callable[[Row], bool]:
+    """The test of ``condition`` over rows whose column has one ``kind``: the expected value is coerced once here,
+    not per row (same answers as ``Condition.holds``; a bad value is refused even when no row reaches it)."""
+    get, op, value, column = condition.getter, condition.op, condition.value, condition.column
+    if kind is None or op in ("in", "notin") or (kind is str and isinstance(value, bool)):
+        return condition.holds
+    if value is None:
+        if op == "eq":
+            return lambda row: get(row) is None
+        if op == "neq":
+            return lambda row: get(row) is not None
+        return lambda row: False
+    expected: Any
+    if kind is float:
+        expected = _as_number(value, column=column)
+    elif kind is bool:
+        expected = _as_bool(value, column=column)
+    else:
+        expected = str(value)
+    if op == "eq" or op == "neq":
+        want = op == "eq"
+        if kind is float:
+            return lambda row: ((a := get(row)) is not None
+                                and (abs(a - expected) <= 1e-9 * max(1.0, abs(a)))) is want
+        return lambda row: ((a := get(row)) is not None and a == expected) is want
+    if kind is not float:
+        return condition.holds
+    if op == "gt":
+        return lambda row: (a := get(row)) is not None and a > expected
+    if op == "gte":
+        return lambda row: (a := get(row)) is not None and a >= expected
+    if op == "lt":
+        return lambda row: (a := get(row)) is not None and a < expected
+    return lambda row: (a := get(row)) is not None and a <= expected
+
+
+def fast_sort(rows: Sequence[RowT], keys: Sequence[OrderKey]) -> list[RowT]:
+    """``sort_rows`` by one stable native sort per key (last key first), nulls last in either direction; falls back
+    to the comparator when a column mixes types that do not compare."""
+    ordered = list(rows)
+    try:
+        for key in reversed(keys):
+            get = key.getter
+            present = [row for row in ordered if get(row) is not None]
+            missing = [row for row in ordered if get(row) is None]
+            present.sort(key=get, reverse=key.descending)
+            ordered = present + missing
+    except TypeError:
+        return sort_rows(rows, keys)
+    return ordered

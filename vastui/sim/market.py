@@ -24,8 +24,8 @@ from vastui.sim.listing import list_instances
 from vastui.sim.logs import LogResults, render_log
 from vastui.sim.machine import Machine, World
 from vastui.sim.market_error import MarketError
-from vastui.sim.offers import HOURS_PER_MONTH, search_offers
-from vastui.sim.request_log import RequestRecord
+from vastui.sim.offers import HOURS_PER_MONTH, OfferBook
+from vastui.sim.request_log import RequestLog, RequestRecord
 from vastui.sim.truth import MachineTruth
 
 logger = logging.getLogger(__name__)
@@ -60,10 +60,11 @@ class Market:
         self.clock = clock
         self.chaos = chaos or Chaos()
         self.host_provider = host_provider
-        self.request_log: list[RequestRecord] = []
+        self.request_log = RequestLog()
         self.account = Account(credit_usd=initial_credit_usd)
         self._api_key = api_key
         self._by_offer = {m.offer_id: m for m in world.machines}
+        self._offers = OfferBook(world.machines)
         self._by_machine = {m.machine_id: m for m in world.machines}
         self._rented_by_others = {m.machine_id for m in world.machines if m.rented}
         self._instances: dict[int, InstanceState] = {}
@@ -169,8 +170,17 @@ class Market:
     async def search(self, query: Mapping[str, Any]) -> list[dict[str, Any]]:
         async with self._lock:
             await self._advance()
-            pairs = [(m, self.is_rented(m)) for m in self.world.machines]
-            return search_offers(pairs, query, now=self.clock.now())
+            return self._offers.search(query, rented=self.rented_machine_ids(), now=self.clock.now())
+
+    async def search_json(self, query: Mapping[str, Any]) -> str:
+        """``search`` answered as the JSON text of ``{"offers": [...]}``, from rows serialised once."""
+        async with self._lock:
+            await self._advance()
+            return self._offers.search_json(query, rented=self.rented_machine_ids(), now=self.clock.now())
+
+    def rented_machine_ids(self) -> frozenset[int]:
+        """Machines rented by anyone (by others from the start, or by one of the account's instances)."""
+        return frozenset(self._rented_by_others).union(st.machine.machine_id for st in self._instances.values())
 
     async def create_instance(self, offer_id: int, request: CreateRequest) -> InstanceState:
         """Rent an offer; the offer stops being rentable until the instance is destroyed."""

@@ -8,10 +8,14 @@ Prices depend on the query: ``type`` (on-demand / bid / reserved) and ``allocate
 from __future__ import annotations
 
 import enum
+import json
+import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from vastui.sim.filters import Condition, FilterError, Getter, Row, conditions_for, matches, parse_order, sort_rows
+from vastui.sim.filters import (
+    Condition, FilterError, Getter, Row, column_kind, conditions_for, fast_predicate, fast_sort, parse_order,
+)
 from vastui.sim.machine import Machine
 
 HOURS_PER_MONTH = 720.0
@@ -101,17 +105,19 @@ def offer_row(machine: Machine, *, now: float, rented: bool, pricing: PricingTyp
     }
 
 
-def _offer_getter(column: str) -> Getter:
+def _offer_getter(column: str, *, now: float) -> Getter:
     if column == "datacenter":
         return lambda row: row["hosting_type"] == 1
     if column == "verified":
         return lambda row: row["verification"] == "verified"
     if column == "geolocation":
         return lambda row: str(row["geolocation"])[-2:].upper()
-    return lambda row: row[column]
+    if column == "duration":  # prepared rows are shared across moments: what is left is counted from now
+        return lambda row: max(0.0, row["end_date"] - now)
+    return operator.itemgetter(column)
 
 
-def resolve_offer_column(name: str, *, sample: Row) -> tuple[str, Getter, float]:
+def resolve_offer_column(name: str, *, sample: Row, now: float = 0.0) -> tuple[str, Getter, float]:
     """(canonical column, getter, value multiplier) for a query key; FilterError if the column is unknown."""
     column, scale = name, 1.0
     if column.lower().endswith("_gb") and column[:-3] in sample:
@@ -119,15 +125,15 @@ def resolve_offer_column(name: str, *, sample: Row) -> tuple[str, Getter, float]
     column = ALIASES.get(column, column)
     if column not in sample and column not in ("datacenter", "verified"):
         raise FilterError(f"Unknown column '{name}'.", column=name)
-    return column, _offer_getter(column), scale
+    return column, _offer_getter(column, now=now), scale
 
 
-def _offer_conditions(query: Mapping[str, Any], *, sample: Row) -> list[Condition]:
+def _offer_conditions(query: Mapping[str, Any], *, sample: Row, now: float) -> list[Condition]:
     result: list[Condition] = []
     for key, spec in query.items():
         if key in DIRECTIVES:
             continue
-        column, getter, scale = resolve_offer_column(key, sample=sample)
+        column, getter, scale = resolve_offer_column(key, sample=sample, now=now)
         conditions = conditions_for(column, spec, getter, scale=scale)
         if column == "geolocation":
             conditions = [_upper_value(c) for c in conditions]
@@ -168,24 +174,84 @@ def _limit(query: Mapping[str, Any]) -> int | None:
     return max(0, limit)
 
 
+class OfferBook:
+    """The offer rows of a world, built once per world change (what is rented, the pricing type, the storage asked)
+    and searched over: a search filters and orders prepared rows instead of rebuilding an offer per machine."""
+
+    MAX_PRICINGS = 8  # (type, storage) combinations kept; the CLI asks for a handful
+
+    def __init__(self, machines: Iterable[Machine]) -> None:
+        self._machines = tuple(machines)
+        self._rented: frozenset[int] | None = None
+        self._rows: dict[tuple[PricingType, float], list[dict[str, Any]]] = {}
+        self._kinds: dict[tuple[PricingType, float, str], type | None] = {}
+        self._texts: dict[int, str] = {}  # id of a prepared row -> its JSON without the closing brace
+
+    def search(self, query: Mapping[str, Any], *, rented: frozenset[int], now: float) -> list[dict[str, Any]]:
+        """Offers that match ``query`` (fresh dicts, ``duration`` as of ``now``), ordered and limited as it asks."""
+        return [{**row, "duration": max(0.0, row["end_date"] - now)}
+                for row in self._select(query, rented=rented, now=now)]
+
+    def search_json(self, query: Mapping[str, Any], *, rented: frozenset[int], now: float) -> str:
+        """``{"offers": [...]}`` as JSON text for the same search; each row is serialised once per world change
+        (``duration`` is appended as of ``now``)."""
+        rows = self._select(query, rented=rented, now=now)
+        texts = self._texts
+        parts = []
+        for row in rows:
+            text = texts.get(id(row))
+            if text is None:
+                text = texts[id(row)] = json.dumps({k: v for k, v in row.items() if k != "duration"})[:-1]
+            parts.append(f'{text}, "duration": {max(0.0, row["end_date"] - now)!r}}}')
+        return '{"offers": [' + ", ".join(parts) + "]}"
+
+    def _prepared(self, pricing: PricingType, storage_gb: float, rented: frozenset[int]) -> list[dict[str, Any]]:
+        if rented != self._rented or ((pricing, storage_gb) not in self._rows and len(self._rows) >= self.MAX_PRICINGS):
+            self._rented = rented
+            self._rows.clear()
+            self._kinds.clear()
+            self._texts.clear()
+        rows = self._rows.get((pricing, storage_gb))
+        if rows is None:
+            rows = [offer_row(m, now=0.0, rented=m.machine_id in rented, pricing=pricing, storage_gb=storage_gb)
+                    for m in self._machines]
+            self._rows[(pricing, storage_gb)] = rows
+        return rows
+
+    def _kind(self, rows: list[dict[str, Any]], condition: Condition, key: tuple[PricingType, float]) -> type | None:
+        cache_key = (*key, condition.column)
+        if cache_key not in self._kinds:
+            self._kinds[cache_key] = column_kind([condition.getter(row) for row in rows])
+        return self._kinds[cache_key]
+
+    def _select(self, query: Mapping[str, Any], *, rented: frozenset[int], now: float) -> list[dict[str, Any]]:
+        if not isinstance(query, Mapping):
+            raise FilterError("The search query must be a JSON object.")
+        pricing, storage_gb = pricing_type(query.get("type")), _storage_gb(query)
+        rows = self._prepared(pricing, storage_gb, rented)
+        if not rows:
+            return []
+        sample = rows[0]
+        tests = [fast_predicate(c, self._kind(rows, c, (pricing, storage_gb)))
+                 for c in _offer_conditions(query, sample=sample, now=now)]
+
+        def resolve(name: str) -> Getter:
+            return resolve_offer_column(name, sample=sample, now=now)[1]
+
+        # id last: equal keys still come back in one stable order
+        order = parse_order(query.get("order", [["score", "desc"]]), resolve=resolve) + parse_order(
+            [["id", "asc"]], resolve=resolve)
+        hits = [row for row in rows if row["disk_space"] >= storage_gb]
+        for test in tests:  # one pass per condition: the list shrinks as it goes
+            hits = [row for row in hits if test(row)]
+        ordered = fast_sort(hits, order)
+        limit = _limit(query)
+        return ordered if limit is None else ordered[:limit]
+
+
 def search_offers(machines: Iterable[tuple[Machine, bool]], query: Mapping[str, Any], *,
                   now: float) -> list[dict[str, Any]]:
     """Offers (``(machine, is_rented)`` pairs) that match ``query``, ordered and limited as it asks."""
-    if not isinstance(query, Mapping):
-        raise FilterError("The search query must be a JSON object.")
-    pricing = pricing_type(query.get("type"))
-    storage_gb = _storage_gb(query)
-    rows = [offer_row(m, now=now, rented=rented, pricing=pricing, storage_gb=storage_gb) for m, rented in machines]
-    if not rows:
-        return []
-    conditions = _offer_conditions(query, sample=rows[0])
-    def resolve(name: str) -> Getter:
-        return resolve_offer_column(name, sample=rows[0])[1]
-
-    # id last: equal keys still come back in one stable order
-    order = parse_order(query.get("order", [["score", "desc"]]), resolve=resolve) + parse_order([["id", "asc"]],
-                                                                                               resolve=resolve)
-    hits = [row for row in rows if row["disk_space"] >= storage_gb and matches(row, conditions)]
-    ordered = sort_rows(hits, order)
-    limit = _limit(query)
-    return [dict(row) for row in (ordered if limit is None else ordered[:limit])]
+    pairs = list(machines)
+    rented = frozenset(machine.machine_id for machine, is_rented in pairs if is_rented)
+    return OfferBook(machine for machine, _ in pairs).search(query, rented=rented, now=now)

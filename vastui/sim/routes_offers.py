@@ -11,7 +11,7 @@ from starlette.routing import Route
 from vastui.sim.instance import CreateRequest
 from vastui.sim.market import Market
 from vastui.sim.market_error import MarketError
-from vastui.sim.responses import int_list, json_body, json_response, note_targets
+from vastui.sim.responses import JSON, int_list, json_body, json_response, note_targets
 
 
 def _market(request: Request) -> Market:
@@ -21,7 +21,7 @@ def _market(request: Request) -> Market:
 
 async def bundles(request: Request) -> Response:
     query = await json_body(request)
-    return json_response({"offers": await _market(request).search(query)})
+    return Response(await _market(request).search_json(query), media_type=JSON)
 
 
 async def search_asks(request: Request) -> Response:

@@ -11,6 +11,7 @@ import socket
 from types import TracebackType
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from vastui.sim.app import create_app
 from vastui.sim.market import Market
@@ -19,8 +20,11 @@ from vastui.sim.market import Market
 class SimServer:
     """``async with SimServer(market, port=0) as server: server.url`` — the API and the market's lifecycle poll."""
 
-    def __init__(self, market: Market, *, host: str = "127.0.0.1", port: int = 0, poll: bool = True) -> None:
+    def __init__(self, market: Market, *, host: str = "127.0.0.1", port: int = 0, poll: bool = True,
+                 app: ASGIApp | None = None) -> None:
+        """``app`` replaces the simulated API (benchmarks serve a bare app on the same stack: the HTTP floor)."""
         self.market = market
+        self._app = app
         self.host = host
         self.port = port
         self._poll = poll
@@ -35,7 +39,7 @@ class SimServer:
         return f"http://{self.host}:{self.port}"
 
     async def __aenter__(self) -> SimServer:
-        config = uvicorn.Config(create_app(self.market), host=self.host, port=self.port, lifespan="off",
+        config = uvicorn.Config(self._app or create_app(self.market), host=self.host, port=self.port, lifespan="off",
                                 log_level="warning", access_log=False, timeout_graceful_shutdown=2)
         config.load()
         server = uvicorn.Server(config)
@@ -72,9 +76,13 @@ class SimServer:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    """A listening-ready TCP socket on ``host:port`` (OSError if taken); port 0 picks a free one."""
+    """A listening-ready TCP socket on ``host:port`` (OSError if taken); port 0 picks a free one.
+
+    The protocol is named (IPPROTO_TCP, not 0) because accepted sockets inherit it and asyncio sets TCP_NODELAY only
+    on sockets whose protocol says TCP: without it every kept-alive reply waits ~40 ms for Nagle + delayed ACK.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))

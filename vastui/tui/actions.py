@@ -167,7 +167,7 @@ class ConsoleActions:
                 outcome.done.append(instance.id)
         return outcome
 
-    async def prepay(self, instance: Instance, amount_usd: float) -> Outcome:
+    async def prepay(self, instance: Instance, amount_usd: float, *, credit_usd: float | None = None) -> Outcome:
         """Move ``amount_usd`` of credit onto an instance; the approval's cost cap is that amount."""
         self._writable(Action.PREPAY_INSTANCE)
         request = ApprovalRequest(action=Action.PREPAY_INSTANCE, target=instance_target(instance.id),
@@ -175,7 +175,8 @@ class ConsoleActions:
                                   cost_cap_usd=round(amount_usd, 2))
         approvals = await self._ask(
             title=f"Prepay instance {instance.id}", requests=[request], amount_usd=amount_usd,
-            lines=[_instance_line(instance, self._clock.now()), f"amount: ${amount_usd:.2f} from your credit"],
+            lines=[_instance_line(instance, self._clock.now()), f"amount: ${amount_usd:.2f} from your credit"
+                   + ("" if credit_usd is None else f" (${credit_usd:.2f} -> ${credit_usd - amount_usd:.2f})")],
             consequence="the credit is committed to this instance (a discount in exchange); not refundable")
         outcome = Outcome(Action.PREPAY_INSTANCE, declined=not approvals)
         for approval in approvals:

@@ -18,17 +18,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path, PurePath
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input
 
 from vastui.campaign.watch import LeakReport, find_leaks
 from vastui.errors import VastuiError
+from vastui.events import Notice
 from vastui.tui.actions import ConsoleActions, Outcome
 from vastui.tui.dialogs.confirm import DialogApprover
 from vastui.tui.dialogs.help import HelpScreen
@@ -44,6 +46,9 @@ from vastui.tui.views.base import ConsoleView
 from vastui.tui.widgets.statusbar import StatusBar
 from vastui.vast.models import Offer, User
 from vastui.vast.query import build_search_body
+
+if TYPE_CHECKING:
+    from vastui.store import SqliteStore
 
 ApproverFactory = Callable[["VastuiApp"], ProposalApprover]
 LOG_TAIL_LINES = 500
@@ -137,6 +142,20 @@ class VastuiApp(App[None]):
             fetches[Source.LEAKS] = self._fetch_leaks
         for source, fetch in fetches.items():
             self._run_feed(source, fetch)
+        self.run_worker(self._follow_bus(), name="bus", group="bus", exclusive=True, exit_on_error=False)
+
+    async def _follow_bus(self) -> None:
+        """Notices published on the bus (the leak watcher's, a campaign's) become notifications."""
+        queue = self.services.bus.subscribe()
+        try:
+            while True:
+                event = await queue.get()
+                if isinstance(event, Notice):
+                    severity: SeverityLevel = "error" if event.level == "error" else (
+                        "warning" if event.level == "warning" else "information")
+                    self.notify(event.text, severity=severity)
+        finally:
+            self.services.bus.unsubscribe(queue)
 
     def _run_feed(self, source: Source, fetch: Callable[[], Awaitable[object]]) -> None:
         clock = self.services.clock
@@ -172,10 +191,8 @@ class VastuiApp(App[None]):
         return OfferPage(offers=offers, knowledge=knowledge, bad_hosts=bad, at=now)
 
     @staticmethod
-    async def _latest_workload(store: object) -> str | None:
-        from vastui.store import SqliteStore
-
-        assert isinstance(store, SqliteStore)
+    async def _latest_workload(store: SqliteStore) -> str | None:
+        """The workload of the most recent campaign: whose measurements the offers table shows by default."""
         campaigns = await store.campaigns()
         latest = max(campaigns, key=lambda c: c.created_at, default=None)
         return None if latest is None else latest.manifest_digest
@@ -231,6 +248,11 @@ class VastuiApp(App[None]):
         for view in self._view_widgets.values():
             if isinstance(view, InstancesView) and view.is_mounted:
                 view.show_logs(message)
+
+    def load_state(self, state: ConsoleState) -> None:
+        """Show ``state`` as if the sources had delivered it (canned data for snapshots and previews)."""
+        self.state = state
+        self.render_current()
 
     def render_current(self) -> None:
         view = self._view_widgets.get(self.current_view)

@@ -60,6 +60,9 @@ class _Row:
         return value
 
     def int_(self, name: str, *, required: bool = False) -> int | None:
+        value = self._row.get(name)
+        if type(value) is int:  # the usual case first: rows have hundreds of fields and searches many rows
+            return value
         value = self._get(name, required, "an integer")
         if value is None:
             return None
@@ -75,6 +78,9 @@ class _Row:
         return value
 
     def float_(self, name: str, *, required: bool = False) -> float | None:
+        value = self._row.get(name)
+        if type(value) is float and value == value:  # the usual case first (NaN is not equal to itself)
+            return value
         value = self._get(name, required, "a number")
         if value is None:
             return None
@@ -88,6 +94,9 @@ class _Row:
         return value
 
     def str_(self, name: str, *, required: bool = False) -> str | None:
+        value = self._row.get(name)
+        if type(value) is str:
+            return value
         value = self._get(name, required, "a string")
         if value is None:
             return None

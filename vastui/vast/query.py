@@ -13,11 +13,11 @@ double quotes, and values of the wrong kind (``num_gpus>=two``).
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from vastui.errors import QueryError
 
@@ -74,6 +74,7 @@ _TERM = re.compile(
 )
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _VERSION_PART = re.compile(r"[0-9]{1,3}")
+_VERSION_PARTS = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}")
 _BOOL_WORDS = frozenset({"true", "True", "false", "False", "0", "1", "null", "None"})
 
 FilterValue = str | float | int | bool | None | list[str] | list[int]
@@ -116,6 +117,14 @@ def parse_query(query: str, *, base: Mapping[str, Mapping[str, object]] | None =
     Raises QueryError (with the column of the offending token) for anything the official CLI would reject,
     crash on, or send although it is surely a mistake.
     """
+    try:
+        return _parse_plain(query, base)
+    except _NotPlain:
+        return _parse_careful(query, base)
+
+
+def _parse_careful(query: str, base: Mapping[str, Mapping[str, object]] | None) -> Filters:
+    """Term by term with every check, so an error names its column."""
     result: Filters = {key: dict(ops) for key, ops in (base or {}).items()}
     for index, term in enumerate(tokenize(query)):
         field = _canonical_field(query, term, follows_value=index > 0 and not term.op)
@@ -127,6 +136,105 @@ def parse_query(query: str, *, base: Mapping[str, Mapping[str, object]] | None =
             continue
         ops[op] = value
     return result
+
+
+# field or alias -> (canonical field, kind): the plain path's one lookup per term.
+_FIELD_KINDS: Mapping[str, tuple[str, str]] = {
+    name: (FIELD_ALIASES.get(name, name), kind)
+    for name in KNOWN_FIELDS | set(FIELD_ALIASES)
+    for canonical in [FIELD_ALIASES.get(name, name)]
+    for kind in ["multiplied" if canonical in FIELD_MULTIPLIERS else "number" if canonical in NUMERIC_FIELDS
+                 else "bool" if canonical in BOOL_FIELDS else "version" if canonical == VERSION_FIELD else "text"]
+}
+_LITERALS: Mapping[str, bool | None] = {"true": True, "True": True, "false": False, "False": False,
+                                        "null": None, "None": None}
+
+
+class _NotPlain(Exception):
+    """The plain path met something it leaves to the careful one (never escapes this module)."""
+
+
+def _parse_plain(query: str, base: Mapping[str, Mapping[str, object]] | None) -> Filters:
+    """The common case in one pass, as cheaply as the official parser: known fields and operators, well-formed
+    values. Raises _NotPlain for anything else; the careful path then parses it (and finds any error's column). For
+    every query it accepts it answers exactly as the careful path does."""
+    text = query.strip()
+    terms = _TERM.findall(text)
+    if "".join(["".join(term) for term in terms]) != text:
+        raise _NotPlain
+    result: Filters = {key: dict(ops) for key, ops in base.items()} if base else {}
+    for name, op_raw, _, raw, _ in terms:
+        info = _FIELD_KINDS.get(name)
+        op = OPERATORS.get(op_raw) or OPERATORS.get(op_raw.strip(" "))
+        if info is None or op is None or not raw or "'" in raw:
+            raise _NotPlain
+        field, kind = info
+        stripped = raw.strip(",[]")
+        value: object
+        if not stripped:
+            raise _NotPlain
+        if op == "in" or op == "notin":
+            value = _plain_list(stripped, kind)
+        elif kind == "version" and "." in stripped:
+            value = _plain_version(stripped)
+        elif stripped in WILDCARDS:
+            if op != "eq":
+                raise _NotPlain
+            result.pop(field, None)
+            continue
+        elif kind == "text" and '"' not in stripped:
+            text = stripped.replace("_", " ")
+            value = _LITERALS.get(text, text)
+        elif kind == "number" and (stripped.isascii() and stripped.isdigit() or _NUMBER.fullmatch(stripped)):
+            value = stripped
+        else:
+            value = _plain_scalar(stripped, field, kind)
+        result.setdefault(field, {})[op] = value
+    return result
+
+
+def _unquoted(text: str) -> str:
+    """``text`` without its one pair of enclosing double quotes (or as it is, unquoted); _NotPlain otherwise."""
+    if '"' not in text:
+        return text
+    if len(text) > 2 and text[0] == '"' == text[-1] and text.count('"') == 2:
+        return text[1:-1]
+    raise _NotPlain
+
+
+def _plain_scalar(stripped: str, field: str, kind: str) -> object:
+    text = _unquoted(stripped).replace("_", " ")
+    if kind == "multiplied":
+        scaled = float(text) * FIELD_MULTIPLIERS[field] if _NUMBER.fullmatch(text) else math.nan
+        if not math.isfinite(scaled):
+            raise _NotPlain
+        return scaled
+    if not text or text not in ("null", "None") and (
+            kind == "number" and not _NUMBER.fullmatch(text) or kind == "bool" and text not in _BOOL_WORDS
+            or kind == "version" and not (text.isascii() and text.isdigit())):
+        raise _NotPlain
+    return _LITERALS.get(text, text)
+
+
+def _plain_list(stripped: str, kind: str) -> list[str]:
+    if kind == "multiplied" or kind == "version":
+        raise _NotPlain
+    values = [_unquoted(item).replace("_", " ") for piece in stripped.split(",") if (item := piece.strip())]
+    if not values or not WILDCARDS.isdisjoint(values):
+        raise _NotPlain
+    for text in values:
+        if (not text.strip(" ") or kind == "number" and not _NUMBER.fullmatch(text)
+                or kind == "bool" and text not in _BOOL_WORDS):
+            raise _NotPlain
+    return values
+
+
+def _plain_version(text: str) -> int:
+    """``535.86.05`` -> ``535086005``: three parts of 1-3 digits, not all zero."""
+    parts = text.split(".")
+    if len(parts) != 3 or not _VERSION_PARTS.fullmatch(text) or not text.strip("0."):
+        raise _NotPlain
+    return int(parts[0]) * 1_000_000 + int(parts[1]) * 1_000 + int(parts[2])
 
 
 class _Wildcard:
@@ -147,7 +255,7 @@ def _canonical_field(query: str, term: Term, *, follows_value: bool) -> str:
                                     'written with _ (gpu_name="RTX 4090" or gpu_name=RTX_4090)')
     if field not in KNOWN_FIELDS:
         choices = sorted(KNOWN_FIELDS | set(FIELD_ALIASES))
-        close = difflib.get_close_matches(term.field, choices, n=3, cutoff=0.6)
+        close = _close_matches(term.field, choices)
         hint = f"; did you mean {' or '.join(close)}?" if close else "; see `vastui offers --help` for the fields"
         _fail(query, term.field_at, f"unknown field {term.field!r}{hint}")
     return field
@@ -272,6 +380,12 @@ def _check_kind(query: str, text: str, at: int, field: str) -> None:
         _fail(query, at, f"not a driver version: {text!r} (write it like 535.86.05)")
 
 
+def _close_matches(word: str, choices: list[str]) -> list[str]:
+    import difflib  # only on an error: keeps the CLI's start-up light
+
+    return difflib.get_close_matches(word, choices, n=3, cutoff=0.6)
+
+
 def _unit(field: str) -> str:
     return "days" if field == "duration" else "GB"
 
@@ -283,6 +397,16 @@ def parse_order(order: str) -> list[list[str]]:
     Raises QueryError for an unknown column or a term marked both ``+`` and ``-``.
     """
     parsed: list[list[str]] = []
+    for piece in order.split(","):  # the common case: known columns, one kind of sign
+        name = piece.strip()
+        bare = name.strip("+-")
+        field = FIELD_ALIASES.get(bare, bare)
+        if field not in ORDER_FIELDS or ("+" in name and "-" in name):
+            break
+        parsed.append([field, "desc" if name[0] == "-" or name[-1] == "-" else "asc"])
+    else:
+        return parsed
+    parsed = []
     pos = 0
     for piece in order.split(","):
         at = pos + len(piece) - len(piece.lstrip())
@@ -298,7 +422,7 @@ def parse_order(order: str) -> list[list[str]]:
         direction = "desc" if name.strip("-") != name else "asc"
         field = FIELD_ALIASES.get(bare, bare)
         if field not in ORDER_FIELDS:
-            close = difflib.get_close_matches(bare, sorted(ORDER_FIELDS | set(FIELD_ALIASES)), n=3, cutoff=0.6)
+            close = _close_matches(bare, sorted(ORDER_FIELDS | set(FIELD_ALIASES)))
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
             _fail(order, at + name.find(bare), f"cannot order by unknown column {bare!r}{hint}")
         parsed.append([field, direction])
@@ -316,7 +440,7 @@ def build_search_body(
 ) -> dict[str, object]:
     """The JSON body of ``POST /api/v0/bundles/``, key for key as ``vastai search offers`` builds it."""
     base = {} if no_default else DEFAULT_FILTERS
-    body: dict[str, object] = dict(parse_query(query, base=base))
+    body = cast(dict[str, object], parse_query(query, base=base))  # a fresh dict: widened, not copied
     body["order"] = parse_order(order)
     offer_type = OFFER_TYPES.get(type_)
     if offer_type is None:

@@ -194,7 +194,9 @@ class InstancesView(ConsoleView):
             except ValueError:
                 self.notify(f"not an amount of USD: {text!r}", severity="error")
                 return
-            self.console.perform(lambda actions: actions.prepay(inst, amount))
+            user = self.console.state.user
+            credit = None if user is None else user.credit
+            self.console.perform(lambda actions: actions.prepay(inst, amount, credit_usd=credit))
 
         self.app.push_screen(PromptScreen(question=f"Prepay how many USD onto instance {inst.id}?",
                                           placeholder="e.g. 25.00"), callback=chosen)

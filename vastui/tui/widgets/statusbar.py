@@ -30,7 +30,7 @@ def status_text(state: ConsoleState, *, now: float, readonly: bool) -> Text:
     line.append(f"burn {'?' if burn is None else f'${burn:,.3f}/h'}  ")
     line.append(f"runway {runway_text}  ")
     leak_style = "bold red" if leaks else ""
-    line.append(f"leaks {'?' if leaks is None else leaks}", style=leak_style)
+    line.append(f"leaked {'?' if leaks is None else leaks}", style=leak_style)
     if state.leaks is not None and not state.leaks.is_complete:
         line.append(" (UNKNOWN)", style="bold yellow")
     if state.unowned_count:

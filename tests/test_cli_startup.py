@@ -1,0 +1,54 @@
+"""A quick CLI: commands import only what they use. Checked by what a fresh interpreter has loaded, never by time."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+
+from vastui.cli import LAZY_COMMANDS, build_parser
+
+HEAVY = ("asyncssh", "aiosqlite", "vastui.cli_campaign", "vastui.campaign.plan", "vastui.bench.receipt",
+         "vastui.remote.runner", "vastui.sim", "textual")
+
+
+def _loaded_after(code: str) -> list[str]:
+    probe = f"import sys\n{code}\nimport json\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["offers", "--help"], ["instances", "--help"], ["sim", "--help"]])
+def test_help_and_the_market_commands_load_nothing_heavy(argv: list[str]) -> None:
+    loaded = _loaded_after(f"from vastui.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass")
+    assert not [name for name in (*HEAVY, "asyncio", "httpx", "rich") if name in loaded]
+
+
+def test_offers_loads_the_client_and_not_the_campaign_machinery() -> None:
+    code = ("from vastui.cli import build_parser\nbuild_parser(['offers'])\n"
+            "import vastui.vast.client, vastui.vast.query, vastui.cli_terminal")
+    loaded = _loaded_after(code)
+    assert "httpx" in loaded
+    assert not [name for name in HEAVY if name in loaded]
+
+
+def _choices(parser: argparse.ArgumentParser) -> dict[str, str]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {action.dest: action.help or "" for action in sub._choices_actions}
+
+
+def test_lazy_commands_show_the_same_help_line_as_their_real_registration() -> None:
+    full, light = _choices(build_parser()), _choices(build_parser(["offers"]))
+    assert set(LAZY_COMMANDS) <= set(full)
+    assert light == full
+
+
+@pytest.mark.parametrize("name", sorted(LAZY_COMMANDS))
+def test_a_lazy_command_named_in_argv_gets_its_real_arguments(name: str) -> None:
+    parser = build_parser([name, "--help"])
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    real = sub.choices[name]
+    assert [a for a in real._actions if not isinstance(a, argparse._HelpAction)], name
