@@ -22,6 +22,7 @@ TIME_SCALE = 300.0
 INITIAL_CREDIT_USD = 500.0
 _CREATE = re.compile(r"^/api/v0/asks/(\d+)/$")
 _DESTROY = re.compile(r"^/api/v0/instances/(\d+)/$")
+_LOGS = re.compile(r"^/api/v0/instances/request_logs/(\d+)/$")  # a PUT that only asks for the log: a read
 
 
 @dataclass
@@ -49,7 +50,7 @@ def _facts_into(facts: MarketFacts):  # type: ignore[no-untyped-def]
             elif request.method == "POST" and request.path == "/api/v0/ssh/":
                 facts.mutations.append(("create_ssh_key", "*"))
             elif request.method in ("PUT", "DELETE", "POST") and request.path not in (
-                    "/api/v0/bundles/", "/api/v0/search/asks/"):
+                    "/api/v0/bundles/", "/api/v0/search/asks/") and not _LOGS.match(request.path):
                 facts.mutations.append((request.method, request.path))  # anything else is unexpected
     return capture
 

@@ -53,9 +53,9 @@ async def test_an_api_that_stops_answering_is_stale_then_recovers(tmp_path: Path
             shown = offers.table.keys_in_order
             sim.market.chaos.latency_s = 1.0  # longer than the client's timeout: no answer in time
             app.action_refresh()
-            await wait_for(pilot, lambda: "API error" in bar.plain_text and "account STALE" in bar.plain_text,
-                           what="the timeout on the status bar")
-            assert app.state.health[Source.ACCOUNT].is_failing
+            await wait_for(pilot, lambda: "API error" in bar.plain_text and "account STALE" in bar.plain_text
+                           and app.state.health[Source.ACCOUNT].is_failing,
+                           what="the timeout on the status bar and the account source failing")
             assert offers.table.keys_in_order == shown, "what was shown stays"
             sim.market.chaos.latency_s = 0.0
             await wait_for(pilot, lambda: "API error" not in bar.plain_text and "STALE" not in bar.plain_text,

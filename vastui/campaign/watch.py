@@ -63,7 +63,8 @@ class Leak:
     """One instance billing without a reason. Costs are at list price and None when the marketplace did not say.
 
     ``accrued_usd`` is ``dph_total`` × the time since ``start_date``; both it and ``burn_usd_per_h`` are upper
-    bounds for a stopped instance, which bills only its storage (the listing does not give that part).
+    bounds for a stopped instance, which bills only its storage (the listing does not give that part). Traffic
+    (the image pull included) is billed per GB on top and is not in the listing, so it is not in ``accrued_usd``.
     """
 
     instance_id: int
