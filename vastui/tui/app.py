@@ -42,7 +42,7 @@ from vastui.tui.registry import ViewSpec, check_registry, default_views
 from vastui.tui.services import ConsoleSettings, Services
 from vastui.tui.state import ConsoleState, InstancePage, OfferPage
 from vastui.tui.themes import BASE_THEME, check_theme, theme_names, theme_paths
-from vastui.tui.views.base import ConsoleView
+from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.statusbar import StatusBar
 from vastui.vast.models import Offer, User
 from vastui.vast.query import build_search_body
@@ -60,7 +60,7 @@ class VastuiApp(App[None]):
     TITLE = "vastui"
     CSS_PATH: ClassVar[list[str | PurePath]] = [Path(__file__).with_name("layout.tcss"), *theme_paths()]
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("colon", "open_command", "View…", key_display=":"),
+        Binding("colon", "open_command", "View…", key_display=":", priority=True),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("ctrl+r", "refresh", "Refresh"),
         Binding("q", "quit", "Quit"),
@@ -92,7 +92,8 @@ class VastuiApp(App[None]):
         self._view_widgets: dict[str, ConsoleView] = {}
         self._status_bar: StatusBar | None = None
         for spec in self.views:
-            self.bind(spec.key, f"show_view('{spec.name}')", description=spec.title, show=False)
+            self._bindings.bind(spec.key, f"show_view('{spec.name}')", description=spec.title, show=False,
+                                priority=True)
 
     # --- layout ---------------------------------------------------------------------------------------------------
 
@@ -314,6 +315,13 @@ class VastuiApp(App[None]):
 
     # --- navigation -----------------------------------------------------------------------------------------------
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``:`` and the view keys are priority bindings (see ``ConsoleView.FOCUS_ACTIONS``): they act on the main
+        screen only, and not while a text field has focus (there they are text)."""
+        if action in ("open_command", "show_view"):
+            return self.screen is self.screen_stack[0] and not isinstance(self.focused, Input)
+        return True
+
     def action_show_view(self, name: str) -> None:
         if not any(v.name == name for v in self.views):
             self.notify(f"no view {name!r}; the views are: {', '.join(v.name for v in self.views)}",
@@ -328,7 +336,7 @@ class VastuiApp(App[None]):
         bar = self._command_bar
         bar.value = ""
         bar.add_class("-open")
-        bar.focus()
+        focus_now(bar)
 
     @on(Input.Submitted, "#command-bar")
     def _command(self, event: Input.Submitted) -> None:

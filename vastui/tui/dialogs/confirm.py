@@ -24,6 +24,9 @@ from vastui.tui.proposal import Proposal, make_proposal
 GRANTED_BY = "console dialog"
 
 
+TYPED_PLACEHOLDER = "type it here"
+
+
 class ConfirmDialog(ModalScreen[bool]):
     """Shows a proposal; dismisses with True only when Confirm is pressed with the right text typed."""
 
@@ -41,7 +44,8 @@ class ConfirmDialog(ModalScreen[bool]):
             yield Static(p.consequence, id="confirm-consequence", markup=False)
             if p.typed is not None:
                 yield Label(p.typed_hint, id="confirm-hint")
-                yield Input(placeholder=p.typed, id="confirm-typed")
+                # no placeholder of the value itself: a greyed "2" reads as already typed
+                yield Input(placeholder=TYPED_PLACEHOLDER, id="confirm-typed")
             yield Static("", id="confirm-error", markup=False)
             with Horizontal(id="confirm-buttons"):
                 yield Button("Cancel", id="cancel", variant="primary")

@@ -11,7 +11,7 @@ from textual.widgets import Static
 from vastui.tui.cells import usd
 from vastui.tui.dialogs.prompt import PromptScreen
 from vastui.tui.state import ConsoleState
-from vastui.tui.views.base import ConsoleView
+from vastui.tui.views.base import ConsoleView, focus_now
 
 
 def account_text(state: ConsoleState) -> str:
@@ -44,7 +44,7 @@ class AccountView(ConsoleView):
         yield Static("waiting for the account…", id="account-body", markup=False)
 
     def focus_main(self) -> None:
-        self.focus()
+        focus_now(self)
 
     def render_state(self, state: ConsoleState, *, now: float) -> None:
         self.query_one("#account-body", Static).update(account_text(state))

@@ -9,11 +9,33 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.containers import Vertical
+from textual.dom import NoScreen
+from textual.widget import Widget
 
 from vastui.tui.state import ConsoleState
 
 if TYPE_CHECKING:
     from vastui.tui.app import VastuiApp
+
+
+def focus_now(widget: Widget) -> None:
+    """Focus ``widget`` before the next key is handled.
+
+    ``Widget.focus`` defers the change to a later message, so keys that arrived in the same burst as the one that
+    moved the focus (``:offers⏎`` pasted or typed fast, ``2`` then space) would still reach the old widget and
+    trigger its bindings there. Setting it on the screen at once keeps each key where the operator meant it.
+    """
+    try:
+        widget.screen.set_focus(widget)
+    except NoScreen:  # not on a screen yet: the deferred path gets there once it is
+        widget.focus()
+
+
+def is_typing(widget: Widget) -> bool:
+    """Whether the focus is in a text field, where keys are text and not commands."""
+    from textual.widgets import Input
+
+    return isinstance(widget.app.focused, Input)
 
 
 class ConsoleView(Vertical):
@@ -36,7 +58,13 @@ class ConsoleView(Vertical):
     def focus_main(self) -> None:
         """Put the focus where the view's keys work (its table, usually)."""
 
+    # Keys that move the focus are priority bindings (handled as they arrive, before the next key is routed), so
+    # keys typed right behind them land where the operator meant; they stand aside while a text field has focus.
+    FOCUS_ACTIONS: ClassVar[frozenset[str]] = frozenset()
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in self.MUTATING_ACTIONS and self.console.settings.readonly:
+            return False
+        if action in self.FOCUS_ACTIONS and is_typing(self):
             return False
         return True

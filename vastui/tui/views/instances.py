@@ -20,7 +20,7 @@ from vastui.tui.dialogs.prompt import PromptScreen
 from vastui.tui.health import format_age
 from vastui.tui.messages import LogsFailed, LogsFetched
 from vastui.tui.state import ConsoleState, InstancePage
-from vastui.tui.views.base import ConsoleView
+from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.keyed_table import Cell, KeyedTable
 from vastui.vast.models import Instance, InstanceStatus
 
@@ -77,7 +77,7 @@ class InstancesView(ConsoleView):
         return self.query_one("#instances-table", KeyedTable)
 
     def focus_main(self) -> None:
-        self.table.focus()
+        focus_now(self.table)
 
     def instance(self, instance_id: int) -> Instance | None:
         return None if self.page is None else self.page.listing.find(instance_id)

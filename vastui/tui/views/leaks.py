@@ -16,7 +16,7 @@ from textual.widgets import Static
 from vastui.campaign.watch import REASON_TEXT, Leak, LeakReport
 from vastui.tui.cells import usd
 from vastui.tui.state import ConsoleState
-from vastui.tui.views.base import ConsoleView
+from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.keyed_table import Cell, KeyedTable
 from vastui.vast.models import Instance
 
@@ -51,7 +51,7 @@ class LeaksView(ConsoleView):
         return self.query_one("#leaks-table", KeyedTable)
 
     def focus_main(self) -> None:
-        self.table.focus()
+        focus_now(self.table)
 
     def render_state(self, state: ConsoleState, *, now: float) -> None:
         self._state = state

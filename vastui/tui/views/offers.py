@@ -22,7 +22,7 @@ from vastui.tui.cells import duration, gib_from_mb, num
 from vastui.tui.knowledge import MeasuredCost, measured_cost
 from vastui.tui.health import format_age
 from vastui.tui.state import ConsoleState, OfferPage
-from vastui.tui.views.base import ConsoleView
+from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.keyed_table import Cell, KeyedTable
 from vastui.vast.models import Offer
 from vastui.vast.query import build_search_body
@@ -69,13 +69,14 @@ def split_filter(text: str) -> tuple[str, str | None]:
 class OffersView(ConsoleView):
     view_name = "offers"
     MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset({"rent"})
+    FOCUS_ACTIONS: ClassVar[frozenset[str]] = frozenset({"filter"})
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("slash", "filter", "Filter", key_display="/", priority=True),
         Binding("space", "mark", "Mark"),
         Binding("r", "rent", "Rent marked"),
         Binding("s", "sort", "Sort: next column"),
         Binding("S", "reverse_sort", "Reverse sort"),
-        Binding("escape", "unmark_all", "Unmark all", show=False),
+        Binding("escape", "escape", "Leave the filter / unmark all", show=False),
     ]
 
     def __init__(self) -> None:
@@ -101,7 +102,7 @@ class OffersView(ConsoleView):
         return self.query_one("#offers-table", KeyedTable)
 
     def focus_main(self) -> None:
-        self.table.focus()
+        focus_now(self.table)
 
     def measured(self, offer: Offer) -> MeasuredCost | None:
         k = self.knowledge.get((offer.machine_id, offer.gpu_name, offer.num_gpus))
@@ -148,7 +149,7 @@ class OffersView(ConsoleView):
     # --- keys -------------------------------------------------------------------------------------------------------
 
     def action_filter(self) -> None:
-        self.query_one("#offers-filter", Input).focus()
+        focus_now(self.query_one("#offers-filter", Input))
 
     @on(Input.Submitted, "#offers-filter")
     def _filter(self, event: Input.Submitted) -> None:
@@ -178,7 +179,11 @@ class OffersView(ConsoleView):
         self.marked.symmetric_difference_update({offer_id})
         self.rerender()
 
-    def action_unmark_all(self) -> None:
+    def action_escape(self) -> None:
+        """Escape leaves the filter bar for the table (the query stays as typed); in the table it unmarks all."""
+        if self.query_one("#offers-filter", Input).has_focus:
+            self.focus_main()
+            return
         self.marked.clear()
         self.rerender()
 

@@ -1,0 +1,87 @@
+"""How the console looks: each view of part 1, the confirmation dialog, and both themes, on a fixed scene.
+
+The scene comes from a seeded simulator read over real HTTP and frozen in time (``snapshot_support``), so a picture
+changes only when the console's rendering does. Update the pictures after a deliberate change with
+``pytest tests/tui/test_tui_snapshots.py --snapshot-update`` and look at them before committing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from snapshot_support import SIZE, Scene, SceneApp, capture_scene, scene_app
+from textual.pilot import Pilot
+
+from vastui.tui.views.instances import InstancesView
+from vastui.tui.views.leaks import LeaksView
+from vastui.tui.views.offers import OffersView
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory: pytest.TempPathFactory) -> Scene:
+    return capture_scene(tmp_path_factory.mktemp("scene"))
+
+
+def test_the_scene_has_what_the_pictures_show(scene: Scene) -> None:
+    state = scene.state
+    assert state.offers is not None and len(state.offers.offers) > 20
+    assert state.offers.knowledge and state.offers.bad_hosts
+    assert state.instances is not None and len(state.instances.listing.instances) == 4
+    assert state.leaks is not None and state.leak_count == 2 and state.unowned_count == 1
+    assert state.user is not None and state.burn_usd_per_h
+
+
+def rows_shown(app: SceneApp, view: str) -> int:
+    """How many rows the view's table holds (the account view has none)."""
+    kinds = {"offers": OffersView, "instances": InstancesView, "leaks": LeaksView}
+    return len(app.query_one(kinds[view]).table.keys_in_order) if view in kinds else -1
+
+
+@pytest.mark.parametrize("view", ["offers", "instances", "leaks", "account"])
+def test_each_view_in_the_dark_theme(view: str, scene: Scene, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app = scene_app(scene, view=view)
+
+    async def shown(pilot: Pilot[None]) -> None:
+        await app.wait_shown(pilot)
+        assert rows_shown(app, view) != 0
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=shown)
+
+
+@pytest.mark.parametrize("view", ["offers", "instances"])
+def test_the_light_theme(view: str, scene: Scene, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app = scene_app(scene, theme="light", view=view)
+    assert snap_compare(app, terminal_size=SIZE, run_before=app.wait_shown)
+
+
+def test_the_rent_dialog_for_two_marked_offers(scene: Scene, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app = scene_app(scene)
+
+    async def mark_two_and_rent(pilot: Pilot[None]) -> None:
+        await app.wait_shown(pilot)
+        await pilot.press("space", "down", "space", "r")
+        for _ in range(100):
+            if app.screen is not app.screen_stack[0]:
+                break
+            await pilot.pause(0.02)
+        await pilot.pause()
+        assert len(app.query_one(OffersView).marked) == 2
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=mark_two_and_rent)
+
+
+def test_readonly_shows_no_mutating_keys(scene: Scene, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app = scene_app(scene, view="instances", readonly=True)
+    assert snap_compare(app, terminal_size=SIZE, run_before=app.wait_shown)
+
+
+def test_help_lists_the_live_keys(scene: Scene, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app = scene_app(scene, view="instances")
+
+    async def help_open(pilot: Pilot[None]) -> None:
+        await app.wait_shown(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=help_open)
