@@ -116,7 +116,8 @@ async def _knowledge(store: SqliteStore, offers: list[Any]) -> None:
                                 recorded_at=START - 3600, expires_at=START + 6 * 86400)
 
 
-async def _capture(tmp_path: Path) -> Scene:
+async def capture_scene_async(tmp_path: Path) -> Scene:
+    """The scene, from inside a running event loop."""
     clock = FrozenClock()
     market = build_market(SEED, clock=clock, api_key=KEY, n_machines=120, initial_credit_usd=750.0)
     store = await SqliteStore.open(tmp_path / "scene.sqlite3")
@@ -159,7 +160,7 @@ async def _capture(tmp_path: Path) -> Scene:
 
 def capture_scene(tmp_path: Path) -> Scene:
     """The scene, read from a fresh seeded simulator (runs its own event loop: call it from a plain test)."""
-    return asyncio.run(_capture(tmp_path))
+    return asyncio.run(capture_scene_async(tmp_path))
 
 
 class SceneApp(VastuiApp):

@@ -76,7 +76,7 @@ class OffersView(ConsoleView):
         Binding("r", "rent", "Rent marked"),
         Binding("s", "sort", "Sort: next column"),
         Binding("S", "reverse_sort", "Reverse sort"),
-        Binding("escape", "escape", "Leave the filter / unmark all", show=False),
+        Binding("escape", "escape", "Leave the filter / unmark all", show=False, priority=True),
     ]
 
     def __init__(self) -> None:
