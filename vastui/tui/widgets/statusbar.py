@@ -21,7 +21,7 @@ def status_text(state: ConsoleState, *, now: float, readonly: bool) -> Text:
     user = state.user
     burn = state.burn_usd_per_h
     runway = state.runway_h
-    runway_text = "?" if runway is None else (f"{runway:,.1f}h" if runway < 1000 else "∞")
+    runway_text = "?" if runway is None else (f"{runway:,.1f}h" if runway < 48 else f"{runway / 24:,.0f}d")
     leaks = state.leak_count
     line = Text()
     if readonly:
