@@ -35,6 +35,15 @@ def test_offers_loads_the_client_and_not_the_campaign_machinery() -> None:
     assert not [name for name in HEAVY if name in loaded]
 
 
+def test_a_market_command_does_not_load_httpx_s_own_command_line() -> None:
+    """``vastui instances`` against a closed port: it imports the client, fails to connect, and loads no click."""
+    code = ("from vastui.cli import main\n"
+            "main(['instances', '--json', '--url', 'http://127.0.0.1:9', '--api-key', 'k-0123456789'])")
+    loaded = _loaded_after(code)
+    assert "httpx" in loaded and "vastui.vast.client" in loaded
+    assert "click" not in loaded and "pygments" not in loaded
+
+
 def _choices(parser: argparse.ArgumentParser) -> dict[str, str]:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return {action.dest: action.help or "" for action in sub._choices_actions}

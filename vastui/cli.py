@@ -281,8 +281,29 @@ def _cmd_manifest_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _skip_httpx_command_line() -> None:
+    """Keep httpx from importing its own command-line tool.
+
+    ``import httpx`` also imports ``httpx._main`` (its ``httpx`` command: click, rich's console, pygments) whenever
+    click is installed, which it is here (uvicorn needs it): about half of httpx's import time, paid by every
+    ``vastui offers`` and ``vastui instances`` for a tool vastui never runs. A stand-in module in its place keeps
+    ``httpx.main`` defined and the import cheap; a process that already imported httpx is left as it is.
+    """
+    if "httpx" not in sys.modules:
+        import types
+
+        stand_in = types.ModuleType("httpx._main", "vastui: httpx's command line is not loaded in this process")
+
+        def main() -> None:
+            raise SystemExit("httpx's command line is not available inside vastui")
+
+        stand_in.main = main  # type: ignore[attr-defined]
+        sys.modules.setdefault("httpx._main", stand_in)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    _skip_httpx_command_line()
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
