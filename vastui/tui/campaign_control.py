@@ -8,11 +8,14 @@ console was given, and the campaign runs in its own task whatever the console do
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING
 
+from textual.worker import Worker
+
 from vastui.errors import VastuiError
-from vastui.tui.campaign_feed import CampaignSource, await_end, follow_campaign
-from vastui.tui.campaign_state import CampaignPicture, PastCampaign, ReceiptPage
+from vastui.tui.campaign_feed import CampaignSource, follow_campaign
+from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, PastCampaign, ReceiptPage
 from vastui.tui.dialogs.choice import ChoiceDialog
 from vastui.tui.messages import CampaignDrawn, CampaignEnded, ReceiptsLoaded
 
@@ -49,21 +52,20 @@ class CampaignControl:
             def deliver(picture: CampaignPicture) -> None:
                 app.post_message(CampaignDrawn(picture))
 
-            app.run_worker(follow_campaign(source, deliver=deliver),
-                           name="campaign-follow", group="campaign-follow", exclusive=True, exit_on_error=False)
-            app.run_worker(self._follow_end(source), name="campaign-end", group="campaign-end", exclusive=True,
-                           exit_on_error=False)
-        self.reload_receipts()
+            def ended(end: CampaignEnd) -> None:
+                app.post_message(CampaignEnded(end))
+                self.reload_receipts()
 
-    async def _follow_end(self, source: CampaignSource) -> None:
-        end = await await_end(source)
-        self._app.post_message(CampaignEnded(end))
-        await self._load_receipts()
+            app.run_worker(follow_campaign(source, deliver=deliver, on_end=ended), name="campaign-follow",
+                           group="campaign-follow", exclusive=True, exit_on_error=False)
+        self.reload_receipts()
 
     def reload_receipts(self) -> None:
         if self._app.services.store is not None:
-            self._app.run_worker(self._load_receipts(), name="receipts", group="receipts", exclusive=True,
-                                 exit_on_error=False)
+            # a function, not a coroutine: a worker cancelled before it starts (the app closing) leaves none unawaited
+            load: Callable[[], Coroutine[None, None, None]] = self._load_receipts
+            _worker: Worker[None] = self._app.run_worker(load, name="receipts", group="receipts", exclusive=True,
+                                                         exit_on_error=False)
 
     async def _load_receipts(self) -> None:
         store = self._app.services.store

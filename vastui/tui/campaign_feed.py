@@ -102,18 +102,31 @@ def drain(subscription: Subscription, derived: Derived) -> None:
 
 
 async def follow_campaign(source: CampaignSource, *, deliver: Callable[[CampaignPicture], None],
+                          on_end: Callable[[CampaignEnd], None] | None = None,
                           min_interval_s: float = REDRAW_INTERVAL_S, queue_size: int = QUEUE_SIZE) -> None:
-    """Deliver a picture now and after every burst of events, at most every ``min_interval_s``; runs until
-    cancelled."""
+    """Deliver a picture now and after every burst of events, at most every ``min_interval_s``; when the campaign
+    ends, a last picture and then ``on_end`` (in that order, so the end is never drawn over a stale picture).
+    Runs until cancelled; cancelling leaves the campaign running."""
     subscription = source.bus.subscribe(queue_size=queue_size)
     derived = Derived(source.campaign_id)
     loop = asyncio.get_running_loop()
+    ending = asyncio.ensure_future(await_end(source)) if on_end is not None else None
     try:
         deliver(derived.picture(source.snapshot()))
         last = loop.time()
         while True:
-            derived.apply(await subscription.get())
+            getter = asyncio.ensure_future(subscription.get())
+            await asyncio.wait({getter} if ending is None else {getter, ending}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                derived.apply(getter.result())
+            else:
+                getter.cancel()
             drain(subscription, derived)
+            if ending is not None and ending.done() and on_end is not None:
+                deliver(derived.picture(source.snapshot()))
+                on_end(ending.result())
+                ending, last = None, loop.time()
+                continue
             wait_s = last + min_interval_s - loop.time()
             if wait_s > 0:
                 await asyncio.sleep(wait_s)   # a throttle, not a wait for a condition: gather the burst
@@ -121,6 +134,8 @@ async def follow_campaign(source: CampaignSource, *, deliver: Callable[[Campaign
             deliver(derived.picture(source.snapshot()))
             last = loop.time()
     finally:
+        if ending is not None:
+            ending.cancel()
         source.bus.unsubscribe(subscription)
 
 
