@@ -42,15 +42,15 @@ def pct(share: float | None) -> str:
     return "-" if share is None else f"{100 * share:.0f} %"
 
 
-def spark(values: Sequence[float | None], *, width: int, top: float) -> str:
-    """The last ``width`` values as a sparkline scaled to ``0..top`` (a gap for a missing reading)."""
+def spark(values: Sequence[float | None], *, width: int, top: float, bottom: float = 0.0) -> str:
+    """The last ``width`` values as a sparkline scaled to ``bottom..top`` (a gap for a missing reading)."""
     shown = list(values)[-width:]
     cells = []
     for value in shown:
-        if value is None or top <= 0:
+        if value is None or top <= bottom:
             cells.append(" ")
             continue
-        level = min(len(SPARK) - 1, max(0, int(value / top * (len(SPARK) - 1) + 0.5)))
+        level = min(len(SPARK) - 1, max(0, int((value - bottom) / (top - bottom) * (len(SPARK) - 1) + 0.5)))
         cells.append(SPARK[level])
     return "".join(cells).rjust(width)
 

@@ -30,9 +30,9 @@ APPROVAL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("deadline", "destroy by"), ("expires", "expires in"), ("summary", "what"),
 )
 CANDIDATE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("cand", "cand"), ("gpu", "gpu"), ("offer", "offer"), ("dph", "$/h"), ("prior", "prior u/s"),
-    ("hypothesis", "hypothesis"), ("phase", "phase"), ("since", "in phase"), ("inst", "instance"),
-    ("blocks", "blocks"), ("tput", "u/s"), ("cost", "$/1k accepted [interval]"), ("slo", "SLO"), ("note", "note"),
+    ("cand", "cand"), ("gpu", "gpu @offer"), ("dph", "$/h"), ("prior", "prior"), ("hypothesis", "hypothesis"),
+    ("phase", "phase"), ("since", "for"), ("inst", "instance"), ("blocks", "blk"), ("tput", "u/s"),
+    ("cost", "$/1k accepted"), ("slo", "SLO"), ("note", "note"),
 )
 CLEANUP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("inst", "instance"), ("cand", "cand"), ("offer", "offer"), ("dph", "$/h"), ("rented", "rented"),
@@ -83,15 +83,15 @@ def candidate_cells(c: CandidateState, s: CampaignSnapshot, row: StandingRow | N
     planned = next((p for p in (*s.plan.candidates, *s.plan.reserves) if p.candidate_id == c.candidate_id), None)
     prior = "-" if planned is None else f"{planned.prior_throughput_units_per_s:,.0f}" + (
         "" if planned.prior_is_measured else "*")
-    gpus = f"{c.gpu_name} ×{planned.num_gpus}" if planned else c.gpu_name
+    gpus = f"{c.gpu_name}×{planned.num_gpus}" if planned else c.gpu_name
     note = c.eliminated or (row.eliminated if row else None) or c.detail
     lead = "★ " if s.race.leader == c.candidate_id else ""
     phase: Cell = c.phase if c.phase not in ("failed", "eliminated") else Text(c.phase, style="bold red")
-    return (lead + c.candidate_id, gpus, str(c.offer_id), usd(c.dph_usd), prior,
-            short(planned.hypothesis if planned else "", 34), phase, span(c.time_in_phase_s),
+    return (lead + c.candidate_id, f"{gpus} @{c.offer_id}", usd(c.dph_usd), prior,
+            short(planned.hypothesis if planned else "", 20), phase, span(c.time_in_phase_s),
             num(c.instance_id, "d") + (f" {c.instance_status}" if c.instance_status else ""), str(len(c.blocks)),
             "-" if row is None or row.throughput_units_per_s is None else f"{row.throughput_units_per_s:,.0f}",
-            per_1k(row.cost_per_unit_usd if row else None), row.slo if row else "-", short(note, 40))
+            per_1k(row.cost_per_unit_usd if row else None), row.slo if row else "-", short(note, 18))
 
 
 def cleanup_cells(i: InstanceCleanup, start: float | None) -> tuple[Cell, ...]:

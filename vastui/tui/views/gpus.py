@@ -37,13 +37,14 @@ def gpu_cells(gpu: GpuState, picture: CampaignPicture) -> tuple[Cell, ...]:
                    else str(attribution.bottleneck).replace("_", "-"))
     mem = "-" if gpu.mem_used_mib is None else (
         f"{gpu.mem_used_mib:,.0f}" + ("" if gpu.mem_total_mib is None else f" / {gpu.mem_total_mib:,.0f}"))
-    top_power = max((p for p in gpu.power_history if p is not None), default=0.0)
+    powers = [p for p in gpu.power_history if p is not None]
+    top_power, low_power = max(powers, default=0.0), 0.8 * min(powers, default=0.0)
     util: Cell = "-" if gpu.util_pct is None else f"{gpu.util_pct:.0f} %"
     if input_bound:
         util = Text(str(util), style="bold red")
     return (gpu.candidate, num(gpu.instance_id, "d"), str(gpu.gpu_index), gpu.purpose or "-", util,
             spark(gpu.util_history, width=HISTORY, top=100.0), mem, num(gpu.power_w, ".0f"),
-            spark(gpu.power_history, width=HISTORY, top=top_power), pct(picture.data_wait_share.get(gpu.candidate)),
+            spark(gpu.power_history, width=HISTORY, top=top_power, bottom=low_power), pct(picture.data_wait_share.get(gpu.candidate)),
             limit)
 
 
