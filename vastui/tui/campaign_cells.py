@@ -14,13 +14,13 @@ PER = 1000      # costs are shown per 1k accepted units
 
 
 def per_1k(band: Band | None) -> str:
-    """``$0.412 [0.398–0.431]`` per 1k accepted units; ``-`` unknown; ``∞`` for a failed candidate."""
+    """``$0.412 [0.398–0.431]`` (three significant digits) per 1k accepted units; ``-`` unknown; ``∞`` for a failed candidate."""
     if band is None:
         return "-"
     if not math.isfinite(band.point):
         return "∞"
-    high = f"{PER * band.high:.3f}" if math.isfinite(band.high) else "∞"
-    return f"${PER * band.point:.3f} [{PER * band.low:.3f}–{high}]"
+    high = f"{PER * band.high:.3g}" if math.isfinite(band.high) else "∞"
+    return f"${PER * band.point:.3g} [{PER * band.low:.3g}–{high}]"
 
 
 def since_start(at: float | None, start: float | None) -> str:

@@ -31,12 +31,12 @@ APPROVAL_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 CANDIDATE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("cand", "cand"), ("gpu", "gpu @offer"), ("dph", "$/h"), ("prior", "prior"), ("hypothesis", "hypothesis"),
-    ("phase", "phase"), ("since", "for"), ("inst", "instance"), ("blocks", "blk"), ("tput", "u/s"),
+    ("phase", "phase, for"), ("inst", "instance"), ("blocks", "blk"), ("tput", "u/s"),
     ("cost", "$/1k accepted"), ("slo", "SLO"), ("note", "note"),
 )
 CLEANUP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("inst", "instance"), ("cand", "cand"), ("offer", "offer"), ("dph", "$/h"), ("rented", "rented"),
-    ("deadline", "deadline"), ("status", "status"), ("destroyed", "destroyed"), ("gone", "proven gone"),
+    ("deadline", "deadline"), ("status", "last status"), ("destroyed", "destroyed"), ("gone", "proven gone"),
 )
 ACTIVE_PHASES = frozenset({"renting", "loading", "ssh", "canary", "measuring", "tuning"})
 
@@ -86,12 +86,12 @@ def candidate_cells(c: CandidateState, s: CampaignSnapshot, row: StandingRow | N
     gpus = f"{c.gpu_name}×{planned.num_gpus}" if planned else c.gpu_name
     note = c.eliminated or (row.eliminated if row else None) or c.detail
     lead = "★ " if s.race.leader == c.candidate_id else ""
-    phase: Cell = c.phase if c.phase not in ("failed", "eliminated") else Text(c.phase, style="bold red")
+    phase_text = f"{c.phase} {span(c.time_in_phase_s)}"
+    phase: Cell = phase_text if c.phase not in ("failed", "eliminated") else Text(phase_text, style="bold red")
     return (lead + c.candidate_id, f"{gpus} @{c.offer_id}", usd(c.dph_usd), prior,
-            short(planned.hypothesis if planned else "", 20), phase, span(c.time_in_phase_s),
-            num(c.instance_id, "d") + (f" {c.instance_status}" if c.instance_status else ""), str(len(c.blocks)),
+            short(planned.hypothesis if planned else "", 14), phase, num(c.instance_id, "d"), str(len(c.blocks)),
             "-" if row is None or row.throughput_units_per_s is None else f"{row.throughput_units_per_s:,.0f}",
-            per_1k(row.cost_per_unit_usd if row else None), row.slo if row else "-", short(note, 18))
+            per_1k(row.cost_per_unit_usd if row else None), row.slo if row else "-", short(note, 16))
 
 
 def cleanup_cells(i: InstanceCleanup, start: float | None) -> tuple[Cell, ...]:
