@@ -34,7 +34,6 @@ from vastui.events import Notice
 from vastui.tui.actions import ConsoleActions, Outcome
 from vastui.tui.campaign_control import CampaignControl
 from vastui.tui.campaign_feed import CampaignSource
-from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, ReceiptPage
 from vastui.tui.dialogs.confirm import DialogApprover
 from vastui.tui.dialogs.help import HelpScreen
 from vastui.tui.feeds import Wake, poll
@@ -258,26 +257,15 @@ class VastuiApp(App[None]):
                 view.show_logs(message)
 
     @on(CampaignDrawn)
-    def _campaign_drawn(self, message: CampaignDrawn) -> None:
-        if isinstance(message.picture, CampaignPicture):
-            self.state = dataclasses.replace(self.state, campaign=message.picture)
-            self.render_current()
-
     @on(CampaignEnded)
-    def _campaign_ended(self, message: CampaignEnded) -> None:
-        if not isinstance(message.end, CampaignEnd):
-            return
-        self.state = dataclasses.replace(self.state, campaign_end=message.end)
-        self.render_current()
-        self.wake(Source.INSTANCES, Source.ACCOUNT, Source.LEAKS)
-        if self.control.quit_when_ended:
-            self.exit()
-
     @on(ReceiptsLoaded)
-    def _receipts(self, message: ReceiptsLoaded) -> None:
-        if isinstance(message.page, ReceiptPage):
-            self.state = dataclasses.replace(self.state, receipts=message.page)
-            self.render_current()
+    def _campaign(self, message: CampaignDrawn | CampaignEnded | ReceiptsLoaded) -> None:
+        self.state = self.control.fold(self.state, message)
+        self.render_current()
+        if isinstance(message, CampaignEnded):
+            self.wake(Source.INSTANCES, Source.ACCOUNT, Source.LEAKS)
+            if self.control.quit_when_ended:
+                self.exit()
 
     def load_state(self, state: ConsoleState) -> None:
         """Show ``state`` as if the sources had delivered it (canned data for snapshots and previews)."""

@@ -7,6 +7,7 @@ console was given, and the campaign runs in its own task whatever the console do
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ from vastui.tui.campaign_feed import CampaignSource, follow_campaign
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, PastCampaign, ReceiptPage
 from vastui.tui.dialogs.choice import ChoiceDialog
 from vastui.tui.messages import CampaignDrawn, CampaignEnded, ReceiptsLoaded
+from vastui.tui.state import ConsoleState
 
 if TYPE_CHECKING:
     from vastui.tui.app import VastuiApp
@@ -56,7 +58,8 @@ class CampaignControl:
                 app.post_message(CampaignEnded(end))
                 self.reload_receipts()
 
-            app.run_worker(follow_campaign(source, deliver=deliver, on_end=ended), name="campaign-follow",
+            app.run_worker(follow_campaign(source, deliver=deliver, on_end=ended,
+                                          min_interval_s=app.settings.campaign_redraw_s), name="campaign-follow",
                            group="campaign-follow", exclusive=True, exit_on_error=False)
         self.reload_receipts()
 
@@ -82,6 +85,17 @@ class CampaignControl:
             self._app.notify(exc.message, title="Receipts", severity="error")
             return
         self._app.post_message(ReceiptsLoaded(ReceiptPage(tuple(past), at=self._app.services.clock.now())))
+
+    @staticmethod
+    def fold(state: ConsoleState, message: CampaignDrawn | CampaignEnded | ReceiptsLoaded) -> ConsoleState:
+        """The console's state with what a campaign worker delivered."""
+        if isinstance(message, CampaignDrawn) and isinstance(message.picture, CampaignPicture):
+            return dataclasses.replace(state, campaign=message.picture)
+        if isinstance(message, CampaignEnded) and isinstance(message.end, CampaignEnd):
+            return dataclasses.replace(state, campaign_end=message.end)
+        if isinstance(message, ReceiptsLoaded) and isinstance(message.page, ReceiptPage):
+            return dataclasses.replace(state, receipts=message.page)
+        return state
 
     # --- answers -----------------------------------------------------------------------------------------------
     def approve(self, request_id: str) -> bool:
