@@ -12,7 +12,7 @@ from campaign_console_support import WAIT_S, CampaignConsole, campaign_console, 
 
 from vastui.approval import offer_target
 from vastui.events import InstanceRented
-from vastui.events_live import AbortRequested, ApprovalExpired, ApprovalRequested
+from vastui.events_live import AbortRequested, ApprovalAnswered, ApprovalExpired, ApprovalRequested
 from vastui.store import SqliteStore
 from vastui.tui.campaign_control import Leaving
 from vastui.tui.dialogs.choice import ChoiceDialog
@@ -100,3 +100,27 @@ async def test_an_unanswered_approval_expires_and_is_audited_as_refused(tmp_path
     rents = [r for r in audit if str(r.action) == "create_instance"]
     assert len(rents) == len(expired)
     assert all(r.kind == "declined" and "expired" in r.outcome and "counts as refused" in r.outcome for r in rents)
+
+
+async def test_shift_a_approves_the_printed_plan_as_a_whole_after_a_confirmation(tmp_path: Path) -> None:
+    async with campaign_console(tmp_path, seed=6) as console:
+        app = console.app
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_until(pilot, lambda: pending_count(console) > 0, what="the first approval request")
+            await pilot.press("A")
+            await wait_until(pilot, lambda: isinstance(app.screen, ChoiceDialog), what="the plan confirmation")
+            await pilot.press("enter")   # Cancel has the focus: nothing approved
+            await wait_until(pilot, lambda: not isinstance(app.screen, ChoiceDialog), what="the dialog to close")
+            assert not console.handle.broker.is_plan_approved and console.created_offers() == []
+            await pilot.press("A")
+            await wait_until(pilot, lambda: isinstance(app.screen, ChoiceDialog), what="the plan confirmation")
+            await pilot.press("tab", "enter")
+            await wait_until(pilot, lambda: any(isinstance(e, InstanceRented) for e in console.events),
+                             what="a rent under the approved plan")
+            assert console.handle.broker.is_plan_approved
+            await wait_until(pilot, lambda: pending_count(console) == 0, what="the queue to empty")
+    plan_offers = {c.offer.id for c in (*console.handle.plan.candidates, *console.handle.plan.reserves)}
+    assert set(console.created_offers()) <= plan_offers
+    rents = [e for e in console.events if isinstance(e, ApprovalAnswered) and e.action == "create_instance"
+             and e.granted]
+    assert rents and all(e.answered_by == "console key A: the printed plan" for e in rents)
