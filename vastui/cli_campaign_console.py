@@ -55,6 +55,10 @@ async def run_in_console(services: Services, handle: CampaignHandle, *, time_sca
         return await handle.result()
     if app.control.leaving is not Leaving.DETACHED:
         handle.abort("the console closed while the campaign ran")
+    else:
+        # Nobody is at the keys any more: what waits for an answer is withdrawn (no new spend without an operator),
+        # and a later request expires as refused; what is rented is measured, decided, destroyed and proven gone.
+        handle.broker.cancel_pending("the operator detached the console")
     stop = services.bus.listen(on_detach)
     try:
         return await handle.result(abort_if_cancelled="interrupted at the terminal after detaching")

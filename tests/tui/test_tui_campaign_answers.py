@@ -124,3 +124,22 @@ async def test_shift_a_approves_the_printed_plan_as_a_whole_after_a_confirmation
     rents = [e for e in console.events if isinstance(e, ApprovalAnswered) and e.action == "create_instance"
              and e.granted]
     assert rents and all(e.answered_by == "console key A: the printed plan" for e in rents)
+
+
+async def test_detach_leaves_the_console_and_the_campaign_runs_on(tmp_path: Path) -> None:
+    async with campaign_console(tmp_path, seed=8) as console:
+        app = console.app
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_until(pilot, lambda: pending_count(console) > 0, what="the first approval request")
+            await pilot.press("ctrl+c")
+            await wait_until(pilot, lambda: isinstance(app.screen, ChoiceDialog), what="the leave dialog")
+            await pilot.press("escape")   # the safe answer: stay
+            await wait_until(pilot, lambda: not isinstance(app.screen, ChoiceDialog), what="the dialog to close")
+            assert app.is_running and app.control.leaving is None
+            await pilot.press("q")
+            await wait_until(pilot, lambda: isinstance(app.screen, ChoiceDialog), what="the leave dialog")
+            await pilot.press("tab", "tab", "enter")   # Detach
+            await until(lambda: not app.is_running, "the console to quit")
+        assert app.control.leaving is Leaving.DETACHED
+        assert not console.handle.is_done and console.handle.abort_reason is None, "the campaign runs on"
+        assert console.handle.snapshot().pending_approvals, "its requests still wait for an answer"
