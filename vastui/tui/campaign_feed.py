@@ -116,11 +116,14 @@ async def follow_campaign(source: CampaignSource, *, deliver: Callable[[Campaign
         last = loop.time()
         while True:
             getter = asyncio.ensure_future(subscription.get())
-            await asyncio.wait({getter} if ending is None else {getter, ending}, return_when=asyncio.FIRST_COMPLETED)
-            if getter.done():
+            try:
+                await asyncio.wait({getter} if ending is None else {getter, ending},
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not getter.done():
+                    getter.cancel()
+            if not getter.cancelled():
                 derived.apply(getter.result())
-            else:
-                getter.cancel()
             drain(subscription, derived)
             if ending is not None and ending.done() and on_end is not None:
                 deliver(derived.picture(source.snapshot()))
