@@ -115,9 +115,10 @@ async def test_the_last_picture_comes_before_the_end() -> None:
     try:
         await until(lambda: seen == ["picture 0"], "the picture on connect")
         campaign.bus.publish(sample(1))
-        campaign.ended.set_exception(RuntimeError("the host vanished"))
+        await until(lambda: seen[-1:] == ["picture 1"], "the picture of the event")
+        campaign.ended.set_exception(RuntimeError("the host vanished"))   # while no event is waiting
         await until(lambda: "end" in seen, "the end")
     finally:
         follower.cancel()
-    assert seen == ["picture 0", "picture 1", "end"], "the end is never drawn over a stale picture"
+    assert seen == ["picture 0", "picture 1", "picture 1", "end"], "the end comes after a last, fresh picture"
     assert ends[0].error == "the host vanished" and ends[0].receipt is None

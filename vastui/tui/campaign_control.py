@@ -58,10 +58,19 @@ class CampaignControl:
                 app.post_message(CampaignEnded(end))
                 self.reload_receipts()
 
-            app.run_worker(follow_campaign(source, deliver=deliver, on_end=ended,
-                                          min_interval_s=app.settings.campaign_redraw_s), name="campaign-follow",
-                           group="campaign-follow", exclusive=True, exit_on_error=False)
+            app.run_worker(self._follow(source, deliver, ended), name="campaign-follow", group="campaign-follow",
+                           exclusive=True, exit_on_error=False)
         self.reload_receipts()
+
+    async def _follow(self, source: CampaignSource, deliver: Callable[[CampaignPicture], None],
+                      ended: Callable[[CampaignEnd], None]) -> None:
+        try:
+            await follow_campaign(source, deliver=deliver, on_end=ended,
+                                  min_interval_s=self._app.settings.campaign_redraw_s)
+        except Exception as exc:  # the worker boundary: a console that silently stops following would mislead
+            self._app.notify(f"stopped following campaign {source.campaign_id}: {exc!r}", title="Campaign",
+                             severity="error", timeout=3600)
+            raise
 
     def reload_receipts(self) -> None:
         if self._app.services.store is not None:

@@ -122,7 +122,7 @@ async def follow_campaign(source: CampaignSource, *, deliver: Callable[[Campaign
             finally:
                 if not getter.done():
                     getter.cancel()
-            if not getter.cancelled():
+            if getter.done() and not getter.cancelled():   # a task told to cancel is not done until it runs
                 derived.apply(getter.result())
             drain(subscription, derived)
             if ending is not None and ending.done() and on_end is not None:
