@@ -19,7 +19,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ORDER = ("bench_cli.py", "bench_sim_server.py", "bench_sim_search.py", "bench_query.py", "bench_store.py",
-         "bench_stats.py", "bench_console.py")
+         "bench_stats.py", "bench_console.py", "bench_events.py")
 RATIO = re.compile(r"^(?P<name>[^:#][^:]*): (?P<ours>.+?) (?:per op )?\(baseline (?P<base>.+?)(?: per op)?\) "
                    r"-> ratio (?P<ratio>\S+)×$")
 

@@ -18,9 +18,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
 EXPECTED = {"bench_query.py": 2, "bench_store.py": 2, "bench_sim_search.py": 2, "bench_stats.py": 2,
-            "bench_cli.py": 4, "bench_sim_server.py": 3, "bench_console.py": 2}
+            "bench_cli.py": 4, "bench_sim_server.py": 3, "bench_console.py": 2, "bench_events.py": 2}
 # Whole processes and a simulator in another process: seconds even at --quick, so only the full suite runs them.
-SLOW = {"bench_cli.py", "bench_sim_server.py", "bench_console.py"}
+SLOW = {"bench_cli.py", "bench_sim_server.py", "bench_console.py", "bench_events.py"}
 
 _NUMBER = r"[0-9][0-9,.]*(?:e[+-]?[0-9]+)?"
 _DURATION = rf"{_NUMBER} (?:ns|µs|ms|s)"

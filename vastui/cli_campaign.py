@@ -57,7 +57,9 @@ def add_campaign_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
             pp.add_argument("--approve-plan", action="store_true",
                             help="approve exactly the printed plan: rent its offers, spend at most its budget, "
                                  "destroy every instance at the end")
-            pp.add_argument("--json", action="store_true", help="print the receipt as JSON")
+            pp.add_argument("--json", action="store_true", help="print the receipt as JSON (implies --headless)")
+            pp.add_argument("--headless", action="store_true",
+                            help="no console: the plan, then prompts (or --approve-plan) and progress lines")
         pp.set_defaults(handler=_cmd_campaign_plan if name == "plan" else _cmd_campaign_run)
     pr = csub.add_parser("resume", help="after a crash: reconcile with the marketplace, destroy what the campaign "
                                         "left, keep every measurement")
@@ -132,14 +134,21 @@ def _summary(receipt: Receipt) -> str:
             f"campaign cost ${receipt.campaign_cost_usd:.2f}")
 
 
+def _on_terminal() -> bool:
+    """The console needs a terminal on both ends; off one (CI, a pipe, a pty test) the run stays headless."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from vastui.sim.demo import run_demo  # the simulator only for the demo
 
     console = Console(stderr=args.json, soft_wrap=True)
-    headless = args.headless or args.json or not sys.stdout.isatty()
-    if not headless:
-        console.print("the TUI is not built yet; running headless", style="yellow")
     settings = load_settings()
+    if not (args.headless or args.json or not _on_terminal()):
+        from vastui.cli_campaign_console import demo_in_console
+
+        return demo_in_console(args, data_dir=settings.data_dir, printer=_printer(console, args.quiet),
+                               summary=_summary)
     result = asyncio.run(run_demo(
         seed=args.seed, time_scale=args.time_scale, data_dir=settings.data_dir,
         on_plan=lambda text: console.print(text, highlight=False, markup=False),
@@ -213,6 +222,18 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
     async def body(services: Services) -> int:
         campaign_id = new_campaign_id()
         plan = await plan_campaign(services, manifest=manifest, campaign_id=campaign_id)
+        if not (args.headless or args.json) and _on_terminal():
+            from vastui.cli_campaign_console import run_in_console
+
+            # The console shows the plan and queues every rent for a key (`A` approves the plan as a whole).
+            handle = start_campaign(services, manifest=manifest, plan=plan, plan_approved=args.approve_plan,
+                                    plan_approved_by="approve-plan flag",
+                                    policy=OutsidePlanRefuser() if args.approve_plan else None)
+            result = await run_in_console(services, handle, time_scale=args.time_scale,
+                                          on_detach=_printer(console, False))
+            console.print(render_markdown(result.receipt, redact=services.redact), highlight=False, markup=False)
+            console.print(_summary(result.receipt), highlight=False, markup=False)
+            return 0 if result.receipt.teardown_passed else 1
         console.print(render_plan(plan), highlight=False, markup=False)
         # On a terminal: the plan as a whole first (one question, asked only now that it is on screen), then,
         # if not, each request on its own prompt, one at a time.

@@ -32,11 +32,14 @@ from vastui.campaign.watch import LeakReport, find_leaks
 from vastui.errors import VastuiError
 from vastui.events import Notice
 from vastui.tui.actions import ConsoleActions, Outcome
+from vastui.tui.campaign_control import CampaignControl
+from vastui.tui.campaign_feed import CampaignSource
 from vastui.tui.dialogs.confirm import DialogApprover
 from vastui.tui.dialogs.help import HelpScreen
 from vastui.tui.feeds import Wake, poll
 from vastui.tui.health import Source, SourceHealth
-from vastui.tui.messages import LogsFailed, LogsFetched, SourceFailed, SourceRefreshed
+from vastui.tui.messages import (CampaignDrawn, CampaignEnded, LogsFailed, LogsFetched, ReceiptsLoaded, SourceFailed,
+                                 SourceRefreshed)
 from vastui.tui.proposal import ProposalApprover
 from vastui.tui.registry import ViewSpec, check_registry, default_views
 from vastui.tui.services import ConsoleSettings, Services
@@ -64,10 +67,12 @@ class VastuiApp(App[None]):
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("ctrl+r", "refresh", "Refresh"),
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),   # asks first while a campaign runs
     ]
 
     def __init__(self, *, services: Services, settings: ConsoleSettings | None = None,
-                 views: Sequence[ViewSpec] | None = None, approver: ApproverFactory | None = None) -> None:
+                 views: Sequence[ViewSpec] | None = None, approver: ApproverFactory | None = None,
+                 campaign: CampaignSource | None = None) -> None:
         super().__init__()
         self.services = services
         self.settings = settings or ConsoleSettings()
@@ -91,6 +96,7 @@ class VastuiApp(App[None]):
         self.theme_name = self.settings.theme
         self._view_widgets: dict[str, ConsoleView] = {}
         self._status_bar: StatusBar | None = None
+        self.control = CampaignControl(self, campaign)
         for spec in self.views:
             self._bindings.bind(spec.key, f"show_view('{spec.name}')", description=spec.title, show=False,
                                 priority=True)
@@ -118,6 +124,7 @@ class VastuiApp(App[None]):
         self.apply_theme(self.theme_name)
         self.view(self.current_view).focus_main()
         self._start_feeds()
+        self.control.start()
         self.set_interval(1.0, self.refresh_status)
         self.refresh_status()
 
@@ -250,6 +257,17 @@ class VastuiApp(App[None]):
             if isinstance(view, InstancesView) and view.is_mounted:
                 view.show_logs(message)
 
+    @on(CampaignDrawn)
+    @on(CampaignEnded)
+    @on(ReceiptsLoaded)
+    def _campaign(self, message: CampaignDrawn | CampaignEnded | ReceiptsLoaded) -> None:
+        self.state = self.control.fold(self.state, message)
+        self.render_current()
+        if isinstance(message, CampaignEnded):
+            self.wake(Source.INSTANCES, Source.ACCOUNT, Source.LEAKS)
+            if self.control.quit_when_ended:
+                self.exit()
+
     def load_state(self, state: ConsoleState) -> None:
         """Show ``state`` as if the sources had delivered it (canned data for snapshots and previews)."""
         self.state = state
@@ -345,7 +363,7 @@ class VastuiApp(App[None]):
         bar.remove_class("-open")
         name = event.value.strip().lstrip(":").strip().lower()
         if name in ("q", "quit"):
-            self.exit()
+            self.control.ask_quit()
             return
         self.action_show_view(name) if name else self.view(self.current_view).focus_main()
 
@@ -357,6 +375,10 @@ class VastuiApp(App[None]):
             bar.remove_class("-open")
             self.view(self.current_view).focus_main()
             event.stop()
+
+    async def action_quit(self) -> None:
+        """Quit; while a campaign runs, ask first whether to abort it (teardown, then quit) or detach."""
+        self.control.ask_quit()
 
     def action_refresh(self) -> None:
         self.wake()

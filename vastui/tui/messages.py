@@ -41,3 +41,27 @@ class LogsFailed(Message):
         super().__init__()
         self.instance_id = instance_id
         self.error = error
+
+
+class CampaignDrawn(Message):
+    """A fresh picture of the followed campaign (``campaign_state.CampaignPicture``)."""
+
+    def __init__(self, picture: object) -> None:
+        super().__init__()
+        self.picture = picture
+
+
+class CampaignEnded(Message):
+    """The followed campaign ended (``campaign_state.CampaignEnd``: its receipt, or its error)."""
+
+    def __init__(self, end: object) -> None:
+        super().__init__()
+        self.end = end
+
+
+class ReceiptsLoaded(Message):
+    """Past campaigns and their receipts were read from the store (``campaign_state.ReceiptPage``)."""
+
+    def __init__(self, page: object) -> None:
+        super().__init__()
+        self.page = page

@@ -33,13 +33,21 @@ def check_registry(views: Sequence[ViewSpec]) -> tuple[ViewSpec, ...]:
 def default_views() -> tuple[ViewSpec, ...]:
     """The built-in views, in key order. Add a view here (one module per view in ``vastui/tui/views/``)."""
     from vastui.tui.views.account import AccountView
+    from vastui.tui.views.benchmarks import BenchmarksView
+    from vastui.tui.views.campaign import CampaignView
+    from vastui.tui.views.gpus import GpusView
     from vastui.tui.views.instances import InstancesView
     from vastui.tui.views.leaks import LeaksView
     from vastui.tui.views.offers import OffersView
+    from vastui.tui.views.receipt import ReceiptView
 
     return (
         ViewSpec("offers", "1", "Offers", OffersView),
         ViewSpec("instances", "2", "Instances", InstancesView),
         ViewSpec("leaks", "3", "Leaks", LeaksView),
         ViewSpec("account", "4", "Account", AccountView),
+        ViewSpec("campaign", "5", "Campaign", CampaignView),
+        ViewSpec("gpus", "6", "GPUs", GpusView),
+        ViewSpec("benchmarks", "7", "Benchmarks", BenchmarksView),
+        ViewSpec("receipt", "8", "Receipt", ReceiptView),
     )

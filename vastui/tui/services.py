@@ -89,6 +89,7 @@ class ConsoleSettings:
     rent_cap_hours: float = 24.0              # a rent's approval caps its spend at this many hours of its $/h
     workload_digest: str | None = None        # whose measured $/1k units to show; None: the latest campaign's
     initial_view: str = "offers"
+    campaign_redraw_s: float = 0.25           # wall seconds between two pictures of a followed campaign (at most)
 
     def stale_after_s(self, interval_s: float) -> float:
         """A source is stale when its last good refresh is older than three of its intervals."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from vastui.campaign.watch import LeakReport
 from vastui.store.records import BadHost, HostKnowledge, Intent
+from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, ReceiptPage
 from vastui.tui.health import Source, SourceHealth
 from vastui.vast.models import InstanceListing, InstanceStatus, Offer, User
 
@@ -40,6 +41,9 @@ class ConsoleState:
     user: User | None = None
     leaks: LeakReport | None = None
     health: dict[Source, SourceHealth] = field(default_factory=dict)
+    campaign: CampaignPicture | None = None        # the campaign the console follows, as last drawn
+    campaign_end: CampaignEnd | None = None        # how it ended (receipt), once it has
+    receipts: ReceiptPage | None = None            # past campaigns from the store
 
     @property
     def burn_usd_per_h(self) -> float | None:

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Run `vastui demo` in a real terminal (tmux, 160x48): approve every rent by key, wait for the decision, check the
+# screen shows the decision, the runner-up and "proven gone", quit, and check the simulator had zero instances left
+# (the demo's last line and its exit status). Exits non-zero on any miss; the last screen is kept in $OUT_DIR.
+#
+#   scripts/tmux_demo.sh                   # uses .venv/bin/vastui, else vastui on PATH
+#   VASTUI=/path/to/vastui DEADLINE_S=300 scripts/tmux_demo.sh
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VASTUI="${VASTUI:-}"
+if [[ -z "$VASTUI" ]]; then
+  if [[ -x "$here/.venv/bin/vastui" ]]; then VASTUI="$here/.venv/bin/vastui"; else VASTUI="$(command -v vastui)"; fi
+fi
+DEADLINE_S="${DEADLINE_S:-300}"     # wall seconds for the whole campaign; reached only when something is wrong
+SEED="${SEED:-7}"
+OUT_DIR="${OUT_DIR:-$(mktemp -d -t vastui-tmux-demo-XXXXXX)}"
+session="vastui-demo-$$"
+log="$OUT_DIR/demo-output.txt"
+status_file="$OUT_DIR/demo.status"
+data_dir="$OUT_DIR/data"
+mkdir -p "$data_dir"
+
+fail() { echo "tmux_demo: FAIL: $*" >&2; screen > "$OUT_DIR/last-screen.txt" 2>/dev/null || true
+         echo "tmux_demo: last screen in $OUT_DIR/last-screen.txt" >&2; exit 1; }
+screen() { tmux capture-pane -p -t "$session" -J; }
+cleanup() { tmux kill-session -t "$session" 2>/dev/null || true; }
+trap cleanup EXIT
+
+# The console needs the pane's terminal; what the demo prints after it closes stays in the pane's history.
+tmux new-session -d -s "$session" -x 160 -y 48 \
+  "VASTUI_DATA_DIR='$data_dir' '$VASTUI' demo --seed $SEED; echo \"exit=\$?\" > '$status_file'; sleep 600"
+tmux set-option -t "$session" history-limit 5000 >/dev/null
+
+deadline=$(( $(date +%s) + DEADLINE_S ))
+approved=0
+decided=0
+while (( $(date +%s) < deadline )); do
+  [[ -s "$status_file" ]] && fail "the demo ended before its decision: $(cat "$status_file")"
+  text="$(screen)"
+  if grep -q "Approvals: [0-9]* pending" <<<"$text"; then
+    tmux send-keys -t "$session" a
+    approved=$((approved + 1))
+  fi
+  if grep -q "Decision: c" <<<"$text" && grep -q "runner-up" <<<"$text" \
+     && grep -q "finished (clean)" <<<"$text" && grep -q "proven gone" <<<"$text"; then
+    decided=1
+    break
+  fi
+  sleep 0.5
+done
+(( decided )) || fail "no decision with runner-up and 'proven gone' on screen within ${DEADLINE_S}s"
+(( approved > 0 )) || fail "no approval was asked on screen"
+text="$(screen)"
+screen > "$OUT_DIR/decision-screen.txt"
+if grep -q "not yet proven gone\| alive " <<<"$text"; then fail "an instance is not proven gone on the final screen"; fi
+
+tmux send-keys -t "$session" q
+while (( $(date +%s) < deadline )) && [[ ! -s "$status_file" ]]; do sleep 0.5; done
+[[ -s "$status_file" ]] || fail "the demo did not exit after q"
+grep -q "^exit=0$" "$status_file" || fail "the demo exited with $(cat "$status_file")"
+tmux capture-pane -p -J -S - -t "$session" > "$log"
+grep -q "the simulator lists 0 instance(s) after the campaign" "$log" || fail "the simulator did not end with zero instances"
+echo "tmux_demo: OK — $approved approval key(s), decision and runner-up shown, every instance proven gone, simulator lists 0 (screens in $OUT_DIR)"

@@ -1,0 +1,105 @@
+"""The campaign control room on the embedded simulator: the demo campaign runs to its decision with approvals
+given by keypress only, GPUs and Benchmarks fill while it races, and the whole event stream is complete, every
+rent preceded by the approval that granted it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from campaign_console_support import CampaignConsole, campaign_console, pending_count, wait_until
+from textual.pilot import Pilot
+
+from vastui.approval import offer_target
+from vastui.campaign.snapshot import CampaignStage
+from vastui.events import CampaignFinished, InstanceRented
+from vastui.events_live import ApprovalAnswered, ApprovalRequested
+from vastui.tui.views.benchmarks import BenchmarksView
+from vastui.tui.views.gpus import GpusView
+
+pytestmark = pytest.mark.slow
+
+
+def racing(console: CampaignConsole) -> bool:
+    picture = console.app.state.campaign
+    if console.handle.is_done:
+        raise AssertionError("the campaign ended before the race was seen")
+    return picture is not None and any(c.phase == "measuring" and c.blocks for c in picture.snapshot.candidates)
+
+
+async def approve_by_key_until(pilot: Pilot[None], console: CampaignConsole, done: object) -> int:
+    """Press ``a`` whenever a request is pending, until ``done()``; how many times it was pressed."""
+    pressed = 0
+
+    def ready() -> bool:
+        return bool(done()) or pending_count(console) > 0  # type: ignore[operator]
+
+    while True:
+        await wait_until(pilot, ready, what="a pending approval or the end")
+        if done():  # type: ignore[operator]
+            return pressed
+        await pilot.press("a")
+        pressed += 1
+
+
+async def test_the_demo_campaign_runs_to_its_decision_with_approvals_by_keypress_only(tmp_path: Path) -> None:
+    async with campaign_console(tmp_path, seed=2) as console:
+        app = console.app
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_until(pilot, lambda: pending_count(console) > 0, what="the first approval request")
+            assert app.current_view == "campaign"
+            first = console.view.approvals.cells_of(console.view.approvals.keys_in_order[0])
+            assert first is not None and first[1] == "create_instance" and str(first[5]).startswith("$")
+            assert console.created_offers() == [], "nothing is rented before a key is pressed"
+            pressed = await approve_by_key_until(pilot, console, lambda: racing(console))
+
+            # while the race runs, GPUs and Benchmarks fill
+            await pilot.press("6")
+            gpus = app.query_one(GpusView)
+            await wait_until(pilot, lambda: len(gpus.table.keys_in_order) > 0, what="GPU rows")
+            row = gpus.table.cells_of(gpus.table.keys_in_order[0])
+            assert row is not None and str(row[4]).endswith("%") and any(ch in str(row[5]) for ch in "▁▂▃▄▅▆▇█")
+            await pilot.press("7")
+            bench = app.query_one(BenchmarksView)
+            await wait_until(pilot, lambda: any(c[3] != "-" for k in bench.table.keys_in_order
+                                                if (c := bench.table.cells_of(k)) is not None),
+                             what="a measured throughput in the results table")
+            assert bench.plot.plt is not None
+            await pilot.press("5")
+
+            def finished() -> bool:
+                picture = app.state.campaign
+                return (app.state.campaign_end is not None and picture is not None
+                        and picture.snapshot.stage is CampaignStage.FINISHED)
+            pressed += await approve_by_key_until(pilot, console, finished)
+            await wait_until(pilot, finished, what="the campaign's end")
+            picture = app.state.campaign
+            assert picture is not None and picture.snapshot.decision is not None
+            decision = str(app.query_one("#campaign-decision").render())
+            assert f"Decision: {picture.snapshot.decision.chosen}" in decision
+            assert f"runner-up {picture.snapshot.decision.runner_up or 'none'}" in decision
+            cleanup = console.view.cleanup
+            gone = [cleanup.cells_of(k) for k in cleanup.keys_in_order]
+            assert gone and all(c is not None and "proven gone" in str(c[-1]) for c in gone)
+            end = app.state.campaign_end
+            assert end is not None and end.receipt is not None and end.receipt.teardown_passed
+            await pilot.press("8")
+            await wait_until(pilot, lambda: app.state.receipts is not None and any(
+                c.receipt_markdown for c in app.state.receipts.campaigns), what="the receipt from the store")
+        alive = await console.instances_alive()
+
+    assert alive == []
+    assert pressed >= 2
+    events = console.events
+    assert [e.seq for e in events] == list(range(1, len(events) + 1)), "the sequence is complete"
+    requested = {e.request_id for e in events if isinstance(e, ApprovalRequested)}
+    granted: set[str] = set()
+    for event in events:
+        if isinstance(event, ApprovalAnswered) and event.granted:
+            assert event.request_id in requested
+            granted.add(event.target)
+        elif isinstance(event, InstanceRented):
+            assert offer_target(event.offer_id) in granted, f"rent without an answered approval: {event}"
+    keyed = [e for e in events if isinstance(e, ApprovalAnswered) and e.granted and e.action == "create_instance"]
+    assert keyed and all(e.answered_by == "console key a" for e in keyed), "every rent was granted by the key"
+    assert isinstance(events[-1], CampaignFinished) and events[-1].status == "clean"

@@ -1,0 +1,92 @@
+"""A campaign in the console (part of the composition root): ``vastui demo`` and ``vastui campaign run`` on a
+terminal open the console on the planned campaign, waiting for approvals by key; when the operator detaches, the
+campaign runs on here, headless, to its receipt.
+
+Textual loads only when a console opens; headless runs never import it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from vastui.bench.receipt import Receipt, render_markdown
+from vastui.campaign.handle import CampaignHandle, CampaignResult
+from vastui.campaign.session import Services
+from vastui.events import Event
+from vastui.vast.client import HttpVastClient
+
+if TYPE_CHECKING:
+    from vastui.tui.services import ConsoleSettings
+
+# An approval waits this many wall seconds for a key (the request's expiry is on the campaign's clock).
+APPROVAL_WAIT_WALL_S = 600.0
+
+
+def console_settings(*, time_scale: float) -> ConsoleSettings:
+    """Refresh intervals on the campaign's clock, so that at any time scale the console polls the marketplace at
+    the same wall-clock pace (the simulator's clock may run 120 times faster than the wall)."""
+    from vastui.tui.services import ConsoleSettings
+
+    return ConsoleSettings(initial_view="campaign", offers_interval_s=60.0 * time_scale,
+                           instances_interval_s=5.0 * time_scale, account_interval_s=15.0 * time_scale,
+                           leaks_interval_s=30.0 * time_scale, logs_interval_s=5.0 * time_scale)
+
+
+async def run_in_console(services: Services, handle: CampaignHandle, *, time_scale: float,
+                         on_detach: Callable[[Event], None]) -> CampaignResult:
+    """Show the campaign in the console until the operator leaves; then await its end here (headless, printing
+    with ``on_detach``, when the operator detached). Ctrl-C on the headless wait aborts it and proves it gone."""
+    from vastui.tui.app import VastuiApp
+    from vastui.tui.campaign_control import Leaving
+    from vastui.tui.services import Services as ConsoleServices
+
+    market = services.market
+    assert isinstance(market, HttpVastClient), "the console needs the marketplace client itself"
+    console_services = ConsoleServices(market=market, clock=services.clock, bus=services.bus, store=services.store,
+                                       audit=services.store)
+    app = VastuiApp(services=console_services, settings=console_settings(time_scale=time_scale), campaign=handle)
+    await app.run_async()
+    if handle.is_done:
+        return await handle.result()
+    if app.control.leaving is not Leaving.DETACHED:
+        handle.abort("the console closed while the campaign ran")
+    else:
+        # Nobody is at the keys any more: what waits for an answer is withdrawn (no new spend without an operator),
+        # and a later request expires as refused; what is rented is measured, decided, destroyed and proven gone.
+        handle.broker.cancel_pending("the operator detached the console")
+    stop = services.bus.listen(on_detach)
+    try:
+        return await handle.result(abort_if_cancelled="interrupted at the terminal after detaching")
+    finally:
+        stop()
+
+
+def demo_in_console(args: argparse.Namespace, *, data_dir: Path | None,
+                    printer: Callable[[Event], None], summary: Callable[[Receipt], str]) -> int:
+    """``vastui demo`` on a terminal: the console on the embedded simulator, the demo campaign waiting for keys."""
+    import asyncio
+
+    from vastui.sim.demo import open_demo
+
+    async def run() -> tuple[CampaignResult, int, Path]:
+        async with open_demo(seed=args.seed, time_scale=args.time_scale,
+                             data_dir=data_dir) as demo:
+            handle = demo.start(plan_approved=False, expiry_s=APPROVAL_WAIT_WALL_S * args.time_scale)
+            result = await run_in_console(demo.services, handle, time_scale=args.time_scale, on_detach=printer)
+            return result, await demo.instances_left(), demo.db_path
+
+    result, left, db_path = asyncio.run(run())
+    console = Console(soft_wrap=True)
+    receipt = result.receipt
+    if result.aborted:
+        console.print(f"aborted: {result.aborted}", highlight=False, markup=False)
+    console.print(render_markdown(receipt), highlight=False, markup=False)
+    console.print(summary(receipt), highlight=False, markup=False)
+    console.print(f"the simulator lists {left} instance(s) after the campaign; store: {db_path}",
+                  highlight=False, markup=False)
+    return 0 if receipt.teardown_passed and left == 0 else 1

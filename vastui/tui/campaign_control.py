@@ -1,0 +1,169 @@
+"""The console's hold on a campaign: follow it (workers that turn its events into pictures), answer its
+approvals through its broker, abort or detach when the operator leaves, and read past receipts from the store.
+
+The views call this, never the handle itself; nothing here does HTTP, SQL or SSH — the store is a service the
+console was given, and the campaign runs in its own task whatever the console does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING
+
+from textual.worker import Worker
+
+from vastui.errors import VastuiError
+from vastui.tui.campaign_feed import CampaignSource, follow_campaign
+from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, PastCampaign, ReceiptPage
+from vastui.tui.dialogs.choice import ChoiceDialog
+from vastui.tui.messages import CampaignDrawn, CampaignEnded, ReceiptsLoaded
+from vastui.tui.state import ConsoleState
+
+if TYPE_CHECKING:
+    from vastui.tui.app import VastuiApp
+
+KEY_ANSWER = "console key"
+RECEIPTS_SHOWN = 50
+
+
+class Leaving(enum.StrEnum):
+    """How the operator left the console while a campaign ran."""
+
+    ABORTED = "aborted"       # the campaign was aborted; the console quit after its teardown was proven
+    DETACHED = "detached"     # the campaign keeps running without the console (the caller keeps waiting on it)
+
+
+class CampaignControl:
+    """Owned by the app; ``source`` is None when the console follows no campaign."""
+
+    def __init__(self, app: VastuiApp, source: CampaignSource | None) -> None:
+        self._app = app
+        self.source = source
+        self.leaving: Leaving | None = None
+        self.quit_when_ended = False
+
+    @property
+    def is_running(self) -> bool:
+        return self.source is not None and not self.source.is_done
+
+    def start(self) -> None:
+        app, source = self._app, self.source
+        if source is not None:
+            def deliver(picture: CampaignPicture) -> None:
+                app.post_message(CampaignDrawn(picture))
+
+            def ended(end: CampaignEnd) -> None:
+                app.post_message(CampaignEnded(end))
+                self.reload_receipts()
+
+            app.run_worker(self._follow(source, deliver, ended), name="campaign-follow", group="campaign-follow",
+                           exclusive=True, exit_on_error=False)
+        self.reload_receipts()
+
+    async def _follow(self, source: CampaignSource, deliver: Callable[[CampaignPicture], None],
+                      ended: Callable[[CampaignEnd], None]) -> None:
+        try:
+            await follow_campaign(source, deliver=deliver, on_end=ended,
+                                  min_interval_s=self._app.settings.campaign_redraw_s)
+        except Exception as exc:  # the worker boundary: a console that silently stops following would mislead
+            self._app.notify(f"stopped following campaign {source.campaign_id}: {exc!r}", title="Campaign",
+                             severity="error", timeout=3600)
+            raise
+
+    def reload_receipts(self) -> None:
+        if self._app.services.store is not None:
+            # a function, not a coroutine: a worker cancelled before it starts (the app closing) leaves none unawaited
+            load: Callable[[], Coroutine[None, None, None]] = self._load_receipts
+            _worker: Worker[None] = self._app.run_worker(load, name="receipts", group="receipts", exclusive=True,
+                                                         exit_on_error=False)
+
+    async def _load_receipts(self) -> None:
+        store = self._app.services.store
+        if store is None:
+            return
+        try:
+            campaigns = sorted(await store.campaigns(), key=lambda c: (c.created_at, c.campaign_id), reverse=True)
+            past = []
+            for campaign in campaigns[:RECEIPTS_SHOWN]:
+                receipt = await store.latest_receipt(campaign.campaign_id)
+                past.append(PastCampaign(campaign.campaign_id, campaign.created_at, campaign.phase,
+                                         campaign.manifest_digest, None if receipt is None else receipt.markdown_text))
+        except VastuiError as exc:  # the worker boundary: say it, keep the console up
+            self._app.notify(exc.message, title="Receipts", severity="error")
+            return
+        self._app.post_message(ReceiptsLoaded(ReceiptPage(tuple(past), at=self._app.services.clock.now())))
+
+    @staticmethod
+    def fold(state: ConsoleState, message: CampaignDrawn | CampaignEnded | ReceiptsLoaded) -> ConsoleState:
+        """The console's state with what a campaign worker delivered."""
+        if isinstance(message, CampaignDrawn) and isinstance(message.picture, CampaignPicture):
+            return dataclasses.replace(state, campaign=message.picture)
+        if isinstance(message, CampaignEnded) and isinstance(message.end, CampaignEnd):
+            return dataclasses.replace(state, campaign_end=message.end)
+        if isinstance(message, ReceiptsLoaded) and isinstance(message.page, ReceiptPage):
+            return dataclasses.replace(state, receipts=message.page)
+        return state
+
+    # --- answers -----------------------------------------------------------------------------------------------
+    def approve(self, request_id: str) -> bool:
+        return self.source is not None and self.source.broker.approve(request_id, by=f"{KEY_ANSWER} a")
+
+    def refuse(self, request_id: str) -> bool:
+        return self.source is not None and self.source.broker.refuse(request_id, by=f"{KEY_ANSWER} x",
+                                                                     reason="refused at the console")
+
+    def ask_approve_plan(self) -> None:
+        """``A``: approve the printed plan as a whole, after a confirmation (Cancel focused)."""
+        picture = self._app.state.campaign
+        if self.source is None or picture is None or not self.is_running:
+            self._app.notify("no running campaign to approve", severity="warning")
+            return
+        plan = picture.snapshot.plan
+        offers = ", ".join(str(c.offer_id) for c in plan.candidates)
+        lines = [f"Rent exactly these {len(plan.candidates)} offers: {offers}",
+                 f"(reserves only if one of them vanishes: {len(plan.reserves)})",
+                 f"spend at most ${plan.budget_usd:.2f} (worst case of the plan ${plan.spend_cap_usd:.2f}),",
+                 "and destroy every instance the campaign rents by its deadline."]
+
+        def answered(choice: str | None) -> None:
+            if choice == "approve" and self.source is not None:
+                granted = self.source.broker.approve_plan(by=f"{KEY_ANSWER} A: the printed plan")
+                self._app.notify(f"plan approved; {granted} pending request(s) granted")
+        self._app.push_screen(ChoiceDialog(title="Approve the whole plan?", lines=lines,
+                                           choices=[("cancel", "Cancel"), ("approve", "Approve the plan")]),
+                              callback=answered)
+
+    # --- leaving -----------------------------------------------------------------------------------------------
+    def ask_quit(self) -> None:
+        """``q``/``ctrl+c`` while the campaign runs: abort it (teardown, then quit), detach, or stay."""
+        source = self.source
+        if source is None or not self.is_running:
+            self._app.exit()
+            return
+        if self.quit_when_ended:
+            self._app.notify("tearing down: the console quits once every instance is proven gone")
+            return
+        lines = [f"Campaign {source.campaign_id} is still running.",
+                 "Abort: stop the work, destroy every instance, prove it gone, then quit.",
+                 "Detach: leave the console; the campaign runs on headless to its receipt "
+                 "(`vastui campaign resume` finds it if this process dies)."]
+
+        def answered(choice: str | None) -> None:
+            if choice == "abort":
+                self.abort("the operator quit the console")
+            elif choice == "detach":
+                self.leaving = Leaving.DETACHED
+                self._app.exit()
+        self._app.push_screen(ChoiceDialog(title="Leave the running campaign?", lines=lines,
+                                           choices=[("stay", "Stay"), ("abort", "Abort, then quit"),
+                                                    ("detach", "Detach")]), callback=answered)
+
+    def abort(self, reason: str) -> None:
+        if self.source is None:
+            return
+        self.leaving = Leaving.ABORTED
+        self.quit_when_ended = True
+        self.source.abort(reason)
+        self._app.notify("aborting: destroying every instance and proving it gone, then quitting")

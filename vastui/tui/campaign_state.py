@@ -1,0 +1,62 @@
+"""The console's picture of one campaign: the handle's snapshot plus the little a live view derives from the event
+stream itself (recent data-wait per candidate, when each candidate was eliminated), and how it ended.
+
+Frozen; replaced whole by the campaign follower (``campaign_feed``) a few times a second at most.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vastui.bench.attribution import Attribution, Readings, attribute
+from vastui.bench.receipt import Receipt
+from vastui.campaign.snapshot import CampaignSnapshot, CampaignStage, CandidateState, GpuState
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignPicture:
+    snapshot: CampaignSnapshot
+    data_wait_share: dict[str, float | None] = field(default_factory=dict)   # candidate -> share of recent step time
+    eliminated_at: dict[str, float] = field(default_factory=dict)             # candidate -> campaign clock
+    events_lost: int = 0                                                      # dropped by the subscription so far
+
+    @property
+    def is_running(self) -> bool:
+        return self.snapshot.stage not in (CampaignStage.FINISHED, CampaignStage.FAILED)
+
+    def candidate(self, candidate_id: str) -> CandidateState | None:
+        return next((c for c in self.snapshot.candidates if c.candidate_id == candidate_id), None)
+
+    def gpu_attribution(self, gpu: GpuState) -> Attribution:
+        """What limits this GPU now, from its utilisation and its candidate's recent data-wait."""
+        return attribute(Readings(gpu_activity_pct=gpu.util_pct,
+                                  data_wait_share=self.data_wait_share.get(gpu.candidate)))
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignEnd:
+    """How the followed campaign ended: its receipt, or the error it raised; ``aborted`` is the abort's reason."""
+
+    receipt: Receipt | None
+    aborted: str | None
+    error: str | None
+    instances_left: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PastCampaign:
+    """A campaign from the store, with its latest receipt (Markdown) when it has one."""
+
+    campaign_id: str
+    created_at: float
+    phase: str
+    workload_digest: str
+    receipt_markdown: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptPage:
+    """Campaigns from the store, newest first."""
+
+    campaigns: tuple[PastCampaign, ...]
+    at: float

@@ -1,0 +1,45 @@
+"""A question with a few answers as buttons; the safe answer (the first) has the focus, Escape picks it too."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label, Static
+
+
+class ChoiceDialog(ModalScreen[str]):
+    """Dismisses with the id of the button pressed; ``choices[0]`` is the safe one (focused, and Escape)."""
+
+    BINDINGS = [Binding("escape", "safe", "Cancel", show=True)]
+
+    def __init__(self, *, title: str, lines: Sequence[str], choices: Sequence[tuple[str, str]]) -> None:
+        super().__init__(classes="choice-dialog")
+        if not choices:
+            raise ValueError("a choice needs at least one answer")
+        self.title_text = title
+        self.lines = tuple(lines)
+        self.choices = tuple(choices)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="choice-box"):
+            yield Label(self.title_text, id="choice-title")
+            yield Static("\n".join(self.lines), id="choice-what", markup=False)
+            with Horizontal(id="choice-buttons"):
+                for index, (choice_id, label) in enumerate(self.choices):
+                    yield Button(label, id=f"choice-{choice_id}", variant="primary" if index == 0 else "warning")
+
+    def on_mount(self) -> None:
+        self.query_one(f"#choice-{self.choices[0][0]}", Button).focus()
+
+    def action_safe(self) -> None:
+        self.dismiss(self.choices[0][0])
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        button_id = event.button.id or ""
+        self.dismiss(button_id.removeprefix("choice-"))

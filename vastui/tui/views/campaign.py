@@ -1,0 +1,201 @@
+"""Campaign: the plan and each candidate's phase, the approval queue, the race, the spend against the budget, the
+decision, and the cleanup evidence (each instance destroyed, then proven gone).
+
+``a`` approves the request under the cursor, ``x`` refuses it, ``A`` approves the printed plan as a whole (after a
+confirmation). The queue is the approval: each row says what would be rented and its cost cap, and the answer goes
+to the campaign's broker, which audits it. ``q``/``ctrl+c`` while the campaign runs asks: abort, or detach.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import Static
+
+from vastui.campaign.broker import PendingApproval
+from vastui.campaign.snapshot import CampaignSnapshot, CandidateState, DecisionState, InstanceCleanup
+from vastui.events_live import StandingRow
+from vastui.tui.campaign_cells import per_1k, short, since_start, span
+from vastui.tui.campaign_state import CampaignEnd, CampaignPicture
+from vastui.tui.cells import num, usd
+from vastui.tui.state import ConsoleState
+from vastui.tui.views.base import ConsoleView
+from vastui.tui.widgets.keyed_table import Cell, KeyedTable
+
+APPROVAL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "id"), ("action", "action"), ("target", "target"), ("gpu", "gpu"), ("dph", "$/h"), ("cap", "cost cap"),
+    ("deadline", "destroy by"), ("expires", "expires in"), ("summary", "what"),
+)
+CANDIDATE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("cand", "cand"), ("gpu", "gpu @offer"), ("dph", "$/h"), ("prior", "prior"), ("hypothesis", "hypothesis"),
+    ("phase", "phase, for"), ("inst", "instance"), ("blocks", "blk"), ("tput", "u/s"),
+    ("cost", "$/1k accepted"), ("slo", "SLO"), ("note", "note"),
+)
+CLEANUP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("inst", "instance"), ("cand", "cand"), ("offer", "offer"), ("dph", "$/h"), ("rented", "rented"),
+    ("deadline", "deadline"), ("status", "last status"), ("destroyed", "destroyed"), ("gone", "proven gone"),
+)
+ACTIVE_PHASES = frozenset({"renting", "loading", "ssh", "canary", "measuring", "tuning"})
+
+
+def headline(picture: CampaignPicture, end: CampaignEnd | None, *, now: float) -> str:
+    s = picture.snapshot
+    plan, spend = s.plan, s.spend
+    deadline = "" if plan.deadline_at is None else f" · last destroy due in {span(plan.deadline_at - now)}"
+    stage = str(s.stage) + (f" ({s.finished_status})" if s.finished_status else "")
+    abort = f" · ABORTING: {s.abort_reason}" if s.abort_reason and s.stage != "finished" else (
+        f" · aborted: {s.abort_reason}" if s.abort_reason else "")
+    lost = f" · {picture.events_lost} events lost (redrawn from the snapshot)" if picture.events_lost else ""
+    error = f" · FAILED: {s.error or (end.error if end else '')}" if s.error or (end and end.error) else ""
+    return (f"Campaign {s.campaign_id} · {plan.workload} · {stage}{abort}{error} · spent {usd(spend.spent_usd, 2)} "
+            f"of {usd(spend.budget_usd, 2)} budget (held for live rentals {usd(spend.reserved_usd, 2)}; plan worst "
+            f"case {usd(plan.spend_cap_usd, 2)}, expected {usd(plan.expected_spend_usd, 2)}){deadline}{lost}")
+
+
+def decision_text(decision: DecisionState | None, snapshot: CampaignSnapshot) -> str:
+    if decision is None:
+        race = snapshot.race
+        leader = f"leader {race.leader}" if race.leader else "no leader yet"
+        return f"Decision: not yet — race: {leader}; {race.reason}"
+    provisional = " PROVISIONAL (rests on provider dlperf)" if decision.provisional else ""
+    margin = "-" if decision.margin is None else f"{100 * decision.margin:.1f} %"
+    break_even = ("none: the choice wins at every N" if decision.break_even_units is None
+                  else f"{decision.break_even_units:,.0f} units")
+    slo = {True: "SLO met", False: "SLO NOT certified", None: "SLO unknown"}[decision.slo_met]
+    units = "-" if decision.units is None else f"{decision.units:,}"
+    return (f"Decision: {decision.chosen or 'none'}{provisional} at {per_1k(decision.chosen_cost_usd)} per 1k "
+            f"accepted (N={units}) · runner-up {decision.runner_up or 'none'} at "
+            f"{per_1k(decision.runner_up_cost_usd)} · margin {margin} · break-even N {break_even} · {slo}\n"
+            f"  {decision.summary}")
+
+
+def approval_cells(p: PendingApproval, *, now: float) -> tuple[Cell, ...]:
+    gpu = f"{p.gpu_name} ×{p.num_gpus}" if p.gpu_name else "-"
+    return (p.request_id, str(p.action), p.target, gpu, usd(p.dph_usd), usd(p.cost_cap_usd, 2),
+            "-" if p.deadline_at is None else f"in {span(p.deadline_at - now)}", span(p.expires_at - now),
+            short(p.summary, 60))
+
+
+def candidate_cells(c: CandidateState, s: CampaignSnapshot, row: StandingRow | None) -> tuple[Cell, ...]:
+    planned = next((p for p in (*s.plan.candidates, *s.plan.reserves) if p.candidate_id == c.candidate_id), None)
+    prior = "-" if planned is None else f"{planned.prior_throughput_units_per_s:,.0f}" + (
+        "" if planned.prior_is_measured else "*")
+    gpus = f"{c.gpu_name}×{planned.num_gpus}" if planned else c.gpu_name
+    note = c.eliminated or (row.eliminated if row else None) or c.detail
+    lead = "★ " if s.race.leader == c.candidate_id else ""
+    phase_text = f"{c.phase} {span(c.time_in_phase_s)}"
+    phase: Cell = phase_text if c.phase not in ("failed", "eliminated") else Text(phase_text, style="bold red")
+    return (lead + c.candidate_id, f"{gpus} @{c.offer_id}", usd(c.dph_usd), prior,
+            short(planned.hypothesis if planned else "", 14), phase, num(c.instance_id, "d"), str(len(c.blocks)),
+            "-" if row is None or row.throughput_units_per_s is None else f"{row.throughput_units_per_s:,.0f}",
+            per_1k(row.cost_per_unit_usd if row else None), row.slo if row else "-", short(note, 16))
+
+
+def cleanup_cells(i: InstanceCleanup, start: float | None) -> tuple[Cell, ...]:
+    if i.is_proven_gone:
+        listings = ", ".join(since_start(t, start) for t in i.missed_listing_at)
+        gone: Cell = Text(f"✔ proven gone ({len(i.missed_listing_at)} listings: {listings})", style="bold green")
+    elif i.destroy_sent_at is not None:
+        gone = Text("destroyed, not yet proven gone", style="yellow")
+    else:
+        gone = "alive" if i.rented_at is not None else "-"
+    return (str(i.instance_id), i.candidate or "-", num(i.offer_id, "d"), usd(i.dph_usd),
+            since_start(i.rented_at, start), since_start(i.deadline_at, start), i.status or "-",
+            since_start(i.destroy_sent_at, start), gone)
+
+
+class CampaignView(ConsoleView):
+    view_name = "campaign"
+    MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset({"approve", "refuse", "approve_plan"})
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("a", "approve", "Approve"),
+        Binding("x", "refuse", "Refuse"),
+        Binding("A", "approve_plan", "Approve plan", key_display="A"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._answered: set[str] = set()   # answered here, until the snapshot no longer lists them
+
+    def compose(self) -> ComposeResult:
+        yield Static("Campaign: none followed (start one with `vastui demo` or `vastui campaign run`)",
+                     id="campaign-title", classes="campaign-line", markup=False)
+        yield Static("Approvals: none pending", id="campaign-queue-title", classes="view-title", markup=False)
+        yield KeyedTable(columns=APPROVAL_COLUMNS, id="campaign-approvals")
+        yield KeyedTable(columns=CANDIDATE_COLUMNS, id="campaign-candidates")
+        yield Static("", id="campaign-decision", markup=False)
+        yield KeyedTable(columns=CLEANUP_COLUMNS, id="campaign-cleanup")
+
+    @property
+    def approvals(self) -> KeyedTable:
+        return self.query_one("#campaign-approvals", KeyedTable)
+
+    @property
+    def candidates(self) -> KeyedTable:
+        return self.query_one("#campaign-candidates", KeyedTable)
+
+    @property
+    def cleanup(self) -> KeyedTable:
+        return self.query_one("#campaign-cleanup", KeyedTable)
+
+    def focus_main(self) -> None:
+        self.approvals.focus()
+
+    def pending(self, picture: CampaignPicture | None) -> list[PendingApproval]:
+        if picture is None:
+            return []
+        listed = picture.snapshot.pending_approvals
+        self._answered &= {p.request_id for p in listed}
+        return [p for p in listed if p.request_id not in self._answered]
+
+    def render_state(self, state: ConsoleState, *, now: float) -> None:
+        picture = state.campaign
+        if picture is None:
+            return
+        s = picture.snapshot
+        self.query_one("#campaign-title", Static).update(headline(picture, state.campaign_end, now=now))
+        pending = self.pending(picture)
+        self.query_one("#campaign-queue-title", Static).update(
+            f"Approvals: {len(pending)} pending — a approve · x refuse · A approve the whole plan"
+            if pending else "Approvals: none pending")
+        self.approvals.sync({p.request_id: approval_cells(p, now=now) for p in pending},
+                            [p.request_id for p in pending])
+        rows = {r.candidate: r for r in s.race.rows}
+        self.candidates.sync({c.candidate_id: candidate_cells(c, s, rows.get(c.candidate_id)) for c in s.candidates},
+                             [c.candidate_id for c in s.candidates])
+        self.query_one("#campaign-decision", Static).update(decision_text(s.decision, s))
+        start = s.plan.started_at
+        self.cleanup.sync({str(i.instance_id): cleanup_cells(i, start) for i in s.instances},
+                          [str(i.instance_id) for i in s.instances])
+
+    def _cursor_request(self) -> str | None:
+        key = self.approvals.cursor_key
+        if key is None:
+            self.notify("no approval is pending", severity="warning")
+        return key
+
+    def _answered_now(self, request_id: str) -> None:
+        self._answered.add(request_id)
+        self.render_state(self.console.state, now=self.console.services.clock.now())
+
+    def action_approve(self) -> None:
+        request_id = self._cursor_request()
+        if request_id is None:
+            return
+        if not self.console.control.approve(request_id):
+            self.notify(f"{request_id} is no longer pending", severity="warning")
+        self._answered_now(request_id)
+
+    def action_refuse(self) -> None:
+        request_id = self._cursor_request()
+        if request_id is None:
+            return
+        if not self.console.control.refuse(request_id):
+            self.notify(f"{request_id} is no longer pending", severity="warning")
+        self._answered_now(request_id)
+
+    def action_approve_plan(self) -> None:
+        self.console.control.ask_approve_plan()
