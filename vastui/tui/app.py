@@ -385,7 +385,8 @@ class VastuiApp(App[None]):
 
     def action_help(self) -> None:
         keys = [(b.binding.key_display or self.get_key_display(b.binding), b.binding.description)
-                for b in self.screen.active_bindings.values() if b.enabled and b.binding.description]
+                for b in self.screen.active_bindings.values()
+                if b.enabled and b.binding.description and not b.binding.action.startswith("show_view")]
         keys += [(spec.key, f"view {spec.title} (:{spec.name})") for spec in self.views]
         self.push_screen(HelpScreen(title=f"Keys — {self.current_view}", keys=keys))
 

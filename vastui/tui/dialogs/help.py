@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
@@ -26,7 +26,8 @@ class HelpScreen(ModalScreen[None]):
         text = "\n".join(f"{key:>{width}}  {description}" for key, description in self.keys)
         with Vertical(id="help-box"):
             yield Label(self.title_text, id="help-title")
-            yield Static(text, id="help-keys", markup=False)
+            with VerticalScroll(id="help-scroll"):  # a view with many keys scrolls, nothing is cut off
+                yield Static(text, id="help-keys", markup=False)
 
     def action_close(self) -> None:
         self.dismiss(None)
