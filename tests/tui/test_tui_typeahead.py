@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from console_support import wait_for
 from snapshot_support import SIZE, capture_scene_async, scene_app
 from textual import events
 from textual.widgets import Input
@@ -29,19 +30,20 @@ async def test_a_burst_of_keys_switches_views_and_fills_the_filter(tmp_path: Pat
     app = scene_app(scene)
     async with app.run_test(size=SIZE) as pilot:
         await app.wait_shown(pilot)
+        command_bar = app.query_one("#command-bar", Input)
         burst(app, [*chars(":leaks"), ("enter", "\r")])
-        await pilot.pause()
-        assert app.current_view == "leaks"
-        assert not app.query_one("#command-bar", Input).has_class("-open")
+        await wait_for(pilot, lambda: app.current_view == "leaks", what="the leaks view", deadline_s=10)
+        await wait_for(pilot, lambda: not command_bar.has_class("-open"), what="the command bar to close")
 
         burst(app, [("1", "1"), *chars("/num_gpus>=2")])
-        await pilot.pause()
-        assert app.current_view == "offers"
         bar = app.query_one("#offers-filter", Input)
+        await wait_for(pilot, lambda: len(bar.value) >= len("num_gpus>=2"), what="the typed filter", deadline_s=10)
+        assert app.current_view == "offers"
         assert bar.has_focus and bar.value == "num_gpus>=2", bar.value
         offers = app.query_one(OffersView)
         assert offers.marked == set(), "no key of the burst reached the table (space marks there)"
 
         burst(app, [("escape", None), ("space", " ")])
-        await pilot.pause()
-        assert offers.table.has_focus and len(offers.marked) == 1, "Escape leaves the bar; space then marks"
+        await wait_for(pilot, lambda: offers.table.has_focus and (offers.marked or bar.value != "num_gpus>=2"),
+                       what="Escape and space handled", deadline_s=10)
+        assert len(offers.marked) == 1 and bar.value == "num_gpus>=2", "Escape leaves the bar; space then marks"
