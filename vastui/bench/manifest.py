@@ -265,7 +265,13 @@ def _workload(t: TableReader, *, base: Path) -> Workload:
 
 
 def _hash_input(t: TableReader, rel: str, *, base: Path) -> InputFile:
+    # Inputs are uploaded to every host: one that leads out of the manifest's folder (``..``, an absolute path or a
+    # symlink) could ship a key file or anything else readable to a stranger's machine.
+    folder = base.resolve()
     resolved = (base / rel).resolve()
+    if not resolved.is_relative_to(folder):
+        t.fail("inputs", f"input file {rel!r} is outside the manifest's folder ({folder}); inputs are uploaded to "
+                         "every host, so they must stay inside it (symlinks are followed)")
     digest = hashlib.sha256()
     size = 0
     try:
