@@ -6,6 +6,7 @@ Nothing here runs at import time; ``load_settings`` reads the environment when c
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tomllib
@@ -20,6 +21,8 @@ from vastui.errors import ConfigError
 DEFAULT_URL = "https://console.vast.ai"
 APP_NAME = "vastui"
 REDACTED = "<redacted>"
+
+log = logging.getLogger(__name__)
 
 
 class Secret:
@@ -73,18 +76,72 @@ def official_key_file(home: Path) -> Path:
 def resolve_api_key(*, explicit: str | None, env: Mapping[str, str], home: Path) -> ResolvedKey:
     """Resolve the Vast API key as the official CLI does: explicit > ``VAST_API_KEY`` > the CLI's key file."""
     if explicit:
-        return ResolvedKey(Secret(explicit.strip()), "--api-key")
+        return ResolvedKey(checked_key(explicit, source="--api-key"), "--api-key")
     from_env = env.get("VAST_API_KEY", "").strip()
     if from_env:
-        return ResolvedKey(Secret(from_env), "VAST_API_KEY")
+        return ResolvedKey(checked_key(from_env, source="VAST_API_KEY"), "VAST_API_KEY")
     path = official_key_file(home)
     if path.is_file():
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(f"cannot read the API key file {path}: {exc.strerror}") from exc
-        if text:
-            return ResolvedKey(Secret(text), str(path))
+        key = read_key_file(path)
+        if key is not None:
+            return ResolvedKey(key, str(path))
+    return ResolvedKey(None, "none")
+
+
+# A key goes into an HTTP header: printable ASCII, no spaces. Anything else is refused before it is sent, and the
+# message never quotes the key: a line break in it would carry its second part into an error text that the redactor,
+# which knows the key whole, cannot recognise.
+_KEY_TEXT = re.compile(r"^[\x21-\x7e]+$")
+
+
+def checked_key(value: str, *, source: str) -> Secret:
+    """The key from ``source`` as a Secret, or ConfigError (which names the source, never the key)."""
+    value = value.strip()
+    if "\n" in value or "\r" in value:
+        raise ConfigError(f"the API key from {source} has more than one line; a key is one line (not shown here)",
+                          title="Bad API key")
+    if not _KEY_TEXT.match(value):
+        raise ConfigError(f"the API key from {source} has a space, a control or a non-ASCII character, which no "
+                          "key has (not shown here)", title="Bad API key")
+    return Secret(value)
+
+
+def read_key_file(path: Path) -> Secret | None:
+    """The key written in ``path`` (None when the file is empty); warns when other users may read the file."""
+    try:
+        raw = path.read_bytes()
+        mode = path.stat().st_mode & 0o777
+    except OSError as exc:
+        raise ConfigError(f"cannot read the API key file {path}: {exc.strerror}", title="Bad API key") from exc
+    if mode & 0o077:
+        log.warning("warning: the API key file %s can be read by other users (mode %04o); run chmod 600 %s",
+                    path, mode, path)
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError:
+        raise ConfigError(f"the API key file {path} is not plain ASCII text (a binary or otherwise encoded file?)",
+                          title="Bad API key") from None  # the decode error would quote a byte of the key
+    return checked_key(text, source=str(path)) if text.strip() else None
+
+
+def resolve_sim_key(*, explicit: str | None, key_file: str | None, env: Mapping[str, str]) -> ResolvedKey:
+    """The key ``vastui sim`` accepts: ``--api-key`` > ``--api-key-file`` > ``VASTUI_SIM_API_KEY``; none: the demo key.
+
+    The file and the environment keep the key out of argv, which every user of the machine can read in ``ps``.
+    """
+    if explicit:
+        return ResolvedKey(checked_key(explicit, source="--api-key"), "--api-key")
+    if key_file:
+        path = Path(key_file).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"--api-key-file {path}: no such file", title="Bad API key")
+        key = read_key_file(path)
+        if key is None:
+            raise ConfigError(f"--api-key-file {path}: the file is empty", title="Bad API key")
+        return ResolvedKey(key, str(path))
+    from_env = env.get("VASTUI_SIM_API_KEY", "").strip()
+    if from_env:
+        return ResolvedKey(checked_key(from_env, source="VASTUI_SIM_API_KEY"), "VASTUI_SIM_API_KEY")
     return ResolvedKey(None, "none")
 
 
