@@ -20,9 +20,9 @@ from vastui.campaign.approvers import OutsidePlanRefuser, PlanApprover, PlanTerm
 from vastui.campaign.handle import start_campaign
 from vastui.campaign.plan import render_plan
 from vastui.campaign.session import Services, new_campaign_id, plan_campaign, resume_campaign
-from vastui.cli_terminal import add_connection_args, ask_on_terminal
+from vastui.cli_terminal import add_connection_args, ask_on_terminal, positive_number
 from vastui.clock import Clock, ScaledClock, WallClock
-from vastui.config import Redactor, Settings, load_settings
+from vastui.config import Redactor, Settings, ensure_folder, load_settings
 from vastui.errors import ConfigError
 from vastui.events import (BlockMeasured, CampaignFinished, CandidateEliminated, CandidatePhaseChanged, DecisionMade,
                            Event, EventBus, InstanceConfirmedGone, InstanceRented, Notice)
@@ -39,7 +39,7 @@ def add_campaign_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     p = sub.add_parser("demo", help="run a whole benchmark campaign on the embedded simulated marketplace")
     p.add_argument("--headless", action="store_true", help="no TUI: progress lines and the receipt on stdout")
     p.add_argument("--seed", type=int, default=7, help="world seed (default 7)")
-    p.add_argument("--time-scale", type=float, default=120.0,
+    p.add_argument("--time-scale", type=positive_number, default=120.0,
                    help="simulated seconds per wall second (default 120: two hours of market in a minute)")
     p.add_argument("--json", action="store_true", help="print the receipt as JSON (implies --headless)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -77,7 +77,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     add_connection_args(p)
     p.add_argument("--db", help="SQLite store path (default: the platform data dir)")
     p.add_argument("--ssh-key", help="private key for the hosts (default: ~/.ssh/id_ed25519 or the ssh-agent)")
-    p.add_argument("--time-scale", type=float, default=1.0,
+    p.add_argument("--time-scale", type=positive_number, default=1.0,
                    help="only against a simulator started with the same --time-scale: its clock's speed")
 
 
@@ -166,8 +166,7 @@ def _setup(args: argparse.Namespace) -> tuple[Settings, Clock]:
     settings = load_settings(url=args.url, api_key=args.api_key, db_path=args.db, ssh_key=args.ssh_key)
     if settings.api_key.key is None:
         raise ConfigError("no API key: pass --api-key, set VAST_API_KEY, or run `vastai set api-key`")
-    settings.db_path.parent.mkdir(parents=True, exist_ok=True)
-    settings.known_hosts_path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_folder(settings.known_hosts_path.parent, what="data folder")  # the store makes the database's own
     clock: Clock = ScaledClock(scale=args.time_scale) if args.time_scale != 1.0 else WallClock()
     return settings, clock
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from vastui.cli_terminal import port_number, positive_number
 from vastui.errors import VastuiError
 
 SIM_EPILOG = """\
@@ -24,11 +25,11 @@ def add_sim_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = sub.add_parser("sim", help="serve the embedded simulated marketplace on loopback", epilog=SIM_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (loopback only; default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8765, help="TCP port (0 picks a free one; default 8765)")
+    p.add_argument("--port", type=port_number, default=8765, help="TCP port (0 picks a free one; default 8765)")
     p.add_argument("--seed", type=int, default=7, help="world seed: same seed, same market (default 7)")
     p.add_argument("--api-key", help="key the simulator accepts (visible in `ps`; see below for safer ways)")
     p.add_argument("--api-key-file", metavar="PATH", help="read the key the simulator accepts from this file")
-    p.add_argument("--time-scale", type=float, default=1.0,
+    p.add_argument("--time-scale", type=positive_number, default=1.0,
                    help="simulated seconds per wall second (e.g. 60: an hour of billing per minute)")
     p.set_defaults(handler=_cmd_sim)
 
@@ -45,8 +46,6 @@ async def _cmd_sim(args: argparse.Namespace) -> int:
     from vastui.sim.factory import DEMO_API_KEY, build_market_with_hosts
     from vastui.sim.server import SimServer
 
-    if args.time_scale <= 0:
-        raise VastuiError("--time-scale must be positive.", title="Bad option")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         raise VastuiError("The simulator serves loopback only (127.0.0.1, localhost or ::1).", title="Bad option")
     resolved = resolve_sim_key(explicit=args.api_key, key_file=args.api_key_file, env=os.environ)

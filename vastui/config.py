@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import tomllib
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,6 +151,13 @@ def resolve_url(*, explicit: str | None, env: Mapping[str, str]) -> str:
     url = explicit or env.get("VAST_URL") or DEFAULT_URL
     if not re.match(r"^https?://[^/\s]+", url):
         raise ConfigError(f"not an http(s) URL: {url!r}")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - reading it checks it: a port that is not a number or past 65535 raises here
+    except ValueError as exc:
+        raise ConfigError(f"not a usable URL: {url!r} ({exc})") from exc
+    if not parts.hostname:
+        raise ConfigError(f"not a usable URL: {url!r} (no host)")
     return url.rstrip("/")
 
 
@@ -196,6 +204,23 @@ def _read_toml(path: Path) -> dict[str, object]:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); TOML files are UTF-8") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{path}: nested too deeply to read") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def ensure_folder(path: Path, *, what: str) -> Path:
+    """Create ``path`` (and its parents) if missing; ConfigError naming ``what`` and the path when it cannot be."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+        why = f"{blocker} is a file, not a folder" if blocker is not None else exc.strerror
+        raise ConfigError(f"cannot create the {what} {path}: {why}") from exc
+    return path
 
 
 def load_settings(

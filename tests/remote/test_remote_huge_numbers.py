@@ -85,3 +85,9 @@ def test_the_largest_count_still_parses() -> None:
     record = parse_record(_progress_line(units=agent.MAX_UNITS, accepted=agent.MAX_UNITS,
                                          units_total=agent.MAX_UNITS, accepted_total=agent.MAX_UNITS))
     assert isinstance(record, Progress) and record.units == agent.MAX_UNITS
+
+
+def test_a_record_nested_100k_deep_is_one_remote_error() -> None:
+    with pytest.raises(RemoteError) as caught:
+        parse_record('{"kind": "progress", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", where="h:1")
+    assert "nested too deeply" in str(caught.value) and len(str(caught.value)) < 400

@@ -218,6 +218,9 @@ def load_manifest(path: Path) -> Manifest:
         line = locator.line_from_decode_error(str(exc))
         field = locator.field_at(line) if line is not None else "<toml>"
         raise ManifestError(f"not valid TOML: {exc}", path=str(path), line=line, field=field) from exc
+    except RecursionError as exc:  # tomllib recurses once per nested array or inline table
+        raise ManifestError("nested too deeply to read (arrays or tables inside each other)", path=str(path),
+                            line=None, field="<toml>") from exc
     return _build(data, locator=locator, path=path)
 
 

@@ -254,6 +254,8 @@ def parse_record(line: str, *, where: str = "agent") -> Record:
         data = json.loads(line)
     except ValueError as exc:
         raise fail(f"not JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise fail("nested too deeply") from exc
     if not isinstance(data, dict):
         raise fail("not a JSON object")
     try:

@@ -43,7 +43,9 @@ class SqliteStore(CampaignTables, InstanceTables, RunTables, HostTables, AuditTa
         try:
             db_path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreError(f"could not create the folder for the database {db_path}: {exc.strerror}") from exc
+            blocker = next((p for p in db_path.parents if p.exists() and not p.is_dir()), None)
+            why = f"{blocker} is a file, not a folder" if blocker is not None else exc.strerror
+            raise StoreError(f"could not create the folder for the database {db_path}: {why}") from exc
         pending = aiosqlite.connect(str(db_path), isolation_level=None)
         try:
             conn = await pending
