@@ -75,7 +75,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("-o", "--order", default="score-", help="order, e.g. dlperf_usd- or 'num_gpus-,dph+' (default score-)")
     p.add_argument("--type", default="on-demand", choices=["on-demand", "bid", "interruptible", "reserved"],
                    help="pricing type (interruptible is bid)")
-    p.add_argument("--limit", type=int, default=None, help="at most N offers")
+    p.add_argument("--limit", type=int, default=None, help="at most N offers, N at least 1 (0 is refused; leave it out for the API's default)")
     p.add_argument("--storage", type=float, default=5.0, help="GiB of disk to price in (default 5)")
     p.add_argument("-n", "--no-default", action="store_true", help="drop the default verified/rentable filters")
     p.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
