@@ -220,9 +220,10 @@ def _cmd_manifest_check(args: argparse.Namespace) -> int:
 
     from vastui.bench.manifest import load_manifest
     from vastui.errors import ManifestError
+    from vastui.vast.query import parse_query
 
     try:
-        manifest = load_manifest(Path(args.file))
+        manifest = load_manifest(Path(args.file), check_query=parse_query)
     except ManifestError as exc:
         print(str(exc), file=sys.stderr)  # file:line: field — reason, as compilers do, so editors can jump to it
         return 1

@@ -30,6 +30,7 @@ from vastui.events_live import AbortRequested, ApprovalAnswered, ApprovalCancell
 from vastui.remote.runner import SshRunner
 from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient
+from vastui.vast.query import parse_query
 
 NO_TTY = ("no terminal to ask for approvals: pass --approve-plan to approve exactly the printed plan "
           "(rent these offers, spend at most the budget, destroy them at the end)")
@@ -186,7 +187,7 @@ async def _with_services(args: argparse.Namespace, body: Callable[[Services], Aw
 
 
 def _cmd_campaign_plan(args: argparse.Namespace) -> int:
-    manifest = load_manifest(args.manifest)
+    manifest = load_manifest(args.manifest, check_query=parse_query)
 
     async def body(services: Services) -> int:
         plan = await plan_campaign(services, manifest=manifest, campaign_id=new_campaign_id())
@@ -204,7 +205,7 @@ def _approver(args: argparse.Namespace, terms: PlanTerms, clock: Clock) -> PlanA
 
 
 def _cmd_campaign_run(args: argparse.Namespace) -> int:
-    manifest = load_manifest(args.manifest)
+    manifest = load_manifest(args.manifest, check_query=parse_query)
     if not args.approve_plan and not sys.stdin.isatty():
         raise ConfigError(NO_TTY)
     console = Console(stderr=args.json, soft_wrap=True)

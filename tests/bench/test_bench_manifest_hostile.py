@@ -91,3 +91,52 @@ def test_manifest_check_refuses_an_outside_input_in_one_line(tmp_path: Path,
     assert captured.out == ""
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"{path}:{line_of(path, 'inputs = ')}: workload.inputs — ")
+
+
+@pytest.mark.parametrize("value", ["1e308", "inf", "nan", "-inf", "1e6"])
+def test_an_absurd_budget_is_refused(tmp_path: Path, value: str) -> None:
+    path = manifest_in(tmp_path, max_usd=value)
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(path)
+    assert (caught.value.field, caught.value.line) == ("budget.max_usd", line_of(path, "max_usd"))
+
+
+def test_an_absurd_price_ceiling_is_refused(tmp_path: Path) -> None:
+    path = manifest_in(tmp_path, extra="\n[shortlist]\nmax_dph = 1e308\n")
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(path)
+    assert caught.value.field == "shortlist.max_dph"
+
+
+def test_a_sane_budget_still_loads(tmp_path: Path) -> None:
+    assert load_manifest(manifest_in(tmp_path, max_usd="250")).budget.max_usd == 250.0
+
+
+BAD_QUERY = '\n[shortlist]\nquery = "num_gpus=>2 gpu_name=RTX_4090"\n'
+
+
+def test_manifest_check_validates_the_shortlist_query(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = manifest_in(tmp_path, extra=BAD_QUERY)
+    assert main(["manifest", "check", str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"{path}:{line_of(path, 'query = ')}: shortlist.query — ")
+    assert "=>" in err and "column 9" in err and len(err.splitlines()) == 1
+
+
+def test_the_loader_checks_the_query_with_the_parser_it_is_given(tmp_path: Path) -> None:
+    from vastui.vast.query import parse_query
+
+    path = manifest_in(tmp_path, extra=BAD_QUERY)
+    assert load_manifest(path).shortlist.query.startswith("num_gpus=>2")  # bench alone knows no query language
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(path, check_query=parse_query)
+    assert caught.value.field == "shortlist.query" and "column 9" in caught.value.reason
+    good = manifest_in(tmp_path / "good", extra='\n[shortlist]\nquery = "num_gpus>=2"\n')
+    assert load_manifest(good, check_query=parse_query).shortlist.query == "num_gpus>=2"
+
+
+def test_campaign_plan_reports_a_bad_query_with_file_and_line(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    path = manifest_in(tmp_path, extra=BAD_QUERY)
+    assert main(["campaign", "plan", str(path), "--url", "http://127.0.0.1:9", "--api-key", "k" * 16]) == 1
+    assert f"{path}:{line_of(path, 'query = ')}: shortlist.query" in capsys.readouterr().err
