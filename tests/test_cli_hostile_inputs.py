@@ -135,3 +135,25 @@ def test_the_console_script_gives_one_line_for_a_broken_url() -> None:
     result = subprocess.run([sys.executable, "-m", "vastui", "instances", "--url", "http://[::1"],
                             capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 1 and "http://[::1" in one_error_line(result.stderr)
+
+
+@pytest.mark.parametrize(("line", "key"), [("db_path = 7", "db_path"), ("url = 8765", "url"),
+                                            ("ssh_key = true", "ssh_key"), ("theme = ['dark']", "theme"),
+                                            ("money_confirm_over_usd = 'lots'", "money_confirm_over_usd")])
+def test_a_config_value_of_the_wrong_type_is_refused(tmp_path: Path, line: str, key: str) -> None:
+    config_dir = tmp_path / "cfg"
+    config_dir.mkdir()
+    (config_dir / "config.toml").write_text(line + "\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={"VASTUI_CONFIG_DIR": str(config_dir), "VASTUI_DATA_DIR": str(tmp_path)}, home=tmp_path)
+    assert key in str(caught.value) and "config.toml" in str(caught.value)
+    assert not (Path.cwd() / "7").exists()
+
+
+def test_config_values_of_the_right_type_still_load(tmp_path: Path) -> None:
+    config_dir = tmp_path / "cfg"
+    config_dir.mkdir()
+    (config_dir / "config.toml").write_text(f"db_path = '{tmp_path}/x.db'\nmoney_confirm_over_usd = 5\n")
+    settings = load_settings(env={"VASTUI_CONFIG_DIR": str(config_dir), "VASTUI_DATA_DIR": str(tmp_path)},
+                             home=tmp_path)
+    assert settings.db_path == tmp_path / "x.db" and settings.money_confirm_over_usd == 5.0

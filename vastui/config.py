@@ -239,19 +239,27 @@ def load_settings(
     data_dir = Path(env.get("VASTUI_DATA_DIR") or platformdirs.user_data_dir(APP_NAME))
     file_cfg = _read_toml(config_dir / "config.toml")
 
-    def pick(flag: str | None, env_name: str, key: str) -> str | None:
+    def pick(flag: str | None, env_name: str, key: str, *, number: bool = False) -> str | None:
         if flag:
             return flag
         if env.get(env_name):
             return env[env_name]
         value = file_cfg.get(key)
-        return str(value) if value is not None else None
+        if value is None:
+            return None
+        # a path written as a number (db_path = 7) would silently become ./7: only the type the key takes is read
+        allowed: tuple[type, ...] = (int, float) if number else (str,)
+        if isinstance(value, bool) or not isinstance(value, allowed):
+            raise ConfigError(f"{config_dir / 'config.toml'}: {key} must be {'a number' if number else 'a string'}, "
+                              f"not {type(value).__name__}")
+        return str(value)
 
     resolved_url = resolve_url(explicit=pick(url, "VAST_URL", "url"), env={})
     db = Path(pick(db_path, "VASTUI_DB", "db_path") or (data_dir / "vastui.sqlite3"))
     ssh = pick(ssh_key, "VASTUI_SSH_KEY", "ssh_key")
     theme = pick(None, "VASTUI_THEME", "theme")
-    threshold_text = pick(None, "VASTUI_MONEY_CONFIRM_OVER_USD", "money_confirm_over_usd") or "20"
+    threshold_text = pick(None, "VASTUI_MONEY_CONFIRM_OVER_USD", "money_confirm_over_usd",
+                          number=True) or "20"
     try:
         threshold = float(threshold_text)
     except ValueError as exc:
