@@ -23,7 +23,7 @@ from vastui.store.audit import AuditTables
 from vastui.store.campaigns import CampaignTables
 from vastui.store.hosts import HostTables
 from vastui.store.instances import InstanceTables
-from vastui.store.migrations import migrate
+from vastui.store.migrations import check_is_vastui, migrate
 from vastui.store.runs import RunTables
 
 DEFAULT_BUSY_TIMEOUT_S = 5.0
@@ -74,6 +74,7 @@ class SqliteStore(CampaignTables, InstanceTables, RunTables, HostTables, AuditTa
 async def _configure(conn: aiosqlite.Connection, db_path: Path, busy_timeout_s: float) -> None:
     try:
         await conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        await check_is_vastui(conn, db_path)
         mode = list(await conn.execute_fetchall("PRAGMA journal_mode = WAL"))[0][0]
         await conn.execute("PRAGMA synchronous = FULL")
         await conn.execute("PRAGMA foreign_keys = ON")
