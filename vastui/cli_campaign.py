@@ -51,7 +51,7 @@ def add_campaign_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     campaign.set_defaults(handler=lambda _a: _help(campaign))
     for name, helptext in (("plan", "shortlist offers for a manifest and print the plan (spends nothing)"),
                            ("run", "plan, ask for approval, then run the campaign to its receipt")):
-        pp = csub.add_parser(name, help=helptext)
+        pp = csub.add_parser(name, help=helptext, epilog=RUN_EPILOG if name == "run" else None)
         pp.add_argument("manifest", type=Path, help="workload manifest (TOML)")
         _common(pp)
         if name == "run":
@@ -234,8 +234,20 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
         else:
             console.print(render_markdown(receipt, redact=services.redact), highlight=False, markup=False)
             console.print(_summary(receipt), highlight=False, markup=False)
-        return 0 if receipt.teardown_passed else 1
+        return run_exit_status(teardown_passed=receipt.teardown_passed, chosen=receipt.decision.chosen)
     return int(asyncio.run(_with_services(args, body)))
+
+
+RUN_EPILOG = ("exit status: 0 a profile was chosen and every instance proven gone, 1 error or teardown failed, "
+              "5 teardown passed but no profile was chosen (chosen: none)")
+NOTHING_CHOSEN = 5
+
+
+def run_exit_status(*, teardown_passed: bool, chosen: str | None) -> int:
+    """A campaign that chose nothing did not do its job: a script must not read it as success."""
+    if not teardown_passed:
+        return 1
+    return 0 if chosen is not None else NOTHING_CHOSEN
 
 
 def _cmd_campaign_resume(args: argparse.Namespace) -> int:
