@@ -31,6 +31,9 @@ def add_sim_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--api-key-file", metavar="PATH", help="read the key the simulator accepts from this file")
     p.add_argument("--time-scale", type=positive_number, default=1.0,
                    help="simulated seconds per wall second (e.g. 60: an hour of billing per minute)")
+    p.add_argument("--chaos", metavar="PROFILE", choices=("flaky", "storm", "quota"),
+                   help="inject faults, seeded by --seed and counted (printed at stop): flaky (a few 429s, 5xx, "
+                        "taken offers, dropped replies), storm (many of each) or quota (searches refused)")
     p.set_defaults(handler=_cmd_sim)
 
 
@@ -43,6 +46,7 @@ async def _cmd_sim(args: argparse.Namespace) -> int:
 
     from vastui.clock import ScaledClock
     from vastui.config import resolve_sim_key
+    from vastui.sim.chaos import Chaos
     from vastui.sim.factory import DEMO_API_KEY, build_market_with_hosts
     from vastui.sim.server import SimServer
 
@@ -51,8 +55,9 @@ async def _cmd_sim(args: argparse.Namespace) -> int:
     resolved = resolve_sim_key(explicit=args.api_key, key_file=args.api_key_file, env=os.environ)
     key = DEMO_API_KEY if resolved.key is None else resolved.key.reveal()
     hosts_dir = tempfile.TemporaryDirectory(prefix="vastui-sim-hosts-")
+    chaos = Chaos.from_profile(args.chaos, seed=args.seed) if args.chaos else None
     market, pool = build_market_with_hosts(args.seed, clock=ScaledClock(scale=args.time_scale), api_key=key,
-                                           hosts_dir=Path(hosts_dir.name))
+                                           hosts_dir=Path(hosts_dir.name), chaos=chaos)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -64,6 +69,8 @@ async def _cmd_sim(args: argparse.Namespace) -> int:
             print(f"vastui sim: seed {args.seed}, {len(market.world.machines)} machines, "
                   f"time x{args.time_scale:g}, serving {server.url}")
             shown_key = key if resolved.key is None else f"<the key from {resolved.source}>"
+            if chaos is not None:
+                print(f"chaos {args.chaos} (seed {args.seed}): {chaos.describe()}")
             print(f"  export VAST_URL={server.url} VAST_API_KEY={shown_key}   (Ctrl-C stops)", flush=True)
             await stop.wait()
     except OSError as exc:
@@ -74,5 +81,7 @@ async def _cmd_sim(args: argparse.Namespace) -> int:
             loop.remove_signal_handler(sig)
         await pool.close()
         hosts_dir.cleanup()
+    if chaos is not None:
+        print(f"vastui sim: chaos {args.chaos} injected: {chaos.summary()}", file=sys.stderr)
     print("vastui sim: stopped", file=sys.stderr)
     return 0

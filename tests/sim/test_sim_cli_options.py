@@ -92,3 +92,59 @@ def test_a_bad_sim_key_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFi
     assert KEY not in err and "second-part-xyz" not in err
     assert main(["sim", "--port", "0", "--api-key-file", str(tmp_path / "nope")]) == 1
     assert "no such file" in capsys.readouterr().err
+
+
+async def _observed_faults(lines: list[str], n: int) -> dict[str, int]:
+    url = next(line for line in lines if "serving http://" in line).split("serving ", 1)[1].strip()
+    seen = {"rate_limited": 0, "server_error": 0, "connection_dropped": 0}
+    async with httpx.AsyncClient(base_url=url) as client:
+        for _ in range(n):
+            try:
+                r = await client.get("/api/v0/users/current", headers={"Authorization": f"Bearer {DEMO_API_KEY}"})
+            except httpx.TransportError:
+                seen["connection_dropped"] += 1
+                continue
+            if r.status_code == 429:
+                seen["rate_limited"] += 1
+            elif r.status_code >= 500:
+                seen["server_error"] += 1
+    return {kind: count for kind, count in seen.items() if count}
+
+
+def _injected(err: str) -> dict[str, int]:
+    line = next(row for row in err.splitlines() if "chaos storm injected:" in row)
+    pairs = [item.strip().rsplit(" ", 1) for item in line.split("injected:", 1)[1].split(",")]
+    return {kind: int(count) for kind, count in pairs}
+
+
+async def test_sim_chaos_is_seeded_counted_and_printed() -> None:
+    runs = []
+    for _ in range(2):
+        proc, lines = await start_sim("--chaos", "storm")
+        try:
+            assert any(line.startswith("chaos storm (seed 3): 429 on 1 request in 3") for line in lines)
+            observed = await _observed_faults(lines, 60)
+        finally:
+            _, err = await stop_sim(proc)
+        assert _injected(err) == observed  # every fault the client met was counted, and nothing else
+        assert set(observed) == {"rate_limited", "server_error", "connection_dropped"}
+        runs.append(observed)
+    assert runs[0] == runs[1]  # same seed, same faults
+
+
+def test_the_chaos_choices_are_the_simulators_profiles() -> None:
+    from vastui.cli import build_parser
+    from vastui.sim.chaos import PROFILES, Chaos
+
+    sim = build_parser(["sim"])._subparsers._group_actions[0].choices["sim"]  # type: ignore[union-attr]
+    action = next(a for a in sim._actions if a.dest == "chaos")
+    assert tuple(action.choices or ()) == tuple(PROFILES)
+    assert Chaos.from_profile("quota", seed=1).describe() == "the search quota exhausted"
+
+
+def test_an_unknown_chaos_profile_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    from vastui.cli import main
+
+    with pytest.raises(SystemExit) as caught:
+        main(["sim", "--chaos", "apocalypse"])
+    assert caught.value.code == 2 and "--chaos" in capsys.readouterr().err
