@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from vastui import __version__
 from vastui.cli_leaks import add_leaks_command
+from vastui.cli_sim import add_sim_command
 from vastui.cli_terminal import add_connection_args, fmt_num, print_table, make_table, vast_client
 from vastui.errors import VastuiError
 
@@ -65,15 +66,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vastui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    # --- sim ---------------------------------------------------------------------------------------------
-    p = sub.add_parser("sim", help="serve the embedded simulated marketplace on loopback")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (loopback only; default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8765, help="TCP port (0 picks a free one; default 8765)")
-    p.add_argument("--seed", type=int, default=7, help="world seed: same seed, same market (default 7)")
-    p.add_argument("--api-key", help="key the simulator accepts (default: a fixed demo key, printed at start)")
-    p.add_argument("--time-scale", type=float, default=1.0,
-                   help="simulated seconds per wall second (e.g. 60: an hour of billing per minute)")
-    p.set_defaults(handler=_cmd_sim)
+    add_sim_command(sub)
 
     # --- offers / instances --------------------------------------------------------------------------------
     p = sub.add_parser("offers", help="search offers with the official CLI's query language")
@@ -82,7 +75,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("-o", "--order", default="score-", help="order, e.g. dlperf_usd- or 'num_gpus-,dph+' (default score-)")
     p.add_argument("--type", default="on-demand", choices=["on-demand", "bid", "interruptible", "reserved"],
                    help="pricing type (interruptible is bid)")
-    p.add_argument("--limit", type=int, default=None, help="at most N offers")
+    p.add_argument("--limit", type=int, default=None, help="at most N offers, N at least 1 (0 is refused; leave it out for the API's default)")
     p.add_argument("--storage", type=float, default=5.0, help="GiB of disk to price in (default 5)")
     p.add_argument("-n", "--no-default", action="store_true", help="drop the default verified/rentable filters")
     p.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
@@ -132,49 +125,6 @@ def _add_lazy_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
         elif (module, function) not in registered:
             registered.add((module, function))
             getattr(importlib.import_module(module), function)(sub)
-
-
-async def _cmd_sim(args: argparse.Namespace) -> int:
-    import asyncio
-    import signal
-    import tempfile
-    from pathlib import Path
-
-    from vastui.clock import ScaledClock
-    from vastui.sim.factory import DEMO_API_KEY, build_market_with_hosts
-    from vastui.sim.server import SimServer
-
-    if args.time_scale <= 0:
-        raise VastuiError("--time-scale must be positive.", title="Bad option")
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        raise VastuiError("The simulator serves loopback only (127.0.0.1, localhost or ::1).", title="Bad option")
-    key = args.api_key or DEMO_API_KEY
-    hosts_dir = tempfile.TemporaryDirectory(prefix="vastui-sim-hosts-")
-    market, pool = build_market_with_hosts(args.seed, clock=ScaledClock(scale=args.time_scale), api_key=key,
-                                           hosts_dir=Path(hosts_dir.name))
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        async with SimServer(market, host=args.host, port=args.port) as server:
-            if args.api_key is None:
-                print(f"demo API key: {key}")
-            print(f"vastui sim: seed {args.seed}, {len(market.world.machines)} machines, "
-                  f"time x{args.time_scale:g}, serving {server.url}")
-            shown_key = key if args.api_key is None else "<the key you passed>"
-            print(f"  export VAST_URL={server.url} VAST_API_KEY={shown_key}   (Ctrl-C stops)", flush=True)
-            await stop.wait()
-    except OSError as exc:
-        raise VastuiError(f"Cannot serve on {args.host}:{args.port}: {exc.strerror or exc}.",
-                          title="Simulator") from exc
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        await pool.close()
-        hosts_dir.cleanup()
-    print("vastui sim: stopped", file=sys.stderr)
-    return 0
 
 
 async def _cmd_offers(args: argparse.Namespace) -> int:
@@ -270,9 +220,10 @@ def _cmd_manifest_check(args: argparse.Namespace) -> int:
 
     from vastui.bench.manifest import load_manifest
     from vastui.errors import ManifestError
+    from vastui.vast.query import parse_query
 
     try:
-        manifest = load_manifest(Path(args.file))
+        manifest = load_manifest(Path(args.file), check_query=parse_query)
     except ManifestError as exc:
         print(str(exc), file=sys.stderr)  # file:line: field — reason, as compilers do, so editors can jump to it
         return 1

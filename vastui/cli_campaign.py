@@ -20,9 +20,9 @@ from vastui.campaign.approvers import OutsidePlanRefuser, PlanApprover, PlanTerm
 from vastui.campaign.handle import start_campaign
 from vastui.campaign.plan import render_plan
 from vastui.campaign.session import Services, new_campaign_id, plan_campaign, resume_campaign
-from vastui.cli_terminal import add_connection_args, ask_on_terminal
+from vastui.cli_terminal import add_connection_args, ask_on_terminal, positive_number
 from vastui.clock import Clock, ScaledClock, WallClock
-from vastui.config import Redactor, Settings, load_settings
+from vastui.config import Redactor, Settings, ensure_folder, load_settings
 from vastui.errors import ConfigError
 from vastui.events import (BlockMeasured, CampaignFinished, CandidateEliminated, CandidatePhaseChanged, DecisionMade,
                            Event, EventBus, InstanceConfirmedGone, InstanceRented, Notice)
@@ -30,6 +30,7 @@ from vastui.events_live import AbortRequested, ApprovalAnswered, ApprovalCancell
 from vastui.remote.runner import SshRunner
 from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient
+from vastui.vast.query import parse_query
 
 NO_TTY = ("no terminal to ask for approvals: pass --approve-plan to approve exactly the printed plan "
           "(rent these offers, spend at most the budget, destroy them at the end)")
@@ -39,7 +40,7 @@ def add_campaign_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     p = sub.add_parser("demo", help="run a whole benchmark campaign on the embedded simulated marketplace")
     p.add_argument("--headless", action="store_true", help="no TUI: progress lines and the receipt on stdout")
     p.add_argument("--seed", type=int, default=7, help="world seed (default 7)")
-    p.add_argument("--time-scale", type=float, default=120.0,
+    p.add_argument("--time-scale", type=positive_number, default=120.0,
                    help="simulated seconds per wall second (default 120: two hours of market in a minute)")
     p.add_argument("--json", action="store_true", help="print the receipt as JSON (implies --headless)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -50,7 +51,7 @@ def add_campaign_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     campaign.set_defaults(handler=lambda _a: _help(campaign))
     for name, helptext in (("plan", "shortlist offers for a manifest and print the plan (spends nothing)"),
                            ("run", "plan, ask for approval, then run the campaign to its receipt")):
-        pp = csub.add_parser(name, help=helptext)
+        pp = csub.add_parser(name, help=helptext, epilog=RUN_EPILOG if name == "run" else None)
         pp.add_argument("manifest", type=Path, help="workload manifest (TOML)")
         _common(pp)
         if name == "run":
@@ -79,7 +80,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     add_connection_args(p)
     p.add_argument("--db", help="SQLite store path (default: the platform data dir)")
     p.add_argument("--ssh-key", help="private key for the hosts (default: ~/.ssh/id_ed25519 or the ssh-agent)")
-    p.add_argument("--time-scale", type=float, default=1.0,
+    p.add_argument("--time-scale", type=positive_number, default=1.0,
                    help="only against a simulator started with the same --time-scale: its clock's speed")
 
 
@@ -175,8 +176,7 @@ def _setup(args: argparse.Namespace) -> tuple[Settings, Clock]:
     settings = load_settings(url=args.url, api_key=args.api_key, db_path=args.db, ssh_key=args.ssh_key)
     if settings.api_key.key is None:
         raise ConfigError("no API key: pass --api-key, set VAST_API_KEY, or run `vastai set api-key`")
-    settings.db_path.parent.mkdir(parents=True, exist_ok=True)
-    settings.known_hosts_path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_folder(settings.known_hosts_path.parent, what="data folder")  # the store makes the database's own
     clock: Clock = ScaledClock(scale=args.time_scale) if args.time_scale != 1.0 else WallClock()
     return settings, clock
 
@@ -196,7 +196,7 @@ async def _with_services(args: argparse.Namespace, body: Callable[[Services], Aw
 
 
 def _cmd_campaign_plan(args: argparse.Namespace) -> int:
-    manifest = load_manifest(args.manifest)
+    manifest = load_manifest(args.manifest, check_query=parse_query)
 
     async def body(services: Services) -> int:
         plan = await plan_campaign(services, manifest=manifest, campaign_id=new_campaign_id())
@@ -214,7 +214,7 @@ def _approver(args: argparse.Namespace, terms: PlanTerms, clock: Clock) -> PlanA
 
 
 def _cmd_campaign_run(args: argparse.Namespace) -> int:
-    manifest = load_manifest(args.manifest)
+    manifest = load_manifest(args.manifest, check_query=parse_query)
     if not args.approve_plan and not sys.stdin.isatty():
         raise ConfigError(NO_TTY)
     console = Console(stderr=args.json, soft_wrap=True)
@@ -255,8 +255,20 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
         else:
             console.print(render_markdown(receipt, redact=services.redact), highlight=False, markup=False)
             console.print(_summary(receipt), highlight=False, markup=False)
-        return 0 if receipt.teardown_passed else 1
+        return run_exit_status(teardown_passed=receipt.teardown_passed, chosen=receipt.decision.chosen)
     return int(asyncio.run(_with_services(args, body)))
+
+
+RUN_EPILOG = ("exit status: 0 a profile was chosen and every instance proven gone, 1 error or teardown failed, "
+              "5 teardown passed but no profile was chosen (chosen: none)")
+NOTHING_CHOSEN = 5
+
+
+def run_exit_status(*, teardown_passed: bool, chosen: str | None) -> int:
+    """A campaign that chose nothing did not do its job: a script must not read it as success."""
+    if not teardown_passed:
+        return 1
+    return 0 if chosen is not None else NOTHING_CHOSEN
 
 
 def _cmd_campaign_resume(args: argparse.Namespace) -> int:

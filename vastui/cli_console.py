@@ -53,7 +53,6 @@ async def run_console(args: argparse.Namespace) -> int:
     theme = check_theme(args.theme or settings.theme or "dark")
     console = ConsoleSettings(readonly=bool(args.readonly), theme=theme,
                               money_confirm_over_usd=settings.money_confirm_over_usd)
-    settings.db_path.parent.mkdir(parents=True, exist_ok=True)
     async with await SqliteStore.open(settings.db_path) as store, vast_client(args, audit=store) as client:
         services = Services(market=client, clock=WallClock(), bus=EventBus(), store=store, audit=store)
         await VastuiApp(services=services, settings=console).run_async()

@@ -20,6 +20,7 @@ def add_leaks_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p = sub.add_parser("leaks", help="find instances billing without a reason; --destroy them, each approved",
                        epilog="exit status: 0 no leaks, 3 listing incomplete (unknown), 4 leaks remain, 1 error")
     add_connection_args(p)
+    p.add_argument("--db", help="SQLite store path, as for `campaign run` (default: $VASTUI_DB or the data dir)")
     p.add_argument("--destroy", action="store_true", help="destroy the leaked instances, each with its own approval")
     p.add_argument("--include-unowned", action="store_true",
                    help="with --destroy: also instances vastui did not create (never destroyed otherwise)")
@@ -39,8 +40,7 @@ async def _cmd_leaks(args: argparse.Namespace) -> int:
     from vastui.store import SqliteStore
 
     clock = WallClock()
-    db_path = load_settings(url=args.url, api_key=args.api_key).db_path
-    db_path.parent.mkdir(parents=True, exist_ok=True)
+    db_path = load_settings(url=args.url, api_key=args.api_key, db_path=args.db).db_path
     async with await SqliteStore.open(db_path) as store, vast_client(args, audit=store) as client:
         report = await find_leaks(market=client, store=store, clock=clock)
         targets = [leak for leak in report.leaks if not leak.is_unowned or args.include_unowned]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import select
 import sys
@@ -21,6 +22,28 @@ if TYPE_CHECKING:
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help="marketplace base URL (default: $VAST_URL or https://console.vast.ai)")
     parser.add_argument("--api-key", help="Vast API key (default: $VAST_API_KEY or the official CLI's key file)")
+
+
+def positive_number(text: str) -> float:
+    """argparse type: a positive finite float (a time scale of 0, -5, nan or inf makes no clock)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, not {text!r}")
+    return value
+
+
+def port_number(text: str) -> int:
+    """argparse type: a TCP port, 0 (any free one) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number, 0 to 65535, not {text!r}")
+    return value
 
 
 def make_table(title: str, *columns: str) -> Table:

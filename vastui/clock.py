@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from typing import Protocol
 
@@ -33,8 +34,8 @@ class ScaledClock:
     """
 
     def __init__(self, *, scale: float = 1.0, origin: float | None = None) -> None:
-        if scale <= 0:
-            raise ValueError("scale must be positive")
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError("scale must be a positive finite number")
         self.scale = scale
         self._origin = time.time() if origin is None else origin
         self._start = time.monotonic()

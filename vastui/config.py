@@ -6,9 +6,11 @@ Nothing here runs at import time; ``load_settings`` reads the environment when c
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tomllib
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,8 @@ from vastui.errors import ConfigError
 DEFAULT_URL = "https://console.vast.ai"
 APP_NAME = "vastui"
 REDACTED = "<redacted>"
+
+log = logging.getLogger(__name__)
 
 
 class Secret:
@@ -73,18 +77,72 @@ def official_key_file(home: Path) -> Path:
 def resolve_api_key(*, explicit: str | None, env: Mapping[str, str], home: Path) -> ResolvedKey:
     """Resolve the Vast API key as the official CLI does: explicit > ``VAST_API_KEY`` > the CLI's key file."""
     if explicit:
-        return ResolvedKey(Secret(explicit.strip()), "--api-key")
+        return ResolvedKey(checked_key(explicit, source="--api-key"), "--api-key")
     from_env = env.get("VAST_API_KEY", "").strip()
     if from_env:
-        return ResolvedKey(Secret(from_env), "VAST_API_KEY")
+        return ResolvedKey(checked_key(from_env, source="VAST_API_KEY"), "VAST_API_KEY")
     path = official_key_file(home)
     if path.is_file():
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(f"cannot read the API key file {path}: {exc.strerror}") from exc
-        if text:
-            return ResolvedKey(Secret(text), str(path))
+        key = read_key_file(path)
+        if key is not None:
+            return ResolvedKey(key, str(path))
+    return ResolvedKey(None, "none")
+
+
+# A key goes into an HTTP header: printable ASCII, no spaces. Anything else is refused before it is sent, and the
+# message never quotes the key: a line break in it would carry its second part into an error text that the redactor,
+# which knows the key whole, cannot recognise.
+_KEY_TEXT = re.compile(r"^[\x21-\x7e]+$")
+
+
+def checked_key(value: str, *, source: str) -> Secret:
+    """The key from ``source`` as a Secret, or ConfigError (which names the source, never the key)."""
+    value = value.strip()
+    if "\n" in value or "\r" in value:
+        raise ConfigError(f"the API key from {source} has more than one line; a key is one line (not shown here)",
+                          title="Bad API key")
+    if not _KEY_TEXT.match(value):
+        raise ConfigError(f"the API key from {source} has a space, a control or a non-ASCII character, which no "
+                          "key has (not shown here)", title="Bad API key")
+    return Secret(value)
+
+
+def read_key_file(path: Path) -> Secret | None:
+    """The key written in ``path`` (None when the file is empty); warns when other users may read the file."""
+    try:
+        raw = path.read_bytes()
+        mode = path.stat().st_mode & 0o777
+    except OSError as exc:
+        raise ConfigError(f"cannot read the API key file {path}: {exc.strerror}", title="Bad API key") from exc
+    if mode & 0o077:
+        log.warning("warning: the API key file %s can be read by other users (mode %04o); run chmod 600 %s",
+                    path, mode, path)
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError:
+        raise ConfigError(f"the API key file {path} is not plain ASCII text (a binary or otherwise encoded file?)",
+                          title="Bad API key") from None  # the decode error would quote a byte of the key
+    return checked_key(text, source=str(path)) if text.strip() else None
+
+
+def resolve_sim_key(*, explicit: str | None, key_file: str | None, env: Mapping[str, str]) -> ResolvedKey:
+    """The key ``vastui sim`` accepts: ``--api-key`` > ``--api-key-file`` > ``VASTUI_SIM_API_KEY``; none: the demo key.
+
+    The file and the environment keep the key out of argv, which every user of the machine can read in ``ps``.
+    """
+    if explicit:
+        return ResolvedKey(checked_key(explicit, source="--api-key"), "--api-key")
+    if key_file:
+        path = Path(key_file).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"--api-key-file {path}: no such file", title="Bad API key")
+        key = read_key_file(path)
+        if key is None:
+            raise ConfigError(f"--api-key-file {path}: the file is empty", title="Bad API key")
+        return ResolvedKey(key, str(path))
+    from_env = env.get("VASTUI_SIM_API_KEY", "").strip()
+    if from_env:
+        return ResolvedKey(checked_key(from_env, source="VASTUI_SIM_API_KEY"), "VASTUI_SIM_API_KEY")
     return ResolvedKey(None, "none")
 
 
@@ -93,6 +151,13 @@ def resolve_url(*, explicit: str | None, env: Mapping[str, str]) -> str:
     url = explicit or env.get("VAST_URL") or DEFAULT_URL
     if not re.match(r"^https?://[^/\s]+", url):
         raise ConfigError(f"not an http(s) URL: {url!r}")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - reading it checks it: a port that is not a number or past 65535 raises here
+    except ValueError as exc:
+        raise ConfigError(f"not a usable URL: {url!r} ({exc})") from exc
+    if not parts.hostname:
+        raise ConfigError(f"not a usable URL: {url!r} (no host)")
     return url.rstrip("/")
 
 
@@ -139,6 +204,23 @@ def _read_toml(path: Path) -> dict[str, object]:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); TOML files are UTF-8") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{path}: nested too deeply to read") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def ensure_folder(path: Path, *, what: str) -> Path:
+    """Create ``path`` (and its parents) if missing; ConfigError naming ``what`` and the path when it cannot be."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+        why = f"{blocker} is a file, not a folder" if blocker is not None else exc.strerror
+        raise ConfigError(f"cannot create the {what} {path}: {why}") from exc
+    return path
 
 
 def load_settings(
@@ -157,19 +239,27 @@ def load_settings(
     data_dir = Path(env.get("VASTUI_DATA_DIR") or platformdirs.user_data_dir(APP_NAME))
     file_cfg = _read_toml(config_dir / "config.toml")
 
-    def pick(flag: str | None, env_name: str, key: str) -> str | None:
+    def pick(flag: str | None, env_name: str, key: str, *, number: bool = False) -> str | None:
         if flag:
             return flag
         if env.get(env_name):
             return env[env_name]
         value = file_cfg.get(key)
-        return str(value) if value is not None else None
+        if value is None:
+            return None
+        # a path written as a number (db_path = 7) would silently become ./7: only the type the key takes is read
+        allowed: tuple[type, ...] = (int, float) if number else (str,)
+        if isinstance(value, bool) or not isinstance(value, allowed):
+            raise ConfigError(f"{config_dir / 'config.toml'}: {key} must be {'a number' if number else 'a string'}, "
+                              f"not {type(value).__name__}")
+        return str(value)
 
     resolved_url = resolve_url(explicit=pick(url, "VAST_URL", "url"), env={})
     db = Path(pick(db_path, "VASTUI_DB", "db_path") or (data_dir / "vastui.sqlite3"))
     ssh = pick(ssh_key, "VASTUI_SSH_KEY", "ssh_key")
     theme = pick(None, "VASTUI_THEME", "theme")
-    threshold_text = pick(None, "VASTUI_MONEY_CONFIRM_OVER_USD", "money_confirm_over_usd") or "20"
+    threshold_text = pick(None, "VASTUI_MONEY_CONFIRM_OVER_USD", "money_confirm_over_usd",
+                          number=True) or "20"
     try:
         threshold = float(threshold_text)
     except ValueError as exc:

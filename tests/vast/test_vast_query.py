@@ -147,8 +147,8 @@ def test_order(order: str, expected: list[list[str]]) -> None:
     assert OFFICIAL.parse_order(order) == expected
 
 
-def test_interruptible_is_bid_and_limit_zero_is_absent() -> None:
-    body = build_search_body("", type_="interruptible", limit=0)
+def test_interruptible_is_bid_and_no_limit_is_absent() -> None:
+    body = build_search_body("", type_="interruptible", limit=None)
     assert body["type"] == "bid"
     assert "limit" not in body
 

@@ -8,15 +8,15 @@ judged, not how fast a host runs it, so host knowledge stays comparable across t
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from vastui.bench.inputs import InputFile, hash_input, identity_digest
 from vastui.bench.toml_fields import Locator, TableReader
-from vastui.errors import ManifestError
+from vastui.errors import ManifestError, QueryError
 
 # --- defaults (docs/method.md), each with the reason it has ------------------------------------------------------
 # Warm-up: JIT/cuDNN autotuning, allocator growth and page cache warm over tens of steps; 30 s and 20 steps cover the
@@ -47,6 +47,10 @@ MAX_INSTANCE_LIFETIME_S = 3600.0
 MAX_CANDIDATES = 8
 MIN_HOSTS_PER_MODEL = 2
 MIN_RELIABILITY = 0.98
+# Ceilings on money: a benchmark campaign is hours of a few GPUs, so a budget past $100k or a price past $1000/h is
+# a typo (1e308 would also make every sum of costs overflow to infinity).
+MAX_BUDGET_USD = 100_000.0
+MAX_DPH_USD = 1_000.0
 # Tuning: accept a change only above 2 % gain, from >= 5 interleaved A/B pairs.
 TUNING_MIN_GAIN = 0.02
 TUNING_MIN_PAIRS = 5
@@ -56,16 +60,6 @@ LATENCY_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 _PINNED_IMAGE = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}$")
 _DIGEST = re.compile(r"^(?:sha256:)?([0-9a-fA-F]{64})$")
 _SECTIONS = ("workload", "warmup", "measure", "correctness", "slo", "production", "budget", "shortlist", "tuning")
-
-
-@dataclass(frozen=True, slots=True)
-class InputFile:
-    """One pinned input file: ``path`` as written in the manifest (relative to it), its bytes' sha256 and size."""
-
-    path: str
-    resolved: Path
-    sha256: str
-    size_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,21 +186,12 @@ class Manifest:
         return "\n".join(lines)
 
 
-def identity_digest(*, name: str, image: str, command: tuple[str, ...], inputs: tuple[InputFile, ...]) -> str:
-    """sha256 over a canonical JSON form of the workload identity, which includes each input file's sha256."""
-    canonical = {
-        "version": 1,
-        "name": name,
-        "image": image,
-        "command": list(command),
-        "inputs": [{"path": f.path, "sha256": f.sha256, "size": f.size_bytes} for f in inputs],
-    }
-    blob = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-    return "sha256:" + hashlib.sha256(blob).hexdigest()
+def load_manifest(path: Path, *, check_query: Callable[[str], object] | None = None) -> Manifest:
+    """Read and validate a manifest; raises ManifestError naming the file, line and dotted field.
 
-
-def load_manifest(path: Path) -> Manifest:
-    """Read and validate a manifest; raises ManifestError naming the file, line and dotted field."""
+    ``check_query`` parses ``shortlist.query`` (``vastui.vast.query.parse_query``: bench knows no query language);
+    a QueryError it raises becomes a ManifestError at that line.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -218,10 +203,14 @@ def load_manifest(path: Path) -> Manifest:
         line = locator.line_from_decode_error(str(exc))
         field = locator.field_at(line) if line is not None else "<toml>"
         raise ManifestError(f"not valid TOML: {exc}", path=str(path), line=line, field=field) from exc
-    return _build(data, locator=locator, path=path)
+    except RecursionError as exc:  # tomllib recurses once per nested array or inline table
+        raise ManifestError("nested too deeply to read (arrays or tables inside each other)", path=str(path),
+                            line=None, field="<toml>") from exc
+    return _build(data, locator=locator, path=path, check_query=check_query)
 
 
-def _build(data: dict[str, object], *, locator: Locator, path: Path) -> Manifest:
+def _build(data: dict[str, object], *, locator: Locator, path: Path,
+           check_query: Callable[[str], object] | None) -> Manifest:
     for key in data:
         if key not in _SECTIONS:
             locator.unknown(key, known=_SECTIONS)
@@ -242,7 +231,7 @@ def _build(data: dict[str, object], *, locator: Locator, path: Path) -> Manifest
         slo=_slo(TableReader.section(data, "slo", locator)),
         production_units=units,
         budget=_budget(TableReader.section(data, "budget", locator, required=True)),
-        shortlist=_shortlist(TableReader.section(data, "shortlist", locator)),
+        shortlist=_shortlist(TableReader.section(data, "shortlist", locator), check_query=check_query),
         tuning=_tuning(TableReader.section(data, "tuning", locator)),
     )
 
@@ -258,24 +247,10 @@ def _workload(t: TableReader, *, base: Path) -> Workload:
     for index, rel in enumerate(paths):
         if rel in paths[:index]:
             t.fail("inputs", f"lists {rel!r} twice")
-        inputs.append(_hash_input(t, rel, base=base))
+        inputs.append(hash_input(rel, base=base, fail=lambda reason: t.fail("inputs", reason)))
     image_size_gb = t.number("image_size_gb", minimum=0.0)
     t.finish()
     return Workload(name=name, image=image, command=command, inputs=tuple(inputs), image_size_gb=image_size_gb)
-
-
-def _hash_input(t: TableReader, rel: str, *, base: Path) -> InputFile:
-    resolved = (base / rel).resolve()
-    digest = hashlib.sha256()
-    size = 0
-    try:
-        with resolved.open("rb") as handle:
-            while chunk := handle.read(1 << 20):
-                digest.update(chunk)
-                size += len(chunk)
-    except OSError as exc:
-        t.fail("inputs", f"cannot read input file {rel!r} (paths are relative to the manifest): {exc.strerror}")
-    return InputFile(path=rel, resolved=resolved, sha256=digest.hexdigest(), size_bytes=size)
 
 
 def _warmup(t: TableReader) -> WarmupRule:
@@ -345,7 +320,7 @@ def _slo(t: TableReader) -> Slo:
 
 def _budget(t: TableReader) -> Budget:
     budget = Budget(
-        max_usd=t.number("max_usd", minimum=0.0, exclusive=True),
+        max_usd=t.number("max_usd", minimum=0.0, maximum=MAX_BUDGET_USD, exclusive=True),
         max_instances=t.integer("max_instances", default=MAX_INSTANCES, minimum=1),
         max_instance_lifetime_s=t.number("max_instance_lifetime_s", default=MAX_INSTANCE_LIFETIME_S,
                                          minimum=0.0, exclusive=True),
@@ -356,12 +331,18 @@ def _budget(t: TableReader) -> Budget:
     return budget
 
 
-def _shortlist(t: TableReader) -> Shortlist:
+def _shortlist(t: TableReader, *, check_query: Callable[[str], object] | None) -> Shortlist:
+    query = t.text("query", default="")
+    if check_query is not None:
+        try:
+            check_query(query)
+        except QueryError as exc:
+            t.fail("query", f"{exc.reason} (column {exc.column} of the query)")
     shortlist = Shortlist(
-        query=t.text("query", default=""),
+        query=query,
         max_candidates=t.integer("max_candidates", default=MAX_CANDIDATES, minimum=1),
         min_hosts_per_model=t.integer("min_hosts_per_model", default=MIN_HOSTS_PER_MODEL, minimum=1),
-        max_dph=t.optional_number("max_dph", minimum=0.0, exclusive=True),
+        max_dph=t.optional_number("max_dph", minimum=0.0, maximum=MAX_DPH_USD, exclusive=True),
         min_reliability=t.number("min_reliability", default=MIN_RELIABILITY, minimum=0.0, maximum=1.0),
     )
     t.finish()

@@ -14,7 +14,8 @@ Workload markers (the language-neutral way a workload reports progress): a stdou
     VASTUI {"units": 32, "accepted": 32, "data_wait_s": 0.4, "compute_s": 1.1, "latency_ms": [34.1, 35.0]}
     VASTUI {"phase": "warmup"}
 
-``units``/``accepted`` are counts done since the previous marker (``accepted`` defaults to ``units``),
+``units``/``accepted`` are counts done since the previous marker (``accepted`` defaults to ``units``; at most
+2**53, running totals too: a larger count is a ``bad_marker`` error and the marker is dropped),
 ``data_wait_s``/``compute_s`` the seconds spent waiting for input and computing since then (default 0),
 ``latency_ms`` one latency per workload step since the previous marker (optional; the console counts steps by
 it, a marker without it as one step). ``phase`` names a phase (``warmup``, ``measure``, ...); both kinds
@@ -67,6 +68,9 @@ ENV_NVML_MODULE = "VASTUI_NVML_MODULE"
 EXIT_AGENT_GONE = 3            # --follow: the agent died without writing a result
 NVML_ERROR_GPU_IS_LOST = 15
 MAX_LATENCIES = 1000           # per progress record; keeps a record a bounded line
+# A count (per marker and running total) above 2**53 is no real workload: past it a float loses units and past
+# 2**63 SQLite cannot store it at all, so such a marker is refused here rather than crash the console later.
+MAX_UNITS = 2 ** 53
 STDERR_TAIL_BYTES = 2000
 THROTTLE_BITS = (
     (0x1, "gpu_idle"), (0x2, "applications_clocks_setting"), (0x4, "sw_power_cap"), (0x8, "hw_slowdown"),
@@ -300,6 +304,10 @@ class MarkerReader:
         if phase is not None:
             self.phase = phase
             self._emitter.emit("phase", {"name": phase, "detail": marker.get("detail")})
+        if progress is not None and self.units_total + progress["units"] > MAX_UNITS:
+            self._emitter.error("bad_marker", "bad workload marker (the running total would be too large: over "
+                                "2**53 units); the marker is dropped")
+            return
         if progress is not None:
             self.units_total += progress["units"]
             self.accepted_total += progress["accepted"]
@@ -313,6 +321,8 @@ def _progress_fields(marker: dict[str, Any]) -> dict[str, Any]:
     for name, value in (("units", units), ("accepted", accepted)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError("%s must be a non-negative integer" % name)
+        if value > MAX_UNITS:
+            raise ValueError("%s is too large (over 2**53)" % name)
     if accepted > units:
         raise ValueError("accepted exceeds units")
     seconds = {}

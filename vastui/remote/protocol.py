@@ -117,6 +117,17 @@ class AgentError:
 Record = GpuSample | Progress | Phase | Result | AgentError
 
 
+# Counts and sequence numbers go into SQLite (64-bit integers) and into float arithmetic (exact up to 2**53): a
+# larger one, which only a broken or hostile host sends, is refused here rather than overflow later. The agent
+# refuses such markers too (``agent.MAX_UNITS``, the same bound).
+MAX_INTEGER = 2 ** 53
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 class _Fields:
     """Typed access to one decoded record; every failure names the field."""
 
@@ -129,7 +140,9 @@ class _Fields:
         if value is None:
             return None
         if not isinstance(value, int) or isinstance(value, bool):
-            raise self._fail(f"field {name!r} must be an integer, got {value!r}")
+            raise self._fail(f"field {name!r} must be an integer, got {_shown(value)}")
+        if abs(value) > MAX_INTEGER:
+            raise self._fail(f"field {name!r} is too large (over 2**53 in size)")
         return value
 
     def integer(self, name: str) -> int:
@@ -155,7 +168,7 @@ class _Fields:
         if value is None:
             return None
         if not isinstance(value, str):
-            raise self._fail(f"field {name!r} must be a string, got {value!r}")
+            raise self._fail(f"field {name!r} must be a string, got {_shown(value)}")
         return value
 
     def text(self, name: str) -> str:
@@ -180,7 +193,7 @@ class _Fields:
 
     def _number(self, name: str, value: object) -> float:
         if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
-            raise self._fail(f"field {name!r} must be a finite number, got {value!r}")
+            raise self._fail(f"field {name!r} must be a finite number, got {_shown(value)}")
         return float(value)
 
 
@@ -241,6 +254,8 @@ def parse_record(line: str, *, where: str = "agent") -> Record:
         data = json.loads(line)
     except ValueError as exc:
         raise fail(f"not JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise fail("nested too deeply") from exc
     if not isinstance(data, dict):
         raise fail("not a JSON object")
     try:

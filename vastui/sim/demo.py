@@ -111,7 +111,6 @@ async def open_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_d
         work = Path(tmp)
         # One store per demo run: each demo is a fresh simulated world whose instance ids start over.
         db_path = (data_dir or work) / "demo" / f"demo-seed{seed}-{int(time.time())}.sqlite3"
-        db_path.parent.mkdir(parents=True, exist_ok=True)
         async with demo_world(seed=seed, time_scale=time_scale, work_dir=work, chaos=chaos) as (server, clock):
             key_path = operator_key(work)
             api_key = Secret(DEMO_API_KEY)

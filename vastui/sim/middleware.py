@@ -82,6 +82,7 @@ class SimMiddleware:
         if chaos.latency_s > 0:
             await asyncio.sleep(chaos.latency_s)
         if chaos.search_quota_exhausted and path in SEARCH_PATHS:
+            chaos.count("search_quota")
             reset = int(self.market.clock.now() + chaos.quota_reset_in_s)
             return error_response(429, "search_quota_exceeded", "Search quota exceeded.",
                                   headers={"X-RateLimit-Reset": str(reset)})

@@ -16,6 +16,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import aiosqlite
 
@@ -194,6 +195,26 @@ async def schema_version(conn: aiosqlite.Connection) -> int:
     """The database's ``PRAGMA user_version`` (0 for a new file)."""
     rows = list(await conn.execute_fetchall("PRAGMA user_version"))
     return int(rows[0][0])
+
+
+async def check_is_vastui(conn: aiosqlite.Connection, db_path: Path) -> None:
+    """Refuse another program's SQLite file before anything is written to it (WAL mode, our tables).
+
+    A file with tables is vastui's only when it has a schema version and the first step's tables (a file with no
+    tables holds nothing to protect). Raises StoreError naming the file and what it holds.
+    """
+    rows = await conn.execute_fetchall(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+    tables = [str(row[0]) for row in rows]
+    version = await schema_version(conn)
+    ours = {"manifests", "campaigns"}
+    if tables and (version == 0 or not ours <= set(tables)):
+        shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+        raise StoreError(
+            f"{db_path} is not a vastui database (schema version {version}, tables: {shown or 'none'}); "
+            "vastui adds nothing to another program's file: pass another --db",
+            title="Not a vastui database",
+        )
 
 
 async def migrate(

@@ -23,7 +23,7 @@ from vastui.store.audit import AuditTables
 from vastui.store.campaigns import CampaignTables
 from vastui.store.hosts import HostTables
 from vastui.store.instances import InstanceTables
-from vastui.store.migrations import migrate
+from vastui.store.migrations import check_is_vastui, migrate
 from vastui.store.runs import RunTables
 
 DEFAULT_BUSY_TIMEOUT_S = 5.0
@@ -43,7 +43,9 @@ class SqliteStore(CampaignTables, InstanceTables, RunTables, HostTables, AuditTa
         try:
             db_path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreError(f"could not create the folder for the database {db_path}: {exc.strerror}") from exc
+            blocker = next((p for p in db_path.parents if p.exists() and not p.is_dir()), None)
+            why = f"{blocker} is a file, not a folder" if blocker is not None else exc.strerror
+            raise StoreError(f"could not create the folder for the database {db_path}: {why}") from exc
         pending = aiosqlite.connect(str(db_path), isolation_level=None)
         try:
             conn = await pending
@@ -72,6 +74,7 @@ class SqliteStore(CampaignTables, InstanceTables, RunTables, HostTables, AuditTa
 async def _configure(conn: aiosqlite.Connection, db_path: Path, busy_timeout_s: float) -> None:
     try:
         await conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        await check_is_vastui(conn, db_path)
         mode = list(await conn.execute_fetchall("PRAGMA journal_mode = WAL"))[0][0]
         await conn.execute("PRAGMA synchronous = FULL")
         await conn.execute("PRAGMA foreign_keys = ON")

@@ -72,6 +72,7 @@ _TERM = re.compile(
     r"([a-zA-Z0-9_]+)( *[=><!]+| +(?:[lg]te?|nin|neq|eq|not ?eq|not ?in|in) )?( *)"
     r"(\[[^\]]+\]|\"[^\"]+\"|[^ ]+)?( *)"
 )
+_WORD = re.compile(r"\w+")
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _VERSION_PART = re.compile(r"[0-9]{1,3}")
 _VERSION_PARTS = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}")
@@ -100,15 +101,30 @@ def tokenize(query: str) -> list[Term]:
     end = len(query.rstrip())
     for match in _TERM.finditer(query, pos, end):
         if match.start() != pos:
+            _check_ascii_field(query, pos)
             _fail(query, pos, f"unexpected {query[pos]!r}: each term starts with a field name, e.g. num_gpus>=2")
+        _check_ascii_field(query, match.start(1))
         op_raw = match.group(2) or ""
         op_at = match.start(2) + (len(op_raw) - len(op_raw.lstrip(" "))) if op_raw else match.end(1)
         terms.append(Term(field=match.group(1), field_at=match.start(1), op=op_raw.strip(" "), op_at=op_at,
                           value=match.group(4) or "", value_at=match.start(4) if match.group(4) else match.end(3)))
         pos = match.end()
     if pos < end:
+        _check_ascii_field(query, pos)
         _fail(query, pos, f"unexpected {query[pos]!r}: each term starts with a field name, e.g. num_gpus>=2")
     return terms
+
+
+def _check_ascii_field(query: str, at: int) -> None:
+    """A field name written with a non-ASCII letter (``gpü_name``) is reported whole, not as the ASCII part the
+    official regex stops at (``'gp'``), with the column of the first such letter."""
+    word = _WORD.match(query, at)
+    if word is None:
+        return
+    bad = next((i for i, char in enumerate(word.group(), at) if not char.isascii()), None)
+    if bad is not None:
+        _fail(query, bad, f"field name {word.group()!r} has the non-ASCII character {query[bad]!r}; field names "
+                          "are ASCII letters, digits and _ (e.g. gpu_name)")
 
 
 def parse_query(query: str, *, base: Mapping[str, Mapping[str, object]] | None = None) -> Filters:
@@ -396,6 +412,8 @@ def parse_order(order: str) -> list[list[str]]:
     A leading or trailing ``-`` means descending, ``+`` (or nothing) ascending; aliases are applied.
     Raises QueryError for an unknown column or a term marked both ``+`` and ``-``.
     """
+    if not order.replace(",", "").strip():
+        _fail(order, 0, "empty order: name a column, e.g. score- or dph+,num_gpus-")
     parsed: list[list[str]] = []
     for piece in order.split(","):  # the common case: known columns, one kind of sign
         name = piece.strip()
@@ -447,9 +465,9 @@ def build_search_body(
         raise QueryError(f"unknown offer type {type_!r}; use on-demand, bid or reserved", query=type_, column=1,
                          title="Bad offer type")
     body["type"] = offer_type
-    if limit is not None and limit < 0:
-        raise QueryError(f"limit must be positive, not {limit}", query=str(limit), column=1, title="Bad limit")
-    if limit:
+    if limit is not None and limit < 1:  # 0 must not mean "no limit": refused, so it cannot return everything
+        raise QueryError(f"limit must be at least 1, not {limit}", query=str(limit), column=1, title="Bad limit")
+    if limit is not None:
         body["limit"] = int(limit)
     if not math.isfinite(storage_gib) or storage_gib < 0:
         raise QueryError(f"storage must be a positive number of GiB, not {storage_gib}", query=str(storage_gib),
