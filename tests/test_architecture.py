@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -32,6 +34,7 @@ def test_core_import_loads_no_ui() -> None:
     assert result.stdout.strip() == ""
 
 
+@pytest.mark.slow
 def test_package_is_typed_strictly() -> None:
     """mypy strict on vastui/ (the package ships py.typed)."""
     result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "vastui"], cwd=ROOT,

@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from remote_support import SIM_API_KEY, ClientKey, rent_running
 
 from vastui.config import Secret
@@ -25,6 +27,7 @@ async def _vastui(*argv: str) -> tuple[int, str, str]:
     return proc.returncode, stdout.decode(), stderr.decode()
 
 
+@pytest.mark.slow
 async def test_ssh_run_streams_output_and_returns_the_remote_exit_status(
         sim: tuple[Market, SshHostPool, SimServer], client_key: ClientKey, tmp_path: Path) -> None:
     market, pool, server = sim

@@ -27,6 +27,8 @@ from vastui.sim.physics import HostSpec, Variant, expected_units_per_s
 from vastui.sim.simworkload import predictions
 from vastui.sim.truth import Fault
 
+pytestmark = pytest.mark.slow  # seconds of real processes or pictures: the full suite runs them
+
 INPUT = b"".join(json.dumps({"id": i, "seed": 1000 + i}).encode() + b"\n" for i in range(24))
 
 

@@ -29,6 +29,8 @@ from vastui.sim.truth import Fault
 from vastui.vast.client import HttpVastClient, ssh_key_target
 from vastui.vast.models import InstanceStatus
 
+pytestmark = pytest.mark.slow  # seconds of real processes or pictures: the full suite runs them
+
 
 async def test_rent_run_and_measure_through_the_simulated_marketplace(
         sim: tuple[Market, SshHostPool, SimServer], client_key: ClientKey, tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+import pytest
+
 from campaign_canned import CID, NOW, racing_snapshot
 
 from vastui.campaign.handle import CampaignResult
@@ -99,6 +101,7 @@ async def test_recent_data_wait_and_elimination_moments_come_from_the_stream() -
     assert str(picture.gpu_attribution(starved).bottleneck) == "input_bound"
 
 
+@pytest.mark.slow
 async def test_the_last_picture_comes_before_the_end() -> None:
     campaign = FakeCampaign()
     seen: list[str] = []

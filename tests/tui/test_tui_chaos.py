@@ -41,6 +41,7 @@ async def test_5xx_and_429_storms_mark_stale_and_recover(tmp_path: Path) -> None
                                what=f"recovery after the {storm} storm", deadline_s=60.0)
 
 
+@pytest.mark.slow
 async def test_an_api_that_stops_answering_is_stale_then_recovers(tmp_path: Path) -> None:
     settings = with_settings(instances_interval_s=6.0, account_interval_s=6.0)
     async with sim_console(tmp_path, settings=settings, over_socket=True, timeout_s=0.3, max_attempts=1) as sim:

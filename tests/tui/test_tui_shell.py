@@ -21,6 +21,7 @@ from vastui.tui.themes import check_theme, theme_names
 from vastui.tui.widgets.statusbar import StatusBar
 
 
+@pytest.mark.slow
 async def test_views_help_command_bar_and_themes(tmp_path: Path) -> None:
     async with sim_console(tmp_path, settings=with_settings(live=False)) as sim:
         app = sim.app

@@ -17,6 +17,8 @@ from vastui.tui.views.instances import InstancesView
 from vastui.tui.views.leaks import LeaksView
 from vastui.tui.views.offers import OffersView
 
+pytestmark = pytest.mark.slow  # seconds of real processes or pictures: the full suite runs them
+
 
 @pytest.fixture(scope="module")
 def scene(tmp_path_factory: pytest.TempPathFactory) -> Scene:

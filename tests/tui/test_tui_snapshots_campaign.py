@@ -16,6 +16,9 @@ from vastui.tui.app import VastuiApp
 from vastui.tui.services import ConsoleSettings, Services
 from vastui.tui.state import ConsoleState
 from vastui.vast.models import InstanceListing, Offer, User
+import pytest
+
+pytestmark = pytest.mark.slow  # seconds of real processes or pictures: the full suite runs them
 
 SIZE = (160, 48)
 
