@@ -83,7 +83,7 @@ type_text() {
 }
 
 # 1. the simulator, on a free port, its clock 60x so instances load in seconds
-"$VASTUI" sim --port 0 --seed 7 --time-scale 60 --api-key "$VAST_API_KEY" >"$work/sim.out" 2>"$work/sim.err" &
+VASTUI_SIM_API_KEY="$VAST_API_KEY" "$VASTUI" sim --port 0 --seed 7 --time-scale 60 >"$work/sim.out" 2>"$work/sim.err" &
 sim_pid=$!
 for _ in $(seq 1 100); do grep -q "VAST_URL=" "$work/sim.out" 2>/dev/null && break; sleep 0.1; done
 url=$(grep -o 'VAST_URL=[^ ]*' "$work/sim.out" | head -1 | cut -d= -f2)
