@@ -245,10 +245,18 @@ class CampaignEngine:
         assert endpoint is not None
         host, port = endpoint
         self.ctx.phase(run, CandidatePhase.SSH)
+        connected = False
         try:
-            await self.ctx.executor.wait_ready(host, port, deadline_s=self.manifest.budget.readiness_min_s)
+            # One SSH connection for this instance's whole life: uploads, agent runs, commands and stops.
+            async with self.ctx.executor.hold(host, port, deadline_s=self.manifest.budget.readiness_min_s):
+                connected = True
+                await self._on_host(run, host, port)
         except RemoteError as exc:
-            raise CandidateFailed(f"SSH never became ready: {exc}", bad_host=True) from exc
+            if not connected:
+                raise CandidateFailed(f"SSH never became ready: {exc}", bad_host=True) from exc
+            raise
+
+    async def _on_host(self, run: CandidateRun, host: str, port: int) -> None:
         await stage_inputs(self.ctx, host, port)
         variant = _variant(run.candidate, self.manifest)
         await canary(self.ctx, run, host, port, variant)

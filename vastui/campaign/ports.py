@@ -46,6 +46,10 @@ class AgentSession(Protocol):
 class HostExecutor(Protocol):
     async def wait_ready(self, host: str, port: int, *, deadline_s: float) -> None: ...
 
+    def hold(self, host: str, port: int, *, deadline_s: float) -> AbstractAsyncContextManager[None]:
+        """Wait until the host accepts SSH, then reuse that one connection for every call inside the block."""
+        ...
+
     async def put_file(self, host: str, port: int, *, data: bytes, remote_path: str) -> None: ...
 
     def run_agent(self, host: str, port: int, argv: Sequence[str], *, interval_s: float = 1.0,
