@@ -84,7 +84,7 @@ class CandidateRun:
     deadline_at: float | None = None        # campaign clock: the instance's hard deadline, as approved
     canary_s: float | None = None           # campaign clock: how long the canary run took, session included
     uncertain_label: str | None = None      # set when the create's answer was lost: an instance may be billing
-    ended_at: float | None = None           # campaign clock: its destroy was answered
+    ended_at: float | None = None           # campaign clock: its (answered) destroy was sent
     measured_runs: int = 0                  # independent agent runs (separate processes) that gave blocks
 
     @property

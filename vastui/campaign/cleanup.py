@@ -5,7 +5,7 @@ A failed or partial listing is *unknown*, never *absent*; destroy, never stop (s
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from vastui.approval import Action, ApprovalRequest, Approver, instance_target
@@ -39,8 +39,13 @@ class TeardownReport:
 
 
 async def destroy_with_approval(*, client: Marketplace, approver: Approver, instance_id: int,
-                                campaign_id: str | None, reason: str) -> bool:
-    """Ask for approval and destroy; True when the destroy was sent or the instance was already gone."""
+                                campaign_id: str | None, reason: str,
+                                on_sending: Callable[[], None] | None = None) -> bool:
+    """Ask for approval and destroy; True when the destroy was sent or the instance was already gone.
+
+    ``on_sending`` is called once approved, right before the request goes out: the marketplace stops billing when
+    it handles the request, which is closer to this moment than to its answer (a destroy's answer waits for the
+    host to be taken down)."""
     request = ApprovalRequest(action=Action.DESTROY_INSTANCE, target=instance_target(instance_id),
                               summary=f"destroy instance {instance_id}: {reason}", campaign_id=campaign_id)
     try:
@@ -49,6 +54,8 @@ async def destroy_with_approval(*, client: Marketplace, approver: Approver, inst
         return False  # a refusal that explains itself; teardown reports the id as refused
     if approval is None:
         return False
+    if on_sending is not None:
+        on_sending()
     try:
         await client.destroy_instance(instance_id, approval=approval)
     except NotFound:

@@ -430,10 +430,12 @@ class CampaignEngine:
             # else: the create's answer was lost and an instance may be billing until the final teardown finds
             # it by label, so its worst case stays reserved against the budget
             return
+        sending_at: list[float] = []
         try:
             if await destroy_with_approval(client=self.ctx.market, approver=self.ctx.approver,
                                            instance_id=run.instance_id, campaign_id=self.plan.campaign_id,
-                                           reason=f"{run.cid} {run.phase}"):
+                                           reason=f"{run.cid} {run.phase}",
+                                           on_sending=lambda: sending_at.append(self.clock.now())):
                 self._destroy_sent.add(run.instance_id)
                 self.bus.publish(InstanceDestroyed(at=self.clock.now(), campaign_id=self.plan.campaign_id,
                                                    instance_id=run.instance_id))
@@ -442,7 +444,7 @@ class CampaignEngine:
         except VastuiError as exc:
             log.warning("destroying %s failed (final teardown retries): %s", run.instance_id, exc)
         if run.instance_id in self._destroy_sent:
-            run.ended_at = self.clock.now()
+            run.ended_at = sending_at[0] if sending_at else self.clock.now()   # billing stops as it is handled
         self._committed_usd[run.cid] = bill_of(run, manifest=self.manifest,
                                                created_local=self._rented_local.get(run.cid),
                                                now=self.clock.now()).total_usd
