@@ -15,6 +15,8 @@ from vastui.bench.select import (EliminationReason, Finalist, Race, RaceCandidat
 from vastui.bench.stats import Block, Interval, Verdict
 
 CHEAP = CostInputs(price_per_hour_usd=1.0, startup_s=120.0)
+# The racing logic on its own: blocks as the only source of variation (no between-run prior).
+BLOCKS_ONLY = MeasureRule(run_cv_prior=0.0)
 
 
 def block(theta: float, *, latencies_ms: tuple[float, ...] = ()) -> Block:
@@ -89,7 +91,7 @@ def test_budget_and_block_cap_stop_the_race() -> None:
 def test_slo_floor_and_latency_ceiling_eliminate() -> None:
     slo = Slo(throughput_min_units_per_s=80.0, latency=LatencyCeiling(percentile=99.0, max_ms=50.0))
     race = Race([RaceCandidate("slow", CHEAP), RaceCandidate("laggy", CHEAP), RaceCandidate("good", CHEAP)],
-                units=100_000, slo=slo, resamples=300)
+                units=100_000, slo=slo, resamples=300, measure=BLOCKS_ONLY)
     for _ in range(5):
         race.add_block("slow", block(60.0, latencies_ms=(10.0,) * 100))
         race.add_block("laggy", block(100.0, latencies_ms=(10.0,) * 95 + (90.0,) * 5))
@@ -124,7 +126,8 @@ SLOW = CostInputs(price_per_hour_usd=0.60, startup_s=150.0, warmup_s=50.0, inet_
 
 @pytest.mark.parametrize(("units", "chosen", "runner_up"), [(20_000, "slow", "fast"), (2_000_000, "fast", "slow")])
 def test_race_and_decision_on_the_classic_trap(units: int, chosen: str, runner_up: str) -> None:
-    race = Race([RaceCandidate("fast", FAST), RaceCandidate("slow", SLOW)], units=units, resamples=300)
+    race = Race([RaceCandidate("fast", FAST), RaceCandidate("slow", SLOW)], units=units, resamples=300,
+                measure=BLOCKS_ONLY)
     run_rounds(race, {"fast": 120.0, "slow": 30.0}, 10)
     step = race.decide()
     assert step.leader == chosen and step.finished
@@ -187,7 +190,7 @@ def test_racing_never_eliminates_the_true_best_on_noiseless_inputs(thetas: list[
     truth = {c.candidate_id: cost_per_accepted_unit(c.cost, units=units, throughput_units_per_s=thetas[i])
              for i, c in enumerate(candidates)}
     best = min(truth.values())
-    race = Race(candidates, units=units, resamples=100)
+    race = Race(candidates, units=units, resamples=100, measure=BLOCKS_ONLY)
     for _ in range(race.measure.max_blocks):
         for cid in race.active:
             race.add_block(cid, block(thetas[int(cid[1:])]))

@@ -100,6 +100,7 @@ class Block:
     duration_s: float
     steps: int
     latencies_ms: tuple[float, ...] = ()
+    run: int = 0            # which independent run (agent process) it came from
 
     @property
     def throughput_units_per_s(self) -> float:

@@ -317,6 +317,8 @@ class CampaignEngine:
         return None
 
     async def _measure(self, run: CandidateRun, host: str, port: int, variant: Variant) -> None:
+        """Blocks from at least ``min_runs`` independent runs (separate agent processes, each warmed up): the
+        first runs stop after their share of the minimum evidence, the last one runs until the race says stop."""
         self.ctx.phase(run, CandidatePhase.MEASURING)
         c = run.candidate
         stored = await self.ctx.store.start_run(
@@ -325,17 +327,50 @@ class CampaignEngine:
             variant_json=variant.to_json(), started_at=self.clock.now())
         run.run_id = stored.run_id
         await self.ctx.store.record_run_phases(run_id=stored.run_id, pull_s=run.startup_s)
-        meter = BlockMeter(warmup=self.manifest.warmup, measure=self.manifest.measure)
+        rule = self.manifest.measure
+        share = max(1, -(-rule.min_blocks // max(1, rule.min_runs)))   # blocks per run until min_runs are had
+        ended = "stream ended"
+        warmups: list[float] = []
+        for index in range(max(1, rule.min_runs)):
+            last = index == max(1, rule.min_runs) - 1
+            ended = await self._one_run(run, host, port, variant, index=index, warmups=warmups,
+                                        blocks_until=None if last else len(run.blocks) + share)
+            if self._stop_reason(run) is not None or ended != "share done":
+                break
+        thetas = [b.throughput_units_per_s for b in run.blocks]
+        await self.ctx.store.finish_run(
+            run_id=stored.run_id, status=RunStatus.OK if thetas else RunStatus.ERROR, at=self.clock.now(),
+            throughput_units_per_s=statistics.median(thetas) if thetas else None,
+            stats_json=json.dumps({"blocks": len(thetas), "runs": run.measured_runs, "warmup_s": run.warmup_s,
+                                   "startup_s": run.startup_s}),
+            error=None if thetas else "no complete block")
+        reason = self._stop_reason(run) or ended
+        if len(run.blocks) < self.manifest.measure.min_blocks and run.phase is CandidatePhase.MEASURING:
+            # Too little evidence to race on (a slow host hit its deadline): out of the race, data kept.
+            async with self._lock:
+                self.race.exclude(run.cid, reason=EliminationReason.FAILED,
+                                  detail=f"only {len(run.blocks)} blocks before it stopped ({reason})")
+        if run.phase is CandidatePhase.MEASURING:
+            self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks in {run.measured_runs} run(s); "
+                                                     f"stopped: {reason}")
+
+    async def _one_run(self, run: CandidateRun, host: str, port: int, variant: Variant, *, index: int,
+                       warmups: list[float], blocks_until: int | None) -> str:
+        """One agent run's warm-up and blocks; says why it ended ("share done" when it gave its share)."""
+        meter = BlockMeter(warmup=self.manifest.warmup, measure=self.manifest.measure, run=index)
+        started_at, blocks_before = self.clock.now(), len(run.blocks)
         left_s = run.work_time_left_s(self.clock.now())
         argv = workload_argv(self.manifest, variant=variant, steps=0, seconds=max(left_s, 60.0))
         buffer: list[Record] = []
+        ended = "stream ended"
         async with self.ctx.executor.run_agent(host, port, argv) as session:
             async for record in session:
                 note_record(self.ctx, run, record)
                 buffer.append(record)
                 block = meter.add(record)
-                if meter.warmup is not None and run.warmup_s is None:
-                    run.warmup_s = meter.warmup.warmup_s
+                if meter.warmup is not None and len(warmups) == index:
+                    warmups.append(meter.warmup.warmup_s)
+                    run.warmup_s = statistics.fmean(warmups)   # production warms up once: the runs' mean
                     self.bus.publish(warmup_event(meter.warmup, at=record.t, campaign_id=self.plan.campaign_id,
                                                   candidate=run.cid))
                     await self._warm(run)
@@ -345,27 +380,33 @@ class CampaignEngine:
                     await save_records(self.ctx, run, buffer)
                     buffer = []
                     if await self._block_done(run, block):
+                        ended = "race"
                         break
-                if isinstance(record, Result) or run.work_time_left_s(self.clock.now()) <= 0:
+                    if blocks_until is not None and len(run.blocks) >= blocks_until:
+                        if self._another_run_fits(run, started_at=started_at, blocks_before=blocks_before):
+                            ended = "share done"
+                            break
+                        blocks_until = None   # no time for a fresh process: this run goes on (the prior covers)
+                if isinstance(record, Result):
+                    ended = "the workload ended"
+                    break
+                if run.work_time_left_s(self.clock.now()) <= 0:
                     break  # the deadline is checked on every record: a block is no reason to outlive it
         await save_records(self.ctx, run, buffer)
         if meter.blocks:
             run.measured_runs += 1
-        run.units_total, run.accepted_total = meter.units_total, meter.accepted_total
-        thetas = [b.throughput_units_per_s for b in run.blocks]
-        await self.ctx.store.finish_run(
-            run_id=stored.run_id, status=RunStatus.OK if thetas else RunStatus.ERROR, at=self.clock.now(),
-            throughput_units_per_s=statistics.median(thetas) if thetas else None,
-            stats_json=json.dumps({"blocks": len(thetas), "warmup_s": run.warmup_s, "startup_s": run.startup_s}),
-            error=None if thetas else "no complete block")
-        reason = self._stop_reason(run) or ("the workload ended" if session.result is not None else "stream ended")
-        if len(run.blocks) < self.manifest.measure.min_blocks and run.phase is CandidatePhase.MEASURING:
-            # Too little evidence to race on (a slow host hit its deadline): out of the race, data kept.
-            async with self._lock:
-                self.race.exclude(run.cid, reason=EliminationReason.FAILED,
-                                  detail=f"only {len(run.blocks)} blocks before it stopped ({reason})")
-        if run.phase is CandidatePhase.MEASURING:
-            self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks; stopped: {reason}")
+        run.units_total += meter.units_total
+        run.accepted_total += meter.accepted_total
+        return ended
+
+    def _another_run_fits(self, run: CandidateRun, *, started_at: float, blocks_before: int) -> bool:
+        """Whether a fresh run (its start, warm-up and a share of blocks, as long as this one's took) and the
+        remaining minimum evidence fit before the instance's deadline."""
+        now = self.clock.now()
+        this_run = run.blocks[blocks_before:]
+        block_s = statistics.fmean(b.end_t - b.start_t for b in this_run) if this_run else self.manifest.measure.block_s
+        needed = (now - started_at) + max(0, self.manifest.measure.winner_min_blocks - len(run.blocks)) * block_s
+        return run.work_time_left_s(now) >= needed
 
     async def _warm(self, run: CandidateRun) -> None:
         if run.run_id is not None:

@@ -53,7 +53,8 @@ class _Open:
 class BlockMeter:
     """Feed it records in order; it reports when warm-up ends and returns each block as it completes."""
 
-    def __init__(self, *, warmup: WarmupRule, measure: MeasureRule) -> None:
+    def __init__(self, *, warmup: WarmupRule, measure: MeasureRule, run: int = 0) -> None:
+        self._run = run            # the independent run (agent process) these records come from
         self._warmup_rule = warmup
         self._measure = measure
         self._last_t: float | None = None
@@ -137,7 +138,7 @@ class BlockMeter:
         throttled = [bool(g.throttle_reasons and set(g.throttle_reasons) - {"gpu_idle"}) for g in window
                      if g.throttle_reasons is not None]
         return MeasuredBlock(
-            block=Block(units=current.units, duration_s=current.step_s, steps=current.steps,
+            block=Block(units=current.units, duration_s=current.step_s, steps=current.steps, run=self._run,
                         latencies_ms=tuple(current.latencies_ms)),
             start_t=current.start_t,
             end_t=end_t,
