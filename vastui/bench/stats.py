@@ -76,6 +76,7 @@ class WarmupResult:
     steps: int
     warmup_s: float
     cv: float | None
+    lost_s: float | None = None   # warm-up's extra time over its steps at the steady pace: what it costs production
 
     @property
     def is_done(self) -> bool:

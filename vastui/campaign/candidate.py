@@ -71,6 +71,7 @@ class CandidateRun:
     workload_init_s: float | None = None    # agent clock: agent start -> the workload's first record
     startup_s: float | None = None          # what production pays before working: loading + workload init
     warmup_s: float | None = None
+    warmup_lost_s: list[float] = field(default_factory=list)   # per run: warm-up's time beyond its steps' work
     canary_digest: str | None = None
     passed_gate: bool | None = None
     failure: str | None = None

@@ -371,6 +371,8 @@ class CampaignEngine:
                 if meter.warmup is not None and len(warmups) == index:
                     warmups.append(meter.warmup.warmup_s)
                     run.warmup_s = statistics.fmean(warmups)   # production warms up once: the runs' mean
+                    lost = meter.warmup.lost_s if meter.warmup.lost_s is not None else meter.warmup.warmup_s
+                    run.warmup_lost_s.append(lost)
                     self.bus.publish(warmup_event(meter.warmup, at=record.t, campaign_id=self.plan.campaign_id,
                                                   candidate=run.cid))
                     await self._warm(run)

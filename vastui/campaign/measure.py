@@ -107,8 +107,12 @@ class BlockMeter:
                   and cv is not None and cv <= rule.cv_max)
         capped = not steady and self._warmup_elapsed_s >= rule.cap_s
         if steady or capped:
+            # The units done while warming up count in production too: warm-up costs only its extra time over
+            # those steps at the pace the last window settled to.
+            pace_s = statistics.fmean(self._warmup_steps[-rule.window:])
+            lost_s = max(0.0, self._warmup_elapsed_s - self._warmup_real_steps * pace_s)
             self.warmup = WarmupResult(is_steady=steady, is_capped=capped, steps=self._warmup_real_steps,
-                                       warmup_s=self._warmup_elapsed_s, cv=cv)
+                                       warmup_s=self._warmup_elapsed_s, cv=cv, lost_s=lost_s)
             self._open = _Open(start_t=record.t)
 
     def _measure_step(self, step_s: float, record: Progress, previous: float) -> MeasuredBlock | None:
