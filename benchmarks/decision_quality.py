@@ -261,7 +261,7 @@ def report(results: list[MarketResult]) -> str:
               f"p90 {_pct(zs, 90):.2f} over {len(zs)} measured candidates",
               f"- market variety: true 1-GPU throughput spread within a GPU model (max/min - 1): median "
               f"{100 * _pct(spreads, 50):.0f} %, p90 {100 * _pct(spreads, 90):.0f} % over {len(spreads)} models "
-              f"(gpu-market.md: 5-35 % between hosts of one model)"]
+              f"(docs/simulator.md: up to ~35 % between hosts of one model)"]
     regrets = [r.regret["vastui"] for r in results]
     lines += ["", f"summary: vastui within 3 % in {100 * sum(g <= 0.03 for g in regrets) / len(regrets):.0f} % of "
                   f"{len(results)} markets, p95 regret {100 * _pct(regrets, 95):.1f} %, coverage "

@@ -333,8 +333,18 @@ class CampaignEngine:
         warmups: list[float] = []
         for index in range(max(1, rule.min_runs)):
             last = index == max(1, rule.min_runs) - 1
-            ended = await self._one_run(run, host, port, variant, index=index, warmups=warmups,
-                                        blocks_until=None if last else len(run.blocks) + share)
+            try:
+                ended = await self._one_run(run, host, port, variant, index=index, warmups=warmups,
+                                            blocks_until=None if last else len(run.blocks) + share)
+            except RemoteError as exc:
+                if index == 0 or not run.blocks:
+                    raise
+                # A further run that would not start leaves the evidence already had standing (one run fewer).
+                self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="warning",
+                                        text=f"{run.cid}: run {index + 1} did not start ({exc}); keeping "
+                                             f"{len(run.blocks)} blocks from {run.measured_runs} run(s)"))
+                ended = f"run {index + 1} did not start"
+                break
             if self._stop_reason(run) is not None or ended != "share done":
                 break
         thetas = [b.throughput_units_per_s for b in run.blocks]
