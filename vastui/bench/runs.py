@@ -39,9 +39,20 @@ def between_run_cv(blocks: Sequence[Block], *, cv_prior: float, prior_weight: fl
     return math.sqrt(pooled), dof
 
 
-def _student_t(rng: random.Random, dof: float) -> float:
-    chi2 = rng.gammavariate(dof / 2.0, 2.0)
-    return rng.gauss(0.0, 1.0) / math.sqrt(chi2 / dof) if chi2 > 0 else 0.0
+T_POOL = 4001            # standard t draws kept per degrees of freedom (a prime: strides cycle through all)
+_T_POOLS: dict[float, tuple[float, ...]] = {}
+
+
+def _t_pool(dof: float) -> tuple[float, ...]:
+    """Student-t draws for ``dof``, made once (seeded) and shared: a race prices thousands of replicates."""
+    if dof not in _T_POOLS:
+        rng = random.Random(f"t:{dof}")
+        draws = []
+        for _ in range(T_POOL):
+            chi2 = rng.gammavariate(dof / 2.0, 2.0)
+            draws.append(rng.gauss(0.0, 1.0) / math.sqrt(chi2 / dof) if chi2 > 0 else 0.0)
+        _T_POOLS[dof] = tuple(draws)
+    return _T_POOLS[dof]
 
 
 def run_aware_distribution(blocks: Sequence[Block], *, resamples: int, rng: random.Random, cv_prior: float,
@@ -53,9 +64,13 @@ def run_aware_distribution(blocks: Sequence[Block], *, resamples: int, rng: rand
     groups = list(runs_of(blocks).values())
     cv, dof = between_run_cv(blocks, cv_prior=cv_prior, prior_weight=prior_weight)
     se = cv / math.sqrt(len(groups)) if between_runs else 0.0
+    pool = _t_pool(dof) if se > 0 else ()
+    offset, stride = rng.randrange(T_POOL), 1 + rng.randrange(T_POOL - 1)   # this distribution's own draws
     out = []
-    for _ in range(resamples):
-        values = [v for group in groups for v in rng.choices(group, k=len(group))]
-        factor = 1.0 + se * _student_t(rng, dof) if se > 0 else 1.0
-        out.append(median(values) * max(factor, 0.05))
+    for index in range(resamples):
+        values = sorted(v for group in groups for v in rng.choices(group, k=len(group)))
+        half = len(values) // 2
+        middle = values[half] if len(values) % 2 else (values[half - 1] + values[half]) / 2.0
+        factor = 1.0 + se * pool[(offset + index * stride) % T_POOL] if se > 0 else 1.0
+        out.append(middle * max(factor, 0.05))
     return tuple(out)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from vastui.bench.cost import CostInputs, break_even_units, cost_interval, cost_per_accepted_unit
+from vastui.bench.cost import CostInputs, break_even_units, cost_curve, cost_interval
 from vastui.bench.manifest import MeasureRule, Slo
 from vastui.bench.runs import run_aware_distribution
 from vastui.bench.stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Block, Interval, Verdict, floor_verdict,
@@ -171,12 +171,11 @@ class Race:
     def _cost_distribution(self, entry: _Entry, *, between_runs: bool = True) -> tuple[float, ...]:
         key = (entry.candidate.candidate_id, len(entry.blocks))
         if not between_runs:
-            return tuple(cost_per_accepted_unit(entry.candidate.cost, units=self.units, throughput_units_per_s=theta)
-                         for theta in self._thetas(entry, between_runs=False))
+            at = cost_curve(entry.candidate.cost, units=self.units)
+            return tuple(at(theta) for theta in self._thetas(entry, between_runs=False))
         if key not in self._costs:
-            self._costs[key] = tuple(
-                cost_per_accepted_unit(entry.candidate.cost, units=self.units, throughput_units_per_s=theta)
-                for theta in self._thetas(entry))
+            at = cost_curve(entry.candidate.cost, units=self.units)
+            self._costs[key] = tuple(at(theta) for theta in self._thetas(entry))
         return self._costs[key]
 
     def _slo_verdict(self, entry: _Entry, throughput: Interval | None) -> Verdict:

@@ -433,7 +433,9 @@ class CampaignEngine:
                                        gpu_util_pct=measured.gpu_util_pct))
         async with self._lock:
             self.race.add_block(run.cid, measured.block)
-            step = self.race.decide(spent_usd=self.spent_usd())
+            # Tens of milliseconds of bootstrap: off the event loop, so records, polls and SSH keep flowing (on a
+            # simulator's scaled clock a stalled loop is minutes of someone's deadline).
+            step = await asyncio.to_thread(self.race.decide, spent_usd=self.spent_usd())
             for elimination in step.eliminated:
                 self._stop[elimination.candidate_id].set()
                 self.bus.publish(CandidateEliminated(at=self.clock.now(), campaign_id=self.plan.campaign_id,
