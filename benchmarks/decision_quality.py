@@ -17,7 +17,8 @@ Workloads rotate over a mix: compute-bound, input-bound (one loader), startup-he
 and multi-GPU offers allowed. The last line is one summary.
 
 The oracle's true cost uses the same billing model and formula as the engine, with the truth's throughput, pull and
-readiness; a faulty host (wrong output, dies, stuck) costs infinity; a throttling one runs at its throttled speed
+readiness; an offer whose true speed or step latency misses the manifest's SLO, or a faulty host (wrong output, dies,
+stuck), costs infinity; a throttling one runs at its throttled speed
 after the fault. Warm-up costs what the simulated workload's slower first steps cost.
 """
 
@@ -69,7 +70,8 @@ FAST = {r"(?m)^min_s = 30$": "min_s = 10", r"(?m)^min_steps = 20$": "min_steps =
         r"(?m)^block_min_steps = 20$": "block_min_steps = 3", r"(?m)^min_blocks = 5$": "min_blocks = 3",
         r"(?m)^winner_min_blocks = 10$": "winner_min_blocks = 5", r"(?m)^max_blocks = 30$": "max_blocks = 8",
         r"(?m)^max_candidates = 8$": "max_candidates = 4", r"(?m)^batch_sizes = \[64, 128, 256\]$": "batch_sizes = [64]",
-        r"(?m)^loaders = \[4, 8\]$": "loaders = [4]", r'(?m)^precisions = \["fp32", "bf16"\]$': 'precisions = ["fp32"]'}
+        r"(?m)^loaders = \[4, 8\]$": "loaders = [4]", r'(?m)^precisions = \["fp32", "bf16"\]$': 'precisions = ["fp32"]',
+        r"(?m)^latency_max_ms = 2000$": "latency_max_ms = 5000", r'(?m)^latency_percentile = "p99"$': 'latency_percentile = "p90"'}
 
 
 def write_manifest(directory: Path, kind: WorkloadKind) -> Path:
@@ -112,6 +114,11 @@ def true_cost(market: Market, offer: Offer, manifest: Manifest) -> float:
     variant = _variant(manifest, offer.num_gpus)
     step = plan_step(spec, variant)
     theta = step.units_per_s
+    slo = manifest.slo
+    if slo.throughput_min_units_per_s is not None and theta < slo.throughput_min_units_per_s:
+        return math.inf     # misses the SLO: not a valid choice, whatever it costs
+    if slo.latency is not None and step.step_s * 1000.0 > slo.latency.max_ms:
+        return math.inf
     if truth.fault is Fault.THROTTLES and truth.fault_after_s is not None:
         work_s = manifest.production_units / theta
         if work_s > truth.fault_after_s:   # the rest of the run at the throttled speed
@@ -142,6 +149,7 @@ class MarketResult:
     oracle_z: list[float] = field(default_factory=list)
     spread: list[float] = field(default_factory=list)
     runs: list[int] = field(default_factory=list)
+    note: str = ""
 
 
 def _regret(cost: float, best: float) -> float:
@@ -195,10 +203,15 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float)
         out.spend_usd = receipt.campaign_cost_usd
         out.everything_usd = _everything_spend(outcome, manifest)
         chosen = next((r for r in outcome.runs if r.cid == receipt.decision.chosen), None)
+        best_offer = min(costs, key=lambda oid: costs[oid])
+        in_shortlist = any(o.id == best_offer for o in shortlist)
+        out.note = (f"decision: {receipt.decision.chosen or 'none'} ({receipt.decision.reason}); "
+                    f"oracle best {'in' if in_shortlist else 'not in'} the shortlist")
         if chosen is None:
             out.regret["vastui"], out.wrong["vastui"] = math.inf, False
         else:
             offer = chosen.candidate.offer
+            out.note += f"; chosen host's fault: {market.truth_of(offer.machine_id).fault}"
             out.regret["vastui"] = _regret(costs.get(offer.id) or true_cost(market, offer, manifest), best)
             out.wrong["vastui"] = offer.machine_id in wrong
         for row in receipt.candidates:
@@ -279,7 +292,7 @@ async def main_async(markets: int, seed: int, scale: float) -> str:
             result = await one_market(seed + index, kind, Path(tmp), scale=scale)
             results.append(result)
             print(f"market {seed + index} ({kind.name}): vastui regret {100 * result.regret['vastui']:.1f} %, "
-                  f"spend ${result.spend_usd:.3f}, {result.wall_s:.1f} s", file=sys.stderr, flush=True)
+                  f"spend ${result.spend_usd:.3f}, {result.wall_s:.1f} s; {result.note}", file=sys.stderr, flush=True)
     return report(results)
 
 

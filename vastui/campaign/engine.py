@@ -392,6 +392,8 @@ class CampaignEngine:
                     await save_records(self.ctx, run, buffer)
                     buffer = []
                     if await self._block_done(run, block):
+                        if run.work_time_left_s(self.clock.now()) <= 0:
+                            session.abandon()
                         ended = "race"
                         break
                     if blocks_until is not None and len(run.blocks) >= blocks_until:
@@ -403,6 +405,7 @@ class CampaignEngine:
                     ended = "the workload ended"
                     break
                 if run.work_time_left_s(self.clock.now()) <= 0:
+                    session.abandon()   # the destroy comes next and ends it; stopping first would eat its margin
                     break  # the deadline is checked on every record: a block is no reason to outlive it
         await save_records(self.ctx, run, buffer)
         if meter.blocks:

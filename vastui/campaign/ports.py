@@ -42,6 +42,10 @@ class AgentSession(Protocol):
 
     def __aiter__(self) -> AsyncIterator[Record]: ...
 
+    def abandon(self) -> None:
+        """Leave without stopping the remote run: its instance is about to be destroyed, which ends it."""
+        ...
+
 
 class HostExecutor(Protocol):
     async def wait_ready(self, host: str, port: int, *, deadline_s: float) -> None: ...

@@ -58,6 +58,7 @@ class AgentRun:
         self._output_file = output_file
         self._conn: asyncssh.SSHClientConnection | None = None
         self._owned = True
+        self._abandoned = False
         self._iterator: AsyncGenerator[Record, None] | None = None
         run_dir = f"{runner.remote_dir}/runs/{self.run_id}"
         self.agent_path = f"{runner.remote_dir}/agent-{_agent_digest()}.py"
@@ -82,9 +83,14 @@ class AgentRun:
                         tb: TracebackType | None) -> None:
         if self._iterator is not None:
             await self._iterator.aclose()
-        if self.result is None:
+        if self.result is None and not self._abandoned:
             await self.stop()
         self._let_go(failed=False)
+
+    def abandon(self) -> None:
+        """Leave without stopping the remote agent: its instance is destroyed next (a polite stop would spend the
+        margin the destroy needs before the deadline)."""
+        self._abandoned = True
 
     def _let_go(self, *, failed: bool) -> None:
         """Done with the connection: close it when this run opened it; a failed one is dropped (held or not)."""
