@@ -66,3 +66,12 @@ def test_a_machine_a_hair_below_the_floor_is_not_certified() -> None:
     for block in blocks_of_runs([130.0, 131.0], per_run=10, jitter=0.002, rng=rng):
         well_above.add_block("ok", block)
     assert well_above.standings()[0].slo is Verdict.MET
+
+
+def test_the_receipts_interval_is_the_run_aware_one() -> None:
+    from vastui.bench.runs import run_aware_interval
+    rng = random.Random(5)
+    blocks = blocks_of_runs([100.0, 104.0], per_run=6, jitter=0.003, rng=rng)
+    interval = run_aware_interval(blocks, cv_prior=0.04, seed="c1")
+    assert interval.low < 100.0 and interval.high > 104.0 and interval.n == 12
+    assert run_aware_interval(blocks, cv_prior=0.04, seed="c1") == interval   # reproducible from its seed

@@ -15,7 +15,7 @@ import random
 import statistics
 from collections.abc import Sequence
 
-from vastui.bench.stats import Block, median
+from vastui.bench.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Block, Interval, median, percentile_bounds
 
 PRIOR_WEIGHT = 3.0     # the prior between-run CV counts as this many degrees of freedom
 
@@ -74,3 +74,12 @@ def run_aware_distribution(blocks: Sequence[Block], *, resamples: int, rng: rand
         factor = 1.0 + se * pool[(offset + index * stride) % T_POOL] if se > 0 else 1.0
         out.append(middle * max(factor, 0.05))
     return tuple(out)
+
+
+def run_aware_interval(blocks: Sequence[Block], *, cv_prior: float, confidence: float = DEFAULT_CONFIDENCE,
+                       resamples: int = DEFAULT_RESAMPLES, seed: int | str = 0) -> Interval:
+    """The median block throughput with its run-aware percentile interval (what the race and the receipt show)."""
+    distribution = run_aware_distribution(blocks, resamples=resamples, rng=random.Random(seed), cv_prior=cv_prior)
+    low, high = percentile_bounds(distribution, confidence=confidence)
+    return Interval(point=median([b.throughput_units_per_s for b in blocks]), low=low, high=high,
+                    confidence=confidence, n=len(blocks))

@@ -78,14 +78,18 @@ class BlockMeter:
         if isinstance(record, GpuSample):
             self._gpu.append(record)
             return None
+        if isinstance(record, Phase) and record.name != "ready" and self._last_t is None:
+            self._last_t = record.t   # the workload's first word: its first marker's steps are timed from here
+            return None
         if not isinstance(record, Progress) or record.units <= 0:
             return None
         self.units_total += record.units
         self.accepted_total += record.accepted
         previous, self._last_t = self._last_t, record.t
-        if previous is None:
+        if self.first_progress_t is None:
             self.first_progress_t = record.t
-            return None  # the first marker has no step before it to time
+        if previous is None:
+            return None  # the first marker has no step (nor a phase marker) before it to time
         step_s = max(record.t - previous, 1e-9)
         if self.warmup is None:
             self._warm(step_s, record)
