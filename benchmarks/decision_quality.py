@@ -17,8 +17,8 @@ Workloads rotate over a mix: compute-bound, input-bound (one loader), startup-he
 and multi-GPU offers allowed. The last line is one summary.
 
 The oracle's true cost uses the same billing model and formula as the engine, with the truth's throughput, pull and
-readiness; an offer whose true speed or step latency misses the manifest's SLO, or a faulty host (wrong output, dies,
-stuck), costs infinity; a throttling one runs at its throttled speed
+readiness; an offer whose true speed or step latency misses the manifest's SLO, or a faulty host (wrong output, stuck
+in loading, or dying before the production run is done), costs infinity; a throttling one runs at its throttled speed
 after the fault. Warm-up costs what the simulated workload's slower first steps cost.
 """
 
@@ -107,7 +107,7 @@ def true_throughput(market: Market, offer: Offer, manifest: Manifest) -> float:
 def true_cost(market: Market, offer: Offer, manifest: Manifest) -> float:
     """The oracle: C(N) with the truth's speed, pull and readiness; a faulty host is infinitely dear."""
     truth = market.truth_of(offer.machine_id)
-    if truth.fault in (Fault.WRONG_OUTPUT, Fault.DIES_MID_RUN, Fault.STUCK_LOADING):
+    if truth.fault in (Fault.WRONG_OUTPUT, Fault.STUCK_LOADING):
         return math.inf
     machine = next(m for m in market.world.machines if m.machine_id == offer.machine_id)
     spec = HostSpec.from_machine(machine)
@@ -119,6 +119,9 @@ def true_cost(market: Market, offer: Offer, manifest: Manifest) -> float:
         return math.inf     # misses the SLO: not a valid choice, whatever it costs
     if slo.latency is not None and step.step_s * 1000.0 > slo.latency.max_ms:
         return math.inf
+    if truth.fault is Fault.DIES_MID_RUN and truth.fault_after_s is not None and \
+            truth.fault_after_s < manifest.production_units / theta:
+        return math.inf     # the production run dies before it is done
     if truth.fault is Fault.THROTTLES and truth.fault_after_s is not None:
         work_s = manifest.production_units / theta
         if work_s > truth.fault_after_s:   # the rest of the run at the throttled speed
