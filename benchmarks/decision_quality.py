@@ -13,7 +13,8 @@ Per strategy: regret (true cost of the choice over the oracle's best, minus one)
 within 3 % and 10 %, wrong-output choices; for vastui also spend (and its share of benchmark-everything's), wall
 time, interval coverage (true cost inside each finalist's interval), startup error, the oracle's validation
 (measured vs true throughput in units of the host's run-to-run noise) and how varied the market's truth is.
-Workloads rotate over a mix: compute-bound, input-bound (one loader), startup-heavy with a short production run,
+The manifest is the example's with short warm-ups and blocks (so a market takes seconds) and the method's own
+shortlist of up to 8 offers, 4 rented at a time. Workloads rotate over a mix: compute-bound, input-bound (one loader), startup-heavy with a short production run,
 and multi-GPU offers allowed. The last line is one summary.
 
 The oracle's true cost uses the same billing model and formula as the engine, with the truth's throughput, pull and
@@ -69,7 +70,7 @@ FAST = {r"(?m)^min_s = 30$": "min_s = 10", r"(?m)^min_steps = 20$": "min_steps =
         r"(?m)^cap_s = 180$": "cap_s = 60", r"(?m)^block_s = 30$": "block_s = 10",
         r"(?m)^block_min_steps = 20$": "block_min_steps = 3", r"(?m)^min_blocks = 5$": "min_blocks = 3",
         r"(?m)^winner_min_blocks = 10$": "winner_min_blocks = 5", r"(?m)^max_blocks = 30$": "max_blocks = 8",
-        r"(?m)^max_candidates = 8$": "max_candidates = 4", r"(?m)^batch_sizes = \[64, 128, 256\]$": "batch_sizes = [64]",
+        r"(?m)^batch_sizes = \[64, 128, 256\]$": "batch_sizes = [64]",
         r"(?m)^loaders = \[4, 8\]$": "loaders = [4]", r'(?m)^precisions = \["fp32", "bf16"\]$': 'precisions = ["fp32"]',
         r"(?m)^latency_max_ms = 2000$": "latency_max_ms = 5000", r'(?m)^latency_percentile = "p99"$': 'latency_percentile = "p90"'}
 
