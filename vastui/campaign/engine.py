@@ -40,6 +40,7 @@ from vastui.events_live import CampaignPhaseChanged
 from vastui.remote.protocol import Result
 from vastui.store import SqliteStore
 from vastui.store.records import InstanceState, RunStatus
+from vastui.vast.models import Answered
 
 log = logging.getLogger(__name__)
 
@@ -489,11 +490,13 @@ class CampaignEngine:
             # it by label, so its worst case stays reserved against the budget
             return
         sending_at: list[float] = []
+        windows: list[Answered] = []
         try:
             if await destroy_with_approval(client=self.ctx.market, approver=self.ctx.approver,
                                            instance_id=run.instance_id, campaign_id=self.plan.campaign_id,
                                            reason=f"{run.cid} {run.phase}",
-                                           on_sending=lambda: sending_at.append(self.clock.now())):
+                                           on_sending=lambda: sending_at.append(self.clock.now()),
+                                           on_answered=windows.append):
                 self._destroy_sent.add(run.instance_id)
                 self.bus.publish(InstanceDestroyed(at=self.clock.now(), campaign_id=self.plan.campaign_id,
                                                    instance_id=run.instance_id))
@@ -502,7 +505,8 @@ class CampaignEngine:
         except VastuiError as exc:
             log.warning("destroying %s failed (final teardown retries): %s", run.instance_id, exc)
         if run.instance_id in self._destroy_sent:
-            run.ended_at = sending_at[0] if sending_at else self.clock.now()   # billing stops as it is handled
+            # billing stops as the marketplace handles the destroy: between the request and its answer
+            run.ended_at = windows[0].midpoint if windows else (sending_at[0] if sending_at else self.clock.now())
         self._committed_usd[run.cid] = bill_of(run, manifest=self.manifest,
                                                created_local=self._rented_local.get(run.cid),
                                                now=self.clock.now()).total_usd

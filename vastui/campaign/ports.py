@@ -12,7 +12,7 @@ from typing import Protocol
 
 from vastui.approval import Approval
 from vastui.remote.protocol import AgentError, GpuSample, Phase, Progress, Result
-from vastui.vast.models import CreatedInstance, Instance, InstanceListing, Offer
+from vastui.vast.models import Answered, CreatedInstance, Instance, InstanceListing, Offer
 
 Record = GpuSample | Progress | Phase | Result | AgentError
 
@@ -32,7 +32,7 @@ class Marketplace(Protocol):
                               onstart: str | None = None, env: Mapping[str, str] | None = None,
                               runtype: str = ...) -> CreatedInstance: ...
 
-    async def destroy_instance(self, instance_id: int, *, approval: Approval) -> None: ...
+    async def destroy_instance(self, instance_id: int, *, approval: Approval) -> Answered | None: ...
 
 
 class AgentSession(Protocol):
