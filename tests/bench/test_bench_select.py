@@ -218,3 +218,16 @@ def test_cost_updates_and_repeated_exclusion() -> None:
     first = race.exclude("a", reason=EliminationReason.THROTTLED, detail="thermal")
     again = race.exclude("a", reason=EliminationReason.FAILED, detail="later")
     assert again is first and again.reason is EliminationReason.THROTTLED
+
+
+def test_the_margin_is_non_negative_against_a_comparable_runner_up_only() -> None:
+    def finalist(cid: str, high: float, slo: Verdict, *, eliminated: bool = False) -> Finalist:
+        cost = Interval(point=high * 0.95, low=high * 0.9, high=high, confidence=0.95, n=5)
+        theta = Interval(point=10.0, low=9.0, high=11.0, confidence=0.95, n=5)
+        return Finalist(cid, CHEAP, theta, cost, slo, True, eliminated)
+
+    both = decide_profile([finalist("a", 2.0, Verdict.MET), finalist("b", 3.0, Verdict.MET)], units=100)
+    assert both.chosen == "a" and both.runner_up_comparable and both.margin is not None and both.margin >= 0
+    mixed = decide_profile([finalist("a", 2.0, Verdict.MET), finalist("b", 1.5, Verdict.UNDECIDED)], units=100)
+    assert mixed.chosen == "a" and mixed.runner_up == "b" and not mixed.runner_up_comparable
+    assert mixed.margin is not None and mixed.margin < 0        # the uncertified one is cheaper at worst

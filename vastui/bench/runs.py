@@ -28,7 +28,8 @@ def runs_of(blocks: Sequence[Block]) -> dict[int, list[float]]:
     return grouped
 
 
-def between_run_cv(blocks: Sequence[Block], *, cv_prior: float, prior_weight: float = PRIOR_WEIGHT) -> tuple[float, float]:
+def between_run_cv(blocks: Sequence[Block], *, cv_prior: float,
+                   prior_weight: float = PRIOR_WEIGHT) -> tuple[float, float]:
     """(pooled between-run CV of one run, its degrees of freedom) from the runs' medians and the prior."""
     medians = [median(values) for values in runs_of(blocks).values()]
     k = len(medians)

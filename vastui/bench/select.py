@@ -329,6 +329,9 @@ class Decision:
     slo_met: bool
     provisional: bool
     reason: str
+    # The runner-up could have been chosen in the chosen's place (same SLO standing, still in the race): only then
+    # is the margin sure to be >= 0; an uncertified or earlier-eliminated runner-up may be cheaper at worst.
+    runner_up_comparable: bool = False
 
 
 def decide_profile(finalists: Sequence[Finalist], *, units: int) -> Decision:
@@ -358,5 +361,7 @@ def decide_profile(finalists: Sequence[Finalist], *, units: int) -> Decision:
     slo_met = bool(certified)
     reason = ("lowest upper bound of cost per accepted unit among SLO-certified profiles" if slo_met
               else "no profile certified the SLO yet: lowest upper bound among the undecided")
+    comparable = runner is not None and not runner.is_eliminated and (runner.slo is Verdict.MET) == slo_met
     return Decision(chosen.candidate_id, runner.candidate_id if runner else None, units, chosen.cost_per_unit,
-                    runner.cost_per_unit if runner else None, margin, break_even, slo_met, provisional, reason)
+                    runner.cost_per_unit if runner else None, margin, break_even, slo_met, provisional, reason,
+                    comparable)

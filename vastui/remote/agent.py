@@ -36,7 +36,8 @@ the agent's clock in epoch seconds):
 
 Clock: ``--time-scale S --time-origin T0 [--time-anchor W0]`` (or ``VASTUI_TIME_SCALE`` / ``VASTUI_TIME_ORIGIN``
 / ``VASTUI_TIME_ANCHOR``) make ``t = T0 + (wall - W0) * S``, so a simulator's scaled clock is followed;
-``--interval`` is in that clock's seconds, never shorter than ``VASTUI_MIN_SAMPLE_WALL_S`` of wall time when set. ``--nvml-module`` / ``VASTUI_NVML_MODULE`` names a pynvml-compatible
+``--interval`` is in that clock's seconds, never shorter than ``VASTUI_MIN_SAMPLE_WALL_S`` of wall time when
+set. ``--nvml-module`` / ``VASTUI_NVML_MODULE`` names a pynvml-compatible
 module to use instead of ``pynvml`` (the simulator's hosts point it at their simulated NVML).
 
 Why one file past the usual size: it is uploaded and run alone on the host, so it cannot import anything but the
