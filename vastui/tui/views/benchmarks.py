@@ -25,7 +25,7 @@ from vastui.tui.campaign_cells import pct, per_1k, short, span
 from vastui.tui.campaign_state import CampaignPicture
 from vastui.tui.cells import num
 from vastui.tui.state import ConsoleState
-from vastui.tui.views.base import ConsoleView
+from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.keyed_table import Cell, KeyedTable
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -103,7 +103,7 @@ class BenchmarksView(ConsoleView):
         return self.query_one("#bench-plot", PlotextPlot)
 
     def focus_main(self) -> None:
-        self.table.focus()
+        focus_now(self.table)
 
     def render_state(self, state: ConsoleState, *, now: float) -> None:
         picture = state.campaign

@@ -22,7 +22,7 @@ from vastui.tui.campaign_cells import per_1k, short, since_start, span
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture
 from vastui.tui.cells import num, usd
 from vastui.tui.state import ConsoleState
-from vastui.tui.views.base import ConsoleView
+from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.keyed_table import Cell, KeyedTable
 
 APPROVAL_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -142,7 +142,7 @@ class CampaignView(ConsoleView):
         return self.query_one("#campaign-cleanup", KeyedTable)
 
     def focus_main(self) -> None:
-        self.approvals.focus()
+        focus_now(self.approvals)
 
     def pending(self, picture: CampaignPicture | None) -> list[PendingApproval]:
         if picture is None:

@@ -14,7 +14,7 @@ from vastui.tui.campaign_cells import pct, spark
 from vastui.tui.campaign_state import CampaignPicture
 from vastui.tui.cells import num
 from vastui.tui.state import ConsoleState
-from vastui.tui.views.base import ConsoleView
+from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.keyed_table import Cell, KeyedTable
 
 HISTORY = 30
@@ -76,7 +76,7 @@ class GpusView(ConsoleView):
         return self.query_one("#gpus-table", KeyedTable)
 
     def focus_main(self) -> None:
-        self.table.focus()
+        focus_now(self.table)
 
     def render_state(self, state: ConsoleState, *, now: float) -> None:
         picture = state.campaign

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Markdown, Static
 
 from vastui.tui.campaign_state import PastCampaign, ReceiptPage
 from vastui.tui.state import ConsoleState
-from vastui.tui.views.base import ConsoleView
+from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.keyed_table import Cell, KeyedTable
 
 COLUMNS: tuple[tuple[str, str], ...] = (("id", "campaign"), ("created", "created (UTC)"), ("phase", "phase"),
@@ -55,7 +55,7 @@ class ReceiptView(ConsoleView):
         return self._shown
 
     def focus_main(self) -> None:
-        self.table.focus()
+        focus_now(self.table)
 
     def render_state(self, state: ConsoleState, *, now: float) -> None:
         page = state.receipts
