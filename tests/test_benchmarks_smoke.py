@@ -73,3 +73,23 @@ def test_run_all_turns_every_ratio_line_into_one_table_row() -> None:
     for (name, ours, base, ratio), line in zip(rows, lines[2:]):
         assert line == f"| {name} | {ours} | {base} | {ratio}× |" and math.isfinite(_value(ratio))
     assert set(run_all.ORDER) == set(EXPECTED)
+
+
+_SUMMARY = re.compile(r"^summary: vastui within 3 % in \d+ % of \d+ markets, p95 regret [0-9.]+ %, coverage \d+ %, "
+                      r"median startup error \d+ %, spend \d+ % of benchmark-everything, \d+ wrong-output choices$")
+
+
+@pytest.mark.slow
+def test_decision_quality_runs_two_markets_and_ends_with_one_summary_line() -> None:
+    """decision_quality.py at --quick: whole campaigns on two simulated markets, judged by the hidden truth."""
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    result = subprocess.run([sys.executable, "-W", "error", str(BENCHMARKS / "decision_quality.py"), "--quick"],
+                            cwd=ROOT, env=env, capture_output=True, encoding="utf-8", timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert _SUMMARY.match(lines[-1]), lines[-1]
+    table = [line for line in lines if line.startswith("| ") and not line.startswith("| strategy")]
+    assert [row.split(" | ")[0].removeprefix("| ") for row in table] == [
+        "vastui", "top dlperf_usd", "cheapest $/h", "vastui prior", "benchmark-everything"]
+    assert "oracle validation" in result.stdout and "market variety" in result.stdout
+    assert result.stderr.count("market ") == 2

@@ -159,3 +159,16 @@ def test_break_even_costs_are_equal(a: CostInputs, b: CostInputs, theta_a: float
     hi_b = cost_per_accepted_unit(b, units=n_be * 2, throughput_units_per_s=theta_b)
     assert (lo_a - lo_b) * (hi_a - hi_b) <= 0
 
+
+
+@pytest.mark.parametrize("theta", [0.5, 3.0, 120.0, 5000.0])
+def test_the_cost_curve_is_the_cost_formula(theta: float) -> None:
+    from vastui.bench.cost import cost_curve
+    inputs = CostInputs(price_per_hour_usd=0.9, startup_s=40.0, warmup_s=12.0, loading_s=300.0,
+                        storage_usd_per_hour=0.01, inet_usd_per_gb=0.004, transfer_gb_fixed=8.0,
+                        transfer_gb_per_unit=1e-4, acceptance_rate=0.95)
+    at = cost_curve(inputs, units=20_000)
+    assert at(theta) == pytest.approx(cost_per_accepted_unit(inputs, units=20_000, throughput_units_per_s=theta),
+                                      rel=1e-12)
+    failed = cost_curve(CostInputs(price_per_hour_usd=1.0, startup_s=0.0, passed_gate=False), units=10)
+    assert failed(theta) == float("inf")

@@ -15,6 +15,8 @@ from vastui.bench.select import (EliminationReason, Finalist, Race, RaceCandidat
 from vastui.bench.stats import Block, Interval, Verdict
 
 CHEAP = CostInputs(price_per_hour_usd=1.0, startup_s=120.0)
+# The racing logic on its own: blocks as the only source of variation (no between-run prior).
+BLOCKS_ONLY = MeasureRule(run_cv_prior=0.0)
 
 
 def block(theta: float, *, latencies_ms: tuple[float, ...] = ()) -> Block:
@@ -89,7 +91,7 @@ def test_budget_and_block_cap_stop_the_race() -> None:
 def test_slo_floor_and_latency_ceiling_eliminate() -> None:
     slo = Slo(throughput_min_units_per_s=80.0, latency=LatencyCeiling(percentile=99.0, max_ms=50.0))
     race = Race([RaceCandidate("slow", CHEAP), RaceCandidate("laggy", CHEAP), RaceCandidate("good", CHEAP)],
-                units=100_000, slo=slo, resamples=300)
+                units=100_000, slo=slo, resamples=300, measure=BLOCKS_ONLY)
     for _ in range(5):
         race.add_block("slow", block(60.0, latencies_ms=(10.0,) * 100))
         race.add_block("laggy", block(100.0, latencies_ms=(10.0,) * 95 + (90.0,) * 5))
@@ -124,7 +126,8 @@ SLOW = CostInputs(price_per_hour_usd=0.60, startup_s=150.0, warmup_s=50.0, inet_
 
 @pytest.mark.parametrize(("units", "chosen", "runner_up"), [(20_000, "slow", "fast"), (2_000_000, "fast", "slow")])
 def test_race_and_decision_on_the_classic_trap(units: int, chosen: str, runner_up: str) -> None:
-    race = Race([RaceCandidate("fast", FAST), RaceCandidate("slow", SLOW)], units=units, resamples=300)
+    race = Race([RaceCandidate("fast", FAST), RaceCandidate("slow", SLOW)], units=units, resamples=300,
+                measure=BLOCKS_ONLY)
     run_rounds(race, {"fast": 120.0, "slow": 30.0}, 10)
     step = race.decide()
     assert step.leader == chosen and step.finished
@@ -187,7 +190,7 @@ def test_racing_never_eliminates_the_true_best_on_noiseless_inputs(thetas: list[
     truth = {c.candidate_id: cost_per_accepted_unit(c.cost, units=units, throughput_units_per_s=thetas[i])
              for i, c in enumerate(candidates)}
     best = min(truth.values())
-    race = Race(candidates, units=units, resamples=100)
+    race = Race(candidates, units=units, resamples=100, measure=BLOCKS_ONLY)
     for _ in range(race.measure.max_blocks):
         for cid in race.active:
             race.add_block(cid, block(thetas[int(cid[1:])]))
@@ -215,3 +218,16 @@ def test_cost_updates_and_repeated_exclusion() -> None:
     first = race.exclude("a", reason=EliminationReason.THROTTLED, detail="thermal")
     again = race.exclude("a", reason=EliminationReason.FAILED, detail="later")
     assert again is first and again.reason is EliminationReason.THROTTLED
+
+
+def test_the_margin_is_non_negative_against_a_comparable_runner_up_only() -> None:
+    def finalist(cid: str, high: float, slo: Verdict, *, eliminated: bool = False) -> Finalist:
+        cost = Interval(point=high * 0.95, low=high * 0.9, high=high, confidence=0.95, n=5)
+        theta = Interval(point=10.0, low=9.0, high=11.0, confidence=0.95, n=5)
+        return Finalist(cid, CHEAP, theta, cost, slo, True, eliminated)
+
+    both = decide_profile([finalist("a", 2.0, Verdict.MET), finalist("b", 3.0, Verdict.MET)], units=100)
+    assert both.chosen == "a" and both.runner_up_comparable and both.margin is not None and both.margin >= 0
+    mixed = decide_profile([finalist("a", 2.0, Verdict.MET), finalist("b", 1.5, Verdict.UNDECIDED)], units=100)
+    assert mixed.chosen == "a" and mixed.runner_up == "b" and not mixed.runner_up_comparable
+    assert mixed.margin is not None and mixed.margin < 0        # the uncertified one is cheaper at worst

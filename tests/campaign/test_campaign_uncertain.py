@@ -66,6 +66,9 @@ class HostsNeverAnswer:
     async def wait_ready(self, host: str, port: int, *, deadline_s: float) -> None:
         raise RemoteError(f"{host}:{port} never answered")
 
+    def hold(self, host: str, port: int, *, deadline_s: float) -> Any:
+        raise RemoteError(f"{host}:{port} never answered")
+
     async def put_file(self, host: str, port: int, *, data: bytes, remote_path: str) -> None:
         raise RemoteError("unreachable")
 

@@ -234,3 +234,24 @@ async def test_cancelling_a_run_stops_the_remote_agent(
     pids = json.loads((root / runs[0].pid_path).read_text())
     assert await _gone_within(pids["agent"], pids["workload"], seconds=20.0)
     assert json.loads((root / runs[0].out_path).read_text().splitlines()[-1])["signal"] == "SIGTERM"
+
+
+async def test_a_held_host_uses_one_connection_for_every_channel_and_survives_a_drop(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    host, port = await pool.start_host(instance_id=9, machine=make_machine(), authorized_keys=[client_key.public])
+    async with runner.hold(host, port, deadline_s=30):
+        await runner.put_file(host, port, data=INPUT, remote_path="inputs/canary.jsonl")
+        for _ in range(2):   # two agent runs (upload check, start, follower, result) and a command
+            records = await _run(runner, host, port, workload("--steps", "10", "--input", "inputs/canary.jsonl"))
+            assert isinstance(records[-1], Result) and records[-1].exit_status == 0
+        assert (await runner.run_command(host, port, ["true"])).exit_status == 0
+        assert runner.connections_opened == 1
+        dropped = 0
+        async with runner.run_agent(host, port, workload("--steps", "40")) as run:
+            async for record in run:
+                if isinstance(record, Progress) and dropped == 0:
+                    dropped = pool.drop_connections(instance_id=9)
+        assert dropped == 1 and run.reconnects == 1 and isinstance(run.result, Result)
+        assert (await runner.run_command(host, port, ["true"])).exit_status == 0
+        assert runner.connections_opened == 2          # the drop's replacement is held and reused
+    assert not runner._held and not runner._holds    # the hold is over: its connection is closed

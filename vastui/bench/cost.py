@@ -12,6 +12,7 @@ A candidate that failed correctness or readiness has infinite cost, as MLPerf co
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from vastui.bench import billing
@@ -89,6 +90,27 @@ def cost_per_accepted_unit(inputs: CostInputs, *, units: float, throughput_units
     if not math.isfinite(total):
         return math.inf
     return total / (units * inputs.acceptance_rate)
+
+
+def cost_curve(inputs: CostInputs, *, units: float) -> Callable[[float], float]:
+    """C(N) as a function of throughput, with everything else worked out once: the same figure as
+    ``cost_per_accepted_unit`` (a + b / theta), for the thousands of bootstrap replicates a race prices."""
+    if units <= 0:
+        raise ValueError("units must be positive")
+    fixed = fixed_cost_usd(inputs)
+    if not math.isfinite(fixed):
+        return lambda _theta: math.inf
+    rates = inputs.rates
+    per_second = (rates.gpu_usd_per_hour + rates.storage_usd_per_hour) / billing.S_PER_H
+    per_unit = billing.bandwidth_charge_usd(rates, down_gb=inputs.transfer_gb_per_unit)
+    accepted = units * inputs.acceptance_rate
+
+    def at(theta: float) -> float:
+        if theta <= 0.0:
+            return math.inf
+        return (fixed + units * (per_second / theta + per_unit)) / accepted
+
+    return at
 
 
 def cost_interval(inputs: CostInputs, *, units: float, throughput: Interval) -> Interval:

@@ -37,6 +37,12 @@ MIN_BLOCKS = 5
 WINNER_MIN_BLOCKS = 10
 # ~15 minutes of measurement per candidate at 30 s blocks; past this, candidates that still overlap are within noise.
 MAX_BLOCKS = 30
+# Independent runs (separate processes, each with its own warm-up) per finalist: blocks of one run share that run's
+# luck (clocks, placement, neighbours), so one run cannot show run-to-run variation.
+MIN_RUNS = 2
+# Between-run coefficient of variation assumed before a candidate's own runs say otherwise (pooled with them, as a
+# prior worth RUN_CV_PRIOR_WEIGHT runs): repeated runs on one cloud host typically differ by a few per cent.
+RUN_CV_PRIOR = 0.04
 # Readiness deadline = max(10 min, 3 x predicted pull time): slow registries are normal, stuck hosts are not.
 READINESS_MIN_S = 600.0
 READINESS_PULL_FACTOR = 3.0
@@ -87,6 +93,8 @@ class MeasureRule:
     min_blocks: int = MIN_BLOCKS
     winner_min_blocks: int = WINNER_MIN_BLOCKS
     max_blocks: int = MAX_BLOCKS
+    min_runs: int = MIN_RUNS
+    run_cv_prior: float = RUN_CV_PRIOR
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +282,8 @@ def _measure(t: TableReader) -> MeasureRule:
         min_blocks=t.integer("min_blocks", default=MIN_BLOCKS, minimum=2),
         winner_min_blocks=t.integer("winner_min_blocks", default=WINNER_MIN_BLOCKS, minimum=2),
         max_blocks=t.integer("max_blocks", default=MAX_BLOCKS, minimum=2),
+        min_runs=t.integer("min_runs", default=MIN_RUNS, minimum=1),
+        run_cv_prior=t.number("run_cv_prior", default=RUN_CV_PRIOR, minimum=0.0, maximum=1.0),
     )
     if rule.winner_min_blocks < rule.min_blocks:
         t.fail("winner_min_blocks", f"must be at least min_blocks ({rule.min_blocks})")

@@ -247,7 +247,9 @@ def _md_decision(r: Receipt) -> str:
         lines.append(f"- Chosen: **{d.chosen}** — {cost_text(d.chosen_cost)}")
     if d.runner_up is not None:
         margin = "—" if d.margin is None else f"{d.margin:+.1%}"
-        lines.append(f"- Runner-up: {d.runner_up} — {cost_text(d.runner_up_cost)}; margin {margin} (upper bounds)")
+        aside = "" if d.runner_up_comparable else "; not choosable in its place (SLO not certified, or out of the race)"
+        lines.append(f"- Runner-up: {d.runner_up} — {cost_text(d.runner_up_cost)}; margin {margin} "
+                     f"(upper bounds{aside})")
         lines.append("- Break-even N: " + ("none — the chosen profile is cheaper at every N"
                                             if d.break_even_units is None
                                             else f"{d.break_even_units:,.0f} units (the two swap places there)"))

@@ -1,5 +1,8 @@
 """Selection: racing candidates measured in blocks, and the final decision by cost per accepted unit.
 
+Every throughput interval carries the between-run error as well as the blocks' spread (``runs.py``), so
+eliminations, SLO certification and the decision rest on what the next, independent run can do.
+
 Racing (irace/LUCB style): after ``min_blocks`` blocks each, and after every block from then on, every challenger is
 tested against the current best on the bootstrap distribution of C_i / C_best, one-sided, with Holm's step-down
 correction at 95 %; a challenger is eliminated only when, at its Holm level, its cost interval also lies wholly above
@@ -18,10 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from vastui.bench.cost import CostInputs, break_even_units, cost_interval, cost_per_accepted_unit
+from vastui.bench.cost import CostInputs, break_even_units, cost_curve, cost_interval
 from vastui.bench.manifest import MeasureRule, Slo
-from vastui.bench.stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Block, Interval, Verdict, bootstrap_distribution,
-                                floor_verdict, latency_verdict, median, percentile_bounds)
+from vastui.bench.runs import run_aware_distribution
+from vastui.bench.stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Block, Interval, Verdict, floor_verdict,
+                                latency_verdict, median, percentile_bounds)
 from vastui.bench.tuning import plan_ab_pairs as plan_ab_pairs  # re-exported: A/B planning is part of selection
 
 # Candidates whose costs are within 3 % are practically equal: telling them apart costs more than the difference.
@@ -98,6 +102,7 @@ class Race:
         self.seed = seed
         self._costs: dict[tuple[str, int], tuple[float, ...]] = {}
         self._thetas_cache: dict[tuple[str, int], tuple[float, ...]] = {}
+        self._within_cache: dict[tuple[str, int], tuple[float, ...]] = {}
 
     # --- feeding -----------------------------------------------------------------------------------------------
     def add_block(self, candidate_id: str, block: Block) -> None:
@@ -152,21 +157,25 @@ class Race:
             return None
         return Interval(point=prior, low=prior, high=prior, confidence=self.confidence, n=0)
 
-    def _thetas(self, entry: _Entry) -> tuple[float, ...]:
-        """Bootstrap medians of block throughput, seeded per candidate and block count: reproducible, cached."""
+    def _thetas(self, entry: _Entry, *, between_runs: bool = True) -> tuple[float, ...]:
+        """Bootstrap medians of block throughput with the between-run error (``runs.py``), seeded per candidate and
+        block count: reproducible, cached. Without ``between_runs``: the within-run part alone."""
         key = (entry.candidate.candidate_id, len(entry.blocks))
-        if key not in self._thetas_cache:
+        cache = self._thetas_cache if between_runs else self._within_cache
+        if key not in cache:
             rng = random.Random(f"{self.seed}:{key[0]}:{key[1]}")
-            values = [b.throughput_units_per_s for b in entry.blocks]
-            self._thetas_cache[key] = bootstrap_distribution(values, resamples=self.resamples, rng=rng)
-        return self._thetas_cache[key]
+            cache[key] = run_aware_distribution(entry.blocks, resamples=self.resamples, rng=rng,
+                                                cv_prior=self.measure.run_cv_prior, between_runs=between_runs)
+        return cache[key]
 
-    def _cost_distribution(self, entry: _Entry) -> tuple[float, ...]:
+    def _cost_distribution(self, entry: _Entry, *, between_runs: bool = True) -> tuple[float, ...]:
         key = (entry.candidate.candidate_id, len(entry.blocks))
+        if not between_runs:
+            at = cost_curve(entry.candidate.cost, units=self.units)
+            return tuple(at(theta) for theta in self._thetas(entry, between_runs=False))
         if key not in self._costs:
-            self._costs[key] = tuple(
-                cost_per_accepted_unit(entry.candidate.cost, units=self.units, throughput_units_per_s=theta)
-                for theta in self._thetas(entry))
+            at = cost_curve(entry.candidate.cost, units=self.units)
+            self._costs[key] = tuple(at(theta) for theta in self._thetas(entry))
         return self._costs[key]
 
     def _slo_verdict(self, entry: _Entry, throughput: Interval | None) -> Verdict:
@@ -211,9 +220,9 @@ class Race:
                 scored.append((standing.cost_per_unit.point, index, cid))
         return min(scored)[2] if scored else None
 
-    def _ratios(self, cid: str, best: str) -> list[float]:
-        mine = self._cost_distribution(self._entries[cid])
-        theirs = self._cost_distribution(self._entries[best])
+    def _ratios(self, cid: str, best: str, *, between_runs: bool = True) -> list[float]:
+        mine = self._cost_distribution(self._entries[cid], between_runs=between_runs)
+        theirs = self._cost_distribution(self._entries[best], between_runs=between_runs)
         return [_safe_ratio(c, b) for c, b in zip(mine, theirs, strict=True)]
 
     def _eliminate_cost(self) -> tuple[Elimination, ...]:
@@ -258,10 +267,12 @@ class Race:
             return True, "one candidate remains"
         if not all(n >= self.measure.min_blocks for n in blocks.values()):
             return False, "measuring"
+        # Within the zone on the within-run evidence: more blocks of these runs cannot tell them apart further
+        # (the between-run part does not shrink with blocks), so measuring on only spends.
         floor = 1.0 / (1.0 + self.indifference)
         for cid in active:
             if cid != leader:
-                low, _ = percentile_bounds(self._ratios(cid, leader), confidence=self.confidence)
+                low, _ = percentile_bounds(self._ratios(cid, leader, between_runs=False), confidence=self.confidence)
                 if low < floor:
                     return False, "measuring"
         return True, f"the leader is within {100 * self.indifference:g} % of every remaining candidate"
@@ -318,6 +329,9 @@ class Decision:
     slo_met: bool
     provisional: bool
     reason: str
+    # The runner-up could have been chosen in the chosen's place (same SLO standing, still in the race): only then
+    # is the margin sure to be >= 0; an uncertified or earlier-eliminated runner-up may be cheaper at worst.
+    runner_up_comparable: bool = False
 
 
 def decide_profile(finalists: Sequence[Finalist], *, units: int) -> Decision:
@@ -347,5 +361,7 @@ def decide_profile(finalists: Sequence[Finalist], *, units: int) -> Decision:
     slo_met = bool(certified)
     reason = ("lowest upper bound of cost per accepted unit among SLO-certified profiles" if slo_met
               else "no profile certified the SLO yet: lowest upper bound among the undecided")
+    comparable = runner is not None and not runner.is_eliminated and (runner.slo is Verdict.MET) == slo_met
     return Decision(chosen.candidate_id, runner.candidate_id if runner else None, units, chosen.cost_per_unit,
-                    runner.cost_per_unit if runner else None, margin, break_even, slo_met, provisional, reason)
+                    runner.cost_per_unit if runner else None, margin, break_even, slo_met, provisional, reason,
+                    comparable)

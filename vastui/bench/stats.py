@@ -76,6 +76,7 @@ class WarmupResult:
     steps: int
     warmup_s: float
     cv: float | None
+    lost_s: float | None = None   # warm-up's extra time over its steps at the steady pace: what it costs production
 
     @property
     def is_done(self) -> bool:
@@ -100,6 +101,7 @@ class Block:
     duration_s: float
     steps: int
     latencies_ms: tuple[float, ...] = ()
+    run: int = 0            # which independent run (agent process) it came from
 
     @property
     def throughput_units_per_s(self) -> float:

@@ -71,6 +71,7 @@ class CandidateRun:
     workload_init_s: float | None = None    # agent clock: agent start -> the workload's first record
     startup_s: float | None = None          # what production pays before working: loading + workload init
     warmup_s: float | None = None
+    warmup_lost_s: list[float] = field(default_factory=list)   # per run: warm-up's time beyond its steps' work
     canary_digest: str | None = None
     passed_gate: bool | None = None
     failure: str | None = None
@@ -84,7 +85,7 @@ class CandidateRun:
     deadline_at: float | None = None        # campaign clock: the instance's hard deadline, as approved
     canary_s: float | None = None           # campaign clock: how long the canary run took, session included
     uncertain_label: str | None = None      # set when the create's answer was lost: an instance may be billing
-    ended_at: float | None = None           # campaign clock: its destroy was answered
+    ended_at: float | None = None           # campaign clock: its (answered) destroy was sent
     measured_runs: int = 0                  # independent agent runs (separate processes) that gave blocks
 
     @property

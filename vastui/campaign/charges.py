@@ -42,7 +42,9 @@ def measured_cost_inputs(run: CandidateRun, manifest: Manifest) -> CostInputs:
         price_per_hour_usd=prior.price_per_hour_usd,
         loading_s=loading if loading is not None else (float("inf") if run.passed_gate is False else
                                                        prior.loading_s),
-        startup_s=run.workload_init_s or 0.0, warmup_s=run.warmup_s or 0.0,
+        startup_s=run.workload_init_s or 0.0,
+        # what warm-up costs production: its time beyond the work it did (the runs' mean), else all of it
+        warmup_s=(sum(run.warmup_lost_s) / len(run.warmup_lost_s)) if run.warmup_lost_s else (run.warmup_s or 0.0),
         storage_usd_per_hour=prior.storage_usd_per_hour, inet_usd_per_gb=prior.inet_usd_per_gb,
         transfer_gb_fixed=pulled_gb if pulled_gb is not None else prior.transfer_gb_fixed,
         passed_gate=run.passed_gate is not False)

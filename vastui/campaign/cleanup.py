@@ -5,7 +5,7 @@ A failed or partial listing is *unknown*, never *absent*; destroy, never stop (s
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from vastui.approval import Action, ApprovalRequest, Approver, instance_target
@@ -13,6 +13,7 @@ from vastui.clock import Clock
 from vastui.errors import ApiError, ApprovalRequired, NotFound
 from vastui.events import EventBus, InstanceConfirmedGone, InstanceDestroyed, Notice
 from vastui.campaign.ports import Marketplace
+from vastui.vast.models import Answered
 
 LISTINGS_TO_CONFIRM = 2
 
@@ -39,8 +40,14 @@ class TeardownReport:
 
 
 async def destroy_with_approval(*, client: Marketplace, approver: Approver, instance_id: int,
-                                campaign_id: str | None, reason: str) -> bool:
-    """Ask for approval and destroy; True when the destroy was sent or the instance was already gone."""
+                                campaign_id: str | None, reason: str,
+                                on_sending: Callable[[], None] | None = None,
+                                on_answered: Callable[[Answered], None] | None = None) -> bool:
+    """Ask for approval and destroy; True when the destroy was sent or the instance was already gone.
+
+    ``on_sending`` is called once approved, right before the request goes out: the marketplace stops billing when
+    it handles the request, between that moment and the answer; ``on_answered`` gets that window when the client
+    measured it."""
     request = ApprovalRequest(action=Action.DESTROY_INSTANCE, target=instance_target(instance_id),
                               summary=f"destroy instance {instance_id}: {reason}", campaign_id=campaign_id)
     try:
@@ -49,8 +56,12 @@ async def destroy_with_approval(*, client: Marketplace, approver: Approver, inst
         return False  # a refusal that explains itself; teardown reports the id as refused
     if approval is None:
         return False
+    if on_sending is not None:
+        on_sending()
     try:
-        await client.destroy_instance(instance_id, approval=approval)
+        answered = await client.destroy_instance(instance_id, approval=approval)
+        if answered is not None and on_answered is not None:
+            on_answered(answered)
     except NotFound:
         pass
     return True

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -22,24 +21,22 @@ from vastui.bench.select import Decision, EliminationReason, Finalist, Race, Rac
 from vastui.bench.stats import Interval
 from vastui.bench.tuning import tuned_cost_estimate
 from vastui.campaign.candidate import (CandidateContext, CandidateFailed, CandidatePhase, CandidateRun, Variant,
-                                       canary, note_record, read_loading, rent, save_records, stage_inputs,
-                                       wait_running, workload_argv)
-from vastui.campaign.charges import bill_of, measured_cost_inputs, prior_cost_inputs
+                                       canary, read_loading, rent, stage_inputs, wait_running)
+from vastui.campaign.charges import bill_of, prior_cost_inputs
 from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, teardown
-from vastui.campaign.live import decision_event, standings_event, warmup_event
-from vastui.campaign.measure import BlockMeter, MeasuredBlock
-from vastui.campaign.plan import DISK_GIB, Candidate, Plan
-from vastui.campaign.ports import HostExecutor, Marketplace, Record
+from vastui.campaign.live import decision_event
+from vastui.campaign.measuring import Measuring
+from vastui.campaign.plan import Candidate, Plan
+from vastui.campaign.ports import HostExecutor, Marketplace
 from vastui.campaign.report import attribution_of
 from vastui.campaign.tuning import TuningOutcome, tune
 from vastui.clock import Clock
 from vastui.errors import RemoteError, VastuiError
-from vastui.events import (BlockMeasured, CampaignFinished, CandidateEliminated, EventBus, InstanceDestroyed,
-                           Notice)
+from vastui.events import CampaignFinished, EventBus, InstanceDestroyed, Notice
 from vastui.events_live import CampaignPhaseChanged
-from vastui.remote.protocol import Result
 from vastui.store import SqliteStore
 from vastui.store.records import InstanceState, RunStatus
+from vastui.vast.models import Answered
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +61,7 @@ def _variant(candidate: Candidate, manifest: Manifest) -> Variant:
                    loaders=t.loaders[0] if t.loaders else None, gpu_count=candidate.gpu_count)
 
 
-class CampaignEngine:
+class CampaignEngine(Measuring):
     """Runs one planned campaign to its decision and proves its teardown."""
 
     def __init__(self, *, plan: Plan, manifest: Manifest, market: Marketplace, executor: HostExecutor,
@@ -245,10 +242,18 @@ class CampaignEngine:
         assert endpoint is not None
         host, port = endpoint
         self.ctx.phase(run, CandidatePhase.SSH)
+        connected = False
         try:
-            await self.ctx.executor.wait_ready(host, port, deadline_s=self.manifest.budget.readiness_min_s)
+            # One SSH connection for this instance's whole life: uploads, agent runs, commands and stops.
+            async with self.ctx.executor.hold(host, port, deadline_s=self.manifest.budget.readiness_min_s):
+                connected = True
+                await self._on_host(run, host, port)
         except RemoteError as exc:
-            raise CandidateFailed(f"SSH never became ready: {exc}", bad_host=True) from exc
+            if not connected:
+                raise CandidateFailed(f"SSH never became ready: {exc}", bad_host=True) from exc
+            raise
+
+    async def _on_host(self, run: CandidateRun, host: str, port: int) -> None:
         await stage_inputs(self.ctx, host, port)
         variant = _variant(run.candidate, self.manifest)
         await canary(self.ctx, run, host, port, variant)
@@ -308,99 +313,6 @@ class CampaignEngine:
                 return self._reserves.pop(index)
         return None
 
-    async def _measure(self, run: CandidateRun, host: str, port: int, variant: Variant) -> None:
-        self.ctx.phase(run, CandidatePhase.MEASURING)
-        c = run.candidate
-        stored = await self.ctx.store.start_run(
-            campaign_id=self.plan.campaign_id, instance_id=run.instance_id, machine_id=c.offer.machine_id,
-            gpu_name=c.offer.gpu_name, num_gpus=c.gpu_count, workload_digest=self.manifest.digest,
-            variant_json=variant.to_json(), started_at=self.clock.now())
-        run.run_id = stored.run_id
-        await self.ctx.store.record_run_phases(run_id=stored.run_id, pull_s=run.startup_s)
-        meter = BlockMeter(warmup=self.manifest.warmup, measure=self.manifest.measure)
-        left_s = run.work_time_left_s(self.clock.now())
-        argv = workload_argv(self.manifest, variant=variant, steps=0, seconds=max(left_s, 60.0))
-        buffer: list[Record] = []
-        async with self.ctx.executor.run_agent(host, port, argv) as session:
-            async for record in session:
-                note_record(self.ctx, run, record)
-                buffer.append(record)
-                block = meter.add(record)
-                if meter.warmup is not None and run.warmup_s is None:
-                    run.warmup_s = meter.warmup.warmup_s
-                    self.bus.publish(warmup_event(meter.warmup, at=record.t, campaign_id=self.plan.campaign_id,
-                                                  candidate=run.cid))
-                    await self._warm(run)
-                if block is not None:
-                    run.blocks.append(block)
-                    run.latencies_ms.extend(block.block.latencies_ms)
-                    await save_records(self.ctx, run, buffer)
-                    buffer = []
-                    if await self._block_done(run, block):
-                        break
-                if isinstance(record, Result) or run.work_time_left_s(self.clock.now()) <= 0:
-                    break  # the deadline is checked on every record: a block is no reason to outlive it
-        await save_records(self.ctx, run, buffer)
-        if meter.blocks:
-            run.measured_runs += 1
-        run.units_total, run.accepted_total = meter.units_total, meter.accepted_total
-        thetas = [b.throughput_units_per_s for b in run.blocks]
-        await self.ctx.store.finish_run(
-            run_id=stored.run_id, status=RunStatus.OK if thetas else RunStatus.ERROR, at=self.clock.now(),
-            throughput_units_per_s=statistics.median(thetas) if thetas else None,
-            stats_json=json.dumps({"blocks": len(thetas), "warmup_s": run.warmup_s, "startup_s": run.startup_s}),
-            error=None if thetas else "no complete block")
-        reason = self._stop_reason(run) or ("the workload ended" if session.result is not None else "stream ended")
-        if len(run.blocks) < self.manifest.measure.min_blocks and run.phase is CandidatePhase.MEASURING:
-            # Too little evidence to race on (a slow host hit its deadline): out of the race, data kept.
-            async with self._lock:
-                self.race.exclude(run.cid, reason=EliminationReason.FAILED,
-                                  detail=f"only {len(run.blocks)} blocks before it stopped ({reason})")
-        if run.phase is CandidatePhase.MEASURING:
-            self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks; stopped: {reason}")
-
-    async def _warm(self, run: CandidateRun) -> None:
-        if run.run_id is not None:
-            await self.ctx.store.record_run_phases(run_id=run.run_id, warmup_s=run.warmup_s)
-        self.race.set_cost(run.cid, measured_cost_inputs(run, self.manifest))
-
-    async def _block_done(self, run: CandidateRun, measured: MeasuredBlock) -> bool:
-        """Feed the race; True when this candidate should stop measuring."""
-        self.bus.publish(BlockMeasured(at=measured.end_t, campaign_id=self.plan.campaign_id, candidate=run.cid,
-                                       block_index=len(run.blocks), throughput_units_per_s=measured.
-                                       throughput_units_per_s, data_wait_share=measured.data_wait_share,
-                                       gpu_util_pct=measured.gpu_util_pct))
-        async with self._lock:
-            self.race.add_block(run.cid, measured.block)
-            step = self.race.decide(spent_usd=self.spent_usd())
-            for elimination in step.eliminated:
-                self._stop[elimination.candidate_id].set()
-                self.bus.publish(CandidateEliminated(at=self.clock.now(), campaign_id=self.plan.campaign_id,
-                                                     candidate=elimination.candidate_id,
-                                                     reason=f"{elimination.reason}: {elimination.detail}"))
-                for other in self.runs:
-                    if other.cid == elimination.candidate_id and other.phase is CandidatePhase.MEASURING:
-                        self.ctx.phase(other, CandidatePhase.ELIMINATED, elimination.detail)
-            self._leader = step.leader
-            self.bus.publish(standings_event(self.race, step, at=self.clock.now(), campaign_id=self.plan.campaign_id,
-                                             spent_usd=self.spent_usd(), reserved_usd=self.reserved_usd(),
-                                             budget_usd=self.manifest.budget.max_usd))
-            if step.finished:
-                self._race_reason = step.reason
-                self._finished.set()
-        return self._stop_reason(run) is not None
-
-    def _stop_reason(self, run: CandidateRun) -> str | None:
-        if len(run.blocks) >= self.manifest.measure.max_blocks:
-            return f"reached {self.manifest.measure.max_blocks} blocks"
-        if self._stop[run.cid].is_set():
-            return "eliminated"
-        if self._finished.is_set():
-            return f"race decided: {self._race_reason}"
-        if run.work_time_left_s(self.clock.now()) <= 0:
-            return "instance deadline"
-        return None
-
     async def _fail(self, run: CandidateRun, exc: CandidateFailed) -> None:
         run.failure = str(exc)
         self.ctx.phase(run, CandidatePhase.FAILED, str(exc))
@@ -422,10 +334,14 @@ class CampaignEngine:
             # else: the create's answer was lost and an instance may be billing until the final teardown finds
             # it by label, so its worst case stays reserved against the budget
             return
+        sending_at: list[float] = []
+        windows: list[Answered] = []
         try:
             if await destroy_with_approval(client=self.ctx.market, approver=self.ctx.approver,
                                            instance_id=run.instance_id, campaign_id=self.plan.campaign_id,
-                                           reason=f"{run.cid} {run.phase}"):
+                                           reason=f"{run.cid} {run.phase}",
+                                           on_sending=lambda: sending_at.append(self.clock.now()),
+                                           on_answered=windows.append):
                 self._destroy_sent.add(run.instance_id)
                 self.bus.publish(InstanceDestroyed(at=self.clock.now(), campaign_id=self.plan.campaign_id,
                                                    instance_id=run.instance_id))
@@ -434,7 +350,8 @@ class CampaignEngine:
         except VastuiError as exc:
             log.warning("destroying %s failed (final teardown retries): %s", run.instance_id, exc)
         if run.instance_id in self._destroy_sent:
-            run.ended_at = self.clock.now()
+            # billing stops as the marketplace handles the destroy: between the request and its answer
+            run.ended_at = windows[0].midpoint if windows else (sending_at[0] if sending_at else self.clock.now())
         self._committed_usd[run.cid] = bill_of(run, manifest=self.manifest,
                                                created_local=self._rented_local.get(run.cid),
                                                now=self.clock.now()).total_usd

@@ -53,7 +53,8 @@ class _Open:
 class BlockMeter:
     """Feed it records in order; it reports when warm-up ends and returns each block as it completes."""
 
-    def __init__(self, *, warmup: WarmupRule, measure: MeasureRule) -> None:
+    def __init__(self, *, warmup: WarmupRule, measure: MeasureRule, run: int = 0) -> None:
+        self._run = run            # the independent run (agent process) these records come from
         self._warmup_rule = warmup
         self._measure = measure
         self._last_t: float | None = None
@@ -77,14 +78,18 @@ class BlockMeter:
         if isinstance(record, GpuSample):
             self._gpu.append(record)
             return None
+        if isinstance(record, Phase) and record.name != "ready" and self._last_t is None:
+            self._last_t = record.t   # the workload's first word: its first marker's steps are timed from here
+            return None
         if not isinstance(record, Progress) or record.units <= 0:
             return None
         self.units_total += record.units
         self.accepted_total += record.accepted
         previous, self._last_t = self._last_t, record.t
-        if previous is None:
+        if self.first_progress_t is None:
             self.first_progress_t = record.t
-            return None  # the first marker has no step before it to time
+        if previous is None:
+            return None  # the first marker has no step (nor a phase marker) before it to time
         step_s = max(record.t - previous, 1e-9)
         if self.warmup is None:
             self._warm(step_s, record)
@@ -106,8 +111,12 @@ class BlockMeter:
                   and cv is not None and cv <= rule.cv_max)
         capped = not steady and self._warmup_elapsed_s >= rule.cap_s
         if steady or capped:
+            # The units done while warming up count in production too: warm-up costs only its extra time over
+            # those steps at the pace the last window settled to.
+            pace_s = statistics.fmean(self._warmup_steps[-rule.window:])
+            lost_s = max(0.0, self._warmup_elapsed_s - self._warmup_real_steps * pace_s)
             self.warmup = WarmupResult(is_steady=steady, is_capped=capped, steps=self._warmup_real_steps,
-                                       warmup_s=self._warmup_elapsed_s, cv=cv)
+                                       warmup_s=self._warmup_elapsed_s, cv=cv, lost_s=lost_s)
             self._open = _Open(start_t=record.t)
 
     def _measure_step(self, step_s: float, record: Progress, previous: float) -> MeasuredBlock | None:
@@ -137,7 +146,7 @@ class BlockMeter:
         throttled = [bool(g.throttle_reasons and set(g.throttle_reasons) - {"gpu_idle"}) for g in window
                      if g.throttle_reasons is not None]
         return MeasuredBlock(
-            block=Block(units=current.units, duration_s=current.step_s, steps=current.steps,
+            block=Block(units=current.units, duration_s=current.step_s, steps=current.steps, run=self._run,
                         latencies_ms=tuple(current.latencies_ms)),
             start_t=current.start_t,
             end_t=end_t,

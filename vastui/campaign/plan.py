@@ -116,11 +116,13 @@ def tuning_allowance_s(manifest: Manifest) -> float:
 
 
 def candidate_time_cap_s(manifest: Manifest, *, predicted_pull: float) -> float:
-    """The hard deadline of one benchmark instance: readiness, the canary, warm-up, every block, the tuning trials
-    and the destroy margin; at most the manifest's max_instance_lifetime_s."""
+    """The hard deadline of one benchmark instance: readiness, the canary, a warm-up per independent run, every
+    block, the tuning trials and the destroy margin; at most the manifest's max_instance_lifetime_s."""
     measure = manifest.measure
     canary_s = CANARY_STEPS * _step_prior_s(manifest) + TUNING_RUN_OVERHEAD_PRIOR_S
-    plan_s = (canary_s + manifest.warmup.cap_s + measure.max_blocks * measure.block_s * (1.0 + MEASURE_SLACK)
+    runs = max(1, measure.min_runs)      # each independent run starts its own process and warms up again
+    plan_s = (canary_s + runs * manifest.warmup.cap_s + (runs - 1) * TUNING_RUN_OVERHEAD_PRIOR_S
+              + measure.max_blocks * measure.block_s * (1.0 + MEASURE_SLACK)
               + tuning_allowance_s(manifest) + DESTROY_MARGIN_S)
     return min(manifest.budget.max_instance_lifetime_s, readiness_deadline_s(manifest, predicted_pull=predicted_pull)
                + plan_s)

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from vastui.approval import Approval
 from vastui.remote.protocol import AgentError, GpuSample, Phase, Progress, Result
-from vastui.vast.models import CreatedInstance, Instance, InstanceListing, Offer
+from vastui.vast.models import Answered, CreatedInstance, Instance, InstanceListing, Offer
 
 Record = GpuSample | Progress | Phase | Result | AgentError
 
@@ -32,7 +32,7 @@ class Marketplace(Protocol):
                               onstart: str | None = None, env: Mapping[str, str] | None = None,
                               runtype: str = ...) -> CreatedInstance: ...
 
-    async def destroy_instance(self, instance_id: int, *, approval: Approval) -> None: ...
+    async def destroy_instance(self, instance_id: int, *, approval: Approval) -> Answered | None: ...
 
 
 class AgentSession(Protocol):
@@ -42,9 +42,17 @@ class AgentSession(Protocol):
 
     def __aiter__(self) -> AsyncIterator[Record]: ...
 
+    def abandon(self) -> None:
+        """Leave without stopping the remote run: its instance is about to be destroyed, which ends it."""
+        ...
+
 
 class HostExecutor(Protocol):
     async def wait_ready(self, host: str, port: int, *, deadline_s: float) -> None: ...
+
+    def hold(self, host: str, port: int, *, deadline_s: float) -> AbstractAsyncContextManager[None]:
+        """Wait until the host accepts SSH, then reuse that one connection for every call inside the block."""
+        ...
 
     async def put_file(self, host: str, port: int, *, data: bytes, remote_path: str) -> None: ...
 

@@ -13,7 +13,8 @@ from vastui.bench.manifest import Manifest
 from vastui.bench.receipt import (ApprovalRecord, CandidateReport, DestroyedInstance, Outcome, Receipt, StartupSplit,
                                   WorkloadIdentity)
 from vastui.bench.select import Decision
-from vastui.bench.stats import Interval, bootstrap_ci, summarize_latency
+from vastui.bench.runs import run_aware_interval
+from vastui.bench.stats import Interval, summarize_latency
 from vastui.campaign.candidate import CandidatePhase, CandidateRun
 from vastui.campaign.cleanup import TeardownReport
 from vastui.campaign.charges import measured_cost_inputs
@@ -66,8 +67,10 @@ def candidate_report(run: CandidateRun, *, manifest: Manifest, decision: Decisio
                      billed_usd: float | None = None) -> CandidateReport:
     c = run.candidate
     parts = run.startup_parts()
-    thetas = [b.throughput_units_per_s for b in run.blocks]
-    throughput: Interval | None = bootstrap_ci(thetas) if len(thetas) >= 2 else None
+    blocks = [b.block for b in run.blocks]
+    # the race's kind of interval: blocks within runs plus the between-run error (bench/runs.py)
+    throughput: Interval | None = (run_aware_interval(blocks, cv_prior=manifest.measure.run_cv_prior, seed=run.cid)
+                                   if len(blocks) >= 2 else None)
     cost = (cost_interval(_cost_inputs(run, manifest), units=manifest.production_units, throughput=throughput)
             if throughput is not None else None)
     return CandidateReport(

@@ -37,7 +37,8 @@ the agent's clock in epoch seconds):
 
 Clock: ``--time-scale S --time-origin T0 [--time-anchor W0]`` (or ``VASTUI_TIME_SCALE`` / ``VASTUI_TIME_ORIGIN``
 / ``VASTUI_TIME_ANCHOR``) make ``t = T0 + (wall - W0) * S``, so a simulator's scaled clock is followed;
-``--interval`` is in that clock's seconds. ``--nvml-module`` / ``VASTUI_NVML_MODULE`` names a pynvml-compatible
+``--interval`` is in that clock's seconds, never shorter than ``VASTUI_MIN_SAMPLE_WALL_S`` of wall time when
+set. ``--nvml-module`` / ``VASTUI_NVML_MODULE`` names a pynvml-compatible
 module to use instead of ``pynvml`` (the simulator's hosts point it at their simulated NVML).
 
 Why one file past the usual size: it is uploaded and run alone on the host, so it cannot import anything but the
@@ -65,6 +66,10 @@ ENV_TIME_SCALE = "VASTUI_TIME_SCALE"
 ENV_TIME_ORIGIN = "VASTUI_TIME_ORIGIN"
 ENV_TIME_ANCHOR = "VASTUI_TIME_ANCHOR"
 ENV_NVML_MODULE = "VASTUI_NVML_MODULE"
+# A wall-clock floor on the GPU sample interval: on a simulator's clock running S times faster, "every clock
+# second" would be S samples per wall second, each a record the console must carry and store.
+ENV_MIN_SAMPLE_WALL_S = "VASTUI_MIN_SAMPLE_WALL_S"
+FOLLOW_POLL_S = 0.02           # wall seconds between looks at the records file (a record is at most this late)
 EXIT_AGENT_GONE = 3            # --follow: the agent died without writing a result
 NVML_ERROR_GPU_IS_LOST = 15
 MAX_LATENCIES = 1000           # per progress record; keeps a record a bounded line
@@ -262,8 +267,9 @@ class Sampler:
         return not self._broken
 
     def _loop(self) -> None:
+        floor = _env_float(ENV_MIN_SAMPLE_WALL_S) or 0.0
         while not self._stop.is_set() and self.safe_tick():
-            self._stop.wait(self._clock.wall_seconds(self._interval_s))
+            self._stop.wait(max(floor, self._clock.wall_seconds(self._interval_s)))
 
     def stop(self) -> None:
         """Stop the thread, then take one last sample so the end of the run is on record."""
@@ -499,7 +505,7 @@ def _is_alive(pid: object) -> bool:
         return True  # no /proc here: trust kill(0)
 
 
-def follow(path: str, from_seq: int, pid_file: str | None, stream: Any, poll_s: float = 0.1,
+def follow(path: str, from_seq: int, pid_file: str | None, stream: Any, poll_s: float = FOLLOW_POLL_S,
            heartbeat_s: float = 5.0) -> int:
     """Print records of ``path`` with seq >= ``from_seq`` as they are written; stop after the result.
 
@@ -558,7 +564,7 @@ def stop(pid_file: str, stream: Any, grace_s: float = 10.0) -> int:
         os.kill(agent, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         while _is_alive(agent) and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.01)
     killed = []
     for pid in (agent, workload):
         if isinstance(pid, int) and _is_alive(pid):

@@ -1,7 +1,11 @@
 """The SSH edge: connect to a rented host, upload and drive the agent, stream its records; asyncssh stays here.
 
 Host keys are trusted on first use and a changed key is refused (``known_hosts.py``). Every remote command is
-built with ``shlex.join``. The agent runs detached on the host and appends its records to a file, so a dropped
+built with ``shlex.join``. Inside ``async with runner.hold(host, port)`` every channel to that host — uploads,
+the agent's start, its follower, one-shot commands, its stop — rides one SSH connection, opened once: a handshake
+per operation would cost the console seconds per candidate (minutes on a simulator's scaled clock) and make the
+measured console overhead depend on how busy this machine is. A dropped held connection is replaced on the next
+use. The agent runs detached on the host and appends its records to a file (``agent_run.py``), so a dropped
 connection loses nothing: the runner reconnects and resumes reading after the last ``seq`` it has. asyncssh and
 OS errors are translated into ``RemoteError`` (``RemoteTimeout`` for deadlines, ``HostKeyMismatch`` for keys).
 """
@@ -10,27 +14,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import posixpath
 import shlex
-import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 import asyncssh
 
 from vastui.clock import Clock, WallClock
 from vastui.errors import HostKeyMismatch, RemoteError, RemoteTimeout
-from vastui.remote.agent import EXIT_AGENT_GONE
+from vastui.remote.agent_run import AGENT_SOURCE, AgentRun
 from vastui.remote.known_hosts import KnownHosts
-from vastui.remote.protocol import Record, Result, parse_record
+from vastui.remote.sshio import SSH_ERRORS as _SSH_ERRORS
+from vastui.remote.sshio import sftp_write as _sftp_write
+from vastui.remote.sshio import text_of as _text
+from vastui.remote.sshio import translate as _translate
 
 log = logging.getLogger(__name__)
 
-AGENT_SOURCE = Path(__file__).with_name("agent.py")
+__all__ = ["AGENT_SOURCE", "AgentRun", "CommandResult", "SshRunner"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,29 +43,6 @@ class CommandResult:
     exit_status: int | None
     stdout: str
     stderr: str
-
-
-def _translate(exc: BaseException, where: str) -> RemoteError:
-    if isinstance(exc, RemoteError):
-        return exc
-    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
-        return HostKeyMismatch(f"{where} presented a host key that differs from the one recorded on first "
-                               f"contact; refusing to connect ({exc})", title="Host key changed")
-    if isinstance(exc, asyncssh.PermissionDenied):
-        return RemoteError(f"{where} refused our SSH key ({exc.reason})", title="SSH key refused")
-    if isinstance(exc, TimeoutError):
-        return RemoteTimeout(f"{where} did not answer in time", title="SSH timeout")
-    if isinstance(exc, asyncssh.Error):
-        return RemoteError(f"SSH to {where} failed: {exc.reason}", title="SSH failed")
-    return RemoteError(f"cannot reach {where}: {exc}", title="SSH failed")
-
-
-_SSH_ERRORS = (OSError, asyncssh.Error, TimeoutError)
-MAX_IDLE_RECONNECTS = 10  # reconnects in a row that bring no new record before a run is given up
-
-
-class _Dropped(Exception):
-    """The follower's channel ended without a result: reconnect and resume."""
 
 
 class SshRunner:
@@ -88,6 +68,9 @@ class SshRunner:
         self.remote_dir = remote_dir
         self.clock: Clock = clock or WallClock()
         self._tofu_locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self._held: dict[tuple[str, int], asyncssh.SSHClientConnection] = {}
+        self._holds: dict[tuple[str, int], int] = {}
+        self.connections_opened = 0      # SSH handshakes made (a held host should need one)
 
     async def connect(self, host: str, port: int) -> asyncssh.SSHClientConnection:
         """One SSH connection, with the recorded host key enforced (or recorded now, on first contact)."""
@@ -103,6 +86,7 @@ class SshRunner:
                     keepalive_count_max=3)
             except _SSH_ERRORS as exc:
                 raise _translate(exc, where) from exc
+            self.connections_opened += 1
             if trusted is None:
                 key = conn.get_server_host_key()
                 if key is None:
@@ -111,6 +95,61 @@ class SshRunner:
                 self.known_hosts.record(host, port, key)
                 log.info("recorded the host key of %s on first contact", where)
         return conn
+
+    @contextlib.asynccontextmanager
+    async def hold(self, host: str, port: int, *, deadline_s: float) -> AsyncIterator[None]:
+        """Wait (up to ``deadline_s``) until ``host`` accepts SSH, then keep that one connection for every call
+        to the host inside the block; it is closed when the last hold on the host ends."""
+        key = (host, port)
+        if key not in self._held:
+            conn = await self.connect_within(host, port, deadline_s=deadline_s)
+            if key in self._held:          # another hold connected meanwhile: keep theirs
+                conn.close()
+            else:
+                self._held[key] = conn
+        self._holds[key] = self._holds.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            self._holds[key] -= 1
+            if self._holds[key] <= 0:
+                del self._holds[key]
+                held = self._held.pop(key, None)
+                if held is not None:
+                    held.close()
+                    with contextlib.suppress(*_SSH_ERRORS):
+                        await held.wait_closed()
+
+    async def _connection(self, host: str, port: int) -> tuple[asyncssh.SSHClientConnection, bool]:
+        """The held connection to the host (reopened if it dropped), or a new one; True when the caller owns
+        it and must close it."""
+        key = (host, port)
+        if key not in self._holds:
+            return await self.connect(host, port), True
+        held = self._held.get(key)
+        if held is None or held.is_closed():
+            held = await self.connect(host, port)
+            self._held[key] = held
+        return held, False
+
+    async def _reconnect_within(self, host: str, port: int, *,
+                                deadline_s: float) -> tuple[asyncssh.SSHClientConnection, bool]:
+        """After a drop: ``connect_within``; the new connection becomes the held one when the host is held."""
+        key = (host, port)
+        held = self._held.get(key)
+        if key in self._holds and held is not None and not held.is_closed():
+            return held, False             # another channel has reconnected already
+        conn = await self.connect_within(host, port, deadline_s=deadline_s)
+        if key not in self._holds:
+            return conn, True
+        self._held[key] = conn
+        return conn, False
+
+    def _lost(self, host: str, port: int, conn: asyncssh.SSHClientConnection) -> None:
+        """A channel on ``conn`` failed at the SSH level: drop it so the next use reconnects."""
+        if self._held.get((host, port)) is conn:
+            del self._held[(host, port)]
+        conn.abort()
 
     def forget_host(self, host: str, port: int) -> int:
         """Forget the recorded key of ``host:port`` (call after its instance is destroyed; ports get reused)."""
@@ -144,42 +183,50 @@ class SshRunner:
                           timeout_s: float | None = None) -> CommandResult:
         """Run one command to completion (argv joined with ``shlex.join``)."""
         where = f"{host}:{port}"
-        conn = await self.connect(host, port)
+        conn, owned = await self._connection(host, port)
         try:
             result = await conn.run(shlex.join(argv), check=False, timeout=timeout_s)
+        except TimeoutError as exc:       # the command was slow; the connection is fine
+            raise _translate(exc, where) from exc
         except _SSH_ERRORS as exc:
+            self._lost(host, port, conn)
             raise _translate(exc, where) from exc
         finally:
-            conn.close()
+            if owned:
+                conn.close()
         return CommandResult(exit_status=result.exit_status, stdout=_text(result.stdout),
                              stderr=_text(result.stderr))
 
     async def put_file(self, host: str, port: int, *, data: bytes, remote_path: str) -> None:
         """Write ``data`` to ``remote_path`` (relative paths start in the login directory) over SFTP."""
         where = f"{host}:{port}"
-        conn = await self.connect(host, port)
+        conn, owned = await self._connection(host, port)
         try:
             async with conn.start_sftp_client() as sftp:
                 await _sftp_write(sftp, remote_path, data)
         except _SSH_ERRORS as exc:
+            self._lost(host, port, conn)
             raise _translate(exc, where) from exc
         finally:
-            conn.close()
+            if owned:
+                conn.close()
 
     async def stream_command(self, host: str, port: int, argv: Sequence[str], *,
                              on_stdout: Callable[[str], None], on_stderr: Callable[[str], None]) -> int | None:
         """Run one command, handing its output to the callbacks as it comes; returns the exit status."""
         where = f"{host}:{port}"
-        conn = await self.connect(host, port)
+        conn, owned = await self._connection(host, port)
         try:
             async with conn.create_process(shlex.join(argv)) as process:
                 await asyncio.gather(_relay(process.stdout, on_stdout), _relay(process.stderr, on_stderr))
                 await process.wait()
                 return process.exit_status
         except _SSH_ERRORS as exc:
+            self._lost(host, port, conn)
             raise _translate(exc, where) from exc
         finally:
-            conn.close()
+            if owned:
+                conn.close()
 
     def run_agent(self, host: str, port: int, argv: Sequence[str], *, interval_s: float = 1.0,
                   output_file: str | None = None) -> AgentRun:
@@ -191,160 +238,8 @@ class SshRunner:
         return AgentRun(self, host, port, list(argv), interval_s=interval_s, output_file=output_file)
 
 
-async def _sftp_write(sftp: asyncssh.SFTPClient, remote_path: str, data: bytes) -> None:
-    """Write via a temporary name and rename, so a reader never sees half a file."""
-    parent = posixpath.dirname(remote_path)
-    if parent and not await sftp.exists(parent):
-        await sftp.makedirs(parent)
-    async with sftp.open(remote_path + ".part", "wb") as handle:
-        await handle.write(data)
-    await sftp.posix_rename(remote_path + ".part", remote_path)
-
-
 async def _relay(stream: asyncssh.SSHReader[str], sink: Callable[[str], None]) -> None:
     while chunk := await stream.read(65536):
         sink(chunk)
 
 
-def _text(value: object) -> str:
-    if value is None:
-        return ""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-class AgentRun:
-    """One agent run on one host: started on enter, records on iteration, stopped on an early exit."""
-
-    def __init__(self, runner: SshRunner, host: str, port: int, argv: list[str], *, interval_s: float,
-                 output_file: str | None) -> None:
-        self.host = host
-        self.port = port
-        self.where = f"{host}:{port}"
-        self.run_id = uuid.uuid4().hex[:12]
-        self.last_seq = 0
-        self.reconnects = 0
-        self.result: Result | None = None
-        self._runner = runner
-        self._argv = argv
-        self._interval_s = interval_s
-        self._output_file = output_file
-        self._conn: asyncssh.SSHClientConnection | None = None
-        self._iterator: AsyncGenerator[Record, None] | None = None
-        run_dir = f"{runner.remote_dir}/runs/{self.run_id}"
-        self.agent_path = f"{runner.remote_dir}/agent-{_agent_digest()}.py"
-        self.out_path = f"{run_dir}/records.jsonl"
-        self.pid_path = f"{run_dir}/agent.pid"
-
-    async def __aenter__(self) -> AgentRun:
-        self._conn = await self._runner.connect(self.host, self.port)
-        starting = False
-        try:
-            await self._upload(self._conn)
-            starting = True
-            await self._start(self._conn)
-        except BaseException:
-            self._conn.close()
-            self._conn = None
-            if starting:  # it may be running on the host already (a cancel mid-start): do not leave it there
-                await self.stop()
-            raise
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        if self._iterator is not None:
-            await self._iterator.aclose()
-        if self.result is None:
-            await self.stop()
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def __aiter__(self) -> AsyncIterator[Record]:
-        self._iterator = self._records()
-        return self._iterator
-
-    async def _upload(self, conn: asyncssh.SSHClientConnection) -> None:
-        try:
-            async with conn.start_sftp_client() as sftp:
-                if not await sftp.exists(self.agent_path):
-                    await _sftp_write(sftp, self.agent_path, AGENT_SOURCE.read_bytes())
-        except _SSH_ERRORS as exc:
-            raise _translate(exc, self.where) from exc
-
-    def _agent_command(self, *args: str) -> str:
-        return shlex.join([self._runner.python, self.agent_path, *args])
-
-    async def _start(self, conn: asyncssh.SSHClientConnection) -> None:
-        options = ["--detach", "--out", self.out_path, "--pid-file", self.pid_path, "--interval",
-                   repr(self._interval_s)]
-        if self._output_file is not None:
-            options += ["--output-file", self._output_file]
-        try:
-            started = await conn.run(self._agent_command(*options, "--", *self._argv), check=False,
-                                     timeout=self._runner.reconnect_deadline_s)
-        except _SSH_ERRORS as exc:
-            raise _translate(exc, self.where) from exc
-        if started.exit_status != 0:
-            raise RemoteError(f"the agent did not start on {self.where} (exit {started.exit_status}): "
-                              f"{_text(started.stderr).strip()[-400:]}", title="Agent failed to start")
-        log.info("agent run %s started on %s: %s", self.run_id, self.where, _text(started.stdout).strip())
-
-    async def _records(self) -> AsyncGenerator[Record, None]:
-        idle_reconnects = 0
-        while self.result is None:
-            if self._conn is None:
-                self._conn = await self._runner.connect_within(self.host, self.port,
-                                                               deadline_s=self._runner.reconnect_deadline_s)
-            seq_before = self.last_seq
-            try:
-                async with contextlib.aclosing(self._follow(self._conn)) as records:
-                    async for record in records:
-                        yield record
-            except (_Dropped, *_SSH_ERRORS) as exc:
-                idle_reconnects = 0 if self.last_seq > seq_before else idle_reconnects + 1
-                if idle_reconnects > MAX_IDLE_RECONNECTS:
-                    raise RemoteError(f"{self.where}: run {self.run_id} keeps dropping without progress "
-                                      f"(last record {self.last_seq})", title="SSH unstable") from exc
-                log.warning("lost %s during run %s (%s); resuming after seq %d",
-                            self.where, self.run_id, exc, self.last_seq)
-                self._conn.abort()
-                self._conn = None
-                self.reconnects += 1
-
-    async def _follow(self, conn: asyncssh.SSHClientConnection) -> AsyncGenerator[Record, None]:
-        command = self._agent_command("--follow", self.out_path, "--from-seq", str(self.last_seq + 1),
-                                      "--pid-file", self.pid_path)
-        async with conn.create_process(command) as process:
-            async for line in process.stdout:
-                if not line.strip():
-                    continue  # the follower's heartbeat
-                record = parse_record(line, where=self.where)
-                if record.seq <= self.last_seq:
-                    continue
-                if record.seq != self.last_seq + 1:
-                    raise RemoteError(f"{self.where}: records {self.last_seq + 1}..{record.seq - 1} of run "
-                                      f"{self.run_id} are missing", title="Records lost")
-                self.last_seq = record.seq
-                if isinstance(record, Result):
-                    self.result = record
-                yield record
-                if self.result is not None:
-                    return
-            await process.wait()
-        if process.exit_status == EXIT_AGENT_GONE:
-            raise RemoteError(f"the agent of run {self.run_id} on {self.where} stopped without a result "
-                              f"(last record {self.last_seq})", title="Agent died")
-        raise _Dropped(f"follower ended with status {process.exit_status}")
-
-    async def stop(self, *, timeout_s: float = 30.0) -> None:
-        """Stop the remote agent (SIGTERM, then SIGKILL); a failure is logged, not raised (best effort)."""
-        argv = [self._runner.python, self.agent_path, "--stop", "--pid-file", self.pid_path]
-        try:
-            await asyncio.wait_for(self._runner.run_command(self.host, self.port, argv), timeout_s)
-        except (RemoteError, TimeoutError) as exc:
-            log.warning("could not stop agent run %s on %s: %s", self.run_id, self.where, exc)
-
-
-def _agent_digest() -> str:
-    return hashlib.sha256(AGENT_SOURCE.read_bytes()).hexdigest()[:12]

@@ -26,7 +26,8 @@ import asyncssh
 
 import vastui
 from vastui.clock import Clock, ScaledClock
-from vastui.remote.agent import ENV_NVML_MODULE, ENV_TIME_ANCHOR, ENV_TIME_ORIGIN, ENV_TIME_SCALE
+from vastui.remote.agent import (ENV_MIN_SAMPLE_WALL_S, ENV_NVML_MODULE, ENV_TIME_ANCHOR, ENV_TIME_ORIGIN,
+                                 ENV_TIME_SCALE)
 from vastui.sim import hostenv
 from vastui.sim.physics import HostSpec
 
@@ -36,6 +37,10 @@ ENV_HOST_TOKEN = "VASTUI_SIM_HOST_TOKEN"   # marks every process of one host sta
 DEATH_POLL_S = 0.05                         # wall seconds between looks at the died file (a local file poll)
 PIPE_DRAIN_S = 5.0                          # wall seconds to let a finished command's output drain
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TMPDIR", "TZ")
+# The agent samples its (simulated) GPUs at most this often in wall time: at x300, "once per clock second" would
+# be 300 records per wall second per host for the console to carry — console work that the scaled clock then
+# magnifies into minutes of someone's deadline. Sparser samples in clock time change no measured quantity.
+MIN_SAMPLE_WALL_S = 0.02
 WORKLOAD_SHIM = "import sys\nfrom vastui.sim.simworkload import main\n\nif __name__ == '__main__':\n    sys.exit(main())\n"
 
 class HostDied(Protocol):
@@ -198,7 +203,7 @@ class SshHostPool:
             "PYTHONPATH": f"{host.sim / 'lib'}{os.pathsep}{repo}",
             "HOME": str(host.root), "USER": "root", "SHELL": "/bin/sh",
             ENV_TIME_SCALE: repr(scale), ENV_TIME_ORIGIN: repr(self._clock.now()), ENV_TIME_ANCHOR: repr(time.time()),
-            ENV_NVML_MODULE: hostenv.FAKE_NVML_MODULE,
+            ENV_NVML_MODULE: hostenv.FAKE_NVML_MODULE, ENV_MIN_SAMPLE_WALL_S: repr(MIN_SAMPLE_WALL_S),
             hostenv.ENV_MACHINE: str(host.sim / "machine.json"),
             hostenv.ENV_NVML_STATE: str(host.sim / "nvml.json"),
             hostenv.ENV_DIED_FILE: str(host.died_file),

@@ -74,6 +74,7 @@ class Market:
         self._results = LogResults()
         self._lock = asyncio.Lock()
         self._closed = False
+        self._teardowns: set[asyncio.Task[None]] = set()   # hosts of destroyed instances being taken down
 
     def __repr__(self) -> str:
         return f"Market(seed={self.world.seed}, machines={len(self.world.machines)}, instances={len(self._instances)})"
@@ -159,8 +160,10 @@ class Market:
             await asyncio.sleep(poll_interval_s)
 
     async def aclose(self) -> None:
-        """Stop polling and stop every host; instances stay as they are."""
+        """Stop polling and stop every host (destroyed ones' teardowns finished first); instances stay as they are."""
         self._closed = True
+        if self._teardowns:
+            await asyncio.gather(*self._teardowns, return_exceptions=True)
         async with self._lock:
             for st in self._instances.values():
                 if st.host is not None:
@@ -269,7 +272,11 @@ class Market:
                 del self._instances[st.id]
                 self._destroyed[st.id] = st
                 st.log(self.clock.now(), "Instance destroyed.")
-                await self._stop_host(st)
+                # Billing ended above; the answer does not wait for the host to go down (Vast's doesn't either),
+                # so the caller's clock at the answer is close to the moment billing stopped.
+                task = asyncio.create_task(self._stop_host(st), name=f"sim-teardown-{st.id}")
+                self._teardowns.add(task)
+                task.add_done_callback(self._teardowns.discard)
 
     async def set_state(self, instance_ids: list[int], state: str) -> None:
         """Stop (``"stopped"``) or start (``"running"``) instances."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from vastui.approval import Approval, AuditSink
 from vastui.clock import Clock
 from vastui.events import EventBus
-from vastui.vast.models import CreatedInstance, Instance, InstanceListing, Offer, Prepaid, User
+from vastui.vast.models import Answered, CreatedInstance, Instance, InstanceListing, Offer, Prepaid, User
 
 if TYPE_CHECKING:
     from vastui.store import SqliteStore
@@ -41,7 +41,7 @@ class ConsoleMarket(Protocol):
                               onstart: str | None = None, env: Mapping[str, str] | None = None,
                               runtype: str = ...) -> CreatedInstance: ...
 
-    async def destroy_instance(self, instance_id: int, *, approval: Approval) -> None: ...
+    async def destroy_instance(self, instance_id: int, *, approval: Approval) -> Answered | None: ...
 
     async def stop_instance(self, instance_id: int, *, approval: Approval) -> None: ...
 

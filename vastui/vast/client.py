@@ -31,7 +31,7 @@ from vastui.config import Redactor, Secret
 from vastui.errors import ApiError, ApprovalRequired, CreateFailed, CreateUncertain, TransportError, VastuiError
 from vastui.vast.backoff import RetryPolicy
 from vastui.vast.listing import list_all_instances
-from vastui.vast.models import CreatedInstance, Instance, InstanceListing, Offer, Prepaid, SshKey, User
+from vastui.vast.models import Answered, CreatedInstance, Instance, InstanceListing, Offer, Prepaid, SshKey, User
 from vastui.vast.query import build_search_body
 from vastui.vast.wire import GarbledReply, Retry, Wire
 
@@ -160,8 +160,18 @@ class HttpVastClient:
                                   lambda made: f"ok: instance {made.instance_id}"
                                   + (" (found by label after a lost answer)" if made.reconciled else ""))
 
-    async def destroy_instance(self, instance_id: int, *, approval: Approval) -> None:
-        await self._simple(approval, Action.DESTROY_INSTANCE, instance_id, "DELETE", f"/instances/{instance_id}/", {})
+    async def destroy_instance(self, instance_id: int, *, approval: Approval) -> Answered:
+        """Destroy; returns when the request went out and its answer came (before the audit write), the window
+        in which the marketplace stopped billing."""
+        window: list[float] = []
+
+        async def send() -> None:
+            window.append(self._clock.now())
+            await self._wire.call("DELETE", f"/instances/{instance_id}/", body={})
+            window.append(self._clock.now())
+
+        await self._mutate(approval, Action.DESTROY_INSTANCE, instance_target(instance_id), send, lambda _: "ok")
+        return Answered(sent_at=window[0], answered_at=window[-1])
 
     async def stop_instance(self, instance_id: int, *, approval: Approval) -> None:
         await self._simple(approval, Action.STOP_INSTANCE, instance_id, "PUT", f"/instances/{instance_id}/",

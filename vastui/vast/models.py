@@ -377,3 +377,16 @@ class Prepaid:
     amount_usd: float
     timescale_months: float
     discount_rate: float                      # fraction, 0..1
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """When a mutating request went out and when its answer came back (the client's clock): the marketplace acted
+    between the two — what a destroy's bill is measured to."""
+
+    sent_at: float
+    answered_at: float
+
+    @property
+    def midpoint(self) -> float:
+        return (self.sent_at + self.answered_at) / 2.0

@@ -1,0 +1,316 @@
+"""How good vastui's decisions are, judged by the simulator's hidden truth, against simple strategies.
+
+    python benchmarks/decision_quality.py --markets 30 --seed 1        (minutes to hours of wall time)
+    python benchmarks/decision_quality.py --quick                      (two small markets: the smoke test)
+
+For each seeded market: the oracle's true cost per accepted unit for every offer the manifest allows (the benchmark
+reads the truth; the campaign never does), a full campaign (approved as a printed plan), and on the same market
+the choices of: the top ``dlperf_usd`` offer, the cheapest $/h offer, vastui's own prior (the plan's first
+candidate, unmeasured), and benchmark-everything on the shortlist (same protocol, no racing — modelled, not run:
+its choice is taken as the shortlist's true best, its spend as the campaign's bills plus every block racing saved).
+
+Per strategy: regret (true cost of the choice over the oracle's best, minus one) p50/p95/max, the share of markets
+within 3 % and 10 %, wrong-output choices; for vastui also spend (and its share of benchmark-everything's), wall
+time, interval coverage (true cost inside each finalist's interval), startup error, the oracle's validation
+(measured vs true throughput in units of the host's run-to-run noise) and how varied the market's truth is.
+The manifest is the example's with short warm-ups and blocks (so a market takes seconds) and the method's own
+shortlist of up to 8 offers, 4 rented at a time. Workloads rotate over a mix: compute-bound, input-bound (one loader), startup-heavy with a short production run,
+and multi-GPU offers allowed. The last line is one summary.
+
+The oracle's true cost uses the same billing model and formula as the engine, with the truth's throughput, pull and
+readiness; an offer whose true speed or step latency misses the manifest's SLO, or a faulty host (wrong output, stuck
+in loading, or dying before the production run is done), costs infinity; a throttling one runs at its throttled speed
+after the fault. Warm-up costs what the simulated workload's slower first steps cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vastui.bench.cost import CostInputs, cost_per_accepted_unit
+from vastui.bench.manifest import Manifest, load_manifest
+from vastui.campaign.plan import DISK_GIB
+from vastui.campaign.startup import rates_of
+from vastui.sim.demo import EXAMPLES_DIR, open_demo
+from vastui.sim.images import image_size_mb, is_popular
+from vastui.sim.market import Market
+from vastui.sim.physics import HostSpec, Precision, Variant, plan_step
+from vastui.sim.simworkload import WARMUP_SLOWDOWN
+from vastui.sim.truth import Fault
+from vastui.vast.models import Offer
+
+STRATEGIES = ("vastui", "top dlperf_usd", "cheapest $/h", "vastui prior", "benchmark-everything")
+WARMUP_STEPS = 10          # the simulated workload's default warm-up steps
+TIME_SCALE = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadKind:
+    name: str
+    edits: dict[str, str]
+
+
+MIX = (
+    WorkloadKind("compute-bound", {}),
+    WorkloadKind("input-bound", {r"(?m)^loaders = \[4\]$": "loaders = [1]"}),
+    WorkloadKind("startup-heavy", {r"(?m)^units = 20000$": "units = 3000"}),
+    WorkloadKind("multi-gpu", {r"(?m)^gpu_counts = \[1\]$": "gpu_counts = [1, 2]"}),
+)
+FAST = {r"(?m)^min_s = 30$": "min_s = 10", r"(?m)^min_steps = 20$": "min_steps = 5", r"(?m)^window = 10$": "window = 5",
+        r"(?m)^cap_s = 180$": "cap_s = 60", r"(?m)^block_s = 30$": "block_s = 10",
+        r"(?m)^block_min_steps = 20$": "block_min_steps = 3", r"(?m)^min_blocks = 5$": "min_blocks = 3",
+        r"(?m)^winner_min_blocks = 10$": "winner_min_blocks = 5", r"(?m)^max_blocks = 30$": "max_blocks = 8",
+        r"(?m)^batch_sizes = \[64, 128, 256\]$": "batch_sizes = [64]",
+        r"(?m)^loaders = \[4, 8\]$": "loaders = [4]", r'(?m)^precisions = \["fp32", "bf16"\]$': 'precisions = ["fp32"]',
+        r"(?m)^latency_max_ms = 2000$": "latency_max_ms = 5000", r'(?m)^latency_percentile = "p99"$': 'latency_percentile = "p90"'}
+
+
+def write_manifest(directory: Path, kind: WorkloadKind) -> Path:
+    text = (EXAMPLES_DIR / "resnet.toml").read_text(encoding="utf-8")
+    for pattern, new in {**FAST, **kind.edits}.items():
+        text, _count = re.subn(pattern, new, text)
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copy(EXAMPLES_DIR / "resnet-canary.jsonl", directory / "resnet-canary.jsonl")
+    path = directory / f"{kind.name}.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _variant(manifest: Manifest, gpus: int) -> Variant:
+    t = manifest.tuning
+    return Variant(batch_size=t.batch_sizes[0] if t.batch_sizes else 32,
+                   precision=Precision(t.precisions[0]) if t.precisions else Precision.FP32,
+                   loaders=t.loaders[0] if t.loaders else 4, gpus=gpus)
+
+
+def true_loading_s(market: Market, offer: Offer, manifest: Manifest) -> float:
+    truth = market.truth_of(offer.machine_id)
+    image = manifest.workload.image
+    cached = truth.image_cached and is_popular(image)
+    return (0.0 if cached else image_size_mb(image) / truth.image_pull_mb_per_s) + truth.readiness_s
+
+
+def true_throughput(market: Market, offer: Offer, manifest: Manifest) -> float:
+    machine = next(m for m in market.world.machines if m.machine_id == offer.machine_id)
+    return plan_step(HostSpec.from_machine(machine), _variant(manifest, offer.num_gpus)).units_per_s
+
+
+def true_cost(market: Market, offer: Offer, manifest: Manifest) -> float:
+    """The oracle: C(N) with the truth's speed, pull and readiness; a faulty host is infinitely dear."""
+    truth = market.truth_of(offer.machine_id)
+    if truth.fault in (Fault.WRONG_OUTPUT, Fault.STUCK_LOADING):
+        return math.inf
+    machine = next(m for m in market.world.machines if m.machine_id == offer.machine_id)
+    spec = HostSpec.from_machine(machine)
+    variant = _variant(manifest, offer.num_gpus)
+    step = plan_step(spec, variant)
+    theta = step.units_per_s
+    slo = manifest.slo
+    if slo.throughput_min_units_per_s is not None and theta < slo.throughput_min_units_per_s:
+        return math.inf     # misses the SLO: not a valid choice, whatever it costs
+    if slo.latency is not None and step.step_s * 1000.0 > slo.latency.max_ms:
+        return math.inf
+    if truth.fault is Fault.DIES_MID_RUN and truth.fault_after_s is not None and \
+            truth.fault_after_s < manifest.production_units / theta:
+        return math.inf     # the production run dies before it is done
+    if truth.fault is Fault.THROTTLES and truth.fault_after_s is not None:
+        work_s = manifest.production_units / theta
+        if work_s > truth.fault_after_s:   # the rest of the run at the throttled speed
+            slow = plan_step(spec, variant, throttled=True).units_per_s
+            done = truth.fault_after_s * theta
+            theta = manifest.production_units / (truth.fault_after_s + (manifest.production_units - done) / slow)
+    warmup_s = step.compute_s * WARMUP_SLOWDOWN * sum(1.0 - i / WARMUP_STEPS for i in range(WARMUP_STEPS))
+    rates = rates_of(offer, disk_gib=DISK_GIB)
+    cached = truth.image_cached and is_popular(manifest.workload.image)
+    inputs = CostInputs(price_per_hour_usd=rates.gpu_usd_per_hour, startup_s=0.0, warmup_s=warmup_s,
+                        loading_s=true_loading_s(market, offer, manifest),
+                        storage_usd_per_hour=rates.storage_usd_per_hour, inet_usd_per_gb=rates.inet_down_usd_per_gb,
+                        transfer_gb_fixed=0.0 if cached else image_size_mb(manifest.workload.image) / 1000.0)
+    return cost_per_accepted_unit(inputs, units=manifest.production_units, throughput_units_per_s=theta)
+
+
+@dataclass(slots=True)
+class MarketResult:
+    seed: int
+    workload: str
+    regret: dict[str, float] = field(default_factory=dict)
+    wrong: dict[str, bool] = field(default_factory=dict)
+    spend_usd: float = 0.0
+    everything_usd: float = 0.0
+    wall_s: float = 0.0
+    covered: list[bool] = field(default_factory=list)
+    startup_err: list[float] = field(default_factory=list)
+    oracle_z: list[float] = field(default_factory=list)
+    spread: list[float] = field(default_factory=list)
+    runs: list[int] = field(default_factory=list)
+    note: str = ""
+
+
+def _regret(cost: float, best: float) -> float:
+    return math.inf if not math.isfinite(cost) else cost / best - 1.0
+
+
+def _everything_spend(outcome: object, manifest: Manifest) -> float:
+    """Benchmark-everything's spend: what each shortlisted candidate was billed in the campaign, plus the blocks
+    racing saved it (every candidate measured to max_blocks) at its GPU and disk price."""
+    total = 0.0
+    for run in outcome.runs:  # type: ignore[attr-defined]
+        billed = outcome.billed_usd.get(run.cid, 0.0)  # type: ignore[attr-defined]
+        rates = rates_of(run.candidate.offer, disk_gib=DISK_GIB)
+        missing = max(0, manifest.measure.max_blocks - len(run.blocks)) if run.passed_gate else 0
+        total += billed + missing * manifest.measure.block_s * (rates.gpu_usd_per_hour + rates.storage_usd_per_hour) / 3600
+    return total
+
+
+async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float) -> MarketResult:
+    manifest_path = write_manifest(work / f"m{seed}", kind)
+    manifest = load_manifest(manifest_path)
+    out = MarketResult(seed, kind.name)
+    async with open_demo(seed=seed, time_scale=scale, data_dir=work / f"d{seed}", manifest_path=manifest_path) as demo:
+        market = demo.market
+        offers = await demo.client.search_offers(manifest.shortlist.query, order="dlperf_usd-", limit=400)
+        excluded = {e.offer_id for e in demo.plan.excluded if getattr(e, "offer_id", None) is not None}
+        eligible = [o for o in offers if o.id not in excluded] or offers
+        costs = {o.id: true_cost(market, o, manifest) for o in eligible}
+        best = min(costs.values())
+        wrong = {m.machine_id for m in market.world.machines if market.truth_of(m.machine_id).fault is Fault.WRONG_OUTPUT}
+        shortlist = [c.offer for c in demo.plan.candidates]
+        by_id = {o.id: o for o in [*eligible, *shortlist]}
+        for o in shortlist:
+            costs.setdefault(o.id, true_cost(market, o, manifest))
+        simple = {"top dlperf_usd": max(eligible, key=lambda o: o.dlperf_per_dphtotal or 0.0),
+                  "cheapest $/h": min(eligible, key=lambda o: o.dph_total),
+                  "vastui prior": shortlist[0],
+                  "benchmark-everything": min(shortlist, key=lambda o: costs[o.id])}
+        for name, offer in simple.items():
+            out.regret[name] = _regret(costs[offer.id], best)
+            out.wrong[name] = offer.machine_id in wrong
+        for model in {o.gpu_name for o in eligible}:
+            thetas = [true_throughput(market, o, manifest) / o.num_gpus for o in eligible
+                      if o.gpu_name == model and o.num_gpus == 1]
+            if len(thetas) >= 3:
+                out.spread.append(max(thetas) / min(thetas) - 1.0)
+        started = time.monotonic()
+        result = await demo.start(plan_approved=True).result(abort_if_cancelled="benchmark interrupted")
+        out.wall_s = time.monotonic() - started
+        receipt, outcome = result.receipt, result.outcome
+        out.spend_usd = receipt.campaign_cost_usd
+        out.everything_usd = _everything_spend(outcome, manifest)
+        chosen = next((r for r in outcome.runs if r.cid == receipt.decision.chosen), None)
+        best_offer = min(costs, key=lambda oid: costs[oid])
+        in_shortlist = any(o.id == best_offer for o in shortlist)
+        out.note = (f"decision: {receipt.decision.chosen or 'none'} ({receipt.decision.reason}); "
+                    f"oracle best {'in' if in_shortlist else 'not in'} the shortlist")
+        if chosen is None:
+            out.regret["vastui"], out.wrong["vastui"] = math.inf, False
+        else:
+            offer = chosen.candidate.offer
+            out.note += f"; chosen host's fault: {market.truth_of(offer.machine_id).fault}"
+            out.regret["vastui"] = _regret(costs.get(offer.id) or true_cost(market, offer, manifest), best)
+            out.wrong["vastui"] = offer.machine_id in wrong
+        for row in receipt.candidates:
+            run = next(r for r in outcome.runs if r.cid == row.candidate_id)
+            offer = run.candidate.offer
+            truth = market.truth_of(offer.machine_id)
+            if row.cost_per_unit is not None and run.blocks and math.isfinite(row.cost_per_unit.point):
+                truth_cost = true_cost(market, offer, manifest)
+                out.covered.append(row.cost_per_unit.low <= truth_cost <= row.cost_per_unit.high)
+                out.runs.append(run.measured_runs)
+                measured = statistics.median(b.throughput_units_per_s for b in run.blocks)
+                out.oracle_z.append((measured / true_throughput(market, offer, manifest) - 1.0) / truth.noise_cv)
+            startup = run.startup_parts().production_startup_s
+            if startup is not None and truth.fault is Fault.NONE:
+                true_s = true_loading_s(market, offer, manifest)
+                out.startup_err.append(abs(startup - true_s) / true_s if true_s > 0 else 0.0)
+        del by_id
+    return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    k = (len(ordered) - 1) * q / 100.0
+    lo, hi = math.floor(k), math.ceil(k)
+    if math.isinf(ordered[hi]) or math.isinf(ordered[lo]):
+        return ordered[hi]
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def report(results: list[MarketResult]) -> str:
+    lines = [f"# decision quality over {len(results)} markets "
+             f"(workloads: {', '.join(sorted({r.workload for r in results}))})", "",
+             "| strategy | regret p50 | p95 | max | within 3 % | within 10 % | wrong-output choices |",
+             "|---|---|---|---|---|---|---|"]
+    for name in STRATEGIES:
+        regrets = [r.regret[name] for r in results]
+        lines.append(f"| {name} | {100 * _pct(regrets, 50):.1f} % | {100 * _pct(regrets, 95):.1f} % | "
+                     f"{100 * max(regrets):.1f} % | {100 * sum(g <= 0.03 for g in regrets) / len(regrets):.0f} % | "
+                     f"{100 * sum(g <= 0.10 for g in regrets) / len(regrets):.0f} % | "
+                     f"{sum(r.wrong[name] for r in results)} |")
+    spend = sum(r.spend_usd for r in results)
+    everything = sum(r.everything_usd for r in results)
+    covered = [c for r in results for c in r.covered]
+    errors = [e for r in results for e in r.startup_err]
+    zs = [abs(z) for r in results for z in r.oracle_z]
+    spreads = [s for r in results for s in r.spread]
+    runs = [n for r in results for n in r.runs]
+    lines += ["",
+              f"- vastui spend: ${spend:.2f} ({100 * spend / everything:.0f} % of benchmark-everything's ${everything:.2f});"
+              f" wall time {statistics.fmean(r.wall_s for r in results):.1f} s per campaign",
+              f"- interval coverage (true cost inside the finalist's 95 % cost interval): "
+              f"{sum(covered)}/{len(covered)} = {100 * sum(covered) / max(1, len(covered)):.0f} %; "
+              f"runs per measured finalist: median {statistics.median(runs) if runs else 0:g}, "
+              f"{sum(n >= 2 for n in runs)}/{len(runs)} with >= 2",
+              f"- startup error |measured - true| / true: median {100 * _pct(errors, 50):.0f} %, "
+              f"p90 {100 * _pct(errors, 90):.0f} % over {len(errors)} rentals",
+              f"- oracle validation: measured vs true throughput, |error| / host noise CV: median {_pct(zs, 50):.2f}, "
+              f"p90 {_pct(zs, 90):.2f} over {len(zs)} measured candidates",
+              f"- market variety: true 1-GPU throughput spread within a GPU model (max/min - 1): median "
+              f"{100 * _pct(spreads, 50):.0f} %, p90 {100 * _pct(spreads, 90):.0f} % over {len(spreads)} models "
+              f"(docs/simulator.md: up to ~35 % between hosts of one model)"]
+    regrets = [r.regret["vastui"] for r in results]
+    lines += ["", f"summary: vastui within 3 % in {100 * sum(g <= 0.03 for g in regrets) / len(regrets):.0f} % of "
+                  f"{len(results)} markets, p95 regret {100 * _pct(regrets, 95):.1f} %, coverage "
+                  f"{100 * sum(covered) / max(1, len(covered)):.0f} %, median startup error "
+                  f"{100 * _pct(errors, 50):.0f} %, spend {100 * spend / everything:.0f} % of benchmark-everything, "
+                  f"{sum(r.wrong['vastui'] for r in results)} wrong-output choices"]
+    return "\n".join(lines)
+
+
+async def main_async(markets: int, seed: int, scale: float) -> str:
+    results = []
+    with tempfile.TemporaryDirectory(prefix="vastui-dq-") as tmp:
+        for index in range(markets):
+            kind = MIX[index % len(MIX)]
+            result = await one_market(seed + index, kind, Path(tmp), scale=scale)
+            results.append(result)
+            print(f"market {seed + index} ({kind.name}): vastui regret {100 * result.regret['vastui']:.1f} %, "
+                  f"spend ${result.spend_usd:.3f}, {result.wall_s:.1f} s; {result.note}", file=sys.stderr, flush=True)
+    return report(results)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--markets", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--time-scale", type=float, default=TIME_SCALE)
+    parser.add_argument("--quick", action="store_true", help="two markets at a fast clock (the smoke test)")
+    args = parser.parse_args(argv)
+    markets, scale = (2, 300.0) if args.quick else (args.markets, args.time_scale)
+    print(asyncio.run(main_async(markets, args.seed, scale)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

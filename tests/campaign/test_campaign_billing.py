@@ -1,0 +1,46 @@
+"""The billing model against the marketplace's own meter: for every instance of a demo campaign, what the campaign
+computed it was billed (``bench.billing`` over the moments the API showed) agrees with what the simulator charged,
+and the receipt's campaign cost is that billed total."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from campaign_support import fast_manifest
+from vastui.sim.demo import run_demo
+from vastui.sim.market import INSTANCE_ID_BASE, Market
+
+TIME_SCALE = 300.0
+AGREEMENT = 0.01
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 5, 8])
+async def test_every_instance_is_billed_what_the_formula_says(seed: int, tmp_path: Path) -> None:
+    charged: dict[int, float] = {}
+
+    async def capture(market: Market) -> None:
+        await market.refresh()
+        for instance_id in range(INSTANCE_ID_BASE, INSTANCE_ID_BASE + 100):
+            if market.instance_state(instance_id) is not None:
+                charged[instance_id] = market.charges_of(instance_id).total_usd
+
+    result = await run_demo(seed=seed, time_scale=TIME_SCALE, data_dir=tmp_path / "data",
+                            manifest_path=fast_manifest(tmp_path / "m"), on_market=capture)
+    outcome, receipt = result.outcome, result.receipt
+    rented = {r.instance_id: r.cid for r in outcome.runs if r.instance_id is not None}
+    assert rented and set(rented) == set(charged)
+    for instance_id, cid in rented.items():
+        formula = outcome.billed_usd[cid]
+        assert formula == pytest.approx(charged[instance_id], rel=AGREEMENT), (cid, formula, charged[instance_id])
+        row = next(c for c in receipt.candidates if c.candidate_id == cid)
+        assert row.billed_usd == pytest.approx(formula)
+    assert receipt.campaign_cost_usd == pytest.approx(sum(outcome.billed_usd.values()))
+    assert receipt.campaign_cost_usd == pytest.approx(sum(charged.values()), rel=AGREEMENT)
+    # the receipt says how many independent runs each candidate's blocks came from (a second one only where the
+    # instance's deadline left room for another process start and warm-up)
+    for run in outcome.runs:
+        row = next(c for c in receipt.candidates if c.candidate_id == run.cid)
+        assert row.runs == run.measured_runs == len({b.block.run for b in run.blocks})

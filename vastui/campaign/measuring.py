@@ -1,0 +1,201 @@
+"""Measuring a candidate for the race: independent runs of warm-up and blocks, each block fed to the race.
+
+Part of the campaign engine (``engine.py`` mixes it in): at least ``min_runs`` separate agent processes per candidate
+when its deadline leaves room, every block decided on at once (off the event loop), a run cut by the deadline left
+for the destroy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+
+from vastui.bench.manifest import Manifest
+from vastui.bench.select import EliminationReason, Race
+from vastui.campaign.candidate import (CandidateContext, CandidatePhase, CandidateRun, Variant, note_record,
+                                       save_records, workload_argv)
+from vastui.campaign.charges import measured_cost_inputs
+from vastui.campaign.live import standings_event, warmup_event
+from vastui.campaign.measure import BlockMeter, MeasuredBlock
+from vastui.campaign.plan import Plan
+from vastui.campaign.ports import Record
+from vastui.clock import Clock
+from vastui.errors import RemoteError
+from vastui.events import BlockMeasured, CandidateEliminated, EventBus, Notice
+from vastui.remote.protocol import Result
+from vastui.store.records import RunStatus
+
+
+class Measuring:
+    """The engine's measuring half; the engine provides the state below."""
+
+    plan: Plan
+    manifest: Manifest
+    clock: Clock
+    bus: EventBus
+    ctx: CandidateContext
+    race: Race
+    _lock: asyncio.Lock
+    _stop: dict[str, asyncio.Event]
+    _finished: asyncio.Event
+    _leader: str | None
+    _race_reason: str
+    runs: list[CandidateRun]
+
+    def spent_usd(self) -> float:
+        raise NotImplementedError
+
+    def reserved_usd(self) -> float:
+        raise NotImplementedError
+
+    async def _measure(self, run: CandidateRun, host: str, port: int, variant: Variant) -> None:
+        """Blocks from at least ``min_runs`` independent runs (separate agent processes, each warmed up): the
+        first runs stop after their share of the minimum evidence, the last one runs until the race says stop."""
+        self.ctx.phase(run, CandidatePhase.MEASURING)
+        c = run.candidate
+        stored = await self.ctx.store.start_run(
+            campaign_id=self.plan.campaign_id, instance_id=run.instance_id, machine_id=c.offer.machine_id,
+            gpu_name=c.offer.gpu_name, num_gpus=c.gpu_count, workload_digest=self.manifest.digest,
+            variant_json=variant.to_json(), started_at=self.clock.now())
+        run.run_id = stored.run_id
+        await self.ctx.store.record_run_phases(run_id=stored.run_id, pull_s=run.startup_s)
+        rule = self.manifest.measure
+        share = max(1, -(-rule.min_blocks // max(1, rule.min_runs)))   # blocks per run until min_runs are had
+        ended = "stream ended"
+        warmups: list[float] = []
+        for index in range(max(1, rule.min_runs)):
+            last = index == max(1, rule.min_runs) - 1
+            try:
+                ended = await self._one_run(run, host, port, variant, index=index, warmups=warmups,
+                                            blocks_until=None if last else len(run.blocks) + share)
+            except RemoteError as exc:
+                if index == 0 or not run.blocks:
+                    raise
+                # A further run that would not start leaves the evidence already had standing (one run fewer).
+                self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="warning",
+                                        text=f"{run.cid}: run {index + 1} did not start ({exc}); keeping "
+                                             f"{len(run.blocks)} blocks from {run.measured_runs} run(s)"))
+                ended = f"run {index + 1} did not start"
+                break
+            if self._stop_reason(run) is not None or ended != "share done":
+                break
+        thetas = [b.throughput_units_per_s for b in run.blocks]
+        await self.ctx.store.finish_run(
+            run_id=stored.run_id, status=RunStatus.OK if thetas else RunStatus.ERROR, at=self.clock.now(),
+            throughput_units_per_s=statistics.median(thetas) if thetas else None,
+            stats_json=json.dumps({"blocks": len(thetas), "runs": run.measured_runs, "warmup_s": run.warmup_s,
+                                   "startup_s": run.startup_s}),
+            error=None if thetas else "no complete block")
+        reason = self._stop_reason(run) or ended
+        if len(run.blocks) < self.manifest.measure.min_blocks and run.phase is CandidatePhase.MEASURING:
+            # Too little evidence to race on (a slow host hit its deadline): out of the race, data kept.
+            async with self._lock:
+                self.race.exclude(run.cid, reason=EliminationReason.FAILED,
+                                  detail=f"only {len(run.blocks)} blocks before it stopped ({reason})")
+        if run.phase is CandidatePhase.MEASURING:
+            self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks in {run.measured_runs} run(s); "
+                                                     f"stopped: {reason}")
+
+    async def _one_run(self, run: CandidateRun, host: str, port: int, variant: Variant, *, index: int,
+                       warmups: list[float], blocks_until: int | None) -> str:
+        """One agent run's warm-up and blocks; says why it ended ("share done" when it gave its share)."""
+        meter = BlockMeter(warmup=self.manifest.warmup, measure=self.manifest.measure, run=index)
+        started_at, blocks_before = self.clock.now(), len(run.blocks)
+        left_s = run.work_time_left_s(self.clock.now())
+        argv = workload_argv(self.manifest, variant=variant, steps=0, seconds=max(left_s, 60.0))
+        buffer: list[Record] = []
+        ended = "stream ended"
+        async with self.ctx.executor.run_agent(host, port, argv) as session:
+            async for record in session:
+                note_record(self.ctx, run, record)
+                buffer.append(record)
+                block = meter.add(record)
+                if meter.warmup is not None and len(warmups) == index:
+                    warmups.append(meter.warmup.warmup_s)
+                    run.warmup_s = statistics.fmean(warmups)   # production warms up once: the runs' mean
+                    lost = meter.warmup.lost_s if meter.warmup.lost_s is not None else meter.warmup.warmup_s
+                    run.warmup_lost_s.append(lost)
+                    self.bus.publish(warmup_event(meter.warmup, at=record.t, campaign_id=self.plan.campaign_id,
+                                                  candidate=run.cid))
+                    await self._warm(run)
+                if block is not None:
+                    run.blocks.append(block)
+                    run.latencies_ms.extend(block.block.latencies_ms)
+                    await save_records(self.ctx, run, buffer)
+                    buffer = []
+                    if await self._block_done(run, block):
+                        if run.work_time_left_s(self.clock.now()) <= 0:
+                            session.abandon()
+                        ended = "race"
+                        break
+                    if blocks_until is not None and len(run.blocks) >= blocks_until:
+                        if self._another_run_fits(run, started_at=started_at, blocks_before=blocks_before):
+                            ended = "share done"
+                            break
+                        blocks_until = None   # no time for a fresh process: this run goes on (the prior covers)
+                if isinstance(record, Result):
+                    ended = "the workload ended"
+                    break
+                if run.work_time_left_s(self.clock.now()) <= 0:
+                    session.abandon()   # the destroy comes next and ends it; stopping first would eat its margin
+                    break  # the deadline is checked on every record: a block is no reason to outlive it
+        await save_records(self.ctx, run, buffer)
+        if meter.blocks:
+            run.measured_runs += 1
+        run.units_total += meter.units_total
+        run.accepted_total += meter.accepted_total
+        return ended
+
+    def _another_run_fits(self, run: CandidateRun, *, started_at: float, blocks_before: int) -> bool:
+        """Whether a fresh run (its start, warm-up and a share of blocks, as long as this one's took) and the
+        remaining minimum evidence fit before the instance's deadline."""
+        now = self.clock.now()
+        this_run = run.blocks[blocks_before:]
+        block_s = statistics.fmean(b.end_t - b.start_t for b in this_run) if this_run else self.manifest.measure.block_s
+        needed = (now - started_at) + max(0, self.manifest.measure.winner_min_blocks - len(run.blocks)) * block_s
+        return run.work_time_left_s(now) >= needed
+
+    async def _warm(self, run: CandidateRun) -> None:
+        if run.run_id is not None:
+            await self.ctx.store.record_run_phases(run_id=run.run_id, warmup_s=run.warmup_s)
+        self.race.set_cost(run.cid, measured_cost_inputs(run, self.manifest))
+
+    async def _block_done(self, run: CandidateRun, measured: MeasuredBlock) -> bool:
+        """Feed the race; True when this candidate should stop measuring."""
+        self.bus.publish(BlockMeasured(at=measured.end_t, campaign_id=self.plan.campaign_id, candidate=run.cid,
+                                       block_index=len(run.blocks), throughput_units_per_s=measured.
+                                       throughput_units_per_s, data_wait_share=measured.data_wait_share,
+                                       gpu_util_pct=measured.gpu_util_pct))
+        async with self._lock:
+            self.race.add_block(run.cid, measured.block)
+            # Tens of milliseconds of bootstrap: off the event loop, so records, polls and SSH keep flowing (on a
+            # simulator's scaled clock a stalled loop is minutes of someone's deadline).
+            step = await asyncio.to_thread(self.race.decide, spent_usd=self.spent_usd())
+            for elimination in step.eliminated:
+                self._stop[elimination.candidate_id].set()
+                self.bus.publish(CandidateEliminated(at=self.clock.now(), campaign_id=self.plan.campaign_id,
+                                                     candidate=elimination.candidate_id,
+                                                     reason=f"{elimination.reason}: {elimination.detail}"))
+                for other in self.runs:
+                    if other.cid == elimination.candidate_id and other.phase is CandidatePhase.MEASURING:
+                        self.ctx.phase(other, CandidatePhase.ELIMINATED, elimination.detail)
+            self._leader = step.leader
+            self.bus.publish(standings_event(self.race, step, at=self.clock.now(), campaign_id=self.plan.campaign_id,
+                                             spent_usd=self.spent_usd(), reserved_usd=self.reserved_usd(),
+                                             budget_usd=self.manifest.budget.max_usd))
+            if step.finished:
+                self._race_reason = step.reason
+                self._finished.set()
+        return self._stop_reason(run) is not None
+
+    def _stop_reason(self, run: CandidateRun) -> str | None:
+        if len(run.blocks) >= self.manifest.measure.max_blocks:
+            return f"reached {self.manifest.measure.max_blocks} blocks"
+        if self._stop[run.cid].is_set():
+            return "eliminated"
+        if self._finished.is_set():
+            return f"race decided: {self._race_reason}"
+        if run.work_time_left_s(self.clock.now()) <= 0:
+            return "instance deadline"
+        return None

@@ -1,0 +1,43 @@
+"""What the SSH edge's parts share: asyncssh and OS errors translated into ``RemoteError``, atomic SFTP writes."""
+
+from __future__ import annotations
+
+import posixpath
+
+import asyncssh
+
+from vastui.errors import HostKeyMismatch, RemoteError, RemoteTimeout
+
+
+def translate(exc: BaseException, where: str) -> RemoteError:
+    if isinstance(exc, RemoteError):
+        return exc
+    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        return HostKeyMismatch(f"{where} presented a host key that differs from the one recorded on first "
+                               f"contact; refusing to connect ({exc})", title="Host key changed")
+    if isinstance(exc, asyncssh.PermissionDenied):
+        return RemoteError(f"{where} refused our SSH key ({exc.reason})", title="SSH key refused")
+    if isinstance(exc, TimeoutError):
+        return RemoteTimeout(f"{where} did not answer in time", title="SSH timeout")
+    if isinstance(exc, asyncssh.Error):
+        return RemoteError(f"SSH to {where} failed: {exc.reason}", title="SSH failed")
+    return RemoteError(f"cannot reach {where}: {exc}", title="SSH failed")
+
+
+SSH_ERRORS = (OSError, asyncssh.Error, TimeoutError)
+
+
+async def sftp_write(sftp: asyncssh.SFTPClient, remote_path: str, data: bytes) -> None:
+    """Write via a temporary name and rename, so a reader never sees half a file."""
+    parent = posixpath.dirname(remote_path)
+    if parent and not await sftp.exists(parent):
+        await sftp.makedirs(parent)
+    async with sftp.open(remote_path + ".part", "wb") as handle:
+        await handle.write(data)
+    await sftp.posix_rename(remote_path + ".part", remote_path)
+
+
+def text_of(value: object) -> str:
+    if value is None:
+        return ""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
