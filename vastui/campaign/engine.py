@@ -260,7 +260,9 @@ class CampaignEngine(Measuring):
         await self._measure(run, host, port, variant)
         # Tune the leader on its own instance: when the race is decided, or when it ran out of blocks while leading
         # (waiting idle for the others would bill for nothing).
-        done_measuring = self._finished.is_set() or len(run.blocks) >= self.manifest.measure.max_blocks
+        # (A leader stopped by its deadline is still offered: tuning then says the deadline left it no time.)
+        done_measuring = (self._finished.is_set() or len(run.blocks) >= self.manifest.measure.max_blocks
+                          or run.work_time_left_s(self.clock.now()) <= 0)
         if run.blocks and done_measuring and self._leader == run.cid and self.tuning is None:
             await self._tune(run, host, port, variant)
 
