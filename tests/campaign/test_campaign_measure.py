@@ -231,6 +231,19 @@ def test_data_wait_and_gpu_use_are_averaged_over_the_blocks_window_only() -> Non
     assert one.throttled_share == pytest.approx(0.5) and two.throttled_share == 0.0
 
 
+def test_gpu_samples_belong_to_the_block_they_arrived_in_even_when_stamped_later() -> None:
+    # A workload stamps its markers with its own clock, which may trail the agent's (the moments it was starved
+    # of CPU): the samples that arrive between two markers describe that stretch, whatever their stamps say.
+    meter, start = warm_meter()
+    lag = 30.0
+    blocks: list[MeasuredBlock] = []
+    for i in range(1, 21):
+        blocks += feed(meter, [gpu(start + i - 0.5 + lag, util_pct=90.0 if i <= 10 else 30.0),
+                               marker(start + i)])
+    assert len(blocks) == 2
+    assert blocks[0].gpu_util_pct == pytest.approx(90.0) and blocks[1].gpu_util_pct == pytest.approx(30.0)
+
+
 def test_a_block_without_gpu_samples_says_none_not_zero() -> None:
     meter, start = warm_meter()
     blocks = feed(meter, steady(start + 1.0, 10))

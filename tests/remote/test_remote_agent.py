@@ -190,6 +190,35 @@ def test_timestamps_follow_a_scaled_clock(tmp_path: Path) -> None:
     assert last.elapsed_s >= 100 * 0.2 * 0.9  # 0.2 wall seconds are 20 clock seconds
 
 
+def test_a_marker_is_stamped_with_the_workloads_own_time_kept_between_its_launch_and_now(tmp_path: Path) -> None:
+    argv = _workload(tmp_path, """
+        import os, time
+        launched = float(os.environ["VASTUI_LAUNCH_T"])
+        time.sleep(0.3)
+        print('VASTUI {"phase": "warmup", "t": 0}', flush=True)              # before the launch: the launch
+        print('VASTUI {"units": 1, "t": %.6f}' % (launched + 0.05), flush=True)  # in the past: taken as is
+        print('VASTUI {"units": 2, "t": 1e12}', flush=True)                 # the future: now
+        print('VASTUI {"units": 3, "t": %.6f}' % launched, flush=True)        # before the last one: the last one
+        print('VASTUI {"units": 4, "t": "soon"}', flush=True)               # not a time: a bad marker
+        print('VASTUI {"units": 5}', flush=True)                            # no time: when the agent read it
+    """)
+    before = time.time()
+    records = _run(["--no-nvml", "--", *argv])
+    after = time.time()
+    _assert_protocol(records)
+    ready = next(r for r in records if isinstance(r, Phase) and r.name == "ready")
+    warmup = next(r for r in records if isinstance(r, Phase) and r.name == "warmup")
+    progress = {r.units: r for r in records if isinstance(r, Progress)}
+    assert sorted(progress) == [1, 2, 3, 5]
+    launched = warmup.t
+    assert ready.t <= launched <= before + 0.25  # the floor is the launch, not the marker's 0 nor its read time
+    assert progress[1].t == pytest.approx(launched + 0.05, abs=1e-5)  # 0.25 s before the agent read it
+    assert launched + 0.3 <= progress[2].t <= after
+    assert progress[3].t == progress[2].t
+    assert launched + 0.3 <= progress[5].t <= after
+    assert [r.what for r in records if isinstance(r, AgentError) and r.what != "nvml_unavailable"] == ["bad_marker"]
+
+
 def test_follow_resumes_from_a_seq_and_stops_at_the_result(tmp_path: Path) -> None:
     out_file = tmp_path / "records.jsonl"
     _run(["--no-nvml", "--out", str(out_file), "--", *_workload(tmp_path, 'print(\'VASTUI {"units": 1}\')')])

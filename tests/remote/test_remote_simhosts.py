@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+import signal
 import statistics
 import time
 from pathlib import Path
@@ -255,3 +257,42 @@ async def test_a_held_host_uses_one_connection_for_every_channel_and_survives_a_
         assert (await runner.run_command(host, port, ["true"])).exit_status == 0
         assert runner.connections_opened == 2          # the drop's replacement is held and reused
     assert not runner._held and not runner._holds    # the hold is over: its connection is closed
+
+
+async def test_a_workload_starved_of_cpu_is_timed_by_its_work_not_by_when_its_markers_arrive(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    # On a scaled clock a busy console machine would stretch every stall (0.5 wall seconds are 25 simulated ones
+    # here); the simulated GPU is not slowed by it, so neither is the measured throughput.
+    machine = make_machine(noise_cv=0.02)
+    host, port = await pool.start_host(instance_id=21, machine=machine, authorized_keys=[client_key.public])
+    records: list[Record] = []
+    paused = False
+    async with runner.run_agent(host, port, workload("--steps", "100", "--batch", "32"), interval_s=1.0) as run:
+        async for record in run:
+            records.append(record)
+            if not paused and isinstance(record, Progress) and record.phase == "measure":
+                pids = json.loads((pool.root_dir(instance_id=21) / run.pid_path).read_text())
+                os.kill(pids["workload"], signal.SIGSTOP)
+                await asyncio.sleep(0.5)  # the stall itself (the stimulus), not a wait for something
+                os.kill(pids["workload"], signal.SIGCONT)
+                paused = True
+    assert paused
+    truth = expected_units_per_s(HostSpec.from_machine(machine), Variant(batch_size=32))
+    progress = measured(records)
+    assert _throughput_from_timestamps(progress) == pytest.approx(truth, rel=4 * machine.truth.noise_cv + 0.05)
+    # Every marker's interval is its own steps' time: the stall shows in none (it would be 25 s in one of them,
+    # and the burst of markers behind it would have intervals near zero).
+    gaps = [later.t - earlier.t - sum(later.latency_ms) / 1000.0 for earlier, later in zip(progress, progress[1:])]
+    assert len(gaps) >= 5 and max(abs(gap) for gap in gaps) < 0.05
+
+
+async def test_the_workloads_own_start_is_counted_at_wall_speed(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    # An interpreter start takes real time (0.05-0.5 s, more on a busy machine): ×50 that would be seconds to
+    # tens of seconds of "workload init" the simulated machine's truth does not have.
+    host, port = await pool.start_host(instance_id=22, machine=make_machine(), authorized_keys=[client_key.public])
+    records = await _run(runner, host, port, workload("--steps", "5"))
+    ready = records[0]
+    assert isinstance(ready, Phase) and ready.name == "ready"
+    init_s = _workload_start(records) - ready.t
+    assert 0.0 <= init_s < 2.0

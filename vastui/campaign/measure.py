@@ -118,6 +118,7 @@ class BlockMeter:
             self.warmup = WarmupResult(is_steady=steady, is_capped=capped, steps=self._warmup_real_steps,
                                        warmup_s=self._warmup_elapsed_s, cv=cv, lost_s=lost_s)
             self._open = _Open(start_t=record.t)
+            self._gpu = []   # warm-up's samples describe no block
 
     def _measure_step(self, step_s: float, record: Progress, previous: float) -> MeasuredBlock | None:
         current = self._open or _Open(start_t=previous)
@@ -135,8 +136,9 @@ class BlockMeter:
         return None
 
     def _close(self, current: _Open, *, end_t: float) -> MeasuredBlock:
-        window = [g for g in self._gpu if current.start_t <= g.t <= end_t]
-        self._gpu = [g for g in self._gpu if g.t > end_t]
+        # The GPU samples that arrived while the block was open (by arrival, not by time: a workload stamps its
+        # markers with its own clock, which may trail the agent's by the moments it was starved of CPU).
+        window, self._gpu = self._gpu, []
 
         def mean_of(values: list[float | None]) -> float | None:
             present = [v for v in values if v is not None]

@@ -19,7 +19,11 @@ Workload markers (the language-neutral way a workload reports progress): a stdou
 ``data_wait_s``/``compute_s`` the seconds spent waiting for input and computing since then (default 0),
 ``latency_ms`` one latency per workload step since the previous marker (optional; the console counts steps by
 it, a marker without it as one step). ``phase`` names a phase (``warmup``, ``measure``, ...); both kinds
-of key may share one marker. Every other stdout line is the workload's output: its bytes go into the output
+of key may share one marker. ``t`` (optional) is the workload's own clock reading, in epoch seconds, when the
+marker's work ended: the record is stamped with it instead of the moment the agent read the line, so a workload
+whose stdout is buffered, or that is briefly starved of CPU, is still timed by when its work happened. It is
+clamped between the previous workload record's time and the agent's now, so it can neither run backwards nor
+claim the future. The agent exports ``VASTUI_LAUNCH_T`` (its clock when it started the workload) to the workload. Every other stdout line is the workload's output: its bytes go into the output
 digest (sha256), unless ``--output-file PATH`` names a file the workload writes, whose bytes are digested instead.
 
 Records (one JSON object per line; every record has ``kind``, ``seq`` (1, 2, 3, ... with no gaps) and ``t``,
@@ -65,6 +69,7 @@ MARKER = b"VASTUI "
 ENV_TIME_SCALE = "VASTUI_TIME_SCALE"
 ENV_TIME_ORIGIN = "VASTUI_TIME_ORIGIN"
 ENV_TIME_ANCHOR = "VASTUI_TIME_ANCHOR"
+ENV_LAUNCH_T = "VASTUI_LAUNCH_T"   # exported to the workload: the agent's clock when it started it
 ENV_NVML_MODULE = "VASTUI_NVML_MODULE"
 # A wall-clock floor on the GPU sample interval: on a simulator's clock running S times faster, "every clock
 # second" would be S samples per wall second, each a record the console must carry and store.
@@ -282,8 +287,11 @@ class Sampler:
 class MarkerReader:
     """Turns workload stdout into progress/phase records and an output digest; bad markers become errors."""
 
-    def __init__(self, emitter: Emitter) -> None:
+    def __init__(self, emitter: Emitter, clock: AgentClock | None = None) -> None:
         self._emitter = emitter
+        self._clock = clock
+        self._last_t: float | None = None
+        self.launched_t: float | None = None   # no marker may be stamped before the workload started
         self.digest = hashlib.sha256()
         self.output_bytes = 0
         self.units_total = 0
@@ -303,13 +311,14 @@ class MarkerReader:
             progress = _progress_fields(marker) if "units" in marker else None
             if phase is not None and not isinstance(phase, str):
                 raise ValueError("phase must be a string")
+            t = self._stamp(marker.get("t"))
         except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
             shown = line[:200].decode("utf-8", "replace").rstrip("\n")
             self._emitter.error("bad_marker", "bad workload marker (%s): %s" % (exc, shown))
             return
         if phase is not None:
             self.phase = phase
-            self._emitter.emit("phase", {"name": phase, "detail": marker.get("detail")})
+            self._emitter.emit("phase", {"name": phase, "detail": marker.get("detail")}, t=t)
         if progress is not None and self.units_total + progress["units"] > MAX_UNITS:
             self._emitter.error("bad_marker", "bad workload marker (the running total would be too large: over "
                                 "2**53 units); the marker is dropped")
@@ -318,7 +327,24 @@ class MarkerReader:
             self.units_total += progress["units"]
             self.accepted_total += progress["accepted"]
             progress.update(units_total=self.units_total, accepted_total=self.accepted_total, phase=self.phase)
-            self._emitter.emit("progress", progress)
+            self._emitter.emit("progress", progress, t=t)
+
+    def _stamp(self, claimed: object) -> float | None:
+        """The time to stamp a marker's records with: the workload's own ``t``, clamped to [previous, now]."""
+        if self._clock is None:
+            return None
+        now = self._clock.now()
+        if claimed is None:
+            t = now
+        elif not _is_number(claimed):
+            raise ValueError("t must be a number (epoch seconds)")
+        else:
+            t = min(float(claimed), now)  # type: ignore[arg-type]
+        floor = self._last_t if self._last_t is not None else self.launched_t
+        if floor is not None:
+            t = max(t, floor)
+        self._last_t = t
+        return t
 
 
 def _progress_fields(marker: dict[str, Any]) -> dict[str, Any]:
@@ -367,13 +393,16 @@ class Agent:
     def run(self) -> int:
         sampler = self._start_sampler()
         started = self.clock.now()
-        reader = MarkerReader(self.emitter)
+        reader = MarkerReader(self.emitter, self.clock)
         status: int | None = None
         try:
             if self.stopping:
                 raise OSError("the agent was told to stop before the workload started")
+            reader.launched_t = self.clock.now()
+            env = dict(os.environ)
+            env[ENV_LAUNCH_T] = "%.6f" % reader.launched_t
             proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE)
+                                    stderr=subprocess.PIPE, env=env)
         except OSError as exc:
             self.emitter.error("workload_start_failed", "cannot start %s: %s" % (self.argv[0], exc))
             status = 127

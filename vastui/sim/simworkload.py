@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from vastui.remote.agent import ENV_TIME_ANCHOR, ENV_TIME_ORIGIN, ENV_TIME_SCALE, AgentClock
+from vastui.remote.agent import ENV_LAUNCH_T, ENV_TIME_ANCHOR, ENV_TIME_ORIGIN, ENV_TIME_SCALE, AgentClock
 from vastui.sim import hostenv
 from vastui.sim.physics import (
     GpuState, HostSpec, Precision, StepPlan, Variant, busy_state, idle_state, noisy_step, plan_step, run_factor,
@@ -88,12 +88,13 @@ class _Workload:
         self.env = env
         self.rng = rng
         self.state_path = env.get(hostenv.ENV_NVML_STATE)
-        self.started = clock.now()
+        self.started = _start_at_scale_one(clock, env)
 
     def elapsed(self) -> float:
         return self.clock.now() - self.started
 
-    def marker(self, payload: dict[str, object]) -> None:
+    def marker(self, payload: dict[str, object], clock_s: float) -> None:
+        payload = {**payload, "t": round(self.started + clock_s, 6)}
         self.out.write("VASTUI " + json.dumps(payload, separators=(",", ":")) + "\n")
         self.out.flush()
 
@@ -122,7 +123,7 @@ class _Workload:
         if not plan.fits:
             return self.out_of_memory(plan)
         factor = run_factor(self.rng, self.spec.truth)
-        self.marker({"phase": "warmup" if warmup_steps > 0 else "measure"})
+        self.marker({"phase": "warmup" if warmup_steps > 0 else "measure"}, 0.0)
         done, clock_s = 0, 0.0
         while (steps <= 0 or done < steps) and (seconds <= 0 or clock_s < seconds):
             throttled = self._faulted(Fault.THROTTLES, clock_s)
@@ -141,9 +142,9 @@ class _Workload:
             done += count
             self.marker({"units": plan.units * count, "accepted": plan.units * count, "steps": count,
                          "data_wait_s": round(block.data_wait_s, 6), "compute_s": round(block.compute_s, 6),
-                         "latency_ms": [round(s * 1000.0, 3) for s in block.step_s]})
+                         "latency_ms": [round(s * 1000.0, 3) for s in block.step_s]}, clock_s)
             if done == warmup_steps and warmup_steps > 0:
-                self.marker({"phase": "measure"})
+                self.marker({"phase": "measure"}, clock_s)
         return 0
 
     def _block(self, plan: StepPlan, factor: float, *, first_step: int, count: int, warmup_steps: int) -> _Block:
@@ -178,6 +179,22 @@ class _Workload:
         with open(died, "w", encoding="utf-8") as handle:
             handle.write(json.dumps({"t": self.clock.now()}))
         os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def _start_at_scale_one(clock: AgentClock, env: dict[str, str]) -> float:
+    """When the simulated work starts: the agent's launch plus this process's set-up counted at scale 1.
+
+    Starting an interpreter takes real wall time, which a scaled clock would magnify (0.2 s is a minute at ×300)
+    by however busy the simulator's machine is; the simulated machine has no such cost in its truth. So the
+    workload counts its own set-up at wall speed, then keeps pace from there (it sleeps less at first to catch
+    up), and stamps each marker with the simulated time its work ended (the agent's ``t`` field), so a CPU-starved
+    moment on the simulator's machine delays a marker's delivery but not its time. See docs/simulator.md.
+    """
+    now = clock.now()
+    launched = _env_float(env, ENV_LAUNCH_T)
+    if launched is None or not launched <= now:
+        return now
+    return launched + (now - launched) / clock.scale
 
 
 def predictions(input_bytes: bytes, *, wrong: bool) -> list[str]:
