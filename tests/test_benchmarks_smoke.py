@@ -76,7 +76,7 @@ def test_run_all_turns_every_ratio_line_into_one_table_row() -> None:
 
 
 _SUMMARY = re.compile(r"^summary: vastui within 3 % in \d+ % of \d+ markets, p95 regret (?:[0-9.]+|inf) %, coverage \d+ %, "
-                      r"median startup error \d+ %, spend \d+ % of benchmark-everything, \d+ wrong-output choices$")
+                      r"median startup error \d+ %, tuned within 5 % in \d+ %, spend \d+ % of benchmark-everything, \d+ wrong-output choices$")
 
 
 @pytest.mark.slow

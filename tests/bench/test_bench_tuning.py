@@ -20,10 +20,10 @@ BASELINE = Profile(batch_size=64, precision="fp32", loaders=4, gpu_count=1)
 
 @pytest.mark.parametrize(("bottleneck", "first"), [
     (Bottleneck.INPUT_BOUND, Knob.LOADERS),  # the input path first
-    (Bottleneck.COMPUTE_BOUND, Knob.BATCH_SIZE),
+    (Bottleneck.COMPUTE_BOUND, Knob.PRECISION),  # the cheap, large lever before batch size
     (Bottleneck.MEMORY_BOUND, Knob.PRECISION),
     (Bottleneck.MULTI_GPU_SCALING_LOSS, Knob.GPU_COUNT),
-    (Bottleneck.UNDETERMINED, Knob.LOADERS),
+    (Bottleneck.UNDETERMINED, Knob.PRECISION),   # the input path first only when the step waits for input
 ])
 def test_the_bottleneck_picks_the_first_knob(bottleneck: Bottleneck, first: Knob) -> None:
     order = tuning_order(bottleneck)
@@ -32,8 +32,8 @@ def test_the_bottleneck_picks_the_first_knob(bottleneck: Bottleneck, first: Knob
 
 def test_plan_skips_the_baseline_value_and_empty_knobs() -> None:
     plan = plan_tuning(TUNING, bottleneck=Bottleneck.INPUT_BOUND, baseline=BASELINE)
-    assert plan == (TuningStep(Knob.LOADERS, (8,)), TuningStep(Knob.BATCH_SIZE, (128, 256)),
-                    TuningStep(Knob.PRECISION, ("bf16",)), TuningStep(Knob.GPU_COUNT, (2,)))
+    assert plan == (TuningStep(Knob.LOADERS, (8,)), TuningStep(Knob.PRECISION, ("bf16",)),
+                    TuningStep(Knob.BATCH_SIZE, (128, 256)), TuningStep(Knob.GPU_COUNT, (2,)))
     only_batch = Tuning(batch_sizes=(64,), loaders=(2, 4))
     assert plan_tuning(only_batch, bottleneck=Bottleneck.COMPUTE_BOUND, baseline=BASELINE) == (
         TuningStep(Knob.LOADERS, (2,)),)

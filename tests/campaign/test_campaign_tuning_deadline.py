@@ -116,8 +116,9 @@ async def _tune(manifest: Manifest, clock: FakeClock, host: ScriptedHost, run: C
 async def test_a_trial_the_prior_says_cannot_fit_is_never_started(tmp_path: Path) -> None:
     manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
     host = ScriptedHost(clock)
-    # the canary took 100 s for 40 steps: a tuning run ~200 s, a trial of 2 x 5 runs ~2000 s; 1000 s are left
-    run = _leader(manifest, clock, work_left_s=1000.0, canary_s=100.0)
+    # the canary took 100 s for 40 steps: a tuning run (10 steps skipped, 10 timed) ~100 s (no fewer steps than it), a trial of 2 x 5 runs
+    # ~1000 s; 900 s are left
+    run = _leader(manifest, clock, work_left_s=900.0, canary_s=100.0)
     bus = EventBus()
     events = bus.subscribe()
     outcome = await _tune(manifest, clock, host, run, bus)
@@ -125,19 +126,19 @@ async def test_a_trial_the_prior_says_cannot_fit_is_never_started(tmp_path: Path
     notices = [e for e in (events.get_nowait() for _ in range(events.qsize())) if isinstance(e, Notice)]
     assert [n.text for n in notices] == [f"{run.cid}: tuning stopped: {outcome.stopped_early}"]  # the console shows why
     assert outcome.profile.precision == "fp32"
-    assert outcome.stopped_early is not None and "leaves 16.7 min" in outcome.stopped_early
-    assert "takes about 33.3 min" in outcome.stopped_early
+    assert outcome.stopped_early is not None and "leaves 15.0 min" in outcome.stopped_early
+    assert "takes about 16.7 min" in outcome.stopped_early
 
 
 async def test_a_trial_that_runs_out_of_time_is_abandoned_and_its_remote_run_stopped(tmp_path: Path) -> None:
     manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
     host = ScriptedHost(clock)
-    # no canary timing: nothing to estimate from, so the trial starts; each run takes 80 steps x 2 s = 160 s
-    run = _leader(manifest, clock, work_left_s=500.0, canary_s=None)
+    # no canary timing: nothing to estimate from, so the trial starts; each run takes 20 steps x 2 s = 40 s
+    run = _leader(manifest, clock, work_left_s=300.0, canary_s=None)
     outcome = await _tune(manifest, clock, host, run)
     assert outcome.trials == () and outcome.profile.precision == "fp32"
     assert outcome.stopped_early is not None and "abandoned, not judged" in outcome.stopped_early
-    assert host.started == 4 and host.stopped_early == 1   # three whole runs (480 s), the fourth cut short
+    assert host.started == 8 and host.stopped_early == 1   # seven whole runs (280 s), the eighth cut short
     assert run.deadline_at is not None
     # work stopped at the first record past the work deadline: the destroy margin is left for the destroy
     assert run.deadline_at - DESTROY_MARGIN_S <= clock.now() <= run.deadline_at - DESTROY_MARGIN_S + MARK_EVERY * STEP_S
@@ -147,12 +148,14 @@ async def test_after_a_trial_the_next_is_estimated_from_the_runs_it_timed(tmp_pa
     manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
     manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32", "bf16", "fp16")))
     host = ScriptedHost(clock)
-    # room for one trial of 10 runs x 160 s (1600 s) but not two
-    run = _leader(manifest, clock, work_left_s=2500.0, canary_s=80.0)
+    # the prior (the canary: 80 s) lets one trial of 10 runs start; they take 40 s each (400 s), and the next,
+    # estimated at 10 x 40 s x 1.25 (500 s), does not fit the 450 s left
+    run = _leader(manifest, clock, work_left_s=850.0, canary_s=80.0)
     outcome = await _tune(manifest, clock, host, run)
     assert [(t.knob, t.value) for t in outcome.trials] == [("precision", "bf16")]
     assert host.started == 10 and host.stopped_early == 0
-    assert outcome.stopped_early is not None and "takes about 26.7 min" in outcome.stopped_early
+    assert outcome.stopped_early is not None and "takes about 8.3 min" in outcome.stopped_early
+    assert "leaves 7.5 min" in outcome.stopped_early
 
 
 def test_the_time_cap_budgets_every_trial_the_manifest_allows(tmp_path: Path) -> None:

@@ -77,6 +77,9 @@ class WarmupResult:
     warmup_s: float
     cv: float | None
     lost_s: float | None = None   # warm-up's extra time over its steps at the steady pace: what it costs production
+    # Steps before the step time settled within cv_max of that pace for good: where a short run's timing may start
+    # (the rule's window makes ``steps`` longer than the slow start itself).
+    settled_steps: int | None = None
 
     @property
     def is_done(self) -> bool:

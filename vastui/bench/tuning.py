@@ -23,15 +23,18 @@ class Knob(StrEnum):
     GPU_COUNT = "gpu_count"
 
 
-# docs/method.md (Tune): the input path first, then batch, precision, multi-GPU.
-_DEFAULT_ORDER = (Knob.LOADERS, Knob.BATCH_SIZE, Knob.PRECISION, Knob.GPU_COUNT)
+# docs/method.md (Tune): the input path first when the step waits for input; otherwise precision, then batch, then
+# multi-GPU (precision before batch: its trials are the cheaper and its gains the larger, and a deadline rarely
+# leaves room for every trial), with the input path last.
+_INPUT_FIRST = (Knob.LOADERS, Knob.PRECISION, Knob.BATCH_SIZE, Knob.GPU_COUNT)
+_COMPUTE_FIRST = (Knob.PRECISION, Knob.BATCH_SIZE, Knob.GPU_COUNT, Knob.LOADERS)
 _ORDER = {
-    Bottleneck.INPUT_BOUND: _DEFAULT_ORDER,
-    Bottleneck.COMPUTE_BOUND: (Knob.BATCH_SIZE, Knob.PRECISION, Knob.GPU_COUNT, Knob.LOADERS),
+    Bottleneck.INPUT_BOUND: _INPUT_FIRST,
+    Bottleneck.COMPUTE_BOUND: _COMPUTE_FIRST,
     Bottleneck.MEMORY_BOUND: (Knob.PRECISION, Knob.BATCH_SIZE, Knob.LOADERS, Knob.GPU_COUNT),
     Bottleneck.MULTI_GPU_SCALING_LOSS: (Knob.GPU_COUNT, Knob.BATCH_SIZE, Knob.LOADERS, Knob.PRECISION),
-    Bottleneck.STARTUP_DOMINATED: _DEFAULT_ORDER,
-    Bottleneck.UNDETERMINED: _DEFAULT_ORDER,
+    Bottleneck.STARTUP_DOMINATED: _COMPUTE_FIRST,
+    Bottleneck.UNDETERMINED: _COMPUTE_FIRST,
     # A throttling host gives readings about the host, not the knob: tune elsewhere.
     Bottleneck.THROTTLED: (),
 }

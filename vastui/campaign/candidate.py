@@ -72,6 +72,7 @@ class CandidateRun:
     startup_s: float | None = None          # what production pays before working: loading + workload init
     warmup_s: float | None = None
     warmup_lost_s: list[float] = field(default_factory=list)   # per run: warm-up's time beyond its steps' work
+    warmup_steps: int = 0                   # steps its runs' start took to settle, the most of them (tuning skips them)
     canary_digest: str | None = None
     passed_gate: bool | None = None
     failure: str | None = None

@@ -52,6 +52,7 @@ class CampaignOutcome:
     tuning: TuningOutcome | None = None
     tuned_cost: Interval | None = None     # the chosen profile after tuning: estimated, not raced
     billed_usd: Mapping[str, float] = field(default_factory=dict)   # per candidate, by the billing model
+    tuned_candidate: str | None = None     # whose instance ``tuning`` ran on
 
 
 def _variant(candidate: Candidate, manifest: Manifest) -> Variant:
@@ -91,6 +92,7 @@ class CampaignEngine(Measuring):
         self._leader: str | None = None
         self.tuning: TuningOutcome | None = None
         self._tuned_cid: str | None = None
+        self._certified: set[str] = set()
         self._destroy_sent: set[int] = set()          # instances whose destroy went out (approved) before teardown
         self._tasks: list[asyncio.Task[None]] = []     # one per candidate, so an abort can stop them
         self.aborted: str | None = None
@@ -160,7 +162,7 @@ class CampaignEngine(Measuring):
         self.bus.publish(CampaignFinished(at=self.clock.now(), campaign_id=self.plan.campaign_id,
                                           status="clean" if report.is_clean else "LEAK", spend_usd=spend))
         return CampaignOutcome(self.plan.campaign_id, tuple(self.runs), decision, report, spend, self._race_reason,
-                               self.tuning, tuned_cost, billed)
+                               self.tuning, tuned_cost, billed, self._tuned_cid)
 
     def _stage(self, phase: str, detail: str = "") -> None:
         self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,
@@ -262,7 +264,7 @@ class CampaignEngine(Measuring):
         # (waiting idle for the others would bill for nothing).
         # (A leader stopped by its deadline is still offered: tuning then says the deadline left it no time.)
         done_measuring = (self._finished.is_set() or len(run.blocks) >= self.manifest.measure.max_blocks
-                          or run.work_time_left_s(self.clock.now()) <= 0)
+                          or run.work_time_left_s(self.clock.now()) <= 0 or self.leader_may_tune(run))
         if run.blocks and done_measuring and self._leader == run.cid and self.tuning is None:
             await self._tune(run, host, port, variant)
 

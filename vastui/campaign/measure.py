@@ -58,7 +58,8 @@ class BlockMeter:
         self._warmup_rule = warmup
         self._measure = measure
         self._last_t: float | None = None
-        self._warmup_steps: list[float] = []
+        self._warmup_steps: list[float] = []        # per timed warm-up marker: its step time
+        self._warmup_marker_steps: list[int] = []   # ... and how many steps it covered
         self._warmup_real_steps = 0
         self._warmup_elapsed_s = 0.0
         self.warmup: WarmupResult | None = None
@@ -103,6 +104,7 @@ class BlockMeter:
         rule = self._warmup_rule
         steps = steps_in(record)
         self._warmup_steps.append(step_s / steps)
+        self._warmup_marker_steps.append(steps)
         self._warmup_real_steps += steps
         self._warmup_elapsed_s += step_s
         cv = (coefficient_of_variation(self._warmup_steps[-rule.window:])
@@ -116,9 +118,18 @@ class BlockMeter:
             pace_s = statistics.fmean(self._warmup_steps[-rule.window:])
             lost_s = max(0.0, self._warmup_elapsed_s - self._warmup_real_steps * pace_s)
             self.warmup = WarmupResult(is_steady=steady, is_capped=capped, steps=self._warmup_real_steps,
-                                       warmup_s=self._warmup_elapsed_s, cv=cv, lost_s=lost_s)
+                                       warmup_s=self._warmup_elapsed_s, cv=cv, lost_s=lost_s,
+                                       settled_steps=self._settled_steps(pace_s) if steady else None)
             self._open = _Open(start_t=record.t)
             self._gpu = []   # warm-up's samples describe no block
+
+    def _settled_steps(self, pace_s: float) -> int:
+        """Steps before the first marker from which every warm-up step time stays within cv_max of ``pace_s``."""
+        band = self._warmup_rule.cv_max * pace_s
+        settled = len(self._warmup_steps)
+        while settled > 0 and abs(self._warmup_steps[settled - 1] - pace_s) <= band:
+            settled -= 1
+        return sum(self._warmup_marker_steps[:settled])
 
     def _measure_step(self, step_s: float, record: Progress, previous: float) -> MeasuredBlock | None:
         current = self._open or _Open(start_t=previous)

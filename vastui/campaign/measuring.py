@@ -13,12 +13,13 @@ import statistics
 
 from vastui.bench.manifest import Manifest
 from vastui.bench.select import EliminationReason, Race
+from vastui.bench.stats import Verdict
 from vastui.campaign.candidate import (CandidateContext, CandidatePhase, CandidateRun, Variant, note_record,
                                        save_records, workload_argv)
 from vastui.campaign.charges import measured_cost_inputs
 from vastui.campaign.live import standings_event, warmup_event
 from vastui.campaign.measure import BlockMeter, MeasuredBlock
-from vastui.campaign.plan import Plan
+from vastui.campaign.plan import Plan, tuning_trials
 from vastui.campaign.ports import Record
 from vastui.clock import Clock
 from vastui.errors import RemoteError
@@ -41,6 +42,8 @@ class Measuring:
     _finished: asyncio.Event
     _leader: str | None
     _race_reason: str
+    _tuned_cid: str | None
+    _certified: set[str]       # candidates whose SLO the race certified at the last block
     runs: list[CandidateRun]
 
     def spent_usd(self) -> float:
@@ -116,6 +119,8 @@ class Measuring:
                     run.warmup_s = statistics.fmean(warmups)   # production warms up once: the runs' mean
                     lost = meter.warmup.lost_s if meter.warmup.lost_s is not None else meter.warmup.warmup_s
                     run.warmup_lost_s.append(lost)
+                    settled = meter.warmup.settled_steps
+                    run.warmup_steps = max(run.warmup_steps, meter.warmup.steps if settled is None else settled)
                     self.bus.publish(warmup_event(meter.warmup, at=record.t, campaign_id=self.plan.campaign_id,
                                                   candidate=run.cid))
                     await self._warm(run)
@@ -181,17 +186,30 @@ class Measuring:
                     if other.cid == elimination.candidate_id and other.phase is CandidatePhase.MEASURING:
                         self.ctx.phase(other, CandidatePhase.ELIMINATED, elimination.detail)
             self._leader = step.leader
-            self.bus.publish(standings_event(self.race, step, at=self.clock.now(), campaign_id=self.plan.campaign_id,
-                                             spent_usd=self.spent_usd(), reserved_usd=self.reserved_usd(),
-                                             budget_usd=self.manifest.budget.max_usd))
+            standings = standings_event(self.race, step, at=self.clock.now(), campaign_id=self.plan.campaign_id,
+                                        spent_usd=self.spent_usd(), reserved_usd=self.reserved_usd(),
+                                        budget_usd=self.manifest.budget.max_usd)
+            self._certified = {row.candidate for row in standings.rows if row.slo == str(Verdict.MET)}
+            self.bus.publish(standings)
             if step.finished:
                 self._race_reason = step.reason
                 self._finished.set()
         return self._stop_reason(run) is not None
 
+    def leader_may_tune(self, run: CandidateRun) -> bool:
+        """The leader with the winner's minimum evidence stops measuring and tunes on its own instance: more blocks
+        of one profile shrink only the within-run error, which the between-run part already outweighs, while
+        tuning needs instance time the deadline would otherwise have spent on them."""
+        return (self._leader == run.cid and self._tuned_cid is None and tuning_trials(self.manifest) > 0
+                and len(run.blocks) >= self.manifest.measure.winner_min_blocks
+                and run.cid in self._certified   # the SLO's evidence (e.g. p99's 459 steps) comes from blocks
+                and run.measured_runs + 1 >= self.manifest.measure.min_runs)
+
     def _stop_reason(self, run: CandidateRun) -> str | None:
         if len(run.blocks) >= self.manifest.measure.max_blocks:
             return f"reached {self.manifest.measure.max_blocks} blocks"
+        if self.leader_may_tune(run):
+            return f"leading with {len(run.blocks)} blocks: its instance goes to tuning"
         if self._stop[run.cid].is_set():
             return "eliminated"
         if self._finished.is_set():

@@ -30,9 +30,11 @@ MEASURE_SLACK = 1.0
 DESTROY_MARGIN_S = 120.0
 # The canary (the correctness gate) runs this many workload steps on the pinned inputs.
 CANARY_STEPS = 40
-# A tuning run: this many workload steps (the first markers are skipped as start-up), plus the per-run cost of
-# opening the session, staging the agent and starting the process (the canary pays it too).
-TUNING_RUN_STEPS = 80
+# A tuning run: its warm-up (skipped: the race measures it; 20 steps, the method's default warm-up minimum, before
+# that) and TUNING_TIMED_STEPS timed steps, plus the per-run cost of starting the agent and the workload (the canary pays
+# it too).
+TUNING_TIMED_STEPS = 10
+TUNING_RUN_STEPS = 20 + TUNING_TIMED_STEPS
 TUNING_RUN_OVERHEAD_PRIOR_S = 15.0
 DISK_GIB = 32.0
 # Multi-GPU without NVLink rarely scales linearly (docs/simulator.md: 2x ~1.6-1.8x on consumer cards): the prior
@@ -103,6 +105,12 @@ def _step_prior_s(manifest: Manifest) -> float:
     return manifest.measure.block_s / max(1, manifest.measure.block_min_steps)
 
 
+def tuning_trials(manifest: Manifest) -> int:
+    """How many A/B trials the manifest allows at most (each allowed value but one, per knob)."""
+    t = manifest.tuning
+    return sum(max(0, len(values) - 1) for values in (t.batch_sizes, t.precisions, t.loaders, t.gpu_counts))
+
+
 def tuning_allowance_s(manifest: Manifest) -> float:
     """Time for every A/B trial the manifest allows (any candidate may lead), from a step-time prior.
 
@@ -111,8 +119,7 @@ def tuning_allowance_s(manifest: Manifest) -> float:
     The engine re-estimates from the leader's own runs and starts no trial that would outlive the deadline.
     """
     t = manifest.tuning
-    trials = sum(max(0, len(values) - 1) for values in (t.batch_sizes, t.precisions, t.loaders, t.gpu_counts))
-    return trials * 2 * t.min_pairs * (TUNING_RUN_STEPS * _step_prior_s(manifest) + TUNING_RUN_OVERHEAD_PRIOR_S)
+    return tuning_trials(manifest) * 2 * t.min_pairs * (TUNING_RUN_STEPS * _step_prior_s(manifest) + TUNING_RUN_OVERHEAD_PRIOR_S)
 
 
 def candidate_time_cap_s(manifest: Manifest, *, predicted_pull: float) -> float:

@@ -7,23 +7,30 @@ interval excludes zero, exceeds the minimum gain and the output still passes the
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vastui.bench.attribution import Bottleneck
 from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, judge_ab, plan_ab_pairs, plan_tuning
 from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant, note_record, workload_argv
-from vastui.campaign.plan import CANARY_STEPS, TUNING_RUN_STEPS
+from vastui.campaign.measure import steps_in
+from vastui.campaign.plan import CANARY_STEPS, TUNING_RUN_STEPS, TUNING_TIMED_STEPS
 from vastui.errors import RemoteError
 from vastui.campaign.live import band
 from vastui.events import Notice
 from vastui.events_live import TuningFinished, TuningTrialJudged, TuningTrialStarted
 from vastui.remote.protocol import Progress, Result
 
-# A tuning run (TUNING_RUN_STEPS steps): skip the first markers (process start, warm-up slowdown), then time
-# this many markers.
-SKIP_MARKERS = 2
-TIMED_MARKERS = 5
+# A tuning run skips the warm-up the race measured on this instance (at least this many steps), then times
+# TUNING_TIMED_STEPS steps. A short run's error is mostly the process's own luck (clocks, placement), which longer
+# runs do not shrink; the pairs do.
+MIN_SKIP_STEPS = 10
+# A compute knob that moves nothing says the step waits elsewhere (a GPU as busy as its input path is fast reads
+# as compute-bound): the input path is tried next.
+COMPUTE_KNOBS = frozenset({Knob.BATCH_SIZE, Knob.PRECISION})
+# The next trial is estimated from the mean of the short runs so far, with this headroom (the arms differ).
+TRIAL_ESTIMATE_HEADROOM = 1.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +68,14 @@ class DeadlineReached(Exception):
 
 async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: int,
                     variant: Variant) -> tuple[float | None, bool]:
-    """One short run of ``variant``: throughput over the timed markers (agent clock), and whether it passed.
+    """One short run of ``variant``: throughput over the timed steps (the markers' own times), and whether it passed.
 
-    Raises DeadlineReached (after stopping the remote run) when the instance's work time runs out meanwhile.
+    The run skips the warm-up the race measured here (``run.warmup_steps``, at least MIN_SKIP_STEPS), then times
+    TUNING_TIMED_STEPS steps. Raises DeadlineReached (after stopping the remote run) when the instance's work time
+    runs out meanwhile.
     """
-    steps = TUNING_RUN_STEPS
-    argv = workload_argv(ctx.manifest, variant=variant, steps=steps, seconds=0)
+    skip = skip_steps(run)
+    argv = workload_argv(ctx.manifest, variant=variant, steps=skip + TUNING_TIMED_STEPS, seconds=0)
     marks: list[Progress] = []
     result: Result | None = None
     async with ctx.executor.run_agent(host, port, argv) as session:
@@ -81,11 +90,28 @@ async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: i
     expected = (ctx.manifest.correctness.expected_digest or "").lower().removeprefix("sha256:")
     digest = ((result.output_digest if result else None) or "").lower().removeprefix("sha256:")
     passed = result is not None and result.exit_status == 0 and (not expected or digest == expected)
-    timed = marks[SKIP_MARKERS:SKIP_MARKERS + TIMED_MARKERS + 1]
-    if len(timed) < 2 or timed[-1].t <= timed[0].t:
-        return None, passed
-    units = sum(m.accepted for m in timed[1:])
-    return units / (timed[-1].t - timed[0].t), passed
+    return timed_throughput(marks, skip=skip), passed
+
+
+def skip_steps(run: CandidateRun) -> int:
+    return max(MIN_SKIP_STEPS, run.warmup_steps)
+
+
+def timed_throughput(marks: list[Progress], *, skip: int) -> float | None:
+    """Accepted units per second after the first marker that ends at or past ``skip`` steps; None when fewer
+    than half the timed steps came (a run cut short says nothing reliable)."""
+    done = 0
+    for index, mark in enumerate(marks):
+        done += steps_in(mark)
+        if done >= skip:
+            timed = marks[index:]
+            break
+    else:
+        return None
+    steps = sum(steps_in(m) for m in timed[1:])
+    if steps * 2 < TUNING_TIMED_STEPS or timed[-1].t <= timed[0].t:
+        return None
+    return sum(m.accepted for m in timed[1:]) / (timed[-1].t - timed[0].t)
 
 
 @dataclass(slots=True)
@@ -94,21 +120,23 @@ class _RunTimes:
     first one, a prior from the canary and the blocks."""
 
     prior_s: float = 0.0
-    longest_s: float = 0.0
+    took_s: list[float] = field(default_factory=list)
 
     def trial_estimate_s(self, pairs: int) -> float:
-        return 2 * pairs * (self.longest_s or self.prior_s)
+        per_run = statistics.fmean(self.took_s) * TRIAL_ESTIMATE_HEADROOM if self.took_s else self.prior_s
+        return 2 * pairs * per_run
 
 
 def _run_prior_s(run: CandidateRun) -> float:
     """A tuning run's duration before one was timed: the canary (its steps and the session's overhead) plus the
-    extra steps at the step time the blocks measured; twice the canary when no block says."""
+    extra steps at the step time the blocks measured; the canary scaled by steps when no block says."""
     canary_s = run.canary_s or 0.0
+    run_steps = skip_steps(run) + TUNING_TIMED_STEPS
     steps = sum(b.block.steps for b in run.blocks)
     if steps <= 0:
-        return canary_s * TUNING_RUN_STEPS / CANARY_STEPS
+        return canary_s * max(run_steps, CANARY_STEPS) / CANARY_STEPS
     step_s = sum(b.block.duration_s for b in run.blocks) / steps
-    return canary_s + max(0, TUNING_RUN_STEPS - CANARY_STEPS) * step_s
+    return canary_s + max(0, run_steps - CANARY_STEPS) * step_s
 
 
 async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, base: Variant,
@@ -122,7 +150,7 @@ async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, ba
         for arm in pair:
             started = ctx.clock.now()
             theta, passed = await short_run(ctx, run, host, port, base if arm is Arm.BASELINE else change)
-            times.longest_s = max(times.longest_s, ctx.clock.now() - started)
+            times.took_s.append(ctx.clock.now() - started)
             correct = correct and passed
             got[arm] = theta
         a, b = got[Arm.BASELINE], got[Arm.VARIANT]
@@ -137,7 +165,8 @@ async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, ba
 
 async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *, start: Variant,
                bottleneck: Bottleneck, time_left_s: Callable[[], float]) -> TuningOutcome:
-    """Try each allowed knob from the bottleneck's order; keep what clearly helps; stop when time runs out."""
+    """Try each allowed knob from the bottleneck's order (the input path moved up when a compute knob gains nothing);
+    keep what clearly helps; stop when time runs out."""
     best = start
     trials: list[TuningTrial] = []
     times = _RunTimes(prior_s=_run_prior_s(run))
@@ -152,7 +181,10 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
                                text=f"{run.cid}: tuning stopped: {reason}"))
         return finished(reason)
 
-    for step in plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start)):
+    steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start)))
+    while steps:
+        step = steps.pop(0)
+        flat = False
         for value in step.values:
             left, needed = time_left_s(), times.trial_estimate_s(ctx.manifest.tuning.min_pairs)
             if left <= 0 or left < needed:
@@ -179,7 +211,11 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
                                    text=f"{run.cid}: tuning {trials[-1].describe()}"))
             if verdict.accepted:
                 best = change
-            elif step.knob is not Knob.PRECISION and verdict.gain is not None and verdict.gain.point < 0:
+                continue
+            flat = flat or (verdict.gain is not None and verdict.gain.point < ctx.manifest.tuning.min_gain)
+            if step.knob is not Knob.PRECISION and verdict.gain is not None and verdict.gain.point < 0:
                 break  # worse in this direction: the next value of the same knob goes further that way
+        if flat and step.knob in COMPUTE_KNOBS:
+            steps.sort(key=lambda s: s.knob is not Knob.LOADERS)   # stable: the input path next, the rest after
     return finished(None)
 
