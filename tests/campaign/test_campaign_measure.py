@@ -116,6 +116,21 @@ def test_a_noisy_start_delays_warmup_until_the_last_window_is_steady() -> None:
     assert noisy.warmup.steps == 16 + WARM.window and noisy.warmup.warmup_s == pytest.approx(t - T0)
 
 
+def test_warmup_says_when_the_step_time_settled_apart_from_when_the_rule_ended_it() -> None:
+    # Three slow steps (3, 2, 1.5 s), then 1 s steps: the rule's window and min_s end warm-up later, but the pace
+    # had settled after step 3 (where a short tuning run may start timing).
+    meter = BlockMeter(warmup=WARM, measure=BLOCKS)
+    t = T0
+    meter.add(marker(t))
+    for step_s in (3.0, 2.0, 1.5, *([1.0] * 20)):
+        t += step_s
+        meter.add(marker(t))
+        if meter.is_warm:
+            break
+    assert meter.warmup is not None and meter.warmup.is_steady
+    assert meter.warmup.steps > 3 and meter.warmup.settled_steps == 3
+
+
 def test_warmup_that_never_steadies_ends_at_the_cap_flagged() -> None:
     rule = WarmupRule(min_s=10.0, min_steps=5, cv_max=0.05, window=5, cap_s=40.0)
     meter = BlockMeter(warmup=rule, measure=BLOCKS)

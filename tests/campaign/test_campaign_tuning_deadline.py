@@ -23,7 +23,7 @@ from vastui.bench.manifest import Manifest, load_manifest
 from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant
 from vastui.campaign.plan import (DESTROY_MARGIN_S, TUNING_RUN_OVERHEAD_PRIOR_S, TUNING_RUN_STEPS, Candidate,
                                   build_plan, candidate_time_cap_s, tuning_allowance_s)
-from vastui.campaign.tuning import tune
+from vastui.campaign.tuning import skip_steps, timed_throughput, tune
 from vastui.events import EventBus, Notice
 from vastui.remote.protocol import Progress, Result
 from vastui.sim.offers import offer_row
@@ -168,3 +168,37 @@ def test_the_time_cap_budgets_every_trial_the_manifest_allows(tmp_path: Path) ->
             == pytest.approx(tuning_allowance_s(tuned)))
     short = load_manifest(fast_manifest(tmp_path / "short", tune_precision=True, max_lifetime_s=1500))
     assert candidate_time_cap_s(short, predicted_pull=300.0) == 1500.0
+
+
+async def test_a_compute_knob_that_gains_nothing_moves_the_input_path_up(tmp_path: Path) -> None:
+    # The scripted host runs every profile at the same speed: precision gains nothing, so the step is not
+    # waiting on compute, and the loaders are tried before the batch size (the order would otherwise be
+    # precision, batch, loaders for a compute-bound reading).
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, batch_sizes=(64, 128), loaders=(4, 8)))
+    host = ScriptedHost(clock)
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    outcome = await _tune(manifest, clock, host, run)
+    assert [t.knob for t in outcome.trials] == ["precision", "loaders", "batch_size"]
+    assert outcome.stopped_early is None and not any(t.verdict.accepted for t in outcome.trials)
+
+
+def test_a_short_run_is_timed_after_the_warm_up_its_instance_settled_in() -> None:
+    def mark(t: float, steps: int = 10) -> Progress:
+        return Progress(seq=1, t=t, units=64 * steps, accepted=64 * steps, data_wait_s=0.0, compute_s=1.0,
+                        latency_ms=(100.0,) * steps, units_total=0, accepted_total=0, phase=None)
+
+    # steps 1-10 took 5 s (warming up), then 1 s per 10 steps: timed from the marker that ends step 10
+    marks = [mark(NOW + 5.0), mark(NOW + 6.0), mark(NOW + 7.0)]
+    assert timed_throughput(marks, skip=10) == pytest.approx(1280 / 2.0)
+    assert timed_throughput(marks, skip=20) == pytest.approx(640 / 1.0)
+    assert timed_throughput(marks, skip=30) is None              # nothing after the warm-up
+    assert timed_throughput([mark(NOW + 5.0), mark(NOW + 5.4, steps=4)], skip=10) is None   # under half of 10
+    assert timed_throughput(marks, skip=0) == pytest.approx(1280 / 2.0)   # the first marker always starts
+
+
+def test_skipped_steps_follow_the_instances_warm_up_but_never_fewer_than_ten(tmp_path: Path) -> None:
+    run = CandidateRun(_candidate(_tuning_manifest(tmp_path)))
+    assert skip_steps(run) == 10
+    run.warmup_steps = 37
+    assert skip_steps(run) == 37

@@ -1,0 +1,73 @@
+"""When the leader leaves the race's measuring for tuning: with the winner's minimum blocks, its SLO certified, its
+last independent run under way, no tuning yet, and something the manifest lets it try."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from campaign_support import fast_manifest
+
+from vastui.bench.manifest import Manifest, load_manifest
+from vastui.campaign.candidate import CandidateRun
+from vastui.campaign.measure import MeasuredBlock
+from vastui.campaign.measuring import Measuring
+from vastui.campaign.plan import build_plan
+from vastui.bench.runs import Block
+from vastui.sim.offers import offer_row
+from vastui.sim.world import generate_world
+from vastui.vast.models import Offer
+
+NOW = 1_800_000_000.0
+
+
+class _Engine(Measuring):
+    """Only the state ``leader_may_tune`` reads."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        self.manifest = manifest
+        self._leader = None
+        self._tuned_cid = None
+        self._certified = set()
+
+
+def _run(manifest: Manifest, *, blocks: int, runs_done: int) -> CandidateRun:
+    world = generate_world(7, n_machines=80, now=NOW)
+    offers = [Offer.from_api(offer_row(m, now=NOW, rented=False), where="row") for m in world.machines]
+    run = CandidateRun(build_plan(campaign_id="c", manifest=manifest, offers=offers, knowledge=(),
+                                  bad_hosts=()).candidates[0])
+    block = MeasuredBlock(block=Block(units=100, duration_s=10.0, steps=10), start_t=0.0, end_t=10.0,
+                          data_wait_share=0.0, gpu_util_pct=None, mem_used_mib=None, mem_total_mib=None,
+                          pcie_rx_gbps=None, throttled_share=None)
+    run.blocks = [block] * blocks
+    run.measured_runs = runs_done
+    return run
+
+
+def test_the_leader_tunes_only_with_enough_blocks_a_certified_slo_and_something_to_try(tmp_path: Path) -> None:
+    manifest = load_manifest(fast_manifest(tmp_path / "m", tune_precision=True))
+    need = manifest.measure.winner_min_blocks
+    engine = _Engine(manifest)
+    run = _run(manifest, blocks=need, runs_done=manifest.measure.min_runs - 1)
+    engine._leader, engine._certified = run.cid, {run.cid}
+    assert engine.leader_may_tune(run)
+
+    assert not _Engine(manifest).leader_may_tune(run)                     # not the leader
+    engine._certified = set()
+    assert not engine.leader_may_tune(run)                                # SLO not yet certified
+    engine._certified = {run.cid}
+    assert not engine.leader_may_tune(_run(manifest, blocks=need - 1, runs_done=1))   # too few blocks
+    assert manifest.measure.min_runs == 2
+    early = _run(manifest, blocks=need, runs_done=0)                      # in its first run of two: not yet
+    assert not engine.leader_may_tune(early)
+    engine._leader, engine._tuned_cid = run.cid, "c9"
+    assert not engine.leader_may_tune(run)                                # one tuning per campaign
+    engine._tuned_cid = None
+    untunable = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",)))
+    assert not _with(untunable, run).leader_may_tune(run)                 # nothing the manifest lets it try
+
+
+def _with(manifest: Manifest, run: CandidateRun) -> _Engine:
+    engine = _Engine(manifest)
+    engine._leader, engine._certified = run.cid, {run.cid}
+    return engine
