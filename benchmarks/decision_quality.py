@@ -183,6 +183,7 @@ class MarketResult:
     slo_certified_wrongly: bool = False
     tuned_share: float | None = None      # chosen machine: the profile vastui leaves it at / the best allowed
     tuning_trials: int = 0
+    passed_over: int = 0                  # shortlisted candidates never rented: they could not beat the leader
     note: str = ""
 
 
@@ -190,15 +191,31 @@ def _regret(cost: float, best: float) -> float:
     return math.inf if not math.isfinite(cost) else cost / best - 1.0
 
 
-def _everything_spend(outcome: object, manifest: Manifest) -> float:
+def _everything_spend(outcome: object, manifest: Manifest, market: Market) -> float:
     """Benchmark-everything's spend: what each shortlisted candidate was billed in the campaign, plus the blocks
-    racing saved it (every candidate measured to max_blocks) at its GPU and disk price."""
-    total = 0.0
+    racing saved it (every candidate measured to max_blocks) at its GPU and disk price; a candidate the campaign
+    never rented (passed over, or the race ended first) is priced at the median rented candidate's billed hours at
+    its own rates, plus its image download unless its host has the image."""
+    billed_usd = outcome.billed_usd  # type: ignore[attr-defined]
+    total, hours = 0.0, []
     for run in outcome.runs:  # type: ignore[attr-defined]
-        billed = outcome.billed_usd.get(run.cid, 0.0)  # type: ignore[attr-defined]
+        if run.cid not in billed_usd:
+            continue
         rates = rates_of(run.candidate.offer, disk_gib=DISK_GIB)
         missing = max(0, manifest.measure.max_blocks - len(run.blocks)) if run.passed_gate else 0
-        total += billed + missing * manifest.measure.block_s * (rates.gpu_usd_per_hour + rates.storage_usd_per_hour) / 3600
+        per_hour = rates.gpu_usd_per_hour + rates.storage_usd_per_hour
+        cost = billed_usd[run.cid] + missing * manifest.measure.block_s * per_hour / 3600
+        total += cost
+        if run.passed_gate and per_hour > 0:
+            hours.append(cost / per_hour)
+    for run in outcome.runs:  # type: ignore[attr-defined]
+        if run.cid in billed_usd or not hours:
+            continue
+        offer = run.candidate.offer
+        rates = rates_of(offer, disk_gib=DISK_GIB)
+        cached = market.truth_of(offer.machine_id).image_cached and is_popular(manifest.workload.image)
+        download = 0.0 if cached else image_size_mb(manifest.workload.image) / 1000.0 * rates.inet_down_usd_per_gb
+        total += statistics.median(hours) * (rates.gpu_usd_per_hour + rates.storage_usd_per_hour) + download
     return total
 
 
@@ -235,7 +252,8 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float)
         out.wall_s = time.monotonic() - started
         receipt, outcome = result.receipt, result.outcome
         out.spend_usd = receipt.campaign_cost_usd
-        out.everything_usd = _everything_spend(outcome, manifest)
+        out.everything_usd = _everything_spend(outcome, manifest, market)
+        out.passed_over = sum(1 for r in outcome.runs if r.detail.startswith("passed over"))
         chosen = next((r for r in outcome.runs if r.cid == receipt.decision.chosen), None)
         best_offer = min(costs, key=lambda oid: costs[oid])
         in_shortlist = any(o.id == best_offer for o in shortlist)
@@ -260,7 +278,12 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float)
                                   precision=Precision(tuned.precision) if tuned.precision else profile.precision,
                                   loaders=tuned.loaders or profile.loaders, gpus=tuned.gpu_count or offer.num_gpus)
             out.tuned_share = tuned_share_of_best(market, offer, manifest, profile)
-            out.note += f"; profile {100 * out.tuned_share:.0f} % of the best allowed ({out.tuning_trials} trials)"
+            out.note += f"; profile {100 * out.tuned_share:.0f} % of the best allowed ({out.tuning_trials} trials"
+            if outcome.tuning is None or outcome.tuned_candidate != chosen.cid:
+                out.note += f"; tuned: {outcome.tuned_candidate or 'none'}"
+            elif outcome.tuning.stopped_early:
+                out.note += f"; stopped: {outcome.tuning.stopped_early}"
+            out.note += ")"
         for row in receipt.candidates:
             run = next(r for r in outcome.runs if r.cid == row.candidate_id)
             offer = run.candidate.offer
@@ -316,7 +339,9 @@ def report(results: list[MarketResult]) -> str:
     trials = [r.tuning_trials for r in results if r.tuned_share is not None]
     lines += ["",
               f"- vastui spend: ${spend:.2f} ({100 * spend / everything:.0f} % of benchmark-everything's ${everything:.2f});"
-              f" wall time {statistics.fmean(r.wall_s for r in results):.1f} s per campaign",
+              f" wall time {statistics.fmean(r.wall_s for r in results):.1f} s per campaign; "
+              f"{sum(r.passed_over for r in results)} shortlisted candidates passed over unrented (their prior "
+              f"could not beat the measured leader)",
               f"- interval coverage (true cost inside the finalist's 95 % cost interval): "
               f"{sum(covered)}/{len(covered)} = {100 * sum(covered) / max(1, len(covered)):.0f} %; inside its 90 % "
               f"narrowing: {100 * sum(covered90) / max(1, len(covered90)):.0f} %; "

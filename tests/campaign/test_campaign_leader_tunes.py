@@ -1,5 +1,6 @@
-"""When the leader leaves the race's measuring for tuning: with the winner's minimum blocks, its SLO certified, its
-last independent run under way, no tuning yet, and something the manifest lets it try."""
+"""Who gets instance time. The leader leaves the race's measuring for tuning with the winner's minimum blocks,
+its SLO certified, its last independent run under way, no tuning yet, and something the manifest lets it try; a
+waiting candidate is passed over unrented when even twice its prior could not win."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from pathlib import Path
 
 from campaign_support import fast_manifest
 
+from vastui.bench.cost import cost_per_accepted_unit
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.campaign.candidate import CandidateRun
+from vastui.campaign.charges import PRIOR_OPTIMISM, hopeless_reason, prior_cost_inputs
 from vastui.campaign.measure import MeasuredBlock
 from vastui.campaign.measuring import Measuring
 from vastui.campaign.plan import build_plan
@@ -71,3 +74,22 @@ def _with(manifest: Manifest, run: CandidateRun) -> _Engine:
     engine = _Engine(manifest)
     engine._leader, engine._certified = run.cid, {run.cid}
     return engine
+
+
+def test_a_candidate_is_passed_over_only_when_even_twice_its_prior_cannot_win(tmp_path: Path) -> None:
+    manifest = load_manifest(fast_manifest(tmp_path / "m"))
+    candidate = _run(manifest, blocks=0, runs_done=0).candidate
+    fast = candidate.prior_throughput_units_per_s * PRIOR_OPTIMISM
+    best_case = replace(prior_cost_inputs(candidate, manifest), warmup_s=0.0, loading_s=0.0, transfer_gb_fixed=0.0)
+    cost = cost_per_accepted_unit(best_case, units=manifest.production_units, throughput_units_per_s=fast)
+
+    assert hopeless_reason(candidate, manifest, leader=None, leader_cost_high=None) is None   # nothing measured
+    assert hopeless_reason(candidate, manifest, leader="c9", leader_cost_high=cost * 1.01) is None
+    reason = hopeless_reason(candidate, manifest, leader="c9", leader_cost_high=cost * 0.99)
+    assert reason is not None and reason.startswith("passed over") and "c9" in reason
+
+    floor = replace(manifest.slo, throughput_min_units_per_s=fast * 1.01)
+    reason = hopeless_reason(candidate, replace(manifest, slo=floor), leader=None, leader_cost_high=None)
+    assert reason is not None and "SLO floor" in reason
+    floor = replace(manifest.slo, throughput_min_units_per_s=fast * 0.99)
+    assert hopeless_reason(candidate, replace(manifest, slo=floor), leader=None, leader_cost_high=None) is None

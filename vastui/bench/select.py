@@ -138,6 +138,10 @@ class Race:
     def standings(self) -> tuple[Standing, ...]:
         return tuple(self._standing(cid) for cid in self._entries)
 
+    def standing(self, cid: str) -> Standing:
+        """One candidate's standing now (a bootstrap: tens of milliseconds)."""
+        return self._standing(cid)
+
     def _standing(self, cid: str) -> Standing:
         entry = self._entries[cid]
         throughput = self._throughput(entry)

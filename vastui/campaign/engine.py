@@ -22,7 +22,7 @@ from vastui.bench.stats import Interval
 from vastui.bench.tuning import tuned_cost_estimate
 from vastui.campaign.candidate import (CandidateContext, CandidateFailed, CandidatePhase, CandidateRun, Variant,
                                        canary, read_loading, rent, stage_inputs, wait_running)
-from vastui.campaign.charges import bill_of, prior_cost_inputs
+from vastui.campaign.charges import bill_of, hopeless_reason, prior_cost_inputs
 from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, teardown
 from vastui.campaign.live import decision_event
 from vastui.campaign.measuring import Measuring
@@ -213,6 +213,10 @@ class CampaignEngine(Measuring):
                                if self.aborted else "race decided before its turn")
                 self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail="not measured: race decided")
                 return
+            if (hopeless := await self._hopeless(run)) is not None:
+                self.ctx.phase(run, CandidatePhase.SKIPPED, hopeless)
+                self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=f"not measured: {hopeless}")
+                return
             try:
                 await self._life(run)
             except CandidateFailed as exc:
@@ -225,6 +229,14 @@ class CampaignEngine(Measuring):
                 raise
             finally:
                 await self._release(run)
+
+    async def _hopeless(self, run: CandidateRun) -> str | None:
+        """Why this candidate, not rented yet, cannot beat what is measured (charges.hopeless_reason), or None."""
+        async with self._lock:
+            leader = self._leader
+            standing = await asyncio.to_thread(self.race.standing, leader) if leader is not None else None
+        high = standing.cost_per_unit.high if standing is not None and standing.cost_per_unit is not None else None
+        return hopeless_reason(run.candidate, self.manifest, leader=leader, leader_cost_high=high)
 
     async def _stopped_by_abort(self, run: CandidateRun) -> None:
         """Say where the abort found it; a run it cut short is closed as interrupted (its records are kept)."""
@@ -265,7 +277,7 @@ class CampaignEngine(Measuring):
         # (A leader stopped by its deadline is still offered: tuning then says the deadline left it no time.)
         done_measuring = (self._finished.is_set() or len(run.blocks) >= self.manifest.measure.max_blocks
                           or run.work_time_left_s(self.clock.now()) <= 0 or self.leader_may_tune(run))
-        if run.blocks and done_measuring and self._leader == run.cid and self.tuning is None:
+        if run.blocks and done_measuring and self._leader == run.cid and self._tuned_cid is None:
             await self._tune(run, host, port, variant)
 
     async def _tune(self, run: CandidateRun, host: str, port: int, variant: Variant) -> None:
