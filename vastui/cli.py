@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from vastui import __version__
 from vastui.cli_leaks import add_leaks_command
+from vastui.cli_signals import Stopped, stopping_on_signals
 from vastui.cli_sim import add_sim_command
 from vastui.cli_terminal import add_connection_args, fmt_num, print_table, make_table, vast_client
 from vastui.errors import VastuiError
@@ -266,8 +267,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(result, Coroutine):
             import asyncio  # here, not at the top: `vastui --help` has no event loop to pay for
 
-            result = asyncio.run(result)
+            result = asyncio.run(stopping_on_signals(result))
         return int(result or 0)
+    except Stopped as exc:
+        print(f"vastui: stopped by {exc.name} (work was stopped and its instances torn down first, as for "
+              f"Ctrl-C)", file=sys.stderr)
+        return 128 + exc.signum
     except VastuiError as exc:
         print(f"vastui: {exc.title}: {exc}", file=sys.stderr)
         return 1

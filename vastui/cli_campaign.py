@@ -6,7 +6,6 @@ Split from cli.py to keep each file to one screenful of concerns; only cli.py an
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -31,6 +30,7 @@ from vastui.remote.runner import SshRunner
 from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient
 from vastui.vast.query import parse_query
+from vastui.cli_signals import run_async
 
 NO_TTY = ("no terminal to ask for approvals: pass --approve-plan to approve exactly the printed plan "
           "(rent these offers, spend at most the budget, destroy them at the end)")
@@ -150,7 +150,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
         return demo_in_console(args, data_dir=settings.data_dir, printer=_printer(console, args.quiet),
                                summary=_summary)
-    result = asyncio.run(run_demo(
+    result = run_async(run_demo(
         seed=args.seed, time_scale=args.time_scale, data_dir=settings.data_dir,
         on_plan=lambda text: console.print(text, highlight=False, markup=False),
         on_event=_printer(console, args.quiet)))
@@ -202,7 +202,7 @@ def _cmd_campaign_plan(args: argparse.Namespace) -> int:
         plan = await plan_campaign(services, manifest=manifest, campaign_id=new_campaign_id())
         print(render_plan(plan))
         return 0
-    return int(asyncio.run(_with_services(args, body)))
+    return int(run_async(_with_services(args, body)))
 
 
 def _approver(args: argparse.Namespace, terms: PlanTerms, clock: Clock) -> PlanApprover | PromptApprover | RefusingApprover:
@@ -256,7 +256,7 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
             console.print(render_markdown(receipt, redact=services.redact), highlight=False, markup=False)
             console.print(_summary(receipt), highlight=False, markup=False)
         return run_exit_status(teardown_passed=receipt.teardown_passed, chosen=receipt.decision.chosen)
-    return int(asyncio.run(_with_services(args, body)))
+    return int(run_async(_with_services(args, body)))
 
 
 RUN_EPILOG = ("exit status: 0 a profile was chosen and every instance proven gone, 1 error or teardown failed, "
@@ -286,4 +286,4 @@ def _cmd_campaign_resume(args: argparse.Namespace) -> int:
                           "still_alive": report.teardown.still_alive, "refused": report.teardown.refused,
                           "runs_kept": report.runs_kept, "interrupted_runs": report.interrupted_runs}))
         return 0 if report.teardown.is_clean else 1
-    return int(asyncio.run(_with_services(args, body)))
+    return int(run_async(_with_services(args, body)))

@@ -19,6 +19,7 @@ from vastui.campaign.handle import CampaignHandle, CampaignResult
 from vastui.campaign.session import Services
 from vastui.events import Event
 from vastui.vast.client import HttpVastClient
+from vastui.cli_signals import run_async
 
 if TYPE_CHECKING:
     from vastui.tui.services import ConsoleSettings
@@ -69,8 +70,6 @@ async def run_in_console(services: Services, handle: CampaignHandle, *, time_sca
 def demo_in_console(args: argparse.Namespace, *, data_dir: Path | None,
                     printer: Callable[[Event], None], summary: Callable[[Receipt], str]) -> int:
     """``vastui demo`` on a terminal: the console on the embedded simulator, the demo campaign waiting for keys."""
-    import asyncio
-
     from vastui.sim.demo import open_demo
 
     async def run() -> tuple[CampaignResult, int, Path]:
@@ -80,7 +79,7 @@ def demo_in_console(args: argparse.Namespace, *, data_dir: Path | None,
             result = await run_in_console(demo.services, handle, time_scale=args.time_scale, on_detach=printer)
             return result, await demo.instances_left(), demo.db_path
 
-    result, left, db_path = asyncio.run(run())
+    result, left, db_path = run_async(run())
     console = Console(soft_wrap=True)
     receipt = result.receipt
     if result.aborted:

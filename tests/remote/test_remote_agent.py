@@ -219,6 +219,21 @@ def test_a_marker_is_stamped_with_the_workloads_own_time_kept_between_its_launch
     assert [r.what for r in records if isinstance(r, AgentError) and r.what != "nvml_unavailable"] == ["bad_marker"]
 
 
+def test_a_workload_that_leaves_a_child_holding_its_output_still_ends_in_a_result(tmp_path: Path) -> None:
+    argv = ["sh", "-c", "echo ok; exec 2>&-; sleep 30 & echo $! > %s; exit 0" % (tmp_path / "child.pid")]
+    try:
+        records = _run(["--no-nvml", "--", *argv])
+    finally:
+        child = (tmp_path / "child.pid").read_text().strip()
+        os.kill(int(child), 9)
+    _assert_protocol(records)
+    result = records[-1]
+    assert isinstance(result, Result) and result.exit_status == 0
+    assert result.output_digest == "sha256:" + hashlib.sha256(b"ok\n").hexdigest()
+    assert [r.what for r in records if isinstance(r, AgentError) and r.what != "nvml_unavailable"] == [
+        "workload_left_children"]
+
+
 def test_follow_resumes_from_a_seq_and_stops_at_the_result(tmp_path: Path) -> None:
     out_file = tmp_path / "records.jsonl"
     _run(["--no-nvml", "--out", str(out_file), "--", *_workload(tmp_path, 'print(\'VASTUI {"units": 1}\')')])

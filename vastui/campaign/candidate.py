@@ -6,9 +6,12 @@ own wall clock. Any failure before a measurement ends with the instance destroye
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import enum
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
 from dataclasses import dataclass, field
 
 from vastui.approval import Action, ApprovalRequest, Approver, offer_target
@@ -28,6 +31,7 @@ from vastui.store.records import ProgressRecord
 from vastui.vast.models import Instance, InstanceStatus
 
 POLL_S = 10.0
+DEADLINE_CHECK_S = 30.0   # campaign-clock seconds between looks at the deadline while a phase emits nothing
 DEAD_STATUSES = frozenset({InstanceStatus.EXITED, InstanceStatus.OFFLINE, InstanceStatus.UNKNOWN})
 BAD_HOST_TTL_S = 7 * 24 * 3600.0
 
@@ -313,8 +317,11 @@ async def canary(ctx: CandidateContext, run: CandidateRun, host: str, port: int,
     argv = workload_argv(ctx.manifest, variant=variant, steps=CANARY_STEPS, seconds=0)
     result: Result | None = None
     started = ctx.clock.now()
-    try:
+
+    async def gate() -> None:
+        nonlocal result
         async with ctx.executor.run_agent(host, port, argv) as session:
+            sessions.append(session)
             async for record in session:
                 note_record(ctx, run, record)
                 if run.ready_at is None:
@@ -323,8 +330,15 @@ async def canary(ctx: CandidateContext, run: CandidateRun, host: str, port: int,
                     run.workload_init_s = max(0.0, record.t - run.ready_at)   # the workload's first word
                 if isinstance(record, Result):
                     result = record
+
+    sessions: list[Any] = []
+    try:
+        finished = await within_work_time(ctx, run, gate(), on_deadline=lambda: [s.abandon() for s in sessions])
     except RemoteError as exc:
         raise CandidateFailed(f"canary could not run: {exc}", bad_host=True) from exc
+    if not finished:
+        raise CandidateFailed(f"canary did not finish before the instance's deadline "
+                              f"({CANARY_STEPS} steps asked; a workload must stop at VASTUI_STEPS)", bad_host=False)
     run.canary_s = ctx.clock.now() - started
     run.startup_s = run.startup_parts().production_startup_s
     if result is None or result.exit_status != 0:
@@ -338,6 +352,32 @@ async def canary(ctx: CandidateContext, run: CandidateRun, host: str, port: int,
         raise CandidateFailed(f"wrong output: digest {result.output_digest} != expected {expected}",
                               bad_host=True, evidence={"digest": result.output_digest, "expected": expected})
     run.passed_gate = True
+
+
+async def within_work_time(ctx: CandidateContext, run: CandidateRun, work: Coroutine[Any, Any, None], *,
+                           on_deadline: Callable[[], object]) -> bool:
+    """Run ``work`` until it ends or the instance's work time (its deadline less the destroy margin) runs out,
+    on the campaign clock: True when it ended. At the deadline ``on_deadline`` runs (e.g. abandon the remote
+    session: the destroy that follows ends it) and ``work`` is cancelled, even when no record ever comes."""
+    task = asyncio.ensure_future(work)
+    try:
+        while not task.done():
+            left = run.work_time_left_s(ctx.clock.now())
+            if left <= 0:
+                on_deadline()
+                return False
+            timer = asyncio.ensure_future(ctx.clock.sleep(min(left, DEADLINE_CHECK_S)))
+            try:
+                await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                timer.cancel()
+        task.result()
+        return True
+    finally:
+        if not task.done():   # the deadline, or this wait was cancelled (an abort): the work goes with it
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, VastuiError):
+                await task
 
 
 def _digest(value: str | None) -> str:

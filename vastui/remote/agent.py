@@ -37,7 +37,8 @@ the agent's clock in epoch seconds):
 - ``result`` (last record): ``exit_status`` (null when killed by a signal), ``signal``, ``output_digest``
   (``sha256:<hex>``), ``output_bytes``, ``units_total``, ``accepted_total``, ``elapsed_s``, ``stderr_tail``.
 - ``error``: ``what`` (``nvml_unavailable``, ``metric_unavailable``, ``gpu_lost``, ``bad_marker``,
-  ``workload_start_failed``, ``output_file_missing``), ``message``, ``gpu`` (index or null).
+  ``workload_start_failed``, ``output_file_missing``, ``workload_left_children``), ``message``, ``gpu`` (index or
+  null).
 
 Clock: ``--time-scale S --time-origin T0 [--time-anchor W0]`` (or ``VASTUI_TIME_SCALE`` / ``VASTUI_TIME_ORIGIN``
 / ``VASTUI_TIME_ANCHOR``) make ``t = T0 + (wall - W0) * S``, so a simulator's scaled clock is followed;
@@ -82,6 +83,7 @@ MAX_LATENCIES = 1000           # per progress record; keeps a record a bounded l
 # 2**63 SQLite cannot store it at all, so such a marker is refused here rather than crash the console later.
 MAX_UNITS = 2 ** 53
 STDERR_TAIL_BYTES = 2000
+LEFTOVER_GRACE_S = 0.5         # wall seconds to drain a workload's output after it exits (EOF: no wait)
 THROTTLE_BITS = (
     (0x1, "gpu_idle"), (0x2, "applications_clocks_setting"), (0x4, "sw_power_cap"), (0x8, "hw_slowdown"),
     (0x10, "sync_boost"), (0x20, "sw_thermal"), (0x40, "hw_thermal"), (0x80, "hw_power_brake"),
@@ -292,13 +294,20 @@ class MarkerReader:
         self._clock = clock
         self._last_t: float | None = None
         self.launched_t: float | None = None   # no marker may be stamped before the workload started
+        self._closed = False
         self.digest = hashlib.sha256()
         self.output_bytes = 0
         self.units_total = 0
         self.accepted_total = 0
         self.phase: str | None = None
 
+    def close(self) -> None:
+        """Ignore whatever arrives from now on (the result is being written)."""
+        self._closed = True
+
     def feed(self, line: bytes) -> None:
+        if self._closed:
+            return
         if not line.startswith(MARKER):
             self.digest.update(line)
             self.output_bytes += len(line)
@@ -407,15 +416,23 @@ class Agent:
             self.emitter.error("workload_start_failed", "cannot start %s: %s" % (self.argv[0], exc))
             status = 127
         else:
-            with proc:
-                self.proc = proc
-                _write_pid_file(self.pid_file, os.getpid(), proc.pid)
-                err_thread = threading.Thread(target=self._drain_stderr, args=(proc.stderr,), daemon=True)
-                err_thread.start()
-                for line in iter(proc.stdout.readline, b""):  # type: ignore[union-attr]
-                    reader.feed(line)
-                status = proc.wait()
-                err_thread.join()
+            self.proc = proc
+            _write_pid_file(self.pid_file, os.getpid(), proc.pid)
+            err_thread = threading.Thread(target=self._drain_stderr, args=(proc.stderr,), daemon=True)
+            out_thread = threading.Thread(target=self._drain_stdout, args=(proc.stdout, reader), daemon=True)
+            err_thread.start()
+            out_thread.start()
+            status = proc.wait()
+            # A child the workload left behind (``sleep 1000 &``) keeps its pipes open: drain what the workload
+            # wrote, then stop listening rather than wait for the child.
+            give_up = time.monotonic() + LEFTOVER_GRACE_S
+            out_thread.join(LEFTOVER_GRACE_S)
+            err_thread.join(max(0.0, give_up - time.monotonic()))
+            if out_thread.is_alive() or err_thread.is_alive():
+                reader.close()
+                self.emitter.error("workload_left_children", "the workload exited but a process it started still "
+                                   "holds its output open; that process's output is ignored")
+
         if sampler is not None:
             sampler.stop()
             self.source.close()
@@ -440,9 +457,15 @@ class Agent:
         sampler.start(count)
         return sampler
 
+    def _drain_stdout(self, pipe: Any, reader: MarkerReader) -> None:
+        with pipe:   # each pipe is closed by the thread that reads it, whenever its end comes
+            for line in iter(pipe.readline, b""):
+                reader.feed(line)
+
     def _drain_stderr(self, pipe: Any) -> None:
-        for chunk in iter(lambda: pipe.read(4096), b""):
-            self.stderr_tail = (self.stderr_tail + chunk)[-STDERR_TAIL_BYTES:]
+        with pipe:
+            for chunk in iter(lambda: pipe.read(4096), b""):
+                self.stderr_tail = (self.stderr_tail + chunk)[-STDERR_TAIL_BYTES:]
 
     def _emit_result(self, reader: MarkerReader, status: int | None, started: float) -> None:
         digest: str | None = "sha256:" + reader.digest.hexdigest()
