@@ -8,7 +8,6 @@ ended the process on the spot with instances billing. Every command that runs an
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -28,6 +27,8 @@ class Stopped(Exception):
 async def stopping_on_signals(work: Coroutine[Any, Any, T]) -> T:
     """Run ``work``; SIGTERM and SIGHUP cancel it as SIGINT does, so what cleans up after Ctrl-C (a campaign's
     abort, teardown and receipt) runs for them too, instead of the process dying with instances billing."""
+    import asyncio  # here: `vastui --help` and the market commands load no event loop (tests/test_cli_startup.py)
+
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     got: list[int] = []
@@ -58,4 +59,6 @@ async def stopping_on_signals(work: Coroutine[Any, Any, T]) -> T:
 
 def run_async(work: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` with SIGTERM and SIGHUP handled like SIGINT (see the module's docstring)."""
+    import asyncio
+
     return asyncio.run(stopping_on_signals(work))

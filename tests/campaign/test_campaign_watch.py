@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -17,6 +20,7 @@ from fakes import FakeClock
 
 from vastui.approval import AuditRecord, NullAudit
 from vastui.campaign.approvers import AuditedApprover
+from vastui.campaign.owner import current_owner
 from vastui.campaign.watch import (
     LeakReason,
     LeakVerdict,
@@ -168,6 +172,23 @@ async def test_a_crashed_campaigns_instance_is_leaked_even_before_its_deadline(
     iid = await rent_owned(market, store, "ccrash", at=clock.now(), deadline_at=clock.now() + 10 * HOUR)
     report = await find_leaks(market=client, store=store, clock=clock)
     assert [(leak.instance_id, leak.reason) for leak in report.leaks] == [(iid, LeakReason.CAMPAIGN_CRASHED)]
+
+
+async def test_an_active_campaign_whose_console_is_gone_is_leaked_even_before_its_deadline(
+        market: Market, client: HttpVastClient, store: SqliteStore, clock: FakeClock) -> None:
+    # The phase still says "measuring" (a console killed with SIGKILL writes nothing more); the claim's process
+    # has ended, so the instance is nobody's to clean up but resume's.
+    await new_campaign(store, "cdead", at=clock.now(), deadline_at=clock.now() + 10 * HOUR)
+    await new_campaign(store, "clive", at=clock.now(), deadline_at=clock.now() + 10 * HOUR)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    await store.claim_campaign(replace(current_owner("cdead", at=clock.now()), pid=dead.pid))
+    await store.claim_campaign(current_owner("clive", at=clock.now()))   # this test's own process: alive
+    orphan = await rent_owned(market, store, "cdead", at=clock.now(), deadline_at=clock.now() + 10 * HOUR)
+    await rent_owned(market, store, "clive", at=clock.now(), deadline_at=clock.now() + 10 * HOUR)
+    report = await find_leaks(market=client, store=store, clock=clock)
+    assert [(leak.instance_id, leak.reason) for leak in report.leaks] == [(orphan, LeakReason.CAMPAIGN_CRASHED)]
+    assert "console is gone" in report.leaks[0].detail and "campaign resume cdead" in report.leaks[0].detail
 
 
 async def test_a_stopped_instance_still_bills_storage_and_is_leaked(

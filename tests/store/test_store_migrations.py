@@ -14,6 +14,7 @@ from vastui.approval import Action
 from vastui.errors import StoreError
 from vastui.store import SCHEMA_VERSION, IntentStatus, RunStatus, SqliteStore
 from vastui.store.migrations import MIGRATIONS, Migration, migrate, schema_version
+from vastui.store.records import CampaignOwner
 
 
 async def _seed_v1(conn: aiosqlite.Connection) -> None:
@@ -46,9 +47,14 @@ async def _seed_v1(conn: aiosqlite.Connection) -> None:
     await conn.execute("COMMIT")
 
 
+async def _seed_v2(conn: aiosqlite.Connection) -> None:
+    """Rows as the v2 code wrote them: v1's (its bad host's expiry column left NULL: a flag that never lapses)."""
+    await _seed_v1(conn)
+
+
 # One seed per older non-empty schema version: adding a migration step without a seed for the version it
 # leaves behind fails test_every_old_version_has_a_seed.
-SEEDS: dict[int, Callable[[aiosqlite.Connection], Awaitable[None]]] = {1: _seed_v1}
+SEEDS: dict[int, Callable[[aiosqlite.Connection], Awaitable[None]]] = {1: _seed_v1, 2: _seed_v2}
 
 
 async def _build_old(path: Path, version: int) -> None:
@@ -118,6 +124,9 @@ async def test_data_written_by_an_old_version_survives(tmp_path: Path, version: 
         entry = await store.record_bad_host(machine_id=9, reason="offline", evidence_json="{}", recorded_at=10.0,
                                             expires_at=20.0)
         assert entry.expires_at == 20.0
+        owner = CampaignOwner(campaign_id="c1", host="h", pid=1, pid_started="", claimed_at=11.0)
+        await store.claim_campaign(owner)
+        assert await store.campaign_owners() == {"c1": owner}
 
 
 async def test_a_failing_step_is_rolled_back_whole(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ moment, answer its approvals, abort it, await its result.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,6 +28,7 @@ from vastui.campaign.plan import Plan
 from vastui.campaign.session import Services, make_engine, record_campaign, write_receipt
 from vastui.campaign.snapshot import CampaignSnapshot, CampaignStage
 from vastui.campaign.tracker import CampaignTracker
+from vastui.errors import VastuiError
 from vastui.events import EventBus, Subscription
 from vastui.events_live import AbortRequested
 
@@ -135,6 +138,8 @@ class CampaignHandle:
             raise
         finally:
             self._stop_listening()
+            with contextlib.suppress(VastuiError):   # the campaign is no longer this process's to run
+                await self._services.store.release_campaign(self.campaign_id, pid=os.getpid())
 
     def _owned(self, instance_id: int) -> None:
         self.broker.mark_owned(instance_id)

@@ -8,6 +8,7 @@ was killed at any point, destroys what the campaign left behind, and keeps every
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -28,6 +29,7 @@ from vastui.events import CampaignStarted, EventBus, PlanMade
 from vastui.store import SqliteStore
 from vastui.store.records import InstanceState, IntentStatus, OfferSnapshot, RunStatus
 from vastui.vast.models import InstanceListing
+from vastui.campaign.owner import OwnerState, current_owner, owner_state
 
 SEARCH_LIMIT = 400
 
@@ -70,6 +72,7 @@ async def record_campaign(services: Services, *, manifest: Manifest, plan: Plan)
     await store.create_campaign(campaign_id=plan.campaign_id, manifest_digest=manifest.digest, created_at=now,
                                 phase="planned", budget_usd=plan.budget_usd,
                                 deadline_at=now + max((c.time_cap_s for c in plan.candidates), default=0.0))
+    await store.claim_campaign(current_owner(plan.campaign_id, at=now))   # this process runs it (campaign/owner.py)
     await store.save_offer_snapshots([
         OfferSnapshot(campaign_id=plan.campaign_id, offer_id=c.offer.id, machine_id=c.offer.machine_id,
                       gpu_name=c.offer.gpu_name, num_gpus=c.offer.num_gpus, dph_usd=c.offer.dph_total, taken_at=now,
@@ -164,6 +167,16 @@ async def resume_campaign(services: Services, *, campaign_id: str, approver: App
     campaign = await store.campaign(campaign_id)
     if campaign is None:
         raise CampaignError(f"no campaign {campaign_id} in {store.path}", title="Unknown campaign")
+    owner = (await store.campaign_owners()).get(campaign_id)
+    if campaign.is_active and owner is not None and owner.pid != os.getpid():
+        state = owner_state(owner)
+        if state is not OwnerState.GONE:
+            where = f"pid {owner.pid} on {owner.host}"
+            raise CampaignError(
+                f"campaign {campaign_id} is still running ({where}"
+                f"{'' if state is OwnerState.ALIVE else ', another host: cannot tell whether it is alive'}); "
+                "resume is for a campaign whose console is gone: stop that console (it tears down its instances) "
+                "or wait for it to end", title="Campaign still running")
     interrupted = 0
     for run in await store.open_runs(campaign_id=campaign_id):
         await store.finish_run(run_id=run.run_id, status=RunStatus.INTERRUPTED, at=clock.now(),

@@ -24,6 +24,7 @@ from vastui.events import EventBus, LeakFound, LeaksChecked, Notice
 from vastui.store import Campaign, Intent, OwnedInstance, SqliteStore
 from vastui.store.records import InstanceState
 from vastui.vast.models import Instance, InstanceListing, InstanceStatus
+from vastui.campaign.owner import OwnerState, owner_state
 
 _log = logging.getLogger(__name__)
 
@@ -157,6 +158,8 @@ async def find_leaks(*, market: Marketplace, store: SqliteStore, clock: Clock) -
     now = clock.now()
     owned = await store.owned_instances()
     campaigns = {c.campaign_id: c for c in await store.campaigns()}
+    owners = await store.campaign_owners()
+    gone = {cid for cid, owner in owners.items() if owner_state(owner) is OwnerState.GONE}
     by_id = {o.intent.instance_id: o.intent for o in owned if o.intent.instance_id is not None}
     by_label = {o.intent.label: o.intent for o in owned if o.intent.instance_id is None}
     leaks: list[Leak] = []
@@ -164,7 +167,7 @@ async def find_leaks(*, market: Marketplace, store: SqliteStore, clock: Clock) -
         intent = by_id.get(instance.id) or (by_label.get(instance.label) if instance.label else None)
         if intent is None:
             intent = await store.intent_for_instance(instance.id)  # e.g. recorded gone, yet listed again
-        leak = _judge(instance, intent, campaigns, now)
+        leak = _judge(instance, intent, campaigns, now, owner_gone=gone)
         if leak is not None:
             leaks.append(leak)
     unlisted = _unlisted(owned, listing) if listing.is_complete else ()
@@ -178,7 +181,8 @@ def campaign_of_label(label: str | None) -> str | None:
     return match.group("campaign") if match else None
 
 
-def _judge(instance: Instance, intent: Intent | None, campaigns: Mapping[str, Campaign], now: float) -> Leak | None:
+def _judge(instance: Instance, intent: Intent | None, campaigns: Mapping[str, Campaign], now: float, *,
+           owner_gone: Collection[str] = ()) -> Leak | None:
     campaign_id = intent.campaign_id if intent is not None else campaign_of_label(instance.label)
     if campaign_id is None:
         return _leak(instance, LeakReason.UNOWNED, None, now, "no intent and no vastui label")
@@ -192,6 +196,10 @@ def _judge(instance: Instance, intent: Intent | None, campaigns: Mapping[str, Ca
     if campaign.phase == CRASHED_PHASE:
         return _leak(instance, LeakReason.CAMPAIGN_CRASHED, campaign_id, now,
                      f"campaign {campaign_id} crashed; `vastui campaign resume {campaign_id}` cleans it up")
+    if campaign_id in owner_gone:   # its phase says it runs, but the process that ran it is gone (campaign/owner.py)
+        return _leak(instance, LeakReason.CAMPAIGN_CRASHED, campaign_id, now,
+                     f"campaign {campaign_id}'s console is gone (phase {campaign.phase} left behind); "
+                     f"`vastui campaign resume {campaign_id}` cleans it up")
     deadline = intent.deadline_at if intent is not None and intent.deadline_at is not None else campaign.deadline_at
     if deadline is not None and now > deadline:
         return _leak(instance, LeakReason.PAST_DEADLINE, campaign_id, now,

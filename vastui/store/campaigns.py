@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from vastui.errors import StoreError
 from vastui.store.base import StoreBase, Transaction, check_json
-from vastui.store.records import Campaign, CampaignPhaseChange, Manifest, OfferSnapshot, Receipt
+from vastui.store.records import Campaign, CampaignOwner, CampaignPhaseChange, Manifest, OfferSnapshot, Receipt
 
 _CAMPAIGN_COLUMNS = "campaign_id, manifest_digest, created_at, phase, phase_at, budget_usd, deadline_at, finished_at"
 
@@ -103,6 +103,27 @@ class CampaignTables(StoreBase):
                 (campaign_id, phase, at, note),
             )
             return await self._campaign_in(tx, campaign_id)
+
+    async def claim_campaign(self, owner: CampaignOwner) -> None:
+        """Record ``owner`` as the process running the campaign (replacing a previous, gone owner's claim)."""
+        async with self._write(f"claim campaign {owner.campaign_id}") as tx:
+            await tx.execute(
+                "INSERT OR REPLACE INTO campaign_owners (campaign_id, host, pid, pid_started, claimed_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (owner.campaign_id, owner.host, owner.pid, owner.pid_started, owner.claimed_at),
+            )
+
+    async def release_campaign(self, campaign_id: str, *, pid: int) -> None:
+        """Drop the claim of process ``pid`` on the campaign (another process's claim stays)."""
+        async with self._write(f"release campaign {campaign_id}") as tx:
+            await tx.execute("DELETE FROM campaign_owners WHERE campaign_id = ? AND pid = ?", (campaign_id, pid))
+
+    async def campaign_owners(self) -> dict[str, CampaignOwner]:
+        """Every claimed campaign's owner, by campaign id."""
+        rows = await self._read("list campaign owners", "SELECT * FROM campaign_owners")
+        return {row["campaign_id"]: CampaignOwner(campaign_id=row["campaign_id"], host=row["host"], pid=row["pid"],
+                                                  pid_started=row["pid_started"], claimed_at=row["claimed_at"])
+                for row in rows}
 
     @staticmethod
     async def _campaign_in(tx: Transaction, campaign_id: str) -> Campaign:

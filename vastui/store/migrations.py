@@ -9,6 +9,8 @@ History:
       runs, progress, GPU samples, bad hosts (no expiry yet), audit log, receipts.
   v2  bad-host expiry (rows from v1 get NULL: never expires, still shown), the host-knowledge index on runs,
       bad-host and audit lookups by machine and by campaign.
+  v3  campaign owners: the process (host, pid and its start) running an active campaign, so a resume can refuse a
+      live campaign and the leak watcher can tell a dead owner from a live one.
 """
 
 from __future__ import annotations
@@ -184,9 +186,19 @@ _V2 = (
     "CREATE INDEX audit_by_campaign ON audit_log(campaign_id, id)",
 )
 
+_V3 = (
+    """CREATE TABLE campaign_owners (
+        campaign_id TEXT PRIMARY KEY REFERENCES campaigns(campaign_id),
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        pid_started TEXT NOT NULL,
+        claimed_at REAL NOT NULL)""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "bad-host expiry; host-knowledge, bad-host and audit indexes", _V2),
+    Migration(3, "campaign owners: which process runs an active campaign", _V3),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -60,6 +60,17 @@ class Manifest:
 
 
 @dataclass(frozen=True, slots=True)
+class CampaignOwner:
+    """The process running an active campaign: its host, pid and the pid's start (so a reused pid is not it)."""
+
+    campaign_id: str
+    host: str
+    pid: int
+    pid_started: str
+    claimed_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class Campaign:
     """One campaign. It is active until ``finished_at`` is set."""
 
