@@ -1,5 +1,5 @@
 """Who gets instance time. The leader leaves the race's measuring for tuning with the winner's minimum blocks,
-its SLO certified, its last independent run under way, no tuning yet, and something the manifest lets it try; a
+its SLO certified, its last independent run under way, not tuned before, and something the manifest lets it try; a
 waiting candidate is passed over unrented when even twice its prior could not win."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class _Engine(Measuring):
     def __init__(self, manifest: Manifest) -> None:
         self.manifest = manifest
         self._leader = None
-        self._tuned_cid = None
+        self._tuning_started = set()
         self._certified = set()
 
 
@@ -63,9 +63,11 @@ def test_the_leader_tunes_only_with_enough_blocks_a_certified_slo_and_something_
     assert manifest.measure.min_runs == 2
     early = _run(manifest, blocks=need, runs_done=0)                      # in its first run of two: not yet
     assert not engine.leader_may_tune(early)
-    engine._leader, engine._tuned_cid = run.cid, "c9"
-    assert not engine.leader_may_tune(run)                                # one tuning per campaign
-    engine._tuned_cid = None
+    engine._leader, engine._tuning_started = run.cid, {run.cid}
+    assert not engine.leader_may_tune(run)                                # one tuning per candidate
+    engine._tuning_started = {"c9"}
+    assert engine.leader_may_tune(run)                                    # another's tuning does not stop it
+    engine._tuning_started = set()
     untunable = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",)))
     assert not _with(untunable, run).leader_may_tune(run)                 # nothing the manifest lets it try
 

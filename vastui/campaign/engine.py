@@ -90,9 +90,11 @@ class CampaignEngine(Measuring):
         self._rented_local: dict[str, float] = {}
         self._race_reason = "measuring"
         self._leader: str | None = None
-        self.tuning: TuningOutcome | None = None
-        self._tuned_cid: str | None = None
+        self.tuning: TuningOutcome | None = None      # the chosen candidate's tuning, else the last one's
+        self._tuned_cid: str | None = None             # ... and whose it is
+        self._tunings: dict[str, TuningOutcome] = {}   # every leader that was tuned (one tuning per candidate)
         self._certified: set[str] = set()
+        self._tuning_started: set[str] = set()
         self._destroy_sent: set[int] = set()          # instances whose destroy went out (approved) before teardown
         self._tasks: list[asyncio.Task[None]] = []     # one per candidate, so an abort can stop them
         self.aborted: str | None = None
@@ -153,6 +155,8 @@ class CampaignEngine(Measuring):
                     run.ended_at = report.destroy_sent_at[run.instance_id]
         finalists = self.race.finalists()
         decision = decide_profile(finalists, units=self.manifest.production_units)
+        if decision.chosen in self._tunings:   # a later leader was tuned too: the receipt speaks of the chosen
+            self._tuned_cid, self.tuning = decision.chosen, self._tunings[decision.chosen]
         tuned_cost = self._tuned_cost(decision, finalists)
         self.bus.publish(decision_event(decision, at=self.clock.now(), campaign_id=self.plan.campaign_id))
         now = self.clock.now()
@@ -277,7 +281,7 @@ class CampaignEngine(Measuring):
         # (A leader stopped by its deadline is still offered: tuning then says the deadline left it no time.)
         done_measuring = (self._finished.is_set() or len(run.blocks) >= self.manifest.measure.max_blocks
                           or run.work_time_left_s(self.clock.now()) <= 0 or self.leader_may_tune(run))
-        if run.blocks and done_measuring and self._leader == run.cid and self._tuned_cid is None:
+        if run.blocks and done_measuring and self._leader == run.cid and run.cid not in self._tuning_started:
             await self._tune(run, host, port, variant)
 
     async def _tune(self, run: CandidateRun, host: str, port: int, variant: Variant) -> None:
@@ -290,10 +294,12 @@ class CampaignEngine(Measuring):
         def time_left() -> float:
             return run.work_time_left_s(self.clock.now())
 
-        self._tuned_cid = run.cid
-        self.tuning = await tune(self.ctx, run, host, port, start=variant, bottleneck=attribution.bottleneck,
-                                 time_left_s=time_left)
-        self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks; tuned: {self.tuning.profile.describe()}")
+        self._tuning_started.add(run.cid)
+        outcome = await tune(self.ctx, run, host, port, start=variant, bottleneck=attribution.bottleneck,
+                             time_left_s=time_left)
+        self._tunings[run.cid] = outcome
+        self._tuned_cid, self.tuning = run.cid, outcome
+        self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks; tuned: {outcome.profile.describe()}")
 
     async def _rent_or_replace(self, run: CandidateRun) -> bool:
         """Re-check the offer right before renting; a vanished offer is replaced from the reserves, once each."""

@@ -42,7 +42,7 @@ class Measuring:
     _finished: asyncio.Event
     _leader: str | None
     _race_reason: str
-    _tuned_cid: str | None
+    _tuning_started: set[str]  # candidates whose tuning began (each leader is tuned at most once)
     _certified: set[str]       # candidates whose SLO the race certified at the last block
     runs: list[CandidateRun]
 
@@ -197,10 +197,11 @@ class Measuring:
         return self._stop_reason(run) is not None
 
     def leader_may_tune(self, run: CandidateRun) -> bool:
-        """The leader with the winner's minimum evidence stops measuring and tunes on its own instance: more blocks
+        """The leader with the winner's minimum evidence stops measuring and tunes on its own instance (a later
+        leader is tuned too, on its own instance: the chosen one's tuning is what counts): more blocks
         of one profile shrink only the within-run error, which the between-run part already outweighs, while
         tuning needs instance time the deadline would otherwise have spent on them."""
-        return (self._leader == run.cid and self._tuned_cid is None and tuning_trials(self.manifest) > 0
+        return (self._leader == run.cid and run.cid not in self._tuning_started and tuning_trials(self.manifest) > 0
                 and len(run.blocks) >= self.manifest.measure.winner_min_blocks
                 and run.cid in self._certified   # the SLO's evidence (e.g. p99's 459 steps) comes from blocks
                 and run.measured_runs + 1 >= self.manifest.measure.min_runs)
