@@ -15,7 +15,7 @@ from vastui.bench.attribution import Bottleneck
 from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, judge_ab, plan_ab_pairs, plan_tuning
 from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant, note_record, workload_argv
 from vastui.campaign.measure import steps_in
-from vastui.campaign.plan import CANARY_STEPS, TUNING_RUN_STEPS, TUNING_TIMED_STEPS
+from vastui.campaign.plan import CANARY_STEPS, TUNING_TIMED_STEPS
 from vastui.errors import RemoteError
 from vastui.campaign.live import band
 from vastui.events import Notice
