@@ -42,6 +42,9 @@ class Retry(enum.Enum):
     REFUSED_ONLY = "refused-only"
 
 
+MAX_REDIRECTS = 5
+
+
 class Wire:
     """Sends one marketplace request at a time and returns its decoded JSON."""
 
@@ -53,8 +56,13 @@ class Wire:
         self._clock = clock
         self._policy = policy
         self.redact = redactor
+        # Redirects are followed, as the official CLI does; httpx drops the Authorization header when one leads to
+        # another host or port (an upgrade to https on the same host keeps it; the CLI also keeps it for any
+        # *.vast.ai host, vastui never sends the key to a host it was not given), and a loop ends after
+        # MAX_REDIRECTS in a one-line error.
         self._http = httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(timeout_s),
-                                       headers={"User-Agent": f"vastui/{__version__}"}, follow_redirects=False)
+                                       headers={"User-Agent": f"vastui/{__version__}"}, follow_redirects=True,
+                                       max_redirects=MAX_REDIRECTS)
 
     def __repr__(self) -> str:
         return f"Wire(base_url={self.base_url!r}, api_key={self._api_key!r})"
