@@ -270,8 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = asyncio.run(stopping_on_signals(result))
         return int(result or 0)
     except Stopped as exc:
-        print(f"vastui: stopped by {exc.name} (work was stopped and its instances torn down first, as for "
-              f"Ctrl-C)", file=sys.stderr)
+        print(f"vastui: stopped by {exc.name} (as for Ctrl-C: a running campaign tore its instances down first)",
+              file=sys.stderr)
         return 128 + exc.signum
     except VastuiError as exc:
         print(f"vastui: {exc.title}: {exc}", file=sys.stderr)

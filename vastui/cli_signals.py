@@ -46,7 +46,10 @@ async def stopping_on_signals(work: Coroutine[Any, Any, T]) -> T:
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no such signal here
             pass
     try:
-        return await work
+        result = await work
+        if got:   # the work took the cancellation and ended on its own terms (a Textual app quits cleanly)
+            raise Stopped(got[0])
+        return result
     except asyncio.CancelledError:
         if got:
             raise Stopped(got[0]) from None

@@ -1,0 +1,52 @@
+"""``stopping_on_signals``: SIGTERM/SIGHUP cancel the work like SIGINT, and the command always ends as ``Stopped`` —
+whether the work let the cancellation through or took it and returned (as the Textual console does)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from vastui.cli_signals import Stopped, stopping_on_signals
+
+
+async def _until_cancelled(*, swallow: bool, ready: asyncio.Event) -> str:
+    ready.set()
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        if not swallow:
+            raise
+    return "cleaned up"
+
+
+@pytest.mark.parametrize("swallow", [False, True])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_stops_the_work_and_is_reported(signum: int, swallow: bool) -> None:
+    async def main() -> str:
+        ready = asyncio.Event()
+
+        async def send() -> None:
+            await ready.wait()
+            os.kill(os.getpid(), signum)
+
+        sender = asyncio.get_running_loop().create_task(send())
+        try:
+            return await stopping_on_signals(_until_cancelled(swallow=swallow, ready=ready))
+        finally:
+            await sender
+
+    with pytest.raises(Stopped) as caught:
+        asyncio.run(main())
+    assert caught.value.signum == signum and caught.value.name == signal.Signals(signum).name
+    # the handlers are gone afterwards: the default disposition is back
+    assert signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler)
+
+
+def test_without_a_signal_the_work_returns_its_result() -> None:
+    async def work() -> int:
+        return 42
+
+    assert asyncio.run(stopping_on_signals(work())) == 42
