@@ -43,7 +43,9 @@ async def approve_by_key_until(pilot: Pilot[None], console: CampaignConsole, don
 
 
 async def test_the_demo_campaign_runs_to_its_decision_with_approvals_by_keypress_only(tmp_path: Path) -> None:
-    async with campaign_console(tmp_path, seed=2) as console:
+    # seed 7: two of its three candidates can meet the SLO, so one that fails on a busy machine still leaves a
+    # decision to show (seed 2 had one, and a rare failure of it left "no finalist")
+    async with campaign_console(tmp_path, seed=7) as console:
         app = console.app
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_until(pilot, lambda: pending_count(console) > 0, what="the first approval request")
