@@ -4,6 +4,8 @@ waiting candidate is passed over unrented when even twice its prior could not wi
 
 from __future__ import annotations
 
+import asyncio
+from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,6 +34,9 @@ class _Engine(Measuring):
         self._leader = None
         self._tuning_started = set()
         self._certified = set()
+        self._tune_next = set()
+        self._stop = defaultdict(asyncio.Event)
+        self._finished = asyncio.Event()
 
 
 def _run(manifest: Manifest, *, blocks: int, runs_done: int) -> CandidateRun:
@@ -70,6 +75,19 @@ def test_the_leader_tunes_only_with_enough_blocks_a_certified_slo_and_something_
     engine._tuning_started = set()
     untunable = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",)))
     assert not _with(untunable, run).leader_may_tune(run)                 # nothing the manifest lets it try
+
+
+def test_a_leader_stopped_for_tuning_stays_bound_for_it_when_the_lead_moves_on(tmp_path: Path) -> None:
+    """Its measuring ended for tuning; a block from another candidate took the lead before its instance got there.
+    It is still tuned (before, it sat idle until the race ended and was never tuned)."""
+    manifest = load_manifest(fast_manifest(tmp_path / "m", tune_precision=True))
+    run = _run(manifest, blocks=manifest.measure.winner_min_blocks, runs_done=manifest.measure.min_runs - 1)
+    engine = _with(manifest, run)
+    reason = engine._stop_reason(run)
+    assert reason is not None and "goes to tuning" in reason
+    engine._leader = "c9"
+    assert not engine.leader_may_tune(run)
+    assert engine._stop_reason(run) == reason and engine._tune_next == {run.cid}
 
 
 def _with(manifest: Manifest, run: CandidateRun) -> _Engine:

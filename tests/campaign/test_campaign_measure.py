@@ -146,6 +146,22 @@ def test_warmup_that_never_steadies_ends_at_the_cap_flagged() -> None:
     assert meter.warmup.warmup_s >= rule.cap_s
 
 
+def test_a_capped_warmup_with_one_slow_marker_still_says_where_it_settled_and_what_it_cost() -> None:
+    """Markers of 10 steps: the first (a slow start, 2 s a step) is still in the window when the cap comes, so the
+    window's CV is high and warm-up is capped. The pace had settled after that marker all the same: a short run may
+    start timing there, and warm-up cost its extra 10 s (a mean pace, pulled up by the slow marker, said 0 s)."""
+    rule = WarmupRule(min_s=10.0, min_steps=5, cv_max=0.05, window=5, cap_s=55.0)
+    meter = BlockMeter(warmup=rule, measure=BLOCKS)
+    t = T0
+    meter.add(marker(t, steps=1, step_ms=1000.0))
+    for step_s in (20.0, 10.0, 10.0, 10.0, 10.0):   # 10 steps each: 2 s a step, then 1 s
+        t += step_s
+        meter.add(marker(t, steps=10, step_ms=step_s * 100.0))
+    assert meter.warmup is not None and meter.warmup.is_capped and not meter.warmup.is_steady
+    assert meter.warmup.settled_steps == 10
+    assert meter.warmup.lost_s == pytest.approx(10.0)
+
+
 def test_warmup_accounting_is_contiguous_when_markers_cover_different_step_counts() -> None:
     """Warm-up is paid for, so ``warmup_s`` must cover all the time before the first block, and it must contain
     ``min_steps`` real steps. Here steps take 1 s throughout; 9 markers of 2 steps are followed by one of 12 steps.

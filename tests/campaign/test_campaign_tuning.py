@@ -67,7 +67,9 @@ async def test_tuning_never_outlives_the_leaders_deadline(tmp_path: Path) -> Non
     result = await run_demo(seed=4, time_scale=300.0, data_dir=tmp_path / "data", manifest_path=manifest,
                             on_market=capture)
     tuning = result.outcome.tuning
-    assert tuning is not None and tuning.trials == ()
+    phases = [(r.cid, str(r.phase), r.detail) for r in result.outcome.runs]
+    assert tuning is not None, f"no leader was offered tuning: {phases}"
+    assert tuning.trials == (), f"a trial ran inside a 1500 s lifetime: {tuning}; {phases}"
     assert tuning.stopped_early is not None and "deadline" in tuning.stopped_early
     assert await destroys_past_deadline(result.db_path, result.receipt.campaign_id, destroyed_at) == []
     assert result.receipt.decision.chosen is not None

@@ -202,3 +202,19 @@ def test_skipped_steps_follow_the_instances_warm_up_but_never_fewer_than_ten(tmp
     assert skip_steps(run) == 10
     run.warmup_steps = 37
     assert skip_steps(run) == 37
+
+
+async def test_a_trial_too_long_for_the_deadline_gives_way_to_a_cheaper_knob(tmp_path: Path) -> None:
+    # Each run times a fixed number of steps, so a run at batch 256 does 4x the work of one at 64: the batch trial
+    # is priced at 5 x (80 s + 320 s) = 2000 s from the canary's prior, which 1000 s cannot hold. The loaders
+    # trial (5 x (80 s + 80 s)) still fits and is run; the batch trial is not started, and the outcome says why.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",), batch_sizes=(64, 256),
+                                                loaders=(4, 8)))
+    host = ScriptedHost(clock)
+    run = _leader(manifest, clock, work_left_s=1000.0, canary_s=80.0)
+    outcome = await _tune(manifest, clock, host, run)
+    assert [(t.knob, t.value) for t in outcome.trials] == [("loaders", "8")]
+    assert host.started == 10
+    assert not any("VASTUI_BATCH_SIZE=256" in arg for argv in host.argv for arg in argv)
+    assert outcome.stopped_early is not None and "batch_size -> 256 takes about 33.3 min" in outcome.stopped_early

@@ -49,13 +49,13 @@ def measured(records: list[Record]) -> list[Progress]:
     return [r for r in records if isinstance(r, Progress) and r.phase == "measure"]
 
 
-def measure_window(records: list[Record]) -> tuple[float, float]:
-    start = next(r.t for r in records if isinstance(r, Phase) and r.name == "measure")
-    return start, measured(records)[-1].t
-
-
-def gpu_samples_in(records: list[Record], window: tuple[float, float], index: int = 0) -> list[GpuSample]:
-    return [r for r in records if isinstance(r, GpuSample) and r.index == index and window[0] < r.t < window[1]]
+def gpu_samples_in_measure(records: list[Record], index: int = 0) -> list[GpuSample]:
+    """GPU ``index``'s samples that arrived while the measure phase ran, by arrival (as the campaign joins them to
+    blocks): a workload stamps its markers with its own clock, which may trail the agent's (its start is counted
+    at wall speed on a scaled clock), so a sample's ``t`` says less about which step it saw than its order does."""
+    start = next(i for i, r in enumerate(records) if isinstance(r, Phase) and r.name == "measure")
+    end = max(i for i, r in enumerate(records) if isinstance(r, Progress) and r.phase == "measure")
+    return [r for r in records[start:end] if isinstance(r, GpuSample) and r.index == index]
 
 
 def grant(action: Action, target: str) -> Approval:

@@ -360,3 +360,30 @@ def test_a_zombie_counts_as_gone() -> None:
         time.sleep(0.01)
     assert child.poll() == 0  # it was still ours to reap: it was a zombie, not gone
     assert agent._is_alive(os.getpid())
+
+
+class _WallClock:
+    """A settable stand-in for ``time.time`` as the agent module sees it."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_scaled_clock_counts_the_agents_own_start_at_wall_speed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The exec request came at wall 1000.0 (simulated 5000.0, x300); the agent's interpreter took 0.4 wall seconds
+    # to start: 120 simulated seconds that a simulated machine would not spend. Counted at scale 1 it is 0.4 s,
+    # and from there the clock runs at its scale again.
+    wall = _WallClock(1000.4)
+    monkeypatch.setattr(agent.time, "time", wall)
+    clock = agent.AgentClock(300.0, 5000.0, 1000.0)
+    assert clock.now() == pytest.approx(5120.0)
+    clock.count_start_at_scale_one()
+    assert clock.now() == pytest.approx(5000.4)
+    wall.now += 1.0
+    assert clock.now() == pytest.approx(5300.4)
+    real = agent.AgentClock(1.0, 5000.0, 1000.0)          # a real host: nothing to discount
+    real.count_start_at_scale_one()
+    assert real.now() == pytest.approx(5001.4)

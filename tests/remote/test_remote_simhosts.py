@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from remote_support import (
-    ClientKey, gpu_samples_in, make_machine, measure_window, measured, workload,
+    ClientKey, gpu_samples_in_measure, make_machine, measured, workload,
 )
 
 from vastui.errors import RemoteError
@@ -86,9 +86,8 @@ async def test_a_compute_bound_host_reports_its_true_speed_busy_gpus_and_no_data
     assert _throughput_from_steps(progress) == pytest.approx(truth, rel=tolerance)
     assert _throughput_from_timestamps(progress) == pytest.approx(truth, rel=tolerance + 0.05)
     assert _data_wait_share(progress) < 0.01
-    window = measure_window(records)
-    busy = gpu_samples_in(records, window, index=0)
-    idle = gpu_samples_in(records, window, index=1)  # the workload uses one of the two GPUs
+    busy = gpu_samples_in_measure(records, index=0)
+    idle = gpu_samples_in_measure(records, index=1)  # the workload uses one of the two GPUs
     assert len(busy) >= 5
     assert statistics.mean(s.util_pct or 0.0 for s in busy) > 90
     assert statistics.mean(s.util_pct or 0.0 for s in idle) < 5
@@ -108,7 +107,7 @@ async def test_a_data_bound_host_shows_low_utilisation_and_high_data_wait(
     records = await _run(runner, host, port, workload("--steps", "40", "--loaders", "8", "--warmup-steps", "5"))
     progress = measured(records)
     assert _data_wait_share(progress) > 0.5
-    samples = gpu_samples_in(records, measure_window(records))
+    samples = gpu_samples_in_measure(records)
     assert len(samples) >= 5 and statistics.mean(s.util_pct or 0.0 for s in samples) < 50
     truth = expected_units_per_s(HostSpec.from_machine(machine), Variant(loaders=8))
     assert truth == pytest.approx(2 * 15.0)  # only 2 loaders are usable: the input path is the bottleneck

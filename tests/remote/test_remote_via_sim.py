@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 from remote_support import (
-    SIM_API_KEY, ClientKey, grant, measure_window, measured, rent_running, wait_running, workload,
+    SIM_API_KEY, ClientKey, grant, gpu_samples_in_measure, measured, rent_running, wait_running, workload,
 )
 
 from vastui.approval import Action, instance_target, offer_target
 from vastui.clock import ScaledClock
 from vastui.config import Secret
 from vastui.errors import RemoteError
-from vastui.remote.protocol import GpuSample, Progress, Record, Result
+from vastui.remote.protocol import Progress, Record, Result
 from vastui.remote.runner import SshRunner
 from vastui.sim.factory import build_market
 from vastui.sim.hosts import SshHostPool
@@ -61,8 +61,7 @@ async def test_rent_run_and_measure_through_the_simulated_marketplace(
         assert sum(p.units for p in progress) / steps_s == pytest.approx(plan.units_per_s, rel=tolerance)
         wait = sum(p.data_wait_s for p in progress) / steps_s
         assert wait == pytest.approx(plan.data_wait_s / plan.step_s, abs=tolerance + 0.02)
-        samples = [s for s in records if isinstance(s, GpuSample) and s.index == 0
-                   and measure_window(records)[0] < s.t < measure_window(records)[1]]
+        samples = gpu_samples_in_measure(records)
         assert len(samples) >= 3
         assert statistics.mean(s.util_pct or 0.0 for s in samples) == pytest.approx(100 * plan.gpu_busy, abs=8)
         assert all(s.mem_total_mib == machine.truth.vram_mib for s in samples)

@@ -95,6 +95,7 @@ class CampaignEngine(Measuring):
         self._tunings: dict[str, TuningOutcome] = {}   # every leader that was tuned (one tuning per candidate)
         self._certified: set[str] = set()
         self._tuning_started: set[str] = set()
+        self._tune_next: set[str] = set()
         self._destroy_sent: set[int] = set()          # instances whose destroy went out (approved) before teardown
         self._tasks: list[asyncio.Task[None]] = []     # one per candidate, so an abort can stop them
         self.aborted: str | None = None
@@ -281,7 +282,9 @@ class CampaignEngine(Measuring):
         # (A leader stopped by its deadline is still offered: tuning then says the deadline left it no time.)
         done_measuring = (self._finished.is_set() or len(run.blocks) >= self.manifest.measure.max_blocks
                           or run.work_time_left_s(self.clock.now()) <= 0 or self.leader_may_tune(run))
-        if run.blocks and done_measuring and self._leader == run.cid and run.cid not in self._tuning_started:
+        leads = done_measuring and self._leader == run.cid
+        if (run.blocks and (leads or run.cid in self._tune_next) and run.cid not in self._tuning_started
+                and not self._stop[run.cid].is_set()):
             await self._tune(run, host, port, variant)
 
     async def _tune(self, run: CandidateRun, host: str, port: int, variant: Variant) -> None:

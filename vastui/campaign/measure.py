@@ -114,17 +114,19 @@ class BlockMeter:
         capped = not steady and self._warmup_elapsed_s >= rule.cap_s
         if steady or capped:
             # The units done while warming up count in production too: warm-up costs only its extra time over
-            # those steps at the pace the last window settled to.
-            pace_s = statistics.fmean(self._warmup_steps[-rule.window:])
+            # those steps at the pace the last window settled to (its median: a capped window may still hold a
+            # slow first marker, whose weight in a mean would price the warm-up at nothing).
+            pace_s = statistics.median(self._warmup_steps[-rule.window:])
             lost_s = max(0.0, self._warmup_elapsed_s - self._warmup_real_steps * pace_s)
             self.warmup = WarmupResult(is_steady=steady, is_capped=capped, steps=self._warmup_real_steps,
                                        warmup_s=self._warmup_elapsed_s, cv=cv, lost_s=lost_s,
-                                       settled_steps=self._settled_steps(pace_s) if steady else None)
+                                       settled_steps=self._settled_steps(pace_s))
             self._open = _Open(start_t=record.t)
             self._gpu = []   # warm-up's samples describe no block
 
     def _settled_steps(self, pace_s: float) -> int:
-        """Steps before the first marker from which every warm-up step time stays within cv_max of ``pace_s``."""
+        """Steps before the first marker from which every warm-up step time stays within cv_max of ``pace_s``, the
+        pace the last window settled to; all of them when even the last marker is off that pace."""
         band = self._warmup_rule.cv_max * pace_s
         settled = len(self._warmup_steps)
         while settled > 0 and abs(self._warmup_steps[settled - 1] - pace_s) <= band:

@@ -44,6 +44,7 @@ class Measuring:
     _race_reason: str
     _tuning_started: set[str]  # candidates whose tuning began (each leader is tuned at most once)
     _certified: set[str]       # candidates whose SLO the race certified at the last block
+    _tune_next: set[str]       # candidates that stopped measuring to be tuned (kept, even if the lead moves on)
     runs: list[CandidateRun]
 
     def spent_usd(self) -> float:
@@ -209,7 +210,10 @@ class Measuring:
     def _stop_reason(self, run: CandidateRun) -> str | None:
         if len(run.blocks) >= self.manifest.measure.max_blocks:
             return f"reached {self.manifest.measure.max_blocks} blocks"
-        if self.leader_may_tune(run):
+        if run.cid in self._tune_next or self.leader_may_tune(run):
+            # Once stopped for tuning it is tuned, though another block may have moved the lead meanwhile: its
+            # measuring is over either way, and its instance's time is better spent on the trials than idle.
+            self._tune_next.add(run.cid)
             return f"leading with {len(run.blocks)} blocks: its instance goes to tuning"
         if self._stop[run.cid].is_set():
             return "eliminated"

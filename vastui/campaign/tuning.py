@@ -116,15 +116,30 @@ def timed_throughput(marks: list[Progress], *, skip: int) -> float | None:
 
 @dataclass(slots=True)
 class _RunTimes:
-    """How long short runs took on this instance (campaign clock): the estimate for the next trial; before the
-    first one, a prior from the canary and the blocks."""
+    """How long short runs took on this instance (campaign clock), per profile: the estimate for the next trial;
+    before the first one, a prior from the canary and the blocks."""
 
     prior_s: float = 0.0
-    took_s: list[float] = field(default_factory=list)
+    took_s: dict[str, list[float]] = field(default_factory=dict)
 
-    def trial_estimate_s(self, pairs: int) -> float:
-        per_run = statistics.fmean(self.took_s) * TRIAL_ESTIMATE_HEADROOM if self.took_s else self.prior_s
-        return 2 * pairs * per_run
+    def add(self, variant: Variant, seconds: float) -> None:
+        self.took_s.setdefault(variant.describe(), []).append(seconds)
+
+    def run_estimate_s(self, variant: Variant, *, like: Variant | None = None) -> float:
+        """One run of ``variant``: its own runs' mean with headroom; else ``like``'s, longer by the batch ratio
+        when the batch grows (a run times a fixed number of steps, and a step does that much more work)."""
+        own = self.took_s.get(variant.describe())
+        if own:
+            return statistics.fmean(own) * TRIAL_ESTIMATE_HEADROOM
+        if like is None:
+            every = [t for times in self.took_s.values() for t in times]
+            return statistics.fmean(every) * TRIAL_ESTIMATE_HEADROOM if every else self.prior_s
+        grows = (variant.batch_size / like.batch_size
+                 if variant.batch_size is not None and like.batch_size else 1.0)
+        return self.run_estimate_s(like) * max(1.0, grows)
+
+    def trial_estimate_s(self, pairs: int, base: Variant, change: Variant) -> float:
+        return pairs * (self.run_estimate_s(base) + self.run_estimate_s(change, like=base))
 
 
 def _run_prior_s(run: CandidateRun) -> float:
@@ -149,8 +164,9 @@ async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, ba
         got: dict[Arm, float | None] = {}
         for arm in pair:
             started = ctx.clock.now()
-            theta, passed = await short_run(ctx, run, host, port, base if arm is Arm.BASELINE else change)
-            times.took_s.append(ctx.clock.now() - started)
+            variant = base if arm is Arm.BASELINE else change
+            theta, passed = await short_run(ctx, run, host, port, variant)
+            times.add(variant, ctx.clock.now() - started)
             correct = correct and passed
             got[arm] = theta
         a, b = got[Arm.BASELINE], got[Arm.VARIANT]
@@ -182,15 +198,17 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
         return finished(reason)
 
     steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start)))
+    unfit: str | None = None    # the first trial the deadline had no room for (a cheaper knob may still fit)
     while steps:
         step = steps.pop(0)
         flat = False
         for value in step.values:
-            left, needed = time_left_s(), times.trial_estimate_s(ctx.manifest.tuning.min_pairs)
-            if left <= 0 or left < needed:
-                return stopped(f"the instance's deadline leaves {max(left, 0.0) / 60:.1f} min; "
-                               f"an A/B trial takes about {needed / 60:.1f} min")
             change = _variant(_profile(best).with_value(step.knob, value), best)
+            left, needed = time_left_s(), times.trial_estimate_s(ctx.manifest.tuning.min_pairs, best, change)
+            if left <= 0 or left < needed:
+                unfit = unfit or (f"the instance's deadline leaves {max(left, 0.0) / 60:.1f} min; "
+                                  f"an A/B trial of {step.knob} -> {value} takes about {needed / 60:.1f} min")
+                break
             ctx.bus.publish(TuningTrialStarted(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
                                                knob=str(step.knob), baseline=str(_profile(best).value(step.knob)),
                                                value=str(value)))
@@ -217,5 +235,5 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
                 break  # worse in this direction: the next value of the same knob goes further that way
         if flat and step.knob in COMPUTE_KNOBS:
             steps.sort(key=lambda s: s.knob is not Knob.LOADERS)   # stable: the input path next, the rest after
-    return finished(None)
+    return stopped(unfit) if unfit is not None else finished(None)
 

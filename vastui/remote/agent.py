@@ -106,6 +106,16 @@ class AgentClock:
     def wall_seconds(self, seconds: float) -> float:
         return max(0.0, seconds) / self.scale
 
+    def count_start_at_scale_one(self) -> None:
+        """On a scaled clock (a simulated host), count the wall time since the anchor (the exec request) at scale 1:
+        starting an interpreter takes real time that the scale would magnify (0.1 s is 30 s at x300), which the
+        simulated machine's truth has no cost for. From now on the clock runs at its scale, this much behind the
+        anchor's timeline; the workload is handed the same clock. A no-op at scale 1 (a real host)."""
+        if self.scale == 1.0:
+            return
+        wall = max(0.0, time.time() - self.anchor)
+        self.origin -= wall * (self.scale - 1.0)
+
 
 class DeviceLost(Exception):
     """One GPU stopped answering NVML."""
@@ -410,6 +420,9 @@ class Agent:
             reader.launched_t = self.clock.now()
             env = dict(os.environ)
             env[ENV_LAUNCH_T] = "%.6f" % reader.launched_t
+            if self.clock.scale != 1.0:   # one clock on the host: the workload keeps the agent's
+                env.update({ENV_TIME_SCALE: repr(self.clock.scale), ENV_TIME_ORIGIN: repr(self.clock.origin),
+                            ENV_TIME_ANCHOR: repr(self.clock.anchor)})
             proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=env)
         except OSError as exc:
@@ -699,6 +712,7 @@ def main(argv: list[str] | None = None, stream: Any = None, nvml: object = None,
     clock = AgentClock(_first(args.time_scale, _env_float(ENV_TIME_SCALE)),
                        _first(args.time_origin, _env_float(ENV_TIME_ORIGIN)),
                        _first(args.time_anchor, _env_float(ENV_TIME_ANCHOR)))
+    clock.count_start_at_scale_one()
     module = None if args.no_nvml else (nvml if nvml is not None else load_nvml(args.nvml_module))
     emitter = Emitter(clock, stream, args.out)
     _write_pid_file(args.pid_file, os.getpid(), None)
