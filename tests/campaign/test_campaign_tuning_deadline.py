@@ -23,7 +23,8 @@ from vastui.bench.manifest import Manifest, load_manifest
 from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant
 from vastui.campaign.plan import (DESTROY_MARGIN_S, TUNING_RUN_OVERHEAD_PRIOR_S, TUNING_RUN_STEPS, Candidate,
                                   build_plan, candidate_time_cap_s, tuning_allowance_s)
-from vastui.campaign.tuning import skip_steps, timed_throughput, tune
+from vastui.bench.tuning import Knob
+from vastui.campaign.tuning import skip_steps, timed_throughput, tune, value_order
 from vastui.events import EventBus, Notice
 from vastui.remote.protocol import Progress, Result
 from vastui.sim.offers import offer_row
@@ -43,6 +44,8 @@ class ScriptedHost:
     started: int = 0
     stopped_early: int = 0
     argv: list[list[str]] = field(default_factory=list)
+    speed: dict[int, float] = field(default_factory=dict)    # batch size -> speed-up (1.0 when not named)
+    out_of_memory: frozenset[int] = frozenset()             # batch sizes whose runs fail at once
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     @asynccontextmanager
@@ -50,6 +53,10 @@ class ScriptedHost:
         self.started += 1
         self.argv.append(list(argv))
         steps = int(next(a for a in argv if a.startswith("VASTUI_STEPS=")).split("=")[1])
+        batch = int(next((a for a in argv if a.startswith("VASTUI_BATCH_SIZE=")), "=64").split("=")[1])
+        units = round(640 * self.speed.get(batch, 1.0))
+        if batch in self.out_of_memory:
+            steps = 0
         host = self
 
         class Session:
@@ -59,10 +66,11 @@ class ScriptedHost:
             async def __aiter__(self) -> AsyncIterator[Progress | Result]:
                 for _ in range(steps // MARK_EVERY):
                     await host.clock.sleep(MARK_EVERY * STEP_S)
-                    yield Progress(seq=next(host._seq), t=host.clock.now(), units=640, accepted=640,
+                    yield Progress(seq=next(host._seq), t=host.clock.now(), units=units, accepted=units,
                                    data_wait_s=0.0, compute_s=MARK_EVERY * STEP_S, latency_ms=(STEP_S * 1000,) * 10,
                                    units_total=0, accepted_total=0, phase=None)
-                self.result = Result(seq=next(host._seq), t=host.clock.now(), exit_status=0, signal=None,
+                self.result = Result(seq=next(host._seq), t=host.clock.now(),
+                                     exit_status=1 if batch in host.out_of_memory else 0, signal=None,
                                      output_digest=None, output_bytes=0, units_total=0, accepted_total=0,
                                      elapsed_s=steps * STEP_S, stderr_tail="")
                 self.finished = True
@@ -218,3 +226,33 @@ async def test_a_trial_too_long_for_the_deadline_gives_way_to_a_cheaper_knob(tmp
     assert host.started == 10
     assert not any("VASTUI_BATCH_SIZE=256" in arg for argv in host.argv for arg in argv)
     assert outcome.stopped_early is not None and "batch_size -> 256 takes about 33.3 min" in outcome.stopped_early
+
+
+def test_batch_sizes_are_tried_largest_first() -> None:
+    assert value_order(Knob.BATCH_SIZE, (128, 256, 32, 512), 64) == [512, 256, 128, 32]
+    assert value_order(Knob.LOADERS, (8, 2), 4) == [8, 2]          # other knobs keep the manifest's order
+
+
+async def test_the_largest_batch_that_helps_is_kept_without_trying_those_between(tmp_path: Path) -> None:
+    # Each doubling gains less (64 -> 128 +5 %, -> 256 +8 % in all): 256 is tried first, kept, and 128 never run.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",), batch_sizes=(64, 128, 256)))
+    host = ScriptedHost(clock, speed={128: 1.05, 256: 1.08})
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    outcome = await _tune(manifest, clock, host, run)
+    assert [(t.knob, t.value, t.verdict.accepted) for t in outcome.trials] == [("batch_size", "256", True)]
+    assert outcome.profile.batch_size == 256
+    assert not any("VASTUI_BATCH_SIZE=128" in arg for argv in host.argv for arg in argv)
+
+
+async def test_a_batch_that_does_not_fit_in_memory_gives_way_to_the_next_smaller(tmp_path: Path) -> None:
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",), batch_sizes=(64, 128, 256)))
+    host = ScriptedHost(clock, speed={128: 1.05, 256: 1.08}, out_of_memory=frozenset({256}))
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    outcome = await _tune(manifest, clock, host, run)
+    assert [(t.value, t.verdict.accepted) for t in outcome.trials] == [("256", False), ("128", True)]
+    assert "correctness" in outcome.trials[0].verdict.reason
+    runs_of_256 = [argv for argv in host.argv if "VASTUI_BATCH_SIZE=256" in argv]
+    assert len(runs_of_256) == 1   # the first failed run ends the trial: no pair can redeem a broken output
+    assert outcome.profile.batch_size == 128
