@@ -46,6 +46,7 @@ class ScriptedHost:
     argv: list[list[str]] = field(default_factory=list)
     speed: dict[int, float] = field(default_factory=dict)    # batch size -> speed-up (1.0 when not named)
     out_of_memory: frozenset[int] = frozenset()             # batch sizes whose runs fail at once
+    start_s: float = 0.0                                     # each run's start, before its first step
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     @asynccontextmanager
@@ -77,6 +78,7 @@ class ScriptedHost:
                 yield self.result
 
         session = Session()
+        await self.clock.sleep(self.start_s)
         try:
             yield session
         finally:
@@ -256,3 +258,15 @@ async def test_a_batch_that_does_not_fit_in_memory_gives_way_to_the_next_smaller
     runs_of_256 = [argv for argv in host.argv if "VASTUI_BATCH_SIZE=256" in argv]
     assert len(runs_of_256) == 1   # the first failed run ends the trial: no pair can redeem a broken output
     assert outcome.profile.batch_size == 128
+
+
+async def test_a_bigger_batch_is_priced_by_its_steps_not_by_the_runs_start(tmp_path: Path) -> None:
+    # Runs of batch 64 take 100 s: 60 s to start, 40 s of steps. After the precision trial (10 such runs), a run at
+    # batch 256 is priced at 60 s + 4 x 40 s (x 1.25 headroom), so its trial, 5 x (125 s + 275 s) = 2000 s, fits
+    # the 2100 s left; scaling the whole run by 4 would have priced it at 3125 s and never started it.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, batch_sizes=(64, 256)))
+    host = ScriptedHost(clock, start_s=60.0)
+    run = _leader(manifest, clock, work_left_s=1000.0 + 2100.0, canary_s=80.0)
+    outcome = await _tune(manifest, clock, host, run)
+    assert [(t.knob, t.value) for t in outcome.trials] == [("precision", "bf16"), ("batch_size", "256")]

@@ -84,8 +84,9 @@ class DeadlineReached(Exception):
 
 
 async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: int,
-                    variant: Variant) -> tuple[float | None, bool]:
-    """One short run of ``variant``: throughput over the timed steps (the markers' own times), and whether it passed.
+                    variant: Variant) -> tuple[float | None, bool, float]:
+    """One short run of ``variant``: throughput over the timed steps (the markers' own times), whether it passed,
+    and the workload's own time for its steps (the rest of the run's time is starting it and relaying records).
 
     The run skips the warm-up the race measured here (``run.warmup_steps``, at least MIN_SKIP_STEPS), then times
     TUNING_TIMED_STEPS steps. Raises DeadlineReached (after stopping the remote run) when the instance's work time
@@ -107,7 +108,8 @@ async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: i
     expected = (ctx.manifest.correctness.expected_digest or "").lower().removeprefix("sha256:")
     digest = ((result.output_digest if result else None) or "").lower().removeprefix("sha256:")
     passed = result is not None and result.exit_status == 0 and (not expected or digest == expected)
-    return timed_throughput(marks, skip=skip), passed
+    work_s = (marks[-1].t - marks[0].t + sum(marks[0].latency_ms) / 1000.0) if marks else 0.0
+    return timed_throughput(marks, skip=skip), passed, max(0.0, work_s)
 
 
 def skip_steps(run: CandidateRun) -> int:
@@ -133,27 +135,33 @@ def timed_throughput(marks: list[Progress], *, skip: int) -> float | None:
 
 @dataclass(slots=True)
 class _RunTimes:
-    """How long short runs took on this instance (campaign clock), per profile: the estimate for the next trial;
-    before the first one, a prior from the canary and the blocks."""
+    """How long short runs took on this instance (campaign clock), per profile, and how much of it was the
+    workload's own steps: the estimate for the next trial; before the first one, a prior from the canary and the
+    blocks."""
 
     prior_s: float = 0.0
-    took_s: dict[str, list[float]] = field(default_factory=dict)
+    took_s: dict[str, list[tuple[float, float]]] = field(default_factory=dict)   # (the whole run, its steps)
 
-    def add(self, variant: Variant, seconds: float) -> None:
-        self.took_s.setdefault(variant.describe(), []).append(seconds)
+    def add(self, variant: Variant, seconds: float, work_s: float = 0.0) -> None:
+        self.took_s.setdefault(variant.describe(), []).append((seconds, min(work_s, seconds)))
 
     def run_estimate_s(self, variant: Variant, *, like: Variant | None = None) -> float:
-        """One run of ``variant``: its own runs' mean with headroom; else ``like``'s, longer by the batch ratio
-        when the batch grows (a run times a fixed number of steps, and a step does that much more work)."""
+        """One run of ``variant``: its own runs' mean with headroom; else ``like``'s, its steps longer by the batch
+        ratio when the batch grows (a run times a fixed number of steps, each that much more work; starting the
+        run and relaying its records take what they took)."""
         own = self.took_s.get(variant.describe())
         if own:
-            return statistics.fmean(own) * TRIAL_ESTIMATE_HEADROOM
+            return statistics.fmean(t for t, _ in own) * TRIAL_ESTIMATE_HEADROOM
         if like is None:
-            every = [t for times in self.took_s.values() for t in times]
+            every = [t for times in self.took_s.values() for t, _ in times]
             return statistics.fmean(every) * TRIAL_ESTIMATE_HEADROOM if every else self.prior_s
         grows = (variant.batch_size / like.batch_size
                  if variant.batch_size is not None and like.batch_size else 1.0)
-        return self.run_estimate_s(like) * max(1.0, grows)
+        base = self.run_estimate_s(like)
+        timed = self.took_s.get(like.describe())
+        work_share = (sum(w for _, w in timed) / sum(t for t, _ in timed)) if timed and sum(t for t, _ in timed) > 0 \
+            else 1.0   # nothing timed yet: all of it scales (errs long)
+        return base * (1.0 - work_share) + base * work_share * max(1.0, grows)
 
     def trial_estimate_s(self, pairs: int, base: Variant, change: Variant) -> float:
         return pairs * (self.run_estimate_s(base) + self.run_estimate_s(change, like=base))
@@ -182,8 +190,8 @@ async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, ba
         for arm in pair:
             started = ctx.clock.now()
             variant = base if arm is Arm.BASELINE else change
-            theta, passed = await short_run(ctx, run, host, port, variant)
-            times.add(variant, ctx.clock.now() - started)
+            theta, passed, work_s = await short_run(ctx, run, host, port, variant)
+            times.add(variant, ctx.clock.now() - started, work_s)
             correct = correct and passed
             got[arm] = theta
             if arm is Arm.VARIANT and not passed:
