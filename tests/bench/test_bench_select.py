@@ -231,3 +231,23 @@ def test_the_margin_is_non_negative_against_a_comparable_runner_up_only() -> Non
     mixed = decide_profile([finalist("a", 2.0, Verdict.MET), finalist("b", 1.5, Verdict.UNDECIDED)], units=100)
     assert mixed.chosen == "a" and mixed.runner_up == "b" and not mixed.runner_up_comparable
     assert mixed.margin is not None and mixed.margin < 0        # the uncertified one is cheaper at worst
+
+
+def test_a_cheap_candidate_below_the_slo_floor_neither_leads_nor_eliminates() -> None:
+    # "cheap" costs a third as much per unit but runs at a median 75 units/s against a floor of 80, its blocks
+    # too spread to decide its SLO yet: it stays in the race, but the lead (the tuning that follows it, and the
+    # eliminations) go to the best candidate whose measurements so far meet the SLO. Led by "cheap", the race
+    # eliminated "good" as costlier than a machine that was about to fail its SLO.
+    slo = Slo(throughput_min_units_per_s=80.0)
+    third_price = CostInputs(price_per_hour_usd=0.25, startup_s=120.0)
+    race = Race([RaceCandidate("cheap", third_price), RaceCandidate("good", CHEAP), RaceCandidate("dear", CHEAP)],
+                units=100_000, slo=slo, resamples=300, measure=BLOCKS_ONLY)
+    for theta in (60.0, 95.0, 75.0, 90.0, 70.0):
+        race.add_block("good", block(100.0))
+        race.add_block("dear", block(85.0))
+        race.add_block("cheap", block(theta))
+    cheap = next(s for s in race.standings() if s.candidate_id == "cheap")
+    assert cheap.slo is Verdict.UNDECIDED and cheap.throughput is not None and cheap.throughput.point < 80.0
+    step = race.decide()
+    assert "cheap" in step.active and "good" in step.active and step.leader == "good"
+    assert [(e.candidate_id, e.reason) for e in step.eliminated] == [("dear", EliminationReason.COST)]

@@ -217,12 +217,29 @@ class Race:
         return tuple(out)
 
     def _leader(self, active: Sequence[str]) -> str | None:
+        """The lowest cost point among the measured, counting first those whose measurements so far would meet
+        the SLO: a cheap candidate on its way to failing the SLO (its verdict still undecided for want of blocks)
+        must neither lead, be tuned as the leader, nor eliminate the others. All of them when none would."""
         scored = []
         for index, cid in enumerate(active):
             standing = self._standing(cid)
             if standing.cost_per_unit is not None and standing.is_measured:
-                scored.append((standing.cost_per_unit.point, index, cid))
-        return min(scored)[2] if scored else None
+                scored.append((not self._slo_plausible(self._entries[cid], standing.throughput),
+                               standing.cost_per_unit.point, index, cid))
+        return min(scored)[3] if scored else None
+
+    def _slo_plausible(self, entry: _Entry, throughput: Interval | None) -> bool:
+        """Whether the point estimates meet the SLO: the median throughput at or above the floor, and no more
+        latencies over the ceiling than its percentile allows."""
+        floor = self.slo.throughput_min_units_per_s
+        if floor is not None and (throughput is None or throughput.point < floor):
+            return False
+        if self.slo.latency is not None:
+            latencies = [ms for block in entry.blocks for ms in block.latencies_ms]
+            over = sum(1 for ms in latencies if ms > self.slo.latency.max_ms)
+            if latencies and over > len(latencies) * (1.0 - self.slo.latency.percentile / 100.0):
+                return False
+        return True
 
     def _ratios(self, cid: str, best: str, *, between_runs: bool = True) -> list[float]:
         mine = self._cost_distribution(self._entries[cid], between_runs=between_runs)
