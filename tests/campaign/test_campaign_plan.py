@@ -381,18 +381,3 @@ def test_candidates_never_share_a_machine(manifest: Manifest, seed: int, keep: l
     assert len(plan.candidates) <= max_candidates
     assert {c.offer.id for c in plan.candidates} <= {o.id for o in offers}
     assert plan.spend_upper_bound_usd <= plan.budget_usd
-
-
-def test_machines_whose_prior_misses_the_slo_floor_are_shortlisted_last(manifest: Manifest,
-                                                                        offers: list[Offer]) -> None:
-    # With no floor the cheapest per unit by prior come first; with a floor between the shortlist's priors, every
-    # candidate that could meet it ranks ahead of every one whose prior misses it, cheap as it may be.
-    wide = with_shortlist(manifest, max_candidates=8)
-    unbounded = plan_for(replace(wide, slo=replace(wide.slo, throughput_min_units_per_s=None)), offers)
-    priors = sorted(c.prior_throughput_units_per_s for c in unbounded.candidates)
-    floor = priors[len(priors) // 2]
-    below_first = [c for c in unbounded.candidates if c.prior_throughput_units_per_s < floor]
-    assert below_first and unbounded.candidates.index(below_first[0]) < len(unbounded.candidates) - len(below_first)
-    floored = plan_for(replace(wide, slo=replace(wide.slo, throughput_min_units_per_s=floor)), offers)
-    misses = [c.prior_throughput_units_per_s < floor for c in floored.candidates]
-    assert misses == sorted(misses) and not misses[0]

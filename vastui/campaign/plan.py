@@ -247,25 +247,20 @@ def _one_per_machine(items: Sequence[_Scored], *, taken: set[int]) -> list[_Scor
     return out
 
 
-def _pick(scored: list[_Scored], *, max_candidates: int, min_hosts: int,
-          floor: float | None = None) -> tuple[list[_Scored], list[_Scored]]:
+def _pick(scored: list[_Scored], *, max_candidates: int, min_hosts: int) -> tuple[list[_Scored], list[_Scored]]:
     """Best models first, each with ``min_hosts`` distinct machines (fewer only when the market has fewer) so host
     luck is not mistaken for GPU quality; a model that no longer fits whole is skipped; leftover slots go to the
-    remaining machines by prior cost. Machines whose prior throughput misses the SLO's ``floor`` come after all
-    that meet it (cheap per unit is no use below the floor; measuring them would only show it)."""
-    def rank(item: _Scored) -> tuple[bool, float]:
-        return (floor is not None and item.theta < floor, item.cost)
-
+    remaining machines by prior cost."""
     by_model: dict[str, list[_Scored]] = defaultdict(list)
     for item in _one_per_machine(scored, taken=set()):
         by_model[item.offer.gpu_name].append(item)
     chosen: list[_Scored] = []
-    for model in sorted(by_model, key=lambda m: rank(by_model[m][0])):
+    for model in sorted(by_model, key=lambda m: by_model[m][0].cost):
         need = min(min_hosts, len(by_model[model]))
         if len(chosen) + need <= max_candidates:
             chosen.extend(by_model[model][:need])
     machines = {item.offer.machine_id for item in chosen}
-    rest = sorted(_one_per_machine(scored, taken=machines), key=rank)
+    rest = _one_per_machine(scored, taken=machines)
     while len(chosen) < max_candidates and rest:
         chosen.append(rest.pop(0))
     return chosen, rest
@@ -343,8 +338,7 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
             continue
         scored.append(_score(offer, manifest, known, scale))
     chosen, rest = _pick(scored, max_candidates=manifest.shortlist.max_candidates,
-                         min_hosts=manifest.shortlist.min_hosts_per_model,
-                         floor=manifest.slo.throughput_min_units_per_s)
+                         min_hosts=manifest.shortlist.min_hosts_per_model)
     chosen, rest = _cover_gpu_counts(chosen, rest, counts=manifest.tuning.gpu_counts,
                                      max_candidates=manifest.shortlist.max_candidates,
                                      min_hosts=manifest.shortlist.min_hosts_per_model)
