@@ -193,7 +193,8 @@ async def run_in_process(mix: Mix, manifest: Path, work: Path, server: SimServer
             for run in result.outcome.runs:
                 if run.cid == chosen:
                     chosen_instance = run.instance_id
-            report.outcome = (f"chose {chosen}" if chosen else "no decision") + \
+            why = "" if chosen else f" ({result.receipt.decision.reason[:70]})"
+            report.outcome = (f"chose {chosen}" if chosen else "no decision") + why + \
                 f", teardown {'passed' if result.receipt.teardown_passed else 'FAILED'}"
     finally:
         await store.close()

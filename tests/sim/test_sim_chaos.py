@@ -213,3 +213,17 @@ async def test_a_calm_chaos_injects_nothing_more_and_keeps_its_counts(api: httpx
     market.chaos.calm()
     assert [(await api.get("/api/v0/users/current", headers=AUTH)).status_code for _ in range(5)] == [200] * 5
     assert market.chaos.injected["rate_limited"] == 1 and market.chaos.describe() == "nothing"
+
+
+async def test_creates_and_destroys_can_lose_their_reply_after_the_work_is_done(market: Market) -> None:
+    market.chaos.drop_mutation_rate = 1.0
+    async with SimServer(market, poll=False) as server:
+        async with httpx.AsyncClient(base_url=server.url) as raw:
+            with pytest.raises(httpx.RemoteProtocolError):
+                await raw.put(f"/api/v0/asks/{_offer(market)}/", json=BODY, headers=AUTH)
+            (created,) = market.instance_ids()
+            assert (await raw.get("/api/v0/users/current", headers=AUTH)).status_code == 200  # reads are spared
+            with pytest.raises(httpx.RemoteProtocolError):
+                await raw.delete(f"/api/v0/instances/{created}/", headers=AUTH)
+    assert market.instance_ids() == []
+    assert market.chaos.injected["create_dropped"] == 1 and market.chaos.injected["destroy_dropped"] == 1

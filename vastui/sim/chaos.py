@@ -53,6 +53,7 @@ class Chaos:
     quota_reset_in_s: float = 3600.0
     offer_stolen_rate: float = 0.0         # share of rent attempts that find the offer just taken by someone else
     drop_connection_rate: float = 0.0      # share of API requests applied, then the connection drops mid-reply
+    drop_mutation_rate: float = 0.0        # the same, for creates and destroys only (the replies that matter most)
     latency_s: float = 0.0                 # wall-clock delay added to every API request
     rate_limit_storm_len: int = 1          # once a 429 comes, this many requests in a row answer 429 (a storm)
     error_5xx_burst_len: int = 1           # once a 5xx comes, this many requests in a row answer 5xx (a burst)
@@ -95,6 +96,8 @@ class Chaos:
             parts.append(f"{self.offer_stolen_rate:.0%} of rents find the offer taken")
         if self.drop_connection_rate:
             parts.append(f"{self.drop_connection_rate:.0%} applied, then the connection dropped")
+        if self.drop_mutation_rate:
+            parts.append(f"{self.drop_mutation_rate:.0%} of creates and destroys applied, then the reply lost")
         if self.search_quota_exhausted:
             parts.append("the search quota exhausted")
         if self.latency_s:
@@ -129,7 +132,7 @@ class Chaos:
         """Turn every knob off (faults already drawn for instances stay drawn; ``injected`` keeps its counts)."""
         calm = Chaos()
         for name in ("rate_limit_every_n", "error_5xx_rate", "search_quota_exhausted", "offer_stolen_rate",
-                     "drop_connection_rate", "latency_s", "slow_reply_rate", "redirect_rate", "search_quota_n",
+                     "drop_connection_rate", "drop_mutation_rate", "latency_s", "slow_reply_rate", "redirect_rate", "search_quota_n",
                      "stuck_loading_rate", "offline_rate", "exit_rate", "ssh_cut_rate", "wrong_output_rate"):
             setattr(self, name, getattr(calm, name))
         self._storm_left = self._burst_left = 0
@@ -212,7 +215,12 @@ class Chaos:
             self.count("offer_stolen")
         return stolen
 
-    def drops_connection(self) -> bool:
+    def drops_connection(self, *, mutation: str | None = None) -> bool:
+        """Whether this request's reply is lost after its work is done; ``mutation`` names a create or destroy
+        (counted as ``create_dropped`` / ``destroy_dropped`` when ``drop_mutation_rate`` drops it)."""
+        if mutation is not None and self.drop_mutation_rate > 0 and self._rng.random() < self.drop_mutation_rate:
+            self.count(f"{mutation}_dropped")
+            return True
         dropped = self.drop_connection_rate > 0 and self._rng.random() < self.drop_connection_rate
         if dropped:
             self.count("connection_dropped")

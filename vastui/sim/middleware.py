@@ -24,6 +24,8 @@ from vastui.sim.responses import error_response
 PUBLIC_PATHS = ("/api/v0/gpu_names/unique/",)
 RESULTS_PREFIX = "/_results/"
 SEARCH_PATHS = ("/api/v0/bundles/", "/api/v0/search/asks/")
+_CREATE = re.compile(r"^/api/v0/asks/\d+/$")
+_INSTANCE = re.compile(r"^/api/v0/instances/\d+/$")
 
 
 class ChaosDrop(ConnectionAbortedError):
@@ -71,7 +73,7 @@ class SimMiddleware:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        if self.market.chaos.drops_connection():
+        if self.market.chaos.drops_connection(mutation=_mutation(scope["method"], path)):
             await self._drop_after(scope, receive, send)
             return
         slow = self.market.chaos.slow_reply()
@@ -166,3 +168,12 @@ def _replay(body: bytes) -> Receive:
         await asyncio.Event().wait()  # nothing more will come; the app only waits for a disconnect here
         return {"type": "http.disconnect"}
     return receive
+
+
+def _mutation(method: str, path: str) -> str | None:
+    """``"create"`` or ``"destroy"`` for the one-instance requests that rent or destroy, else None."""
+    if method == "PUT" and _CREATE.match(path):
+        return "create"
+    if method == "DELETE" and _INSTANCE.match(path):
+        return "destroy"
+    return None
