@@ -22,7 +22,7 @@ import signal
 import sqlite3
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +33,7 @@ from vastui.campaign.session import Services, new_campaign_id, plan_campaign
 from vastui.clock import ScaledClock
 from vastui.config import Redactor, Secret
 from vastui.errors import VastuiError
-from vastui.events import EventBus
+from vastui.events import Event, EventBus
 from vastui.remote.runner import SshRunner
 from vastui.sim.chaos import Chaos
 from vastui.sim.demo import operator_key
@@ -155,7 +155,8 @@ async def register_operator_key(url: str, key_path: Path, db: Path, clock: Scale
 
 
 async def run_in_process(mix: Mix, manifest: Path, work: Path, server: SimServer, clock: ScaledClock,
-                         report: CampaignReport) -> tuple[str | None, Path]:
+                         report: CampaignReport, on_event: Callable[[Event], None] | None = None
+                         ) -> tuple[str | None, Path]:
     """The console in this process: plan, run approved as a whole, receipt. Returns (chosen candidate, db)."""
     from vastui.bench.manifest import load_manifest
 
@@ -172,6 +173,8 @@ async def run_in_process(mix: Mix, manifest: Path, work: Path, server: SimServer
                                clock=clock, retry_interval_s=5.0, reconnect_deadline_s=120.0)
             services = Services(market=client, executor=runner, store=store, clock=clock, bus=EventBus(),
                                 redact=Redactor([Secret(KEY)]), poll_s=10.0, teardown_poll_s=5.0)
+            if on_event is not None:
+                services.bus.listen(on_event)
             manifest_obj = load_manifest(manifest)
             try:
                 plan = await plan_campaign(services, manifest=manifest_obj, campaign_id=new_campaign_id())
@@ -357,8 +360,10 @@ async def check_market(report: CampaignReport, market: Market, db: Path, chosen_
     report.injected.update(market.chaos.injected)
 
 
-async def run_chaos_campaign(mix: Mix, *, manifest: Path, work: Path) -> CampaignReport:
-    """One campaign of ``mix`` in ``work`` (a fresh folder), judged."""
+async def run_chaos_campaign(mix: Mix, *, manifest: Path, work: Path,
+                             on_event: Callable[[Event], None] | None = None) -> CampaignReport:
+    """One campaign of ``mix`` in ``work`` (a fresh folder), judged; ``on_event`` sees an in-process console's
+    events."""
     report = CampaignReport(mix)
     work.mkdir(parents=True, exist_ok=True)
     async with chaos_world(mix, work) as (server, clock, _chaos):
@@ -366,7 +371,7 @@ async def run_chaos_campaign(mix: Mix, *, manifest: Path, work: Path) -> Campaig
             db = await run_killed(mix, manifest, work, server, clock, report)
             chosen = None
         else:
-            chosen, db = await run_in_process(mix, manifest, work, server, clock, report)
+            chosen, db = await run_in_process(mix, manifest, work, server, clock, report, on_event)
         await check_market(report, server.market, db, chosen)
     report.held.setdefault(NOTHING_LOST, True)
     return report

@@ -17,6 +17,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "campaign")]
 
 from campaign_support import fast_manifest  # noqa: E402
+from vastui.cli_campaign import _event_line as event_line  # noqa: E402  (the headless run's progress lines)
+from vastui.events import Event  # noqa: E402
 from chaos_mix import mix_for  # noqa: E402
 from chaos_runner import CampaignReport, run_chaos_campaign, summary  # noqa: E402
 
@@ -26,10 +28,17 @@ async def run(*, campaigns: int, seed: int, verbose: bool) -> list[CampaignRepor
     with tempfile.TemporaryDirectory(prefix="vastui-chaos-") as tmp:
         manifest = fast_manifest(Path(tmp) / "manifest")
         for s in range(seed, seed + campaigns):
-            report = await run_chaos_campaign(mix_for(s), manifest=manifest, work=Path(tmp) / f"campaign-{s}")
+            report = await run_chaos_campaign(mix_for(s), manifest=manifest, work=Path(tmp) / f"campaign-{s}",
+                                              on_event=_print_event if verbose else None)
             reports.append(report)
             print(report.line() if verbose or not report.passed else f"seed {s}: {report.outcome}; ok", flush=True)
     return reports
+
+
+def _print_event(event: Event) -> None:
+    line = event_line(event)
+    if line:
+        print(f"  {line}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
