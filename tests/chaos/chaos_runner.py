@@ -26,6 +26,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+
 from chaos_mix import CLIENT_TIMEOUT_S, KILL, Mix
 from vastui.approval import Action, Approval, ApprovalRequest, AuditRecord
 from vastui.campaign.handle import start_campaign
@@ -69,6 +71,7 @@ class CampaignReport:
     injected: Counter[str] = field(default_factory=Counter)
     held: dict[str, bool | None] = field(default_factory=dict)  # invariant -> held (None: nothing to judge)
     problems: list[str] = field(default_factory=list)
+    failed_candidates: list[str] = field(default_factory=list)  # "cid: detail" of candidates that failed
     counts: dict[str, int] = field(default_factory=dict)       # leaks, double rents, unapproved calls, lost records
 
     @property
@@ -155,8 +158,8 @@ async def register_operator_key(url: str, key_path: Path, db: Path, clock: Scale
 
 
 async def run_in_process(mix: Mix, manifest: Path, work: Path, server: SimServer, clock: ScaledClock,
-                         report: CampaignReport, on_event: Callable[[Event], None] | None = None
-                         ) -> tuple[str | None, Path]:
+                         report: CampaignReport, on_event: Callable[[Event], None] | None = None,
+                         transport: httpx.AsyncBaseTransport | None = None) -> tuple[str | None, Path]:
     """The console in this process: plan, run approved as a whole, receipt. Returns (chosen candidate, db)."""
     from vastui.bench.manifest import load_manifest
 
@@ -168,7 +171,7 @@ async def run_in_process(mix: Mix, manifest: Path, work: Path, server: SimServer
     chosen_instance: int | None = None
     try:
         async with HttpVastClient(base_url=server.url, api_key=Secret(KEY), clock=clock, audit=store,
-                                  timeout_s=CLIENT_TIMEOUT_S) as client:
+                                  timeout_s=CLIENT_TIMEOUT_S, transport=transport) as client:
             runner = SshRunner(known_hosts=work / "known_hosts", client_keys=[key_path], use_agent=False,
                                clock=clock, retry_interval_s=5.0, reconnect_deadline_s=120.0)
             services = Services(market=client, executor=runner, store=store, clock=clock, bus=EventBus(),
@@ -193,6 +196,8 @@ async def run_in_process(mix: Mix, manifest: Path, work: Path, server: SimServer
             lost = watch.shrank + _fewer(watch.highest, watch.counts())
             _judge(report, NOTHING_LOST, not lost, lost, "lost records", len(lost))
             chosen = result.receipt.decision.chosen
+            report.failed_candidates = [f"{r.cid}: {r.detail}" for r in result.outcome.runs
+                                        if str(r.phase) == "failed"]
             for run in result.outcome.runs:
                 if run.cid == chosen:
                     chosen_instance = run.instance_id
@@ -361,7 +366,8 @@ async def check_market(report: CampaignReport, market: Market, db: Path, chosen_
 
 
 async def run_chaos_campaign(mix: Mix, *, manifest: Path, work: Path,
-                             on_event: Callable[[Event], None] | None = None) -> CampaignReport:
+                             on_event: Callable[[Event], None] | None = None,
+                             transport: httpx.AsyncBaseTransport | None = None) -> CampaignReport:
     """One campaign of ``mix`` in ``work`` (a fresh folder), judged; ``on_event`` sees an in-process console's
     events."""
     report = CampaignReport(mix)
@@ -371,7 +377,7 @@ async def run_chaos_campaign(mix: Mix, *, manifest: Path, work: Path,
             db = await run_killed(mix, manifest, work, server, clock, report)
             chosen = None
         else:
-            chosen, db = await run_in_process(mix, manifest, work, server, clock, report, on_event)
+            chosen, db = await run_in_process(mix, manifest, work, server, clock, report, on_event, transport)
         await check_market(report, server.market, db, chosen)
     report.held.setdefault(NOTHING_LOST, True)
     return report
