@@ -106,6 +106,7 @@ class SshHostPool:
         self.on_host_died = on_host_died   # settable after construction: the market is built with the pool
         self._bind_host = bind_host
         self._hosts: dict[int, _Host] = {}
+        self._cuts: dict[int, list[str]] = {}   # instance -> upcoming exec requests to cut: "before" / "after"
 
     # --- HostProvider -------------------------------------------------------------------------------------------
     async def start_host(self, *, instance_id: int, machine: Any, authorized_keys: list[str]) -> tuple[str, int]:
@@ -153,6 +154,13 @@ class SshHostPool:
         for conn in dropped:
             conn.abort()
         return len(dropped)
+
+    def cut_next_command(self, *, instance_id: int, when: str = "before") -> None:
+        """Cut every SSH connection of the host at its next exec request: ``"before"`` the command runs, or
+        ``"after"`` it ran and before its exit status is sent (the client cannot tell whether it ran)."""
+        if when not in ("before", "after"):
+            raise ValueError("when is 'before' or 'after'")
+        self._cuts.setdefault(instance_id, []).append(when)
 
     def host_public_key(self, *, instance_id: int) -> str:
         """The OpenSSH public key line of the instance's host key."""
@@ -220,11 +228,19 @@ class SshHostPool:
             return
         task = asyncio.current_task()
         assert task is not None
+        cut = self._cuts.get(host.instance_id, [])
+        when = cut.pop(0) if cut else None
+        if when == "before":
+            self.drop_connections(instance_id=host.instance_id)
+            return
         host.commands.add(task)
         try:
             status = await self._exec(host, process)
         finally:
             host.commands.discard(task)
+        if when == "after":
+            self.drop_connections(instance_id=host.instance_id)
+            return
         if not process.is_closing():
             process.exit(status if status >= 0 else 128 - status)
 
