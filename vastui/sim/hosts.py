@@ -107,6 +107,7 @@ class SshHostPool:
         self._bind_host = bind_host
         self._hosts: dict[int, _Host] = {}
         self._cuts: dict[int, list[str]] = {}   # instance -> upcoming exec requests to cut: "before" / "after"
+        self._sftp_cuts: dict[int, int] = {}    # instance -> upcoming SFTP sessions to cut
 
     # --- HostProvider -------------------------------------------------------------------------------------------
     async def start_host(self, *, instance_id: int, machine: Any, authorized_keys: list[str]) -> tuple[str, int]:
@@ -119,7 +120,7 @@ class SshHostPool:
         host.server = await asyncssh.create_server(
             lambda: _HostServer(host), self._bind_host, 0,
             server_host_keys=[self._host_key(host)], process_factory=lambda p: self._run(host, p),
-            sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=os.fsencode(host.root)),
+            sftp_factory=lambda chan: self._sftp(host, chan),
             encoding=None, allow_scp=False, agent_forwarding=False, x11_forwarding=False,
             allow_pty=False, config=[],
         )
@@ -161,6 +162,10 @@ class SshHostPool:
         if when not in ("before", "after"):
             raise ValueError("when is 'before' or 'after'")
         self._cuts.setdefault(instance_id, []).append(when)
+
+    def cut_next_sftp(self, *, instance_id: int) -> None:
+        """Cut every SSH connection of the host as its next SFTP session opens."""
+        self._sftp_cuts[instance_id] = self._sftp_cuts.get(instance_id, 0) + 1
 
     def host_public_key(self, *, instance_id: int) -> str:
         """The OpenSSH public key line of the instance's host key."""
@@ -219,6 +224,12 @@ class SshHostPool:
             ENV_HOST_TOKEN: host.token,
         })
         return env
+
+    def _sftp(self, host: _Host, chan: Any) -> asyncssh.SFTPServer:
+        if self._sftp_cuts.get(host.instance_id, 0) > 0:
+            self._sftp_cuts[host.instance_id] -= 1
+            self.drop_connections(instance_id=host.instance_id)
+        return asyncssh.SFTPServer(chan, chroot=os.fsencode(host.root))
 
     async def _run(self, host: _Host, process: asyncssh.SSHServerProcess[bytes]) -> None:
         """One exec request: ``sh -c COMMAND`` in the instance's filesystem, its own process group."""
