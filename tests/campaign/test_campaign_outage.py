@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -16,14 +17,16 @@ from fakes import FakeClock
 from vastui.bench.receipt import render_json, render_markdown
 from vastui.campaign.approvers import PlanApprover, PlanTerms
 from vastui.campaign.cleanup import MAX_OUTAGE_WAIT_S, PATIENCE_S, teardown
+from vastui.campaign.session import Services, resume_campaign
 from vastui.cli_campaign import resume_hint
 from vastui.clock import Clock, ScaledClock, clock_scale
-from vastui.config import Secret
+from vastui.config import Redactor, Secret
 from vastui.events import EventBus
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.sim.instance import CreateRequest
 from vastui.sim.market import Market
+from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient
 
 KEY = "outage-sim-key"
@@ -39,9 +42,9 @@ def market() -> Market:
 
 async def _rent(market: Market, count: int) -> list[int]:
     ids = []
-    for _ in range(count):
+    for index in range(count):
         machine = next(m for m in market.world.machines if not market.is_rented(m) and m.disk_space_gb >= 10)
-        body = {"image": "pytorch/pytorch", "disk": 10, "label": f"vastui-{CAMPAIGN}-c1-0", "runtype": "ssh"}
+        body = {"image": "pytorch/pytorch", "disk": 10, "label": f"vastui-{CAMPAIGN}-c{index + 1}-0", "runtype": "ssh"}
         ids.append((await market.create_instance(machine.offer_id, CreateRequest.from_body(body))).id)
     return ids
 
@@ -129,3 +132,24 @@ def test_a_passed_teardown_asks_for_nothing() -> None:
     assert resume_hint(receipt, argparse.Namespace(url=None, db=None, time_scale=1.0)) is None
     assert "campaign resume" not in render_markdown(receipt)
     assert json.loads(render_json(receipt))["resume_command"] is None
+
+
+async def test_resume_waits_out_an_outage_for_its_listing_then_cleans_up(
+        market: Market, wired: tuple[ScriptedMarket, HttpVastClient, FakeClock], tmp_path: Path) -> None:
+    """Resume needs one complete listing to reconcile against; it used to give up after five tries (25 s)."""
+    wire, client, clock = wired
+    ids = await _rent(market, 2)
+    store = await SqliteStore.open(tmp_path / "state.sqlite3")
+    try:
+        await store.save_manifest(digest="sha256:" + "0" * 64, name="w", toml_text="[workload]\n", stored_at=1.0)
+        await store.create_campaign(campaign_id=CAMPAIGN, manifest_digest="sha256:" + "0" * 64,
+                                    created_at=clock.now(), phase="measuring")
+        wire.down_until = clock.now() + OLD_GIVE_UP_S  # five minutes without an answer
+        services = Services(market=client, executor=None, store=store, clock=clock,  # type: ignore[arg-type]
+                            bus=EventBus(), redact=Redactor([]), teardown_poll_s=POLL_S)
+        report = await resume_campaign(services, campaign_id=CAMPAIGN, approver=_approver(clock, ids))
+    finally:
+        await store.close()
+    assert wire.refused_in_outage > 0
+    assert sorted(report.found_instance_ids) == ids and report.teardown.is_clean
+    assert market.instance_ids() == []
