@@ -4,7 +4,8 @@ Every mix leads with one fault kind (``FAULT_KINDS[seed % len]``), so a run over
 kind, and adds two to four more drawn from the seed. A mix that kills the console (``kill -9`` after a drawn
 number of output lines, then ``vastui campaign resume``) runs the console as its own process; the others run it
 in the runner's process (real HTTP and SSH on loopback all the same), where replies slower than the client's
-timeout are affordable because that timeout can be short.
+timeout are affordable because that timeout can be short. Half the kills come at a line of output, the others as
+the console's first create or destroy reaches the simulator (which still does the work).
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ class Mix:
     world_seed: int
     kinds: tuple[str, ...]                   # the fault kinds this mix switches on (kill9 included)
     knobs: Knobs = field(default_factory=dict)
-    kill_after_lines: int | None = None      # kill -9 the console after this many lines of its output
+    kill_after_lines: int | None = None      # kill -9 the console after this many lines of its output...
+    kill_at_request: str | None = None       # ...or as its first "create" / "destroy" reaches the simulator
 
     @property
     def kills_console(self) -> bool:
@@ -93,7 +95,11 @@ class Mix:
 
     def describe(self) -> str:
         knobs = ", ".join(f"{k}={v}" for k, v in sorted(self.knobs.items()))
-        kill = f", kill -9 after {self.kill_after_lines} lines" if self.kills_console else ""
+        kill = ""
+        if self.kill_at_request is not None:
+            kill = f", kill -9 as its first {self.kill_at_request} arrives"
+        elif self.kills_console:
+            kill = f", kill -9 after {self.kill_after_lines} lines"
         return f"seed {self.seed}: world {self.world_seed}, {'+'.join(self.kinds)} ({knobs}{kill})"
 
 
@@ -116,5 +122,10 @@ def mix_for(seed: int) -> Mix:
         for name in _INSTANCE_RATES:
             if name in knobs:
                 knobs[name] = round(float(knobs[name]) * 0.9 / total, 3)  # type: ignore[arg-type]
-    return Mix(seed=seed, world_seed=rng.choice(WORLD_SEEDS), kinds=(*kinds, *((KILL,) if kill else ())),
-               knobs=knobs, kill_after_lines=rng.randint(3, 45) if kill else None)
+    world_seed = rng.choice(WORLD_SEEDS)
+    lines = rng.randint(3, 45) if kill else None
+    # Half the kills come at a line of output, the others while a create or a destroy is in flight (drawn last,
+    # so the mixes of the other seeds stay as they were).
+    at_request = rng.choice((None, None, "create", "destroy")) if kill else None
+    return Mix(seed=seed, world_seed=world_seed, kinds=(*kinds, *((KILL,) if kill else ())),
+               knobs=knobs, kill_after_lines=lines, kill_at_request=at_request)

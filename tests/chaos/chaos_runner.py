@@ -221,7 +221,8 @@ async def run_killed(mix: Mix, manifest: Path, work: Path, server: SimServer, cl
     common = ["--url", server.url, "--db", str(db), "--ssh-key", str(key_path), "--time-scale", f"{TIME_SCALE:g}"]
     with MeasurementWatch(db) as watch:
         campaign_id, killed = await _run_and_kill([*VASTUI, "campaign", "run", str(manifest), "--approve-plan",
-                                                   *common], env=env, kill_after_lines=mix.kill_after_lines or 0)
+                                                   *common], env=env, kill_after_lines=mix.kill_after_lines or 0,
+                                                  kill_at_request=mix.kill_at_request, market=server.market)
     if killed:
         report.injected[KILL] += 1
     before = watch.counts() or dict.fromkeys(MEASUREMENT_TABLES, 0)
@@ -242,28 +243,44 @@ async def run_killed(mix: Mix, manifest: Path, work: Path, server: SimServer, cl
     return db
 
 
-async def _run_and_kill(args: list[str], *, env: dict[str, str], kill_after_lines: int) -> tuple[str | None, bool]:
+_KILL_PATHS = {"create": ("PUT", re.compile(r"^/api/v0/asks/\d+/$")),
+               "destroy": ("DELETE", re.compile(r"^/api/v0/instances/\d+/$"))}
+
+
+async def _run_and_kill(args: list[str], *, env: dict[str, str], kill_after_lines: int, kill_at_request: str | None,
+                        market: Market) -> tuple[str | None, bool]:
+    """Run the console; SIGKILL it after ``kill_after_lines`` lines, or the moment its first ``kill_at_request``
+    reaches the simulator (the request is still answered: the work is done, the console never hears of it)."""
     proc = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
                                                 env=env)
     assert proc.stdout is not None
-    campaign_id, seen, killed = None, 0, False
+    campaign_id, seen, killed = None, 0, [False]
+    if kill_at_request is not None:
+        method, pattern = _KILL_PATHS[kill_at_request]
+
+        def kill_on(request_method: str, path: str) -> None:
+            if not killed[0] and request_method == method and pattern.match(path):
+                proc.send_signal(signal.SIGKILL)
+                killed[0] = True
+        market.on_request = kill_on
     try:
         async with asyncio.timeout(CONSOLE_LIMIT_S):
             while line := (await proc.stdout.readline()).decode():
                 if campaign_id is None and (m := re.match(r"campaign (c[0-9a-f]+) ", line)):
                     campaign_id = m.group(1)
                 seen += 1
-                if seen >= kill_after_lines:
+                if kill_at_request is None and seen >= kill_after_lines:
                     proc.send_signal(signal.SIGKILL)
-                    killed = True
+                    killed[0] = True
                     break
             await proc.wait()
     finally:
+        market.on_request = None
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    return campaign_id, killed
+    return campaign_id, killed[0]
 
 
 async def _resume(campaign_id: str, common: list[str], env: dict[str, str]) -> str:
@@ -331,7 +348,7 @@ async def check_market(report: CampaignReport, market: Market, db: Path, chosen_
     finally:
         await store.close()
     approvals = Counter((r.action, r.target) for r in audit if r.kind == "approval")
-    calls = Counter((r.action, r.target) for r in audit if r.kind == "call")
+    calls = Counter((r.action, r.target) for r in audit if r.kind in ("sending", "call"))
     created = market.every_instance()
     doubles = []
     per_offer = Counter(f"offer:{st.machine.offer_id}" for st in created)

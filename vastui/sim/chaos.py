@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 # Named mixes for `vastui sim --chaos PROFILE`: each sets some knobs, the rest stay off.
 PROFILES: dict[str, dict[str, float | int | bool]] = {
@@ -130,11 +130,10 @@ class Chaos:
 
     def calm(self) -> None:
         """Turn every knob off (faults already drawn for instances stay drawn; ``injected`` keeps its counts)."""
-        calm = Chaos()
-        for name in ("rate_limit_every_n", "error_5xx_rate", "search_quota_exhausted", "offer_stolen_rate",
-                     "drop_connection_rate", "drop_mutation_rate", "latency_s", "slow_reply_rate", "redirect_rate", "search_quota_n",
-                     "stuck_loading_rate", "offline_rate", "exit_rate", "ssh_cut_rate", "wrong_output_rate"):
-            setattr(self, name, getattr(calm, name))
+        calm = Chaos(seed=self.seed)
+        for knob in fields(self):
+            if knob.init:
+                setattr(self, knob.name, getattr(calm, knob.name))
         self._storm_left = self._burst_left = 0
 
     def next_is_rate_limited(self) -> bool:

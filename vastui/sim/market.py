@@ -13,7 +13,7 @@ import dataclasses
 import hmac
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from vastui.clock import Clock
@@ -74,6 +74,8 @@ class Market:
         self.host_provider = host_provider
         self.request_log = RequestLog()
         self.requests_in_flight = 0   # API requests being answered now (a slow reply holds one for a while)
+        # Tests' hook: told (method, path) of each authorised API request as it arrives, before it is answered.
+        self.on_request: Callable[[str, str], None] | None = None
         self.account = Account(credit_usd=initial_credit_usd)
         self._api_key = api_key
         self._by_offer = {m.offer_id: m for m in world.machines}

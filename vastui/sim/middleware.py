@@ -69,6 +69,8 @@ class SimMiddleware:
         if not self._authorised(scope):
             await error_response(401, "auth_error", "Invalid user key")(scope, receive, send)
             return
+        if self.market.on_request is not None:
+            self.market.on_request(scope["method"], path)
         refusal = await self._chaos_refusal(path)
         if refusal is not None:
             await refusal(scope, receive, send)
