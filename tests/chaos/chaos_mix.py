@@ -23,6 +23,7 @@ Knobs = dict[str, float | int | bool | tuple[float, float]]
 CLIENT_TIMEOUT_S = 4.0
 SLOW_REPLY_S = 6.0
 KILL = "kill9"
+# An outage lasts 1-3 wall seconds: at the runs' x300 that is 5-15 simulated minutes without an answer.
 FAULT_AFTER_S = (20.0, 240.0)   # simulated seconds after running began; a fast campaign runs a few minutes
 
 
@@ -67,6 +68,7 @@ FAULTS: dict[str, Callable[[random.Random], Knobs]] = {
     "wrong_output": _rate("wrong_output_rate", 0.15, 0.35),
     "search_quota": _quota,
     "redirect": _rate("redirect_rate", 0.02, 0.08),
+    "outage": lambda rng: {"outage_after_n": rng.randint(20, 300), "outage_s": round(rng.uniform(1.0, 3.0), 2)},
 }
 FAULT_KINDS = (*FAULTS, KILL)
 # Instance faults share one roll per create (Chaos.draw_instance_fault): their rates must add up to at most 1.

@@ -39,9 +39,9 @@ class LosesStatusPolls(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-# Between them these six mixes switch on every fault kind, and kill the console twice (then resume): as its first
-# destroy (seed 12) and as its first create (seed 18) reaches the simulator.
-CI_SEEDS = (2, 4, 5, 11, 12, 18)
+# Between them these five mixes switch on every fault kind, and kill the console three times (then resume): as its
+# first destroy (seed 1) and its first create (seed 32) reach the simulator, and after 28 lines of output (seed 27).
+CI_SEEDS = (1, 2, 10, 27, 32)
 
 
 def test_a_seed_always_gives_the_same_mix() -> None:

@@ -227,3 +227,16 @@ async def test_creates_and_destroys_can_lose_their_reply_after_the_work_is_done(
                 await raw.delete(f"/api/v0/instances/{created}/", headers=AUTH)
     assert market.instance_ids() == []
     assert market.chaos.injected["create_dropped"] == 1 and market.chaos.injected["destroy_dropped"] == 1
+
+
+async def test_an_outage_answers_every_request_503_for_its_wall_seconds_then_ends(
+        api: httpx.AsyncClient, market: Market) -> None:
+    market.chaos.outage_after_n, market.chaos.outage_s = 3, 0.3
+    before = [(await api.get("/api/v0/users/current", headers=AUTH)).status_code for _ in range(2)]
+    during = [(await api.get("/api/v0/users/current", headers=AUTH)).status_code for _ in range(3)]
+    assert before == [200, 200] and during == [503, 503, 503]
+    assert market.chaos.injected["outage"] == 1
+    async with asyncio.timeout(30):
+        while (await api.get("/api/v0/users/current", headers=AUTH)).status_code == 503:
+            await asyncio.sleep(0.05)  # waiting for the outage's end, which is wall time by design
+    assert market.chaos.injected["outage"] == 1  # one outage, however many requests it refused

@@ -1,5 +1,6 @@
-"""Chaos knobs: 429 storms, 5xx bursts, slow and dropped replies, redirects, a search quota that runs out, offers
-taken by others, and instances that get stuck in ``loading``, go ``offline``, exit, lose SSH or compute wrong outputs.
+"""Chaos knobs: 429 storms, 5xx bursts, an API outage, slow and dropped replies, redirects, a search quota that runs
+out, offers taken by others, and instances that get stuck in ``loading``, go ``offline``, exit, lose SSH or compute
+wrong outputs.
 
 All off by default. The knobs are plain mutable fields so a test or the demo can turn them on while the
 simulator runs; the dice are seeded so a chaotic run can be replayed. ``PROFILES`` name a few mixes for
@@ -67,6 +68,8 @@ class Chaos:
     ssh_cut_rate: float = 0.0              # share of rented instances whose SSH connections are cut mid-run
     wrong_output_rate: float = 0.0         # share of rented instances that compute wrong outputs
     fault_after_s: tuple[float, float] = (30.0, 900.0)  # when a mid-run fault strikes, after running began
+    outage_after_n: int = 0                # an API outage begins at this request (0: never)...
+    outage_s: float = 0.0                  # ...and lasts this many wall seconds: every request answers 503
     seed: int = 0
     _rng: random.Random = field(init=False, repr=False)
     _count: int = field(init=False, default=0, repr=False)
@@ -74,6 +77,7 @@ class Chaos:
     _burst_left: int = field(init=False, default=0, repr=False)
     _burst_code: int = field(init=False, default=502, repr=False)
     _searches: int = field(init=False, default=0, repr=False)
+    _outage_until: float | None = field(init=False, default=None, repr=False)
     instance_faults: dict[int, DrawnFault] = field(init=False, default_factory=dict, repr=False)
     injected: Counter[str] = field(init=False, default_factory=Counter, repr=False)
 
@@ -108,6 +112,8 @@ class Chaos:
             parts.append(f"{self.redirect_rate:.0%} redirected")
         if self.search_quota_n:
             parts.append(f"the search quota runs out after {self.search_quota_n} searches")
+        if self.outage_after_n and self.outage_s:
+            parts.append(f"the API down for {self.outage_s:g} s from request {self.outage_after_n}")
         for name, rate in (("stuck in loading", self.stuck_loading_rate), ("go offline", self.offline_rate),
                            ("exit", self.exit_rate), ("lose SSH", self.ssh_cut_rate),
                            ("compute wrong outputs", self.wrong_output_rate)):
@@ -127,6 +133,7 @@ class Chaos:
         self.seed = seed
         self._rng = random.Random(seed)
         self._count = self._storm_left = self._burst_left = self._searches = 0
+        self._outage_until = None
 
     def calm(self) -> None:
         """Turn every knob off (faults already drawn for instances stay drawn; ``injected`` keeps its counts)."""
@@ -135,6 +142,7 @@ class Chaos:
             if knob.init:
                 setattr(self, knob.name, getattr(calm, knob.name))
         self._storm_left = self._burst_left = 0
+        self._outage_until = None
 
     def next_is_rate_limited(self) -> bool:
         """Counts one API request; True when it is the n-th, or one of the storm that follows it."""
@@ -161,6 +169,14 @@ class Chaos:
             self._burst_left = max(0, self.error_5xx_burst_len - 1)
             return self._burst_code
         return None
+
+    def in_outage(self, *, wall_now: float) -> bool:
+        """Whether the API is down for this request (the ``outage_after_n``-th request starts the outage, which
+        lasts ``outage_s`` wall seconds; counted once, as ``outage``). Call after ``next_is_rate_limited``."""
+        if self._outage_until is None and 0 < self.outage_after_n <= self._count and self.outage_s > 0:
+            self._outage_until = wall_now + self.outage_s
+            self.count("outage")
+        return self._outage_until is not None and wall_now < self._outage_until
 
     def search_quota_left(self) -> bool:
         """Counts one search; False once the quota is gone (exhausted from the start, or after ``search_quota_n``)."""

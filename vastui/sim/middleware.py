@@ -98,7 +98,10 @@ class SimMiddleware:
             reset = int(self.market.clock.now() + chaos.quota_reset_in_s)
             return error_response(429, "search_quota_exceeded", "Search quota exceeded.",
                                   headers={"X-RateLimit-Reset": str(reset)})
-        if chaos.next_is_rate_limited():
+        limited = chaos.next_is_rate_limited()
+        if chaos.in_outage(wall_now=asyncio.get_running_loop().time()):
+            return error_response(503, "service_unavailable", "The API is down for maintenance.")
+        if limited:
             return error_response(429, "rate_limited", "Too many requests, slow down.",
                                   headers={"Retry-After": f"{chaos.retry_after_s:g}"})
         code = chaos.server_error()
