@@ -102,7 +102,7 @@ class AuditRecord:
     """One line of the audit log: an approval granted or declined, or a mutating call and its outcome."""
 
     at: float
-    kind: str  # "approval", "declined", "call"
+    kind: str  # "approval", "declined", "sending" (a mutating call about to go out), "call" (its outcome)
     action: Action
     target: str
     approval_id: str | None

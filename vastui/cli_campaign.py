@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -135,6 +136,23 @@ def _summary(receipt: Receipt) -> str:
             f"campaign cost ${receipt.campaign_cost_usd:.2f}")
 
 
+def resume_hint(receipt: Receipt, args: argparse.Namespace) -> str | None:
+    """The exact command that cleans up after a failed teardown: this run's --url, --db and --time-scale (never
+    its API key), or None when the teardown passed."""
+    if receipt.resume_command is None:
+        return None
+    command = [*receipt.resume_command.split()]
+    if getattr(args, "url", None):
+        command += ["--url", args.url]
+    if getattr(args, "db", None):
+        command += ["--db", str(args.db)]
+    if getattr(args, "time_scale", 1.0) != 1.0:
+        command += ["--time-scale", f"{args.time_scale:g}"]
+    leaked = ", ".join(str(i) for i in receipt.leaked_instance_ids) or "unknown"
+    return (f"teardown FAILED: instances may still exist and bill (still listed or unknown: {leaked}). "
+            f"Run: {shlex.join(command)}")
+
+
 def _on_terminal() -> bool:
     """The console needs a terminal on both ends; off one (CI, a pipe, a pty test) the run stays headless."""
     return sys.stdin.isatty() and sys.stdout.isatty()
@@ -233,6 +251,7 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
                                           on_detach=_printer(console, False))
             console.print(render_markdown(result.receipt, redact=services.redact), highlight=False, markup=False)
             console.print(_summary(result.receipt), highlight=False, markup=False)
+            _print_resume_hint(result.receipt, args)
             return 0 if result.receipt.teardown_passed else 1
         console.print(render_plan(plan), highlight=False, markup=False)
         # On a terminal: the plan as a whole first (one question, asked only now that it is on screen), then,
@@ -255,8 +274,15 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
         else:
             console.print(render_markdown(receipt, redact=services.redact), highlight=False, markup=False)
             console.print(_summary(receipt), highlight=False, markup=False)
+        _print_resume_hint(receipt, args)
         return run_exit_status(teardown_passed=receipt.teardown_passed, chosen=receipt.decision.chosen)
     return int(run_async(_with_services(args, body)))
+
+
+def _print_resume_hint(receipt: Receipt, args: argparse.Namespace) -> None:
+    hint = resume_hint(receipt, args)
+    if hint is not None:
+        print(hint, file=sys.stderr)
 
 
 RUN_EPILOG = ("exit status: 0 a profile was chosen and every instance proven gone, 1 error or teardown failed, "

@@ -45,3 +45,10 @@ class ScaledClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds) / self.scale)
+
+
+def clock_scale(clock: Clock) -> float:
+    """Clock seconds per real second: the scale of a ``ScaledClock``, 1 for any other clock.
+
+    For waits that are about the real world (how long an API outage may last), never for measuring work."""
+    return clock.scale if isinstance(clock, ScaledClock) else 1.0

@@ -1,15 +1,25 @@
-"""Shared pieces of the campaign tests: a fast variant of the example manifest (same workload, shorter blocks)."""
+"""Shared pieces of the campaign tests: a fast variant of the example manifest (same workload, shorter blocks), and
+a scripted wire in front of the simulator (listings that fail, destroys that never land, an API outage)."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+import httpx
+
+from vastui.bench.manifest import load_manifest
+from vastui.bench.receipt import Receipt, WorkloadIdentity
+from vastui.bench.select import decide_profile
+from vastui.clock import Clock
 from vastui.sim.request_log import RequestRecord
 from vastui.store import SqliteStore
 
+LISTING_PATH = "/api/v1/instances/"
+DESTROY_PATH = re.compile(r"^/api/v0/instances/(\d+)/$")
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "resnet.toml"
 
@@ -57,7 +67,6 @@ def fast_manifest(directory: Path, *, budget_usd: float | None = None, max_candi
 # at the tests' time scale of 300, 300 s is one second of wall time on a slow machine (the engine stops work
 # DESTROY_MARGIN_S before the deadline, so a fast machine has that much more).
 DESTROY_SLACK_S = 300.0
-_DESTROY_PATH = re.compile(r"^/api/v0/instances/(\d+)/$")
 
 
 def first_destroys(request_log: Iterable[RequestRecord]) -> dict[int, float]:
@@ -65,7 +74,7 @@ def first_destroys(request_log: Iterable[RequestRecord]) -> dict[int, float]:
     assert getattr(request_log, "dropped", 0) == 0, "the simulator's request log dropped records this test needs"
     first: dict[int, float] = {}
     for request in request_log:
-        if request.method == "DELETE" and request.status == 200 and (m := _DESTROY_PATH.match(request.path)):
+        if request.method == "DELETE" and request.status == 200 and (m := DESTROY_PATH.match(request.path)):
             first.setdefault(int(m.group(1)), request.at)
     return first
 
@@ -85,3 +94,71 @@ async def destroys_past_deadline(db_path: Path, campaign_id: str, destroyed_at: 
         if at is None or at > intent.deadline_at + DESTROY_SLACK_S:
             late.append(f"instance {intent.instance_id}: destroyed at {at}, deadline {intent.deadline_at}")
     return late
+
+
+class ScriptedMarket(httpx.AsyncBaseTransport):
+    """Forwards to the simulator; each instance *listing* (a first-page request and the pages after it) follows
+    the next entry of ``script`` (then "ok"):
+
+    - ``ok``: as the simulator answers;
+    - ``drop``: the first page fails in transit;  ``503``: the first page answers HTTP 503;
+    - ``lose-page-2``: the first page arrives, every later page fails in transit;
+    - ``hide``: every page arrives without the instances in ``hidden`` (a listing that misses them).
+
+    DELETEs of ids in ``swallowed`` are answered "success" without reaching the simulator (the destroy never lands).
+    Until ``down_until`` (on ``clock``) every request fails to connect: an API outage.
+    """
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, clock: Clock) -> None:
+        self.inner = inner
+        self.clock = clock
+        self.down_until: float | None = None
+        self.refused_in_outage = 0
+        self.script: list[str] = []
+        self.hidden: set[int] = set()
+        self.swallowed: set[int] = set()
+        self.listings: list[tuple[float, str]] = []  # (time, what that listing got)
+        self.destroys: list[int] = []
+        self._current = "ok"
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.down_until is not None and self.clock.now() < self.down_until:
+            self.refused_in_outage += 1
+            raise httpx.ConnectError("connection refused (the API is down)", request=request)
+        path = request.url.path
+        if request.method == "GET" and path == LISTING_PATH:
+            return await self._listing(request)
+        match = DESTROY_PATH.match(path)
+        if request.method == "DELETE" and match:
+            instance_id = int(match.group(1))
+            self.destroys.append(instance_id)
+            if instance_id in self.swallowed:
+                return httpx.Response(200, json={"success": True}, request=request)
+        return await self.inner.handle_async_request(request)
+
+    async def _listing(self, request: httpx.Request) -> httpx.Response:
+        first_page = "after_token" not in request.url.params
+        if first_page:
+            self._current = self.script.pop(0) if self.script else "ok"
+            self.listings.append((self.clock.now(), self._current))
+            if self._current == "drop":
+                raise httpx.ConnectError("connection reset by peer", request=request)
+            if self._current == "503":
+                return httpx.Response(503, json={"success": False, "error": "unavailable"}, request=request)
+        elif self._current == "lose-page-2":
+            raise httpx.ConnectError("connection reset on a later page", request=request)
+        response = await self.inner.handle_async_request(request)
+        if self._current != "hide":
+            return response
+        body = json.loads(await response.aread())
+        body["instances"] = [row for row in body["instances"] if row["id"] not in self.hidden]
+        return httpx.Response(response.status_code, json=body, request=request)
+
+
+def receipt_with(*, leaked: tuple[int, ...], campaign_id: str = "cfeedbee") -> Receipt:
+    """A receipt of a campaign that chose nothing, with ``leaked`` instances left (none: its teardown passed)."""
+    manifest = load_manifest(EXAMPLE)
+    return Receipt(campaign_id=campaign_id, created_at=1_800_000_000.0,
+                   workload=WorkloadIdentity.from_manifest(manifest), units=manifest.production_units,
+                   warmup_policy="-", candidates=(), decision=decide_profile([], units=manifest.production_units),
+                   approvals=(), destroyed=(), leaked_instance_ids=leaked, campaign_cost_usd=0.0)

@@ -46,3 +46,23 @@ async def test_campaign_survives_a_chaotic_market_without_leaks_or_double_rents(
     approvals = [r for r in audit if r.kind == "approval" and str(r.action) == "create_instance"]
     calls = [r for r in audit if r.kind == "call" and str(r.action) == "create_instance"]
     assert len(calls) == len(approvals), "one create call per approval, never a blind retry"
+
+
+@pytest.mark.slow
+async def test_a_search_quota_spent_after_the_plan_fails_no_candidate(tmp_path: Path) -> None:
+    """The check before each rent is a search; once the quota is spent it cannot be answered, and the rent's own
+    answer says whether the offer is still there (it used to fail every candidate but the first)."""
+    chaos = Chaos(search_quota_n=1, seed=3)  # the plan's search is the last one the quota allows
+    seen: dict[str, object] = {}
+
+    async def capture(market: Market) -> None:
+        seen["refused searches"] = market.chaos.injected["search_quota"]
+        await market.refresh()
+        seen["alive"] = market.instance_ids()
+
+    result = await run_demo(seed=7, time_scale=300.0, data_dir=tmp_path / "data",
+                            manifest_path=fast_manifest(tmp_path / "m"), on_market=capture, chaos=chaos)
+    assert seen["refused searches"], "the quota must have refused the checks before the rents"
+    assert [r.detail for r in result.outcome.runs if "quota" in r.detail] == []
+    assert all(r.instance_id is not None for r in result.outcome.runs), [r.detail for r in result.outcome.runs]
+    assert seen["alive"] == [] and result.receipt.teardown_passed

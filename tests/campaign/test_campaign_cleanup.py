@@ -5,16 +5,15 @@ for nothing either way; what stays listed, or was refused, is reported and makes
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 from fakes import FakeClock
 
+from campaign_support import ScriptedMarket
 from vastui.campaign.approvers import PlanApprover, PlanTerms, RefusingApprover
-from vastui.campaign.cleanup import LISTINGS_TO_CONFIRM, TeardownReport, teardown
+from vastui.campaign.cleanup import LISTINGS_TO_CONFIRM, PATIENCE_S, TeardownReport, teardown
 from vastui.config import Secret
 from vastui.events import Event, EventBus, InstanceConfirmedGone, InstanceDestroyed, Notice
 from vastui.sim.app import create_app
@@ -26,61 +25,6 @@ from vastui.vast.client import HttpVastClient
 KEY = "cleanup-sim-key-8080"
 CAMPAIGN = "cclean"
 POLL_S = 5.0
-LISTING_PATH = "/api/v1/instances/"
-DESTROY_PATH = re.compile(r"^/api/v0/instances/(\d+)/$")
-
-
-class ScriptedMarket(httpx.AsyncBaseTransport):
-    """Forwards to the simulator; each instance *listing* (a first-page request and the pages after it) follows
-    the next entry of ``script`` (then "ok"):
-
-    - ``ok``: as the simulator answers;
-    - ``drop``: the first page fails in transit;  ``503``: the first page answers HTTP 503;
-    - ``lose-page-2``: the first page arrives, every later page fails in transit;
-    - ``hide``: every page arrives without the instances in ``hidden`` (a listing that misses them).
-
-    DELETEs of ids in ``swallowed`` are answered "success" without reaching the simulator (the destroy never lands).
-    """
-
-    def __init__(self, inner: httpx.AsyncBaseTransport, clock: FakeClock) -> None:
-        self.inner = inner
-        self.clock = clock
-        self.script: list[str] = []
-        self.hidden: set[int] = set()
-        self.swallowed: set[int] = set()
-        self.listings: list[tuple[float, str]] = []  # (time, what that listing got)
-        self.destroys: list[int] = []
-        self._current = "ok"
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        path = request.url.path
-        if request.method == "GET" and path == LISTING_PATH:
-            return await self._listing(request)
-        match = DESTROY_PATH.match(path)
-        if request.method == "DELETE" and match:
-            instance_id = int(match.group(1))
-            self.destroys.append(instance_id)
-            if instance_id in self.swallowed:
-                return httpx.Response(200, json={"success": True}, request=request)
-        return await self.inner.handle_async_request(request)
-
-    async def _listing(self, request: httpx.Request) -> httpx.Response:
-        first_page = "after_token" not in request.url.params
-        if first_page:
-            self._current = self.script.pop(0) if self.script else "ok"
-            self.listings.append((self.clock.now(), self._current))
-            if self._current == "drop":
-                raise httpx.ConnectError("connection reset by peer", request=request)
-            if self._current == "503":
-                return httpx.Response(503, json={"success": False, "error": "unavailable"}, request=request)
-        elif self._current == "lose-page-2":
-            raise httpx.ConnectError("connection reset on a later page", request=request)
-        response = await self.inner.handle_async_request(request)
-        if self._current != "hide":
-            return response
-        body = json.loads(await response.aread())
-        body["instances"] = [row for row in body["instances"] if row["id"] not in self.hidden]
-        return httpx.Response(response.status_code, json=body, request=request)
 
 
 @pytest.fixture
@@ -129,9 +73,11 @@ def drain(queue: asyncio.Queue[Event]) -> list[Event]:
 
 
 async def run_teardown(client: HttpVastClient, approver: PlanApprover | RefusingApprover, clock: FakeClock,
-                       bus: EventBus, ids: list[int], *, max_rounds: int = 10) -> TeardownReport:
+                       bus: EventBus, ids: list[int], *, max_rounds: int = 10,
+                       patience_s: float = PATIENCE_S) -> TeardownReport:
     return await teardown(client=client, approver=approver, clock=clock, bus=bus, instance_ids=ids,
-                          campaign_id=CAMPAIGN, reason="campaign finished", poll_s=POLL_S, max_rounds=max_rounds)
+                          campaign_id=CAMPAIGN, reason="campaign finished", poll_s=POLL_S, max_rounds=max_rounds,
+                          patience_s=patience_s)
 
 
 # --- two successive complete listings --------------------------------------------------------------------------
@@ -211,8 +157,9 @@ async def test_an_incomplete_listing_does_not_count_as_a_miss(
     approver.mark_owned(ids[0])
     wire.script = ["ok", failure]
 
-    report = await run_teardown(client, approver, clock, EventBus(), ids, max_rounds=2)
+    report = await run_teardown(client, approver, clock, EventBus(), ids, max_rounds=2, patience_s=0.0)
 
+    assert [what for _, what in wire.listings] == ["ok", failure]  # no patience: the failure ends it
     assert report.gone == [] and report.still_alive == ids and not report.is_clean
 
 

@@ -295,3 +295,31 @@ async def test_the_workloads_own_start_is_counted_at_wall_speed(
     assert isinstance(ready, Phase) and ready.name == "ready"
     init_s = _workload_start(records) - ready.t
     assert 0.0 <= init_s < 2.0
+
+
+@pytest.mark.parametrize("when", ["upload", "before", "after"])
+async def test_a_connection_cut_while_the_agent_starts_is_reconnected_and_the_agent_started_once(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey, when: str) -> None:
+    """Found by the chaos campaigns: an SSH cut at the agent's start failed the whole candidate. Cut during the
+    upload or before the start command ran, they are done again; cut after it ran (no answer came), the agent is
+    not started twice."""
+    host, port = await pool.start_host(instance_id=11, machine=make_machine(), authorized_keys=[client_key.public])
+    if when == "upload":
+        pool.cut_next_sftp(instance_id=11)
+    else:
+        pool.cut_next_command(instance_id=11, when=when)
+    records = await _run(runner, host, port, workload("--steps", "40"), interval_s=1.0)
+    result = records[-1]
+    assert isinstance(result, Result) and result.exit_status == 0 and result.units_total == 40 * 32
+    runs = pool.root_dir(instance_id=11) / runner.remote_dir / "runs"
+    on_host = [line for f in runs.glob("*/records.jsonl") for line in f.read_text().splitlines()]
+    assert len(on_host) == len(records)  # one agent wrote them, and every one reached us exactly once
+
+
+async def test_a_connection_cut_while_a_file_is_written_is_reconnected_and_the_file_written_whole(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    host, port = await pool.start_host(instance_id=12, machine=make_machine(), authorized_keys=[client_key.public])
+    async with runner.hold(host, port, deadline_s=30):
+        pool.cut_next_sftp(instance_id=12)
+        await runner.put_file(host, port, data=INPUT, remote_path="inputs/canary.jsonl")
+    assert (pool.root_dir(instance_id=12) / "inputs" / "canary.jsonl").read_bytes() == INPUT

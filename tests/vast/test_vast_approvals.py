@@ -1,5 +1,5 @@
 """Every mutating client method needs a matching, unused approval, checked before any request leaves, and every
-call is audited with its outcome."""
+call is audited: that it is going out (before the request leaves), then its outcome."""
 
 from __future__ import annotations
 
@@ -116,10 +116,34 @@ async def test_the_approved_call_is_sent_once_and_audited(case: Case) -> None:
     request = api.requests[0]
     assert (request.method, request.url.raw_path) == (case.method, case.path)
     assert json.loads(request.content) == case.body
-    [record] = audit.records
+    sending, record = audit.records
+    assert (sending.kind, sending.action, sending.target) == ("sending", case.action, case.target)
     assert (record.kind, record.action, record.target) == ("call", case.action, case.target)
-    assert record.approval_id == granted.approval_id and record.campaign_id == "c1"
+    assert sending.approval_id == record.approval_id == granted.approval_id and record.campaign_id == "c1"
     assert record.outcome.startswith("ok")
+
+
+class AuditBeforeEachRequest(NullAudit):
+    """Notes how many audit records existed when each request left (the transport asks it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kinds_at_request: list[list[str]] = []
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+async def test_a_mutation_is_on_record_before_its_request_leaves(case: Case) -> None:
+    """A console killed mid-call (SIGKILL) must still leave a trace of the request next to its approval."""
+    audit = AuditBeforeEachRequest()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        audit.kinds_at_request.append([r.kind for r in audit.records])
+        return httpx.Response(200, json=case.reply)
+
+    async with HttpVastClient(base_url="http://vast.test", api_key=Secret("sk-test-key-0001"), clock=FakeClock(),
+                              transport=httpx.MockTransport(answer), audit=audit) as client:
+        await case.call(client, approval(case.action, case.target))
+    assert audit.kinds_at_request == [["sending"]]
 
 
 async def test_a_failed_call_is_audited_with_its_error() -> None:
@@ -128,7 +152,7 @@ async def test_a_failed_call_is_audited_with_its_error() -> None:
     async with make_client(api, audit) as client:
         with pytest.raises(ApiError, match="instance is busy"):
             await client.stop_instance(4, approval=approval(Action.STOP_INSTANCE, "instance:4"))
-    assert audit.records[0].outcome.startswith("error:") and "busy" in audit.records[0].outcome
+    assert audit.records[-1].outcome.startswith("error:") and "busy" in audit.records[-1].outcome
 
 
 async def test_money_over_the_approved_cap_is_refused_before_io() -> None:

@@ -143,6 +143,12 @@ class Receipt:
         """Teardown is a pass/fail test: nothing left running and every destroyed instance proven gone."""
         return not self.leaked_instance_ids and all(d.is_proven_gone for d in self.destroyed)
 
+    @property
+    def resume_command(self) -> str | None:
+        """What to run when the teardown failed: ``campaign resume`` destroys what may still exist and proves it
+        gone (with the same ``--db`` and ``--url`` as the run). None when the teardown passed."""
+        return None if self.teardown_passed else f"vastui campaign resume {self.campaign_id}"
+
 
 def receipt_to_dict(receipt: Receipt, *, redact: Redact | None = None) -> dict[str, object]:
     """Plain JSON-safe data: enums as values, tuples as lists, infinities as the strings "inf"/"-inf"."""
@@ -150,6 +156,7 @@ def receipt_to_dict(receipt: Receipt, *, redact: Redact | None = None) -> dict[s
     assert isinstance(data, dict)
     data["version"] = RECEIPT_VERSION
     data["teardown_passed"] = receipt.teardown_passed
+    data["resume_command"] = receipt.resume_command
     return data
 
 
@@ -325,5 +332,8 @@ def _md_teardown(r: Receipt) -> str:
              _table(("instance", "destroyed", "absent in listings at", "proven gone", "evidence"), rows)]
     if r.leaked_instance_ids:
         lines += ["", "Still existing (leaks): " + ", ".join(str(i) for i in r.leaked_instance_ids)]
+    if r.resume_command is not None:
+        lines += ["", f"Instances may still exist and bill. Run `{r.resume_command}` (with this run's --db and "
+                      "--url) to destroy them and prove them gone."]
     lines += ["", f"## Cost of this campaign\n\n${r.campaign_cost_usd:.2f}"]
     return "\n".join(lines)

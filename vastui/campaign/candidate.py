@@ -21,7 +21,7 @@ from vastui.campaign.plan import CANARY_STEPS, DESTROY_MARGIN_S, Candidate, read
 from vastui.campaign.ports import HostExecutor, Marketplace, Record
 from vastui.campaign.startup import LoadingSplit, StartupParts, split_loading
 from vastui.clock import Clock
-from vastui.errors import ApiError, CreateFailed, CreateUncertain, RemoteError, VastuiError
+from vastui.errors import ApiError, AuthError, CreateFailed, CreateUncertain, RemoteError, VastuiError
 from vastui.events import CandidatePhaseChanged, EventBus, InstanceRented, InstanceStatusChanged
 from vastui.campaign.live import record_event
 from vastui.remote.protocol import GpuSample, Phase, Progress, Result
@@ -241,7 +241,13 @@ async def wait_running(ctx: CandidateContext, run: CandidateRun) -> Instance:
     started = ctx.clock.now()
     last_status: InstanceStatus | None = None
     while True:
-        instance = await ctx.market.show_instance(run.instance_id)
+        try:
+            instance = await ctx.market.show_instance(run.instance_id)
+        except ApiError as exc:  # a poll lost to a storm or an outage says nothing about the instance: poll again
+            if isinstance(exc, AuthError) or ctx.clock.now() - started > deadline_s:
+                raise
+            await ctx.clock.sleep(ctx.poll_s)
+            continue
         if instance is None:
             raise CandidateFailed(f"instance {run.instance_id} vanished while loading", bad_host=True)
         run.instance = instance

@@ -1,6 +1,9 @@
 """Teardown that proves itself: destroy, then count an instance gone only after two complete listings miss it.
 
 A failed or partial listing is *unknown*, never *absent*; destroy, never stop (stopped instances bill storage).
+While the marketplace cannot be reached (an outage: every listing fails), the teardown keeps trying with a growing
+wait, for as long as ``patience_s`` of real time — a destroy whose answer was lost, or one never sent, may still
+leave an instance billing — and only then reports what may still exist.
 """
 
 from __future__ import annotations
@@ -9,13 +12,17 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from vastui.approval import Action, ApprovalRequest, Approver, instance_target
-from vastui.clock import Clock
+from vastui.clock import Clock, clock_scale
 from vastui.errors import ApiError, ApprovalRequired, NotFound
 from vastui.events import EventBus, InstanceConfirmedGone, InstanceDestroyed, Notice
 from vastui.campaign.ports import Marketplace
 from vastui.vast.models import Answered
 
 LISTINGS_TO_CONFIRM = 2
+# How long an outage the teardown outlasts, in real seconds (a scaled clock's seconds are scaled to match), and the
+# longest wait between two tries while it lasts.
+PATIENCE_S = 1800.0
+MAX_OUTAGE_WAIT_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +98,7 @@ class _Teardown:
                                                campaign_id=self.campaign_id, reason=self.reason)
         except ApiError as exc:
             self.report.errors.append(f"destroy {instance_id}: {exc}")
+            self.seen[instance_id] = RESEND_AFTER_LISTINGS - 1  # sent again as soon as a listing shows it
             return True
         if sent:
             self.report.destroy_sent_at.setdefault(instance_id, self.clock.now())
@@ -98,16 +106,17 @@ class _Teardown:
                                                instance_id=instance_id))
         return sent
 
-    async def listing(self) -> None:
+    async def listing(self) -> bool:
+        """One listing round; False when the listing failed or was incomplete (it proves nothing)."""
         try:
             listing = await self.client.list_instances()
         except ApiError as exc:
             self.report.errors.append(f"listing failed: {exc}")
-            return
+            return False
         if not listing.is_complete:
             self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.campaign_id, level="warning",
                                     text="instance listing incomplete: absence not counted this round"))
-            return
+            return False
         at = self.clock.now()
         present = {inst.id for inst in listing.instances}
         for instance_id in sorted(self.pending):
@@ -125,18 +134,22 @@ class _Teardown:
                 self.bus.publish(InstanceConfirmedGone(at=at, campaign_id=self.campaign_id, instance_id=instance_id,
                                                        listings_missed=len(self.misses[instance_id]),
                                                        missed_listing_at=tuple(self.misses[instance_id])))
+        return True
 
 
 async def teardown(*, client: Marketplace, approver: Approver, clock: Clock, bus: EventBus,
                    instance_ids: Collection[int], campaign_id: str | None, reason: str,
-                   poll_s: float = 5.0, max_rounds: int = 60,
+                   poll_s: float = 5.0, max_rounds: int = 60, patience_s: float = PATIENCE_S,
                    already_destroyed: Collection[int] = ()) -> TeardownReport:
     """Destroy every id, then poll complete listings until each is missed by two in a row (or rounds run out).
 
+    ``max_rounds`` counts complete listings. A listing that fails or comes back incomplete proves nothing and uses
+    no round: the teardown waits longer each time (``poll_s`` doubling up to a minute) and keeps trying until
+    ``patience_s`` real seconds have passed since the last complete listing (an API outage must not end it early).
     Ids in ``already_destroyed`` had a destroy sent (and approved) before: they are not destroyed a second time
     up front, only proven gone the same way. An id still listed after several listings gets its destroy sent
-    again (approved again): a lost destroy must not leave an instance billing. Refused ids are reported, never
-    silently dropped.
+    again (approved again): a lost destroy must not leave an instance billing; so does one whose destroy failed,
+    at the first listing that shows it. Refused ids are reported, never silently dropped.
     """
     state = _Teardown(client, approver, clock, bus, campaign_id, reason)
     sent_before = set(already_destroyed)
@@ -146,11 +159,22 @@ async def teardown(*, client: Marketplace, approver: Approver, clock: Clock, bus
             state.misses[instance_id] = []
         else:
             state.report.refused.append(instance_id)
-    for _ in range(max_rounds):
-        if not state.pending:
-            break
-        await state.listing()
-        if state.pending:
-            await clock.sleep(poll_s)
+    await _poll(state, poll_s=poll_s, max_rounds=max_rounds, patience_s=patience_s * clock_scale(clock))
     state.report.still_alive.extend(sorted(state.pending))
     return state.report
+
+
+async def _poll(state: _Teardown, *, poll_s: float, max_rounds: int, patience_s: float) -> None:
+    rounds, outage_wait, last_complete = 0, poll_s, state.clock.now()
+    while state.pending and rounds < max_rounds:
+        wait = poll_s
+        if await state.listing():
+            rounds, outage_wait, last_complete = rounds + 1, poll_s, state.clock.now()
+        elif state.clock.now() - last_complete >= patience_s:
+            state.report.errors.append(f"no complete listing for {state.clock.now() - last_complete:.0f} s: "
+                                       "gave up proving the rest gone")
+            return
+        else:
+            wait, outage_wait = outage_wait, min(outage_wait * 2, max(MAX_OUTAGE_WAIT_S, poll_s))
+        if state.pending:
+            await state.clock.sleep(wait)

@@ -31,7 +31,7 @@ from vastui.campaign.ports import HostExecutor, Marketplace
 from vastui.campaign.report import attribution_of
 from vastui.campaign.tuning import TuningOutcome, tune
 from vastui.clock import Clock
-from vastui.errors import RemoteError, VastuiError
+from vastui.errors import ApiError, RemoteError, VastuiError
 from vastui.events import CampaignFinished, EventBus, InstanceDestroyed, Notice
 from vastui.events_live import CampaignPhaseChanged
 from vastui.store import SqliteStore
@@ -312,7 +312,10 @@ class CampaignEngine(Measuring):
                 self.ctx.phase(run, CandidatePhase.SKIPPED,
                                f"budget: ${candidate.max_spend_usd:.2f} more could exceed ${self.plan.budget_usd:.2f}")
                 return False
-            still_there = await self.ctx.market.search_offers(f"id={candidate.offer.id}")
+            try:
+                still_there = bool(await self.ctx.market.search_offers(f"id={candidate.offer.id}"))
+            except ApiError:  # a spent search quota, a storm: the check is a shortcut, the rent's answer says it
+                still_there = True
             if still_there:
                 if await rent(self.ctx, run):
                     self._rented_local[run.cid] = self.clock.now()

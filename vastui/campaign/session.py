@@ -17,12 +17,12 @@ from vastui.approval import Approver
 from vastui.bench.manifest import Manifest
 from vastui.bench.receipt import Receipt, cost_text, render_json, render_markdown
 from vastui.campaign.approvers import AuditedApprover
-from vastui.campaign.cleanup import TeardownReport, teardown
+from vastui.campaign.cleanup import MAX_OUTAGE_WAIT_S, PATIENCE_S, TeardownReport, teardown
 from vastui.campaign.engine import CampaignEngine, CampaignOutcome
 from vastui.campaign.plan import Plan, build_plan
 from vastui.campaign.ports import HostExecutor, Marketplace
 from vastui.campaign.report import build_receipt
-from vastui.clock import Clock
+from vastui.clock import Clock, clock_scale
 from vastui.config import Redactor
 from vastui.errors import CampaignError
 from vastui.events import CampaignStarted, EventBus, PlanMade
@@ -216,13 +216,17 @@ async def resume_campaign(services: Services, *, campaign_id: str, approver: App
 
 
 async def _complete_listing(services: Services) -> InstanceListing:
-    last_error = "no listing"
-    for _ in range(5):
+    """A complete listing, waited for through an outage as patiently as the teardown (``cleanup.PATIENCE_S``)."""
+    clock, poll_s = services.clock, services.teardown_poll_s
+    started, wait = clock.now(), poll_s
+    while True:
         listing = await services.market.list_instances()
         if listing.is_complete:
             return listing
-        last_error = listing.error or "incomplete"
-        await services.clock.sleep(services.teardown_poll_s)
-    raise CampaignError(f"could not get a complete instance listing to reconcile against: {last_error}",
-                        title="Listing incomplete")
+        if clock.now() - started >= PATIENCE_S * clock_scale(clock):
+            raise CampaignError("could not get a complete instance listing to reconcile against for "
+                                f"{clock.now() - started:.0f} s: {listing.error or 'incomplete'}",
+                                title="Listing incomplete")
+        await clock.sleep(wait)
+        wait = min(wait * 2, max(MAX_OUTAGE_WAIT_S, poll_s))
 

@@ -36,6 +36,13 @@ AGENT_SOURCE = Path(__file__).with_name("agent.py")
 MAX_IDLE_RECONNECTS = 10  # reconnects in a row that bring no new record before a run is given up
 
 
+MAX_START_RECONNECTS = 3  # connections cut while the agent is uploaded or started, before the run is given up
+
+
+class _Cut(RemoteError):
+    """The SSH connection went away while the agent was uploaded or started."""
+
+
 class _Dropped(Exception):
     """The follower's channel ended without a result: reconnect and resume."""
 
@@ -66,18 +73,42 @@ class AgentRun:
         self.pid_path = f"{run_dir}/agent.pid"
 
     async def __aenter__(self) -> AgentRun:
+        """Upload and start the agent. A connection cut meanwhile is reconnected (within the runner's reconnect
+        deadline) and the start picks up where it stopped: the upload is redone, and the agent is started again
+        only when its pid file shows it never started (a second agent would write into the same records)."""
+        cuts = 0
         self._conn, self._owned = await self._runner._connection(self.host, self.port)
-        starting = False
+        while True:
+            starting = False
+            try:
+                await self._upload(self._conn)
+                starting = True
+                if cuts == 0 or not await self._has_started(self._conn):
+                    await self._start(self._conn)
+                return self
+            except _Cut as exc:
+                self._let_go(failed=True)
+                cuts += 1
+                if cuts > MAX_START_RECONNECTS:
+                    await self.stop()
+                    raise RemoteError(f"{self.where}: the SSH connection was cut {cuts} times while run "
+                                      f"{self.run_id} started ({exc})", title="SSH unstable") from exc
+                log.warning("lost %s while starting run %s (%s); reconnecting", self.where, self.run_id, exc)
+                self._conn, self._owned = await self._runner._reconnect_within(
+                    self.host, self.port, deadline_s=self._runner.reconnect_deadline_s)
+            except BaseException as exc:
+                self._let_go(failed=isinstance(exc, RemoteError))
+                if starting:  # it may be running on the host already (a cancel mid-start): do not leave it there
+                    await self.stop()
+                raise
+
+    async def _has_started(self, conn: asyncssh.SSHClientConnection) -> bool:
+        """Whether an earlier start of this run got as far as the agent's pid file (written once it runs)."""
         try:
-            await self._upload(self._conn)
-            starting = True
-            await self._start(self._conn)
-        except BaseException as exc:
-            self._let_go(failed=isinstance(exc, RemoteError))
-            if starting:  # it may be running on the host already (a cancel mid-start): do not leave it there
-                await self.stop()
-            raise
-        return self
+            async with conn.start_sftp_client() as sftp:
+                return bool(await sftp.exists(self.pid_path))
+        except _SSH_ERRORS as exc:
+            raise _Cut(str(_translate(exc, self.where))) from exc
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
@@ -111,8 +142,10 @@ class AgentRun:
             async with conn.start_sftp_client() as sftp:
                 if not await sftp.exists(self.agent_path):
                     await _sftp_write(sftp, self.agent_path, AGENT_SOURCE.read_bytes())
-        except _SSH_ERRORS as exc:
+        except asyncssh.PermissionDenied as exc:
             raise _translate(exc, self.where) from exc
+        except _SSH_ERRORS as exc:
+            raise _Cut(str(_translate(exc, self.where))) from exc
 
     def _agent_command(self, *args: str) -> str:
         return shlex.join([self._runner.python, self.agent_path, *args])
@@ -125,8 +158,12 @@ class AgentRun:
         try:
             started = await conn.run(self._agent_command(*options, "--", *self._argv), check=False,
                                      timeout=self._runner.reconnect_deadline_s)
-        except _SSH_ERRORS as exc:
+        except (asyncssh.PermissionDenied, TimeoutError) as exc:
             raise _translate(exc, self.where) from exc
+        except _SSH_ERRORS as exc:
+            raise _Cut(str(_translate(exc, self.where))) from exc
+        if started.exit_status is None and started.exit_signal is None:  # the channel went without an answer
+            raise _Cut(f"{self.where}: the connection closed before the agent's start answered")
         if started.exit_status != 0:
             raise RemoteError(f"the agent did not start on {self.where} (exit {started.exit_status}): "
                               f"{_text(started.stderr).strip()[-400:]}", title="Agent failed to start")

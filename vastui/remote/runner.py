@@ -32,6 +32,7 @@ from vastui.remote.sshio import text_of as _text
 from vastui.remote.sshio import translate as _translate
 
 log = logging.getLogger(__name__)
+MAX_PUT_RECONNECTS = 3  # connections cut during one file write before it is given up
 
 __all__ = ["AGENT_SOURCE", "AgentRun", "CommandResult", "SshRunner"]
 
@@ -198,18 +199,32 @@ class SshRunner:
                              stderr=_text(result.stderr))
 
     async def put_file(self, host: str, port: int, *, data: bytes, remote_path: str) -> None:
-        """Write ``data`` to ``remote_path`` (relative paths start in the login directory) over SFTP."""
+        """Write ``data`` to ``remote_path`` (relative paths start in the login directory) over SFTP.
+
+        The write is atomic (a temporary name, then a rename), so a connection cut meanwhile is reconnected
+        (within ``reconnect_deadline_s``) and the write done again, up to ``MAX_PUT_RECONNECTS`` times."""
         where = f"{host}:{port}"
         conn, owned = await self._connection(host, port)
-        try:
-            async with conn.start_sftp_client() as sftp:
-                await _sftp_write(sftp, remote_path, data)
-        except _SSH_ERRORS as exc:
-            self._lost(host, port, conn)
-            raise _translate(exc, where) from exc
-        finally:
+        cuts = 0
+        while True:
+            try:
+                async with conn.start_sftp_client() as sftp:
+                    await _sftp_write(sftp, remote_path, data)
+            except asyncssh.PermissionDenied as exc:
+                if owned:
+                    conn.close()
+                raise _translate(exc, where) from exc
+            except _SSH_ERRORS as exc:
+                self._lost(host, port, conn)   # aborted, held or not
+                cuts += 1
+                if cuts > MAX_PUT_RECONNECTS:
+                    raise _translate(exc, where) from exc
+                log.warning("lost %s while writing %s (%s); reconnecting", where, remote_path, exc)
+                conn, owned = await self._reconnect_within(host, port, deadline_s=self.reconnect_deadline_s)
+                continue
             if owned:
                 conn.close()
+            return
 
     async def stream_command(self, host: str, port: int, argv: Sequence[str], *,
                              on_stdout: Callable[[str], None], on_stderr: Callable[[str], None]) -> int | None:

@@ -106,6 +106,8 @@ class SshHostPool:
         self.on_host_died = on_host_died   # settable after construction: the market is built with the pool
         self._bind_host = bind_host
         self._hosts: dict[int, _Host] = {}
+        self._cuts: dict[int, list[str]] = {}   # instance -> upcoming exec requests to cut: "before" / "after"
+        self._sftp_cuts: dict[int, int] = {}    # instance -> upcoming SFTP sessions to cut
 
     # --- HostProvider -------------------------------------------------------------------------------------------
     async def start_host(self, *, instance_id: int, machine: Any, authorized_keys: list[str]) -> tuple[str, int]:
@@ -118,7 +120,7 @@ class SshHostPool:
         host.server = await asyncssh.create_server(
             lambda: _HostServer(host), self._bind_host, 0,
             server_host_keys=[self._host_key(host)], process_factory=lambda p: self._run(host, p),
-            sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=os.fsencode(host.root)),
+            sftp_factory=lambda chan: self._sftp(host, chan),
             encoding=None, allow_scp=False, agent_forwarding=False, x11_forwarding=False,
             allow_pty=False, config=[],
         )
@@ -153,6 +155,17 @@ class SshHostPool:
         for conn in dropped:
             conn.abort()
         return len(dropped)
+
+    def cut_next_command(self, *, instance_id: int, when: str = "before") -> None:
+        """Cut every SSH connection of the host at its next exec request: ``"before"`` the command runs, or
+        ``"after"`` it ran and before its exit status is sent (the client cannot tell whether it ran)."""
+        if when not in ("before", "after"):
+            raise ValueError("when is 'before' or 'after'")
+        self._cuts.setdefault(instance_id, []).append(when)
+
+    def cut_next_sftp(self, *, instance_id: int) -> None:
+        """Cut every SSH connection of the host as its next SFTP session opens."""
+        self._sftp_cuts[instance_id] = self._sftp_cuts.get(instance_id, 0) + 1
 
     def host_public_key(self, *, instance_id: int) -> str:
         """The OpenSSH public key line of the instance's host key."""
@@ -212,6 +225,12 @@ class SshHostPool:
         })
         return env
 
+    def _sftp(self, host: _Host, chan: Any) -> asyncssh.SFTPServer:
+        if self._sftp_cuts.get(host.instance_id, 0) > 0:
+            self._sftp_cuts[host.instance_id] -= 1
+            self.drop_connections(instance_id=host.instance_id)
+        return asyncssh.SFTPServer(chan, chroot=os.fsencode(host.root))
+
     async def _run(self, host: _Host, process: asyncssh.SSHServerProcess[bytes]) -> None:
         """One exec request: ``sh -c COMMAND`` in the instance's filesystem, its own process group."""
         if not process.command:
@@ -220,11 +239,19 @@ class SshHostPool:
             return
         task = asyncio.current_task()
         assert task is not None
+        cut = self._cuts.get(host.instance_id, [])
+        when = cut.pop(0) if cut else None
+        if when == "before":
+            self.drop_connections(instance_id=host.instance_id)
+            return
         host.commands.add(task)
         try:
             status = await self._exec(host, process)
         finally:
             host.commands.discard(task)
+        if when == "after":
+            self.drop_connections(instance_id=host.instance_id)
+            return
         if not process.is_closing():
             process.exit(status if status >= 0 else 128 - status)
 

@@ -9,15 +9,16 @@ serialises every operation, host starts and stops included, so a request never s
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from vastui.clock import Clock
 from vastui.sim.account import Account, validated_public_key
-from vastui.sim.chaos import Chaos
+from vastui.sim.chaos import Chaos, InstanceFault
 from vastui.sim.instance import CreateRequest, InstanceState, InstanceStatus, instance_row
 from vastui.sim.lifecycle import Charges, advance, begin_loading, charge_bandwidth, discount_for, halt
 from vastui.sim.listing import list_instances
@@ -26,7 +27,7 @@ from vastui.sim.machine import Machine, World
 from vastui.sim.market_error import MarketError
 from vastui.sim.offers import HOURS_PER_MONTH, OfferBook
 from vastui.sim.request_log import RequestLog, RequestRecord
-from vastui.sim.truth import MachineTruth
+from vastui.sim.truth import Fault, MachineTruth
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,17 @@ class UpdatesKeys(Protocol):
     """A host provider that can change a running host's authorized keys (keys attached after the start)."""
 
     def set_authorized_keys(self, *, instance_id: int, authorized_keys: list[str]) -> None: ...
+
+
+@runtime_checkable
+class DropsConnections(Protocol):
+    """A host provider that can cut a running host's SSH connections (chaos: SSH cut mid-run)."""
+
+    def drop_connections(self, *, instance_id: int) -> int: ...
+
+
+# A chaos fault that lives in the machine's truth for the rented instance (the host and its workload read it).
+_TRUTH_FAULTS = {InstanceFault.STUCK_LOADING: Fault.STUCK_LOADING, InstanceFault.WRONG_OUTPUT: Fault.WRONG_OUTPUT}
 
 
 class HostProvider(Protocol):
@@ -61,6 +73,9 @@ class Market:
         self.chaos = chaos or Chaos()
         self.host_provider = host_provider
         self.request_log = RequestLog()
+        self.requests_in_flight = 0   # API requests being answered now (a slow reply holds one for a while)
+        # Tests' hook: told (method, path) of each authorised API request as it arrives, before it is answered.
+        self.on_request: Callable[[str, str], None] | None = None
         self.account = Account(credit_usd=initial_credit_usd)
         self._api_key = api_key
         self._by_offer = {m.offer_id: m for m in world.machines}
@@ -75,6 +90,7 @@ class Market:
         self._lock = asyncio.Lock()
         self._closed = False
         self._teardowns: set[asyncio.Task[None]] = set()   # hosts of destroyed instances being taken down
+        self._struck: set[int] = set()                      # instances whose mid-run chaos fault happened
 
     def __repr__(self) -> str:
         return f"Market(seed={self.world.seed}, machines={len(self.world.machines)}, instances={len(self._instances)})"
@@ -89,6 +105,10 @@ class Market:
 
     def instance_ids(self) -> list[int]:
         return sorted(self._instances)
+
+    def every_instance(self) -> list[InstanceState]:
+        """Every instance ever created here, live or destroyed, by id; tests only."""
+        return sorted([*self._instances.values(), *self._destroyed.values()], key=lambda st: st.id)
 
     def instance_state(self, instance_id: int) -> InstanceState | None:
         """The live (or destroyed) instance's private state; tests only."""
@@ -118,11 +138,30 @@ class Market:
         now = self.clock.now()
         for st in list(self._instances.values()):
             advance(st, now, account=self.account, pulled=self._pulled)
+            self._chaos_strikes(st, now)
         if self.account.credit_usd <= 0:
             for st in self._instances.values():
                 if st.status in (InstanceStatus.RUNNING, InstanceStatus.LOADING):
                     halt(st, now, status=InstanceStatus.STOPPED, why="stopped: out of credit")
         await self._sync_hosts()
+
+    def _chaos_strikes(self, st: InstanceState, now: float) -> None:
+        """A mid-run chaos fault whose time has come: the host goes offline, the container exits, or SSH is cut."""
+        drawn = self.chaos.instance_faults.get(st.id)
+        if drawn is None or drawn.after_running_s is None or st.id in self._struck:
+            return
+        if st.status is not InstanceStatus.RUNNING or st.running_since is None:
+            return
+        if now < st.running_since + drawn.after_running_s:
+            return
+        self._struck.add(st.id)
+        self.chaos.strike(st.id)
+        if drawn.fault is InstanceFault.GOES_OFFLINE:
+            halt(st, now, status=InstanceStatus.OFFLINE, why="host offline: the machine went down (chaos)")
+        elif drawn.fault is InstanceFault.EXITS:
+            halt(st, now, status=InstanceStatus.EXITED, why="container exited unexpectedly (chaos)")
+        elif isinstance(self.host_provider, DropsConnections):
+            self.host_provider.drop_connections(instance_id=st.id)
 
     async def _sync_hosts(self) -> None:
         for st in list(self._instances.values()):
@@ -224,6 +263,10 @@ class Market:
         if request.price is not None and request.price < machine.min_bid:
             raise MarketError(400, "bid_too_low", f"Bid ${request.price:.4f}/hr is below the minimum "
                                                   f"${machine.min_bid:.4f}/hr of offer {offer_id}.")
+        drawn = self.chaos.draw_instance_fault(self._next_id)
+        if drawn is not None and drawn.fault in _TRUTH_FAULTS:
+            truth = dataclasses.replace(machine.truth, fault=_TRUTH_FAULTS[drawn.fault], fault_after_s=None)
+            machine = dataclasses.replace(machine, truth=truth)  # this rental only: the listing is unchanged
         st = InstanceState(
             id=self._next_id, machine=machine, request=request, api_key=secrets.token_hex(32), created_at=now,
             status=InstanceStatus.LOADING, intended="running", ready_at=None, last_billed_at=now,

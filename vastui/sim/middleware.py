@@ -3,7 +3,9 @@
 Order matters: the path is normalised first (a trailing ``/`` on ``--url`` makes the CLI send ``//api/...``),
 every request is logged whatever happens next, auth comes before chaos (a bad key is never rate limited), and
 chaos comes before the routes so an injected error never applies a mutation, except a dropped connection,
-which by design happens after the work is done (the reply is what gets lost).
+which by design happens after the work is done (the reply is what gets lost), and a slow reply, held either
+before the work (it lands after the client gave up) or after it (the answer comes too late). A redirect answers
+307 to the same URL, as a moved API host would; the client must follow it with the same method and body.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import re
 from typing import Any
 
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vastui.sim.market import Market
@@ -21,6 +24,8 @@ from vastui.sim.responses import error_response
 PUBLIC_PATHS = ("/api/v0/gpu_names/unique/",)
 RESULTS_PREFIX = "/_results/"
 SEARCH_PATHS = ("/api/v0/bundles/", "/api/v0/search/asks/")
+_CREATE = re.compile(r"^/api/v0/asks/\d+/$")
+_INSTANCE = re.compile(r"^/api/v0/instances/\d+/$")
 
 
 class ChaosDrop(ConnectionAbortedError):
@@ -45,9 +50,11 @@ class SimMiddleware:
                 status[0] = message["status"]
             await send(message)
 
+        self.market.requests_in_flight += 1
         try:
             await self._dispatch(scope, receive, tracking_send)
         finally:
+            self.market.requests_in_flight -= 1
             self.market.record(RequestRecord(
                 method=scope["method"], path=path, query=scope.get("query_string", b"").decode("latin-1"),
                 status=status[0], at=self.market.clock.now(),
@@ -62,12 +69,18 @@ class SimMiddleware:
         if not self._authorised(scope):
             await error_response(401, "auth_error", "Invalid user key")(scope, receive, send)
             return
+        if self.market.on_request is not None:
+            self.market.on_request(scope["method"], path)
         refusal = await self._chaos_refusal(path)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        if self.market.chaos.drops_connection():
+        if self.market.chaos.drops_connection(mutation=_mutation(scope["method"], path)):
             await self._drop_after(scope, receive, send)
+            return
+        slow = self.market.chaos.slow_reply()
+        if slow is not None:
+            await self._slow(scope, receive, send, before=slow == "before")
             return
         await self.app(scope, receive, send)
 
@@ -81,18 +94,40 @@ class SimMiddleware:
         chaos = self.market.chaos
         if chaos.latency_s > 0:
             await asyncio.sleep(chaos.latency_s)
-        if chaos.search_quota_exhausted and path in SEARCH_PATHS:
-            chaos.count("search_quota")
+        if path in SEARCH_PATHS and not chaos.search_quota_left():
             reset = int(self.market.clock.now() + chaos.quota_reset_in_s)
             return error_response(429, "search_quota_exceeded", "Search quota exceeded.",
                                   headers={"X-RateLimit-Reset": str(reset)})
-        if chaos.next_is_rate_limited():
+        limited = chaos.next_is_rate_limited()
+        if chaos.in_outage(wall_now=asyncio.get_running_loop().time()):
+            return error_response(503, "service_unavailable", "The API is down for maintenance.")
+        if limited:
             return error_response(429, "rate_limited", "Too many requests, slow down.",
                                   headers={"Retry-After": f"{chaos.retry_after_s:g}"})
         code = chaos.server_error()
         if code is not None:
             return error_response(code, "server_error", f"Simulated server error {code}.")
+        if chaos.redirects():
+            return _redirect_to_self
         return None
+
+    async def _slow(self, scope: Scope, receive: Receive, send: Send, *, before: bool) -> None:
+        """Hold the answer past the client's timeout (wall seconds): before the work is done, or after it."""
+        hold = self.market.chaos.slow_reply_s
+        if before:
+            body = await _whole_body(receive)  # the server has the request: the client leaving cancels nothing
+            await asyncio.sleep(hold)
+            await self.app(scope, _replay(body), send)
+            return
+        messages: list[Message] = []
+
+        async def capture(message: Message) -> None:
+            messages.append(message)
+
+        await self.app(scope, receive, capture)
+        await asyncio.sleep(hold)
+        for message in messages:
+            await send(message)
 
     async def _drop_after(self, scope: Scope, receive: Receive, send: Send) -> None:
         messages: list[Message] = []
@@ -104,3 +139,46 @@ class SimMiddleware:
         if messages:
             await send(messages[0])
         raise ChaosDrop("chaos: connection dropped after the request was applied")
+
+
+async def _redirect_to_self(scope: Scope, receive: Receive, send: Send) -> None:
+    """307 to the very URL asked (same host and port, so the client keeps its key; same method and body)."""
+    query = scope.get("query_string", b"").decode("latin-1")
+    headers = dict(scope.get("headers") or [])
+    host = headers.get(b"host", b"127.0.0.1").decode("latin-1")
+    location = f"http://{host}{scope['path']}" + (f"?{query}" if query else "")
+    await Response(status_code=307, headers={"Location": location})(scope, receive, send)
+
+
+async def _whole_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Receive:
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # nothing more will come; the app only waits for a disconnect here
+        return {"type": "http.disconnect"}
+    return receive
+
+
+def _mutation(method: str, path: str) -> str | None:
+    """``"create"`` or ``"destroy"`` for the one-instance requests that rent or destroy, else None."""
+    if method == "PUT" and _CREATE.match(path):
+        return "create"
+    if method == "DELETE" and _INSTANCE.match(path):
+        return "destroy"
+    return None

@@ -1,7 +1,7 @@
 """``HttpVastClient``: the only door to the marketplace, real or simulated.
 
 Reads return typed models; raw dicts never leave this package. Every mutating method checks and consumes its
-``Approval`` before any I/O and writes an audit record of the call and its outcome. Create is never retried
+``Approval`` before any I/O, writes an audit record that the call is going out, then one of its outcome. Create is never retried
 blindly: when the answer to ``PUT /asks/{id}/`` is lost (timeout, dropped connection, 5xx), the client lists
 the instances and looks for the create's unique label before deciding, so one approval can never rent twice.
 """
@@ -241,8 +241,11 @@ class HttpVastClient:
 
     async def _mutate(self, approval: Approval | None, action: Action, target: str,
                       operation: Callable[[], Awaitable[T]], describe: Callable[[T], str]) -> T:
-        """Consume the approval (before any I/O), run the call, and audit its outcome either way."""
+        """Consume the approval (before any I/O), write that the call is going out, run it, and audit its outcome
+        either way. The "sending" record comes first so that a console killed mid-call (SIGKILL, power) still
+        leaves a trace of every request it sent next to the approval it spent."""
         granted = require(approval, action=action, target=target)
+        await self._record(granted, action, target, "sending", kind="sending")
         try:
             result = await operation()
         except VastuiError as exc:
@@ -251,12 +254,14 @@ class HttpVastClient:
         await self._record(granted, action, target, describe(result))
         return result
 
-    async def _record(self, approval: Approval, action: Action, target: str, outcome: str) -> None:
-        self._wire.log(logging.INFO, f"{action} {target}: {outcome}")
+    async def _record(self, approval: Approval, action: Action, target: str, outcome: str, *,
+                      kind: str = "call") -> None:
+        if kind == "call":
+            self._wire.log(logging.INFO, f"{action} {target}: {outcome}")
         if self._audit is None:
             return
         await self._audit.record_audit(AuditRecord(
-            at=self._clock.now(), kind="call", action=action, target=target, approval_id=approval.approval_id,
+            at=self._clock.now(), kind=kind, action=action, target=target, approval_id=approval.approval_id,
             granted_by=approval.granted_by, outcome=self._wire.redact(outcome)[:500],
             campaign_id=approval.request.campaign_id,
         ))
