@@ -33,12 +33,14 @@ from vastui.vast.backoff import RetryPolicy
 from vastui.vast.listing import list_all_instances
 from vastui.vast.models import Answered, CreatedInstance, Instance, InstanceListing, Offer, Prepaid, SshKey, User
 from vastui.vast.query import build_search_body
-from vastui.vast.wire import GarbledReply, Retry, Wire
+from vastui.vast.wire import GarbledReply, NotSent, Retry, Wire
 
 T = TypeVar("T")
 DEFAULT_RUNTYPE = "ssh_direc ssh_proxy"
 LOG_POLLS = 30
 LOG_POLL_INTERVAL_S = 0.3
+RECONCILE_LOOKS = 3               # listings read after a create whose answer was lost, before "possibly created"
+RECONCILE_WAIT_S = 10.0           # seconds between them (the marketplace may still be creating the instance)
 
 
 def ssh_key_target(public_key: str) -> str:
@@ -265,6 +267,8 @@ class HttpVastClient:
         path = f"/asks/{offer_id}/"
         try:
             reply = await self._wire.call("PUT", path, body=body, retry=Retry.REFUSED_ONLY)
+        except NotSent as exc:
+            return await self._reconcile(offer_id, label, exc, may_be_pending=False)
         except (TransportError, GarbledReply) as exc:
             return await self._reconcile(offer_id, label, exc)
         except ApiError as exc:
@@ -277,28 +281,48 @@ class HttpVastClient:
             return await self._reconcile(offer_id, label, exc)
         return CreatedInstance(instance_id=new_id, offer_id=offer_id, label=label)
 
-    async def _reconcile(self, offer_id: int, label: str, cause: ApiError) -> CreatedInstance:
-        """The create's answer was lost: look for its label before deciding anything."""
+    async def _reconcile(self, offer_id: int, label: str, cause: ApiError, *,
+                         may_be_pending: bool = True) -> CreatedInstance:
+        """The create's answer was lost: look for its label before deciding anything.
+
+        When the request reached the marketplace (a timeout, a dropped answer, a 5xx, a garbled 2xx) the create may
+        still be in progress there: an instance that is not listed *yet* proves nothing. Then the listing is read
+        ``RECONCILE_LOOKS`` times, ``RECONCILE_WAIT_S`` apart, and a label still missing is ``CreateUncertain``
+        (the intent stays open, its cost reserved, until a later listing finds it or teardown settles it).
+        Only a request that never left (the connection could not be made) is ruled out by one complete listing."""
         self._wire.log(logging.WARNING, f"create on offer {offer_id} lost its answer ({cause.message}); "
                                         f"looking for label {label!r}")
-        try:
-            listing = await self.list_instances()
-        except VastuiError as exc:
-            listing = InstanceListing(instances=(), is_complete=False, error=exc.message)
-        found = listing.with_label(label)
-        if len(found) == 1:
-            return CreatedInstance(instance_id=found[0].id, offer_id=offer_id, label=label, reconciled=True)
-        if len(found) > 1:
-            ids = ", ".join(str(inst.id) for inst in found)
-            raise CreateUncertain(self._wire.redact(
-                f"create on offer {offer_id} lost its answer and several instances carry label {label!r} "
-                f"({ids}); labels must be unique per create — check them before doing anything else"),
-                label=label, offer_id=offer_id, status=cause.status)
-        if listing.is_complete:
+        looks = RECONCILE_LOOKS if may_be_pending else 1
+        for look in range(1, looks + 1):
+            try:
+                listing = await self.list_instances()
+            except VastuiError as exc:
+                listing = InstanceListing(instances=(), is_complete=False, error=exc.message)
+            found = listing.with_label(label)
+            if len(found) == 1:
+                return CreatedInstance(instance_id=found[0].id, offer_id=offer_id, label=label, reconciled=True)
+            if len(found) > 1:
+                ids = ", ".join(str(inst.id) for inst in found)
+                raise CreateUncertain(self._wire.redact(
+                    f"create on offer {offer_id} lost its answer and several instances carry label {label!r} "
+                    f"({ids}); labels must be unique per create — check them before doing anything else"),
+                    label=label, offer_id=offer_id, status=cause.status)
+            if not listing.is_complete or look == looks:
+                break
+            await self._clock.sleep(RECONCILE_WAIT_S)
+        if listing.is_complete and not may_be_pending:
             raise CreateFailed(self._wire.redact(
-                f"create on offer {offer_id} failed ({cause.message}); a complete listing shows no instance "
-                f"labelled {label!r}, so nothing was rented. Not retried: renting again needs a new approval."),
+                f"create on offer {offer_id} failed ({cause.message}); the request never reached the marketplace "
+                f"and a complete listing shows no instance labelled {label!r}, so nothing was rented. "
+                f"Not retried: renting again needs a new approval."),
                 status=cause.status, title="Rent failed")
+        if listing.is_complete:
+            raise CreateUncertain(self._wire.redact(
+                f"create on offer {offer_id} lost its answer ({cause.message}) and no instance labelled {label!r} "
+                f"is listed yet ({looks} complete listings over {(looks - 1) * RECONCILE_WAIT_S:.0f} s); the "
+                f"marketplace may still be creating it, so it is possibly billing until a listing finds it or "
+                f"teardown proves it absent"),
+                label=label, offer_id=offer_id, status=cause.status)
         raise CreateUncertain(self._wire.redact(
             f"create on offer {offer_id} lost its answer ({cause.message}) and the instance listing is incomplete "
             f"({listing.error}); an instance labelled {label!r} was possibly created and may be billing"),

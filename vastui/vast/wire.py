@@ -34,6 +34,10 @@ class GarbledReply(ApiError):
     """A 2xx answer whose body could not be read: the server may well have acted on the request."""
 
 
+class NotSent(TransportError):
+    """The connection could not be made (refused, or no connect in time): the request never reached the server."""
+
+
 class Retry(enum.Enum):
     """What may be sent again. IDEMPOTENT requests are retried on 429/502/503/504 and transport errors.
     REFUSED_ONLY requests (create, money) are retried only on a plain 429, which means the server did not act."""
@@ -104,7 +108,8 @@ class Wire:
                 if retry is Retry.IDEMPOTENT and self._policy.has_attempts_left(attempt):
                     await self._wait(what, attempt, None, reason)
                     continue
-                raise TransportError(self.redact(f"{what} failed after {attempt} attempt(s): {reason}")) from exc
+                kind = NotSent if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) else TransportError
+                raise kind(self.redact(f"{what} failed after {attempt} attempt(s): {reason}")) from exc
             except httpx.HTTPError as exc:
                 raise ApiError(self.redact(f"{what} failed: {type(exc).__name__}: {exc}")) from exc
             self.log(logging.DEBUG, f"{what} -> {response.status_code} (attempt {attempt})")
