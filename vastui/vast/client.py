@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import TypeVar
@@ -28,7 +29,15 @@ from vastui.approval import (
 )
 from vastui.clock import Clock
 from vastui.config import Redactor, Secret
-from vastui.errors import ApiError, ApprovalRequired, CreateFailed, CreateUncertain, TransportError, VastuiError
+from vastui.errors import (
+    ApiError,
+    ApprovalRequired,
+    CreateFailed,
+    CreateUncertain,
+    NotFound,
+    TransportError,
+    VastuiError,
+)
 from vastui.vast.backoff import RetryPolicy
 from vastui.vast.listing import list_all_instances
 from vastui.vast.models import Answered, CreatedInstance, Instance, InstanceListing, Offer, Prepaid, SshKey, User
@@ -46,6 +55,22 @@ RECONCILE_WAIT_S = 10.0           # seconds between them (the marketplace may st
 def ssh_key_target(public_key: str) -> str:
     """The approval target of registering an SSH public key: a short digest of the key."""
     return "ssh_key:" + hashlib.sha256(public_key.strip().encode()).hexdigest()[:16]
+
+
+_NO_SUCH_INSTANCE_CODES = frozenset({"no_such_instance", "instance_not_found"})
+_GONE_WORDS = re.compile(r"not found|does not exist|doesn't exist|no longer exists|no such", re.IGNORECASE)
+
+
+def says_no_such_instance(exc: NotFound, instance_id: int) -> bool:
+    """Whether a 404 says that this instance does not exist: its error code says so, or its message names the
+    instance and says it is not found. A bare "Not Found" (a wrong path, a proxy's page) says nothing of the kind."""
+    if exc.code in _NO_SUCH_INSTANCE_CODES:
+        return True
+    text = exc.server_message
+    if "endpoint" in text.lower():
+        return False
+    names_it = re.search(rf"\binstance\s+(?:id\s+)?#?{instance_id}\b", text, re.IGNORECASE) is not None
+    return names_it and _GONE_WORDS.search(text) is not None
 
 
 class HttpVastClient:
@@ -169,7 +194,15 @@ class HttpVastClient:
 
         async def send() -> None:
             window.append(self._clock.now())
-            await self._wire.call("DELETE", f"/instances/{instance_id}/", body={})
+            try:
+                await self._wire.call("DELETE", f"/instances/{instance_id}/", body={})
+            except NotFound as exc:
+                if not says_no_such_instance(exc, instance_id):
+                    raise ApiError(self._wire.redact(
+                        f"{exc.message} — a 404 that does not say instance {instance_id} is gone (an unknown "
+                        f"endpoint or a proxy?); not counted as destroyed"), status=exc.status, code=exc.code,
+                        title="Destroy not confirmed") from exc
+                raise
             window.append(self._clock.now())
 
         await self._mutate(approval, Action.DESTROY_INSTANCE, instance_target(instance_id), send, lambda _: "ok")

@@ -171,7 +171,7 @@ class Wire:
             return AuthError(self.redact(f"{text} (check the API key for {self.base_url})"), status=status,
                              code=code, title="API key rejected")
         if status == 404:
-            return NotFound(self.redact(text), status=status, code=code)
+            return NotFound(self.redact(text), status=status, code=code, server_message=self.redact(message)[:200])
         if status == 429 and code == QUOTA_CODE:
             reset = parse_retry_after(response.headers.get("X-RateLimit-Reset"))
             when = ""
