@@ -80,7 +80,7 @@ async def test_offers_table_and_instances(server: SimServer, market: Market,
     assert "3 offers" in out and "RTX 4090" in out and "dlperf/$" in out
     code = await asyncio.to_thread(main, ["instances", "--json", "--url", server.url, "--api-key", KEY])
     listing = json.loads(capsys.readouterr().out)
-    assert code == 0 and listing == {"instances": [], "is_complete": True, "error": None}
+    assert code == 0 and listing == {"instances": [], "is_complete": True, "error": None, "unreadable": []}
 
 
 async def test_an_incomplete_listing_exits_non_zero(server: SimServer, market: Market,

@@ -40,7 +40,18 @@ from vastui.errors import (
 )
 from vastui.vast.backoff import RetryPolicy
 from vastui.vast.listing import list_all_instances
-from vastui.vast.models import Answered, CreatedInstance, Instance, InstanceListing, Offer, Prepaid, SshKey, User
+from vastui.vast.models import (
+    Answered,
+    CreatedInstance,
+    Instance,
+    InstanceListing,
+    Offer,
+    OfferRows,
+    Prepaid,
+    SshKey,
+    UnreadableRow,
+    User,
+)
 from vastui.vast.query import build_search_body
 from vastui.vast.wire import GarbledReply, NotSent, Retry, Wire
 
@@ -106,17 +117,29 @@ class HttpVastClient:
 
     async def search_offers(self, query: str = "", *, order: str = "score-", type_: str = "on-demand",
                             limit: int | None = None, storage_gib: float = 5.0,
-                            no_default: bool = False) -> list[Offer]:
+                            no_default: bool = False) -> OfferRows:
         """Search offers with the official CLI's query language (raises QueryError before any I/O)."""
         body = build_search_body(query, order=order, type_=type_, limit=limit, storage_gib=storage_gib,
                                  no_default=no_default)
         return await self.search_offers_body(body)
 
-    async def search_offers_body(self, body: Mapping[str, object]) -> list[Offer]:
-        """``POST /api/v0/bundles/`` with a ready-made query body."""
+    async def search_offers_body(self, body: Mapping[str, object]) -> OfferRows:
+        """``POST /api/v0/bundles/`` with a ready-made query body. A row that cannot be parsed is logged and
+        skipped (``OfferRows.unreadable``): one odd offer never hides the others."""
         reply = await self._wire.call("POST", "/bundles/", body=body)
         rows = _field(reply, "offers", list, "POST /bundles/")
-        return [self._parse(Offer.from_api, row, f"row {i} of POST /bundles/") for i, row in enumerate(rows)]
+        offers = OfferRows()
+        unreadable = []
+        for i, row in enumerate(rows):
+            where = f"row {i} of POST /bundles/"
+            try:
+                offers.append(self._parse(Offer.from_api, row, where))
+            except ApiError as exc:
+                skipped = UnreadableRow.of(row, where=where, reason=exc.message)
+                self._wire.log(logging.WARNING, f"offer search: {skipped.describe('offer')}; skipped")
+                unreadable.append(skipped)
+        offers.unreadable = tuple(unreadable)
+        return offers
 
     async def list_instances(self) -> InstanceListing:
         """Every instance, following every v1 page. A failed page gives ``is_complete=False`` with what was read;
@@ -331,11 +354,12 @@ class HttpVastClient:
                 listing = await self.list_instances()
             except VastuiError as exc:
                 listing = InstanceListing(instances=(), is_complete=False, error=exc.message)
-            found = listing.with_label(label)
+            found = sorted({inst.id for inst in listing.with_label(label)}
+                           | {r.id for r in listing.unreadable if r.label == label and r.id is not None})
             if len(found) == 1:
-                return CreatedInstance(instance_id=found[0].id, offer_id=offer_id, label=label, reconciled=True)
+                return CreatedInstance(instance_id=found[0], offer_id=offer_id, label=label, reconciled=True)
             if len(found) > 1:
-                ids = ", ".join(str(inst.id) for inst in found)
+                ids = ", ".join(str(instance_id) for instance_id in found)
                 raise CreateUncertain(self._wire.redact(
                     f"create on offer {offer_id} lost its answer and several instances carry label {label!r} "
                     f"({ids}); labels must be unique per create — check them before doing anything else"),

@@ -306,14 +306,70 @@ class Instance:
         )
 
 
+def row_id(row: object) -> int | None:
+    """The ``id`` of a row that may be garbage otherwise: an integer (or a string of digits), else None."""
+    ident = row.get("id") if isinstance(row, Mapping) else None
+    if isinstance(ident, bool):
+        return None
+    if isinstance(ident, int):
+        return ident
+    if isinstance(ident, float) and ident.is_integer() and abs(ident) < 2**53:
+        return int(ident)
+    if isinstance(ident, str) and ident.isascii() and ident.isdigit() and len(ident) <= 18:
+        return int(ident)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableRow:
+    """A row of a listing that could not be parsed: reported (by its id where readable) and skipped, so one odd
+    row never hides the rest. ``label`` is kept when it is a string (a lost create is recognised by it)."""
+
+    where: str                                # e.g. "row 3 of page 1"
+    reason: str                               # what is wrong with it (one line)
+    id: int | None
+    label: str | None = None
+
+    @classmethod
+    def of(cls, row: object, *, where: str, reason: str) -> UnreadableRow:
+        label = row.get("label") if isinstance(row, Mapping) else None
+        return cls(where=where, reason=reason, id=row_id(row), label=label if isinstance(label, str) else None)
+
+    def describe(self, kind: str = "instance") -> str:
+        name = f"{kind} {self.id}" if self.id is not None else self.where
+        return f"{name}: unreadable row ({self.reason})"
+
+
+class OfferRows(list[Offer]):
+    """A search's offers, in the marketplace's order; ``unreadable`` are the rows that could not be parsed (each
+    reported and skipped: one odd offer never hides the others)."""
+
+    unreadable: tuple[UnreadableRow, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class InstanceListing:
     """Every instance the marketplace listed. ``is_complete`` is False when a page failed: then ``instances``
-    is what was read before the failure and ``error`` says why. An incomplete listing is *unknown*, never zero."""
+    is what was read before the failure and ``error`` says why. An incomplete listing is *unknown*, never zero.
+
+    ``unreadable`` are rows that could not be parsed, each reported and skipped: the other rows are used. A row
+    whose id is readable keeps that id *present* (``present_ids``): absence cannot be proven for it. A row with no
+    readable id could be any instance, so it makes the listing incomplete."""
 
     instances: tuple[Instance, ...]
     is_complete: bool
     error: str | None = None
+    unreadable: tuple[UnreadableRow, ...] = ()
+
+    @property
+    def present_ids(self) -> frozenset[int]:
+        """Every id the listing shows, read or not: an id outside this set is absent (when complete)."""
+        return frozenset(inst.id for inst in self.instances) | {r.id for r in self.unreadable if r.id is not None}
+
+    @property
+    def present_labels(self) -> frozenset[str]:
+        return (frozenset(inst.label for inst in self.instances if inst.label)
+                | {r.label for r in self.unreadable if r.label})
 
     def find(self, instance_id: int) -> Instance | None:
         return next((inst for inst in self.instances if inst.id == instance_id), None)
