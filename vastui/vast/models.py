@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from vastui.errors import ApiError
 
 _log = logging.getLogger(__name__)
+MAX_ROW_INTEGER = 2**63          # larger integers in a row are garbage (and 10**400 would overflow a float)
 
 
 class InstanceStatus(enum.StrEnum):
@@ -66,9 +67,9 @@ class _Row:
         value = self._get(name, required, "an integer")
         if value is None:
             return None
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_ROW_INTEGER:
             return int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, int) or abs(value) > MAX_ROW_INTEGER:
             raise self._bad(name, "an integer")
         return value
 
@@ -84,6 +85,8 @@ class _Row:
         value = self._get(name, required, "a number")
         if value is None:
             return None
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_ROW_INTEGER:
+            raise self._bad(name, "a number")  # past 2**63: no API number is that large (10**400 has no float)
         if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
             raise self._bad(name, "a number")
         return float(value)
