@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, settings
 # docs/testing.md. Tests that pin max_examples themselves keep their number under every profile.
 _COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
            "print_blob": True}
-settings.register_profile("ci", derandomize=True, database=None, max_examples=60, **_COMMON)
-settings.register_profile("long", max_examples=3000, **_COMMON)
+settings.register_profile("ci", derandomize=True, database=None, max_examples=100, **_COMMON)
+settings.register_profile("long", max_examples=5000, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
