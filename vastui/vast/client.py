@@ -48,11 +48,11 @@ from vastui.vast.models import (
     OfferRows,
     Prepaid,
     SshKey,
-    UnreadableRow,
     User,
 )
 from vastui.vast.query import build_search_body
 from vastui.vast.reconcile import RECONCILE_LOOKS, RECONCILE_WAIT_S, reconcile_create, says_no_such_instance
+from vastui.vast.rows import UnreadableRow
 from vastui.vast.wire import GarbledReply, NotSent, Retry, Wire
 
 __all__ = ["RECONCILE_LOOKS", "RECONCILE_WAIT_S", "CreateFailed", "CreateUncertain", "HttpVastClient",

@@ -15,7 +15,8 @@ import logging
 from collections.abc import Mapping
 
 from vastui.errors import ApiError, AuthError, VastuiError
-from vastui.vast.models import Instance, InstanceListing, UnreadableRow
+from vastui.vast.models import Instance, InstanceListing
+from vastui.vast.rows import UnreadableRow
 from vastui.vast.wire import Wire
 
 wire_log = logging.getLogger("vastui.vast")
