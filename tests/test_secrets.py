@@ -203,9 +203,10 @@ async def test_the_console_screen_logs_and_errors_hold_no_key(tmp_path: Path,
 
 def test_the_process_watch_finds_a_key_in_a_command_line() -> None:
     """The watch above can fail: a process that carries the key in argv is found."""
-    process = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", FAKE_KEY],
-                               stdin=subprocess.PIPE)
+    process = subprocess.Popen([sys.executable, "-c", "import sys; print('ready', flush=True); sys.stdin.read()",
+                                FAKE_KEY], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
+        assert process.stdout is not None and process.stdout.readline() == b"ready\n"  # it runs: argv is its own
         watch = ProcessWatch([FAKE_KEY.encode()])
         watch.look()
         assert any(f"pid {process.pid} cmdline" in hit for hit in watch.hits)
