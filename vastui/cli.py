@@ -136,6 +136,8 @@ async def _cmd_offers(args: argparse.Namespace) -> int:
                              storage_gib=args.storage, no_default=args.no_default)
     async with vast_client(args) as client:
         offers = await client.search_offers_body(body)
+    for row in offers.unreadable:
+        print(f"vastui: {row.describe('offer')}; skipped", file=sys.stderr)
     if args.json:
         import dataclasses
         import json
@@ -161,7 +163,8 @@ async def _cmd_instances(args: argparse.Namespace) -> int:
         import json
 
         print(json.dumps({"instances": [dataclasses.asdict(inst) for inst in listing.instances],
-                          "is_complete": listing.is_complete, "error": listing.error}, indent=1))
+                          "is_complete": listing.is_complete, "error": listing.error,
+                          "unreadable": [dataclasses.asdict(row) for row in listing.unreadable]}, indent=1))
     else:
         import datetime as dt
 
@@ -177,10 +180,14 @@ async def _cmd_instances(args: argparse.Namespace) -> int:
                           fmt_num(inst.num_gpus, "d"), fmt_num(inst.dph_total, ".3f"),
                           f"{ssh[0]}:{ssh[1]}" if ssh else "-", started)
         print_table(table)
+    for row in listing.unreadable:
+        print(f"vastui: {row.describe()}", file=sys.stderr)
     if not listing.is_complete:
         # Never let a partial listing pass for the whole truth: more instances may be billing.
         print(f"vastui: the instance listing is INCOMPLETE: {listing.error}", file=sys.stderr)
         return 3
+    if listing.unreadable:
+        return 3  # instances the table cannot show are still billing
     return 0
 
 

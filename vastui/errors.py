@@ -36,7 +36,14 @@ class AuthError(ApiError):
 
 
 class NotFound(ApiError):
-    """The thing asked for does not exist (404, or an empty show)."""
+    """The thing asked for does not exist (404, or an empty show). ``server_message`` is the reply's own ``msg``
+    (or its text): a 404 from an unknown endpoint or a proxy is not "no such instance", and callers that count a
+    404 as "gone" must check it says so."""
+
+    def __init__(self, message: str, *, status: int | None = 404, code: str | None = None, title: str = "",
+                 server_message: str = "") -> None:
+        super().__init__(message, status=status, code=code, title=title)
+        self.server_message = server_message
 
 
 class RateLimited(ApiError):

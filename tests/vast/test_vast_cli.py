@@ -80,7 +80,7 @@ async def test_offers_table_and_instances(server: SimServer, market: Market,
     assert "3 offers" in out and "RTX 4090" in out and "dlperf/$" in out
     code = await asyncio.to_thread(main, ["instances", "--json", "--url", server.url, "--api-key", KEY])
     listing = json.loads(capsys.readouterr().out)
-    assert code == 0 and listing == {"instances": [], "is_complete": True, "error": None}
+    assert code == 0 and listing == {"instances": [], "is_complete": True, "error": None, "unreadable": []}
 
 
 async def test_an_incomplete_listing_exits_non_zero(server: SimServer, market: Market,
@@ -115,3 +115,34 @@ async def test_a_rejected_key_fails_with_the_servers_message(server: SimServer,
     code = await asyncio.to_thread(main, ["offers", "--url", server.url, "--api-key", "not-the-key-1234"])
     err = capsys.readouterr().err
     assert code != 0 and "Invalid user key" in err and "not-the-key-1234" not in err
+
+
+async def test_an_odd_row_is_named_on_stderr_and_the_others_are_shown(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    good = {"id": 7, "actual_status": "running", "label": "kept", "gpu_name": "RTX 4090", "num_gpus": 1}
+    odd = {**good, "id": 9, "label": "odd", "dph_total": "cheap"}
+
+    async def listing(request: object) -> JSONResponse:
+        return JSONResponse({"instances": [good, odd], "next_token": None})
+
+    app = Starlette(routes=[Route("/api/v1/instances/", listing)])
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="off"))
+    serving = asyncio.create_task(server.serve())
+    try:
+        async with asyncio.timeout(30):   # a guard against a hang: the condition is the server's own flag
+            while not server.started:
+                await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        code = await asyncio.to_thread(main, ["instances", "--url", f"http://127.0.0.1:{port}", "--api-key", KEY])
+    finally:
+        server.should_exit = True
+        await serving
+    captured = capsys.readouterr()
+    assert code == 3
+    assert "instance 9: unreadable row" in captured.err and "'dph_total'" in captured.err
+    assert "kept" in captured.out and "1 instances" in captured.out

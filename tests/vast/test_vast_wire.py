@@ -216,8 +216,6 @@ async def test_money_is_retried_only_when_refused(client: HttpVastClient, api: F
         (httpx.Response(200, json=[1, 2]), ApiError, "expected a JSON object"),
         (httpx.Response(200, json={"offers": {"id": 1}}), ApiError, "'offers'"),
         (httpx.Response(200, json={"success": False, "msg": "offer unavailable"}), ApiError, "offer unavailable"),
-        (httpx.Response(200, json={"offers": [{"id": 1, "machine_id": 2, "num_gpus": "two", "gpu_name": "x",
-                                               "dph_total": 1.0}]}), ApiError, "'num_gpus'"),
         (httpx.Response(400, text="bad request body"), ApiError, "bad request body"),
     ],
 )
@@ -231,13 +229,18 @@ async def test_errors_say_what_and_where(client: HttpVastClient, api: FakeVastAp
     assert "/bundles/" in caught.value.message
 
 
-async def test_garbage_row_names_field_and_row(client: HttpVastClient, api: FakeVastApi) -> None:
+async def test_a_garbage_offer_row_is_named_and_the_others_are_used(client: HttpVastClient, api: FakeVastApi,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
     good = {"id": 1, "machine_id": 2, "num_gpus": 1, "gpu_name": "x", "dph_total": 1.0}
-    api.script.append(httpx.Response(200, json={"offers": [good, {**good, "id": 9, "reliability": "high"}]}))
-    with pytest.raises(ApiError) as caught:
-        await client.search_offers()
-    assert "row 1" in caught.value.message and "id 9" in caught.value.message
-    assert "'reliability'" in caught.value.message
+    api.script.append(httpx.Response(200, json={"offers": [good, {**good, "id": 9, "reliability": "high"},
+                                                           {**good, "id": 3, "num_gpus": "two"}, "junk",
+                                                           {**good, "id": 4}]}))
+    offers = await client.search_offers()
+    assert [o.id for o in offers] == [1, 4]
+    assert [(row.id, row.where) for row in offers.unreadable] == [
+        (9, "row 1 of POST /bundles/"), (3, "row 2 of POST /bundles/"), (None, "row 3 of POST /bundles/")]
+    assert "'reliability'" in offers.unreadable[0].reason and "'num_gpus'" in offers.unreadable[1].reason
+    assert any("offer 9" in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)
 
 
 # --- the key never shows ---------------------------------------------------------------------------------------

@@ -118,7 +118,11 @@ class _Teardown:
                                     text="instance listing incomplete: absence not counted this round"))
             return False
         at = self.clock.now()
-        present = {inst.id for inst in listing.instances}
+        present = listing.present_ids  # an unreadable row still shows its id: not absent
+        for row in listing.unreadable:
+            if row.id in self.pending:
+                self.bus.publish(Notice(at=at, campaign_id=self.campaign_id, level="warning",
+                                        text=f"{row.describe()}: still listed, not counted as gone"))
         for instance_id in sorted(self.pending):
             if instance_id in present:
                 self.misses[instance_id].clear()  # two *successive* listings must miss it

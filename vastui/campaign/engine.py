@@ -375,6 +375,9 @@ class CampaignEngine(Measuring):
                                                    instance_id=run.instance_id))
                 await self.ctx.store.record_transition(instance_id=run.instance_id,
                                                        state=InstanceState.DESTROY_REQUESTED, at=self.clock.now())
+                if run.instance is not None and (endpoint := run.instance.ssh_endpoint()) is not None:
+                    # the address goes back to the market: its next instance will present a key of its own
+                    self.ctx.executor.forget_host(*endpoint)
         except VastuiError as exc:
             log.warning("destroying %s failed (final teardown retries): %s", run.instance_id, exc)
         if run.instance_id in self._destroy_sent:

@@ -185,6 +185,8 @@ async def resume_campaign(services: Services, *, campaign_id: str, approver: App
     listing = await _complete_listing(services)
     prefix = f"vastui-{campaign_id}-"
     by_label = {i.label: i.id for i in listing.instances if i.label and i.label.startswith(prefix)}
+    by_label.update({r.label: r.id for r in listing.unreadable  # an odd row is still this campaign's instance
+                     if r.id is not None and r.label and r.label.startswith(prefix)})
     ids = set(by_label.values())
     for owned in await store.owned_instances(campaign_id=campaign_id):
         intent = owned.intent

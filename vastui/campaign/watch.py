@@ -171,8 +171,15 @@ async def find_leaks(*, market: Marketplace, store: SqliteStore, clock: Clock) -
         if leak is not None:
             leaks.append(leak)
     unlisted = _unlisted(owned, listing) if listing.is_complete else ()
-    return LeakReport(checked_at=now, is_complete=listing.is_complete, error=listing.error,
-                      listed_count=len(listing.instances), leaks=tuple(leaks), unlisted=unlisted)
+    is_complete, error = listing.is_complete, listing.error
+    if listing.unreadable:
+        # the other rows are judged; an unreadable one could be a leak nobody can price or date
+        rows = "; ".join(row.describe() for row in listing.unreadable[:3])
+        more = f" and {len(listing.unreadable) - 3} more" if len(listing.unreadable) > 3 else ""
+        is_complete, error = False, "; ".join(filter(None, (error, f"{rows}{more}")))
+    return LeakReport(checked_at=now, is_complete=is_complete, error=error,
+                      listed_count=len(listing.instances) + len(listing.unreadable), leaks=tuple(leaks),
+                      unlisted=unlisted)
 
 
 def campaign_of_label(label: str | None) -> str | None:
@@ -221,8 +228,8 @@ def _leak(instance: Instance, reason: LeakReason, campaign_id: str | None, now: 
 
 
 def _unlisted(owned: Sequence[OwnedInstance], listing: InstanceListing) -> tuple[UnlistedInstance, ...]:
-    ids = {i.id for i in listing.instances}
-    labels = {i.label for i in listing.instances if i.label}
+    ids = listing.present_ids
+    labels = listing.present_labels
 
     def is_listed(intent: Intent) -> bool:  # an unbound intent can only be recognised by its label
         return intent.instance_id in ids if intent.instance_id is not None else intent.label in labels

@@ -330,14 +330,18 @@ class MarkerReader:
             progress = _progress_fields(marker) if "units" in marker else None
             if phase is not None and not isinstance(phase, str):
                 raise ValueError("phase must be a string")
+            detail = marker.get("detail")
+            if detail is not None and not isinstance(detail, str):
+                raise ValueError("detail must be a string")  # the console reads a phase's detail as text
             t = self._stamp(marker.get("t"))
-        except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
             shown = line[:200].decode("utf-8", "replace").rstrip("\n")
-            self._emitter.error("bad_marker", "bad workload marker (%s): %s" % (exc, shown))
+            self._emitter.error("bad_marker", "bad workload marker (%s): %s" % (why, shown))
             return
         if phase is not None:
             self.phase = phase
-            self._emitter.emit("phase", {"name": phase, "detail": marker.get("detail")}, t=t)
+            self._emitter.emit("phase", {"name": phase, "detail": detail}, t=t)
         if progress is not None and self.units_total + progress["units"] > MAX_UNITS:
             self._emitter.error("bad_marker", "bad workload marker (the running total would be too large: over "
                                 "2**53 units); the marker is dropped")
@@ -390,7 +394,11 @@ def _progress_fields(marker: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) <= MAX_UNITS  # 10**400 has no float (math.isfinite would raise OverflowError)
+    return math.isfinite(value)
 
 
 class Agent:

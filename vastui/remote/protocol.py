@@ -192,6 +192,8 @@ class _Fields:
         return tuple(value)
 
     def _number(self, name: str, value: object) -> float:
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INTEGER:
+            raise self._fail(f"field {name!r} is too large (over 2**53 in size)")  # 10**400 has no float
         if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
             raise self._fail(f"field {name!r} must be a finite number, got {_shown(value)}")
         return float(value)
@@ -261,7 +263,7 @@ def parse_record(line: str, *, where: str = "agent") -> Record:
     try:
         kind = RecordKind(str(data.get("kind")))
     except ValueError as exc:
-        raise fail(f"unknown kind {data.get('kind')!r}") from exc
+        raise fail(f"unknown kind {_shown(data.get('kind'))}") from exc
     fields = _Fields(data, fail)
     seq = fields.integer("seq")
     if seq < 1:

@@ -60,10 +60,11 @@ def operator_key(directory: Path) -> Path:
 
 
 @contextlib.asynccontextmanager
-async def demo_world(*, seed: int, time_scale: float, work_dir: Path,
-                     chaos: Chaos | None = None) -> AsyncIterator[tuple[SimServer, ScaledClock]]:
+async def demo_world(*, seed: int, time_scale: float, work_dir: Path, chaos: Chaos | None = None,
+                     api_key: str = DEMO_API_KEY) -> AsyncIterator[tuple[SimServer, ScaledClock]]:
     clock = ScaledClock(scale=time_scale)
-    market, pool = build_market_with_hosts(seed, clock=clock, hosts_dir=work_dir / "hosts", chaos=chaos)
+    market, pool = build_market_with_hosts(seed, clock=clock, hosts_dir=work_dir / "hosts", chaos=chaos,
+                                           api_key=api_key)
     try:
         async with SimServer(market) as server:
             yield server, clock
@@ -103,26 +104,29 @@ class DemoSession:
 
 @contextlib.asynccontextmanager
 async def open_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_dir: Path | None = None,
-                    manifest_path: Path = DEMO_MANIFEST, chaos: Chaos | None = None) -> AsyncIterator[DemoSession]:
+                    manifest_path: Path = DEMO_MANIFEST, chaos: Chaos | None = None,
+                    api_key: str = DEMO_API_KEY) -> AsyncIterator[DemoSession]:
     """Serve a seeded simulated market, connect the real client, SSH runner and store to it, plan the demo
-    campaign; close everything on exit (a started campaign should be awaited or aborted before that)."""
+    campaign; close everything on exit (a started campaign should be awaited or aborted before that).
+    ``api_key`` is the key the market accepts and the client sends (tests use a recognisable fake one)."""
     manifest = load_manifest(manifest_path)
     with tempfile.TemporaryDirectory(prefix="vastui-demo-") as tmp:
         work = Path(tmp)
         # One store per demo run: each demo is a fresh simulated world whose instance ids start over.
         db_path = (data_dir or work) / "demo" / f"demo-seed{seed}-{int(time.time())}.sqlite3"
-        async with demo_world(seed=seed, time_scale=time_scale, work_dir=work, chaos=chaos) as (server, clock):
+        async with demo_world(seed=seed, time_scale=time_scale, work_dir=work, chaos=chaos,
+                              api_key=api_key) as (server, clock):
             key_path = operator_key(work)
-            api_key = Secret(DEMO_API_KEY)
+            secret = Secret(api_key)
             store = await SqliteStore.open(db_path)
-            store.register_secret(api_key)
+            store.register_secret(secret)
             try:
-                async with HttpVastClient(base_url=server.url, api_key=api_key, clock=clock, audit=store) as client:
+                async with HttpVastClient(base_url=server.url, api_key=secret, clock=clock, audit=store) as client:
                     await _register_key(client, key_path, clock, store)
                     runner = SshRunner(known_hosts=work / "known_hosts", client_keys=[key_path], use_agent=False,
                                        clock=clock, retry_interval_s=5.0, reconnect_deadline_s=120.0)
                     services = Services(market=client, executor=runner, store=store, clock=clock, bus=EventBus(),
-                                        redact=Redactor([api_key]), poll_s=10.0, teardown_poll_s=5.0)
+                                        redact=Redactor([secret]), poll_s=10.0, teardown_poll_s=5.0)
                     plan = await plan_campaign(services, manifest=manifest, campaign_id=new_campaign_id())
                     yield DemoSession(services, manifest, plan, server.market, client, db_path)
             finally:

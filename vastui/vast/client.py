@@ -28,12 +28,35 @@ from vastui.approval import (
 )
 from vastui.clock import Clock
 from vastui.config import Redactor, Secret
-from vastui.errors import ApiError, ApprovalRequired, CreateFailed, CreateUncertain, TransportError, VastuiError
+from vastui.errors import (
+    ApiError,
+    ApprovalRequired,
+    CreateFailed,
+    CreateUncertain,
+    NotFound,
+    TransportError,
+    VastuiError,
+)
 from vastui.vast.backoff import RetryPolicy
 from vastui.vast.listing import list_all_instances
-from vastui.vast.models import Answered, CreatedInstance, Instance, InstanceListing, Offer, Prepaid, SshKey, User
+from vastui.vast.models import (
+    Answered,
+    CreatedInstance,
+    Instance,
+    InstanceListing,
+    Offer,
+    OfferRows,
+    Prepaid,
+    SshKey,
+    User,
+)
 from vastui.vast.query import build_search_body
-from vastui.vast.wire import GarbledReply, Retry, Wire
+from vastui.vast.reconcile import RECONCILE_LOOKS, RECONCILE_WAIT_S, reconcile_create, says_no_such_instance
+from vastui.vast.rows import UnreadableRow
+from vastui.vast.wire import GarbledReply, NotSent, Retry, Wire
+
+__all__ = ["RECONCILE_LOOKS", "RECONCILE_WAIT_S", "CreateFailed", "CreateUncertain", "HttpVastClient",
+           "ssh_key_target"]  # the create outcomes and their reconciliation's pace, named where create lives
 
 T = TypeVar("T")
 DEFAULT_RUNTYPE = "ssh_direc ssh_proxy"
@@ -79,17 +102,29 @@ class HttpVastClient:
 
     async def search_offers(self, query: str = "", *, order: str = "score-", type_: str = "on-demand",
                             limit: int | None = None, storage_gib: float = 5.0,
-                            no_default: bool = False) -> list[Offer]:
+                            no_default: bool = False) -> OfferRows:
         """Search offers with the official CLI's query language (raises QueryError before any I/O)."""
         body = build_search_body(query, order=order, type_=type_, limit=limit, storage_gib=storage_gib,
                                  no_default=no_default)
         return await self.search_offers_body(body)
 
-    async def search_offers_body(self, body: Mapping[str, object]) -> list[Offer]:
-        """``POST /api/v0/bundles/`` with a ready-made query body."""
+    async def search_offers_body(self, body: Mapping[str, object]) -> OfferRows:
+        """``POST /api/v0/bundles/`` with a ready-made query body. A row that cannot be parsed is logged and
+        skipped (``OfferRows.unreadable``): one odd offer never hides the others."""
         reply = await self._wire.call("POST", "/bundles/", body=body)
         rows = _field(reply, "offers", list, "POST /bundles/")
-        return [self._parse(Offer.from_api, row, f"row {i} of POST /bundles/") for i, row in enumerate(rows)]
+        offers = OfferRows()
+        unreadable = []
+        for i, row in enumerate(rows):
+            where = f"row {i} of POST /bundles/"
+            try:
+                offers.append(self._parse(Offer.from_api, row, where))
+            except ApiError as exc:
+                skipped = UnreadableRow.of(row, where=where, reason=exc.message)
+                self._wire.log(logging.WARNING, f"offer search: {skipped.describe('offer')}; skipped")
+                unreadable.append(skipped)
+        offers.unreadable = tuple(unreadable)
+        return offers
 
     async def list_instances(self) -> InstanceListing:
         """Every instance, following every v1 page. A failed page gives ``is_complete=False`` with what was read;
@@ -167,7 +202,15 @@ class HttpVastClient:
 
         async def send() -> None:
             window.append(self._clock.now())
-            await self._wire.call("DELETE", f"/instances/{instance_id}/", body={})
+            try:
+                await self._wire.call("DELETE", f"/instances/{instance_id}/", body={})
+            except NotFound as exc:
+                if not says_no_such_instance(exc, instance_id):
+                    raise ApiError(self._wire.redact(
+                        f"{exc.message} — a 404 that does not say instance {instance_id} is gone (an unknown "
+                        f"endpoint or a proxy?); not counted as destroyed"), status=exc.status, code=exc.code,
+                        title="Destroy not confirmed") from exc
+                raise
             window.append(self._clock.now())
 
         await self._mutate(approval, Action.DESTROY_INSTANCE, instance_target(instance_id), send, lambda _: "ok")
@@ -270,6 +313,8 @@ class HttpVastClient:
         path = f"/asks/{offer_id}/"
         try:
             reply = await self._wire.call("PUT", path, body=body, retry=Retry.REFUSED_ONLY)
+        except NotSent as exc:
+            return await self._reconcile(offer_id, label, exc, may_be_pending=False)
         except (TransportError, GarbledReply) as exc:
             return await self._reconcile(offer_id, label, exc)
         except ApiError as exc:
@@ -282,32 +327,11 @@ class HttpVastClient:
             return await self._reconcile(offer_id, label, exc)
         return CreatedInstance(instance_id=new_id, offer_id=offer_id, label=label)
 
-    async def _reconcile(self, offer_id: int, label: str, cause: ApiError) -> CreatedInstance:
-        """The create's answer was lost: look for its label before deciding anything."""
-        self._wire.log(logging.WARNING, f"create on offer {offer_id} lost its answer ({cause.message}); "
-                                        f"looking for label {label!r}")
-        try:
-            listing = await self.list_instances()
-        except VastuiError as exc:
-            listing = InstanceListing(instances=(), is_complete=False, error=exc.message)
-        found = listing.with_label(label)
-        if len(found) == 1:
-            return CreatedInstance(instance_id=found[0].id, offer_id=offer_id, label=label, reconciled=True)
-        if len(found) > 1:
-            ids = ", ".join(str(inst.id) for inst in found)
-            raise CreateUncertain(self._wire.redact(
-                f"create on offer {offer_id} lost its answer and several instances carry label {label!r} "
-                f"({ids}); labels must be unique per create — check them before doing anything else"),
-                label=label, offer_id=offer_id, status=cause.status)
-        if listing.is_complete:
-            raise CreateFailed(self._wire.redact(
-                f"create on offer {offer_id} failed ({cause.message}); a complete listing shows no instance "
-                f"labelled {label!r}, so nothing was rented. Not retried: renting again needs a new approval."),
-                status=cause.status, title="Rent failed")
-        raise CreateUncertain(self._wire.redact(
-            f"create on offer {offer_id} lost its answer ({cause.message}) and the instance listing is incomplete "
-            f"({listing.error}); an instance labelled {label!r} was possibly created and may be billing"),
-            label=label, offer_id=offer_id, status=cause.status)
+    async def _reconcile(self, offer_id: int, label: str, cause: ApiError, *,
+                         may_be_pending: bool = True) -> CreatedInstance:
+        """The create's answer was lost: look for its label before deciding anything (``reconcile.py``)."""
+        return await reconcile_create(list_instances=self.list_instances, clock=self._clock, wire=self._wire,
+                                      offer_id=offer_id, label=label, cause=cause, may_be_pending=may_be_pending)
 
     def _parse(self, parse: Callable[..., T], row: object, where: str) -> T:
         if not isinstance(row, Mapping):

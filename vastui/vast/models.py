@@ -15,8 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vastui.errors import ApiError
+from vastui.vast.rows import UnreadableRow
 
 _log = logging.getLogger(__name__)
+MAX_ROW_INTEGER = 2**63          # larger integers in a row are garbage (and 10**400 would overflow a float)
 
 
 class InstanceStatus(enum.StrEnum):
@@ -66,9 +68,9 @@ class _Row:
         value = self._get(name, required, "an integer")
         if value is None:
             return None
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_ROW_INTEGER:
             return int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, int) or abs(value) > MAX_ROW_INTEGER:
             raise self._bad(name, "an integer")
         return value
 
@@ -84,6 +86,8 @@ class _Row:
         value = self._get(name, required, "a number")
         if value is None:
             return None
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_ROW_INTEGER:
+            raise self._bad(name, "a number")  # past 2**63: no API number is that large (10**400 has no float)
         if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
             raise self._bad(name, "a number")
         return float(value)
@@ -306,14 +310,36 @@ class Instance:
         )
 
 
+class OfferRows(list[Offer]):
+    """A search's offers, in the marketplace's order; ``unreadable`` are the rows that could not be parsed (each
+    reported and skipped: one odd offer never hides the others)."""
+
+    unreadable: tuple[UnreadableRow, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class InstanceListing:
     """Every instance the marketplace listed. ``is_complete`` is False when a page failed: then ``instances``
-    is what was read before the failure and ``error`` says why. An incomplete listing is *unknown*, never zero."""
+    is what was read before the failure and ``error`` says why. An incomplete listing is *unknown*, never zero.
+
+    ``unreadable`` are rows that could not be parsed, each reported and skipped: the other rows are used. A row
+    whose id is readable keeps that id *present* (``present_ids``): absence cannot be proven for it. A row with no
+    readable id could be any instance, so it makes the listing incomplete."""
 
     instances: tuple[Instance, ...]
     is_complete: bool
     error: str | None = None
+    unreadable: tuple[UnreadableRow, ...] = ()
+
+    @property
+    def present_ids(self) -> frozenset[int]:
+        """Every id the listing shows, read or not: an id outside this set is absent (when complete)."""
+        return frozenset(inst.id for inst in self.instances) | {r.id for r in self.unreadable if r.id is not None}
+
+    @property
+    def present_labels(self) -> frozenset[str]:
+        return (frozenset(inst.label for inst in self.instances if inst.label)
+                | {r.label for r in self.unreadable if r.label})
 
     def find(self, instance_id: int) -> Instance | None:
         return next((inst for inst in self.instances if inst.id == instance_id), None)

@@ -34,6 +34,10 @@ class GarbledReply(ApiError):
     """A 2xx answer whose body could not be read: the server may well have acted on the request."""
 
 
+class NotSent(TransportError):
+    """The connection could not be made (refused, or no connect in time): the request never reached the server."""
+
+
 class Retry(enum.Enum):
     """What may be sent again. IDEMPOTENT requests are retried on 429/502/503/504 and transport errors.
     REFUSED_ONLY requests (create, money) are retried only on a plain 429, which means the server did not act."""
@@ -104,7 +108,8 @@ class Wire:
                 if retry is Retry.IDEMPOTENT and self._policy.has_attempts_left(attempt):
                     await self._wait(what, attempt, None, reason)
                     continue
-                raise TransportError(self.redact(f"{what} failed after {attempt} attempt(s): {reason}")) from exc
+                kind = NotSent if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) else TransportError
+                raise kind(self.redact(f"{what} failed after {attempt} attempt(s): {reason}")) from exc
             except httpx.HTTPError as exc:
                 raise ApiError(self.redact(f"{what} failed: {type(exc).__name__}: {exc}")) from exc
             self.log(logging.DEBUG, f"{what} -> {response.status_code} (attempt {attempt})")
@@ -133,7 +138,7 @@ class Wire:
             return False
         try:
             body = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             return False
         return isinstance(body, Mapping) and body.get("error") == QUOTA_CODE
 
@@ -141,8 +146,8 @@ class Wire:
         status = response.status_code
         try:
             body: object = response.json()
-        except ValueError:
-            snippet = response.text[:80].strip().replace("\n", " ")
+        except (ValueError, RecursionError):  # RecursionError: arrays nested past the recursion limit
+            snippet = one_line(response.text[:200], 80)
             if status < 400:
                 raise GarbledReply(self.redact(f"{what}: HTTP {status} with a body that is not JSON: {snippet!r}"),
                                    status=status) from None
@@ -166,15 +171,19 @@ class Wire:
             return AuthError(self.redact(f"{text} (check the API key for {self.base_url})"), status=status,
                              code=code, title="API key rejected")
         if status == 404:
-            return NotFound(self.redact(text), status=status, code=code)
+            return NotFound(self.redact(text), status=status, code=code, server_message=self.redact(message)[:200])
         if status == 429 and code == QUOTA_CODE:
             reset = parse_retry_after(response.headers.get("X-RateLimit-Reset"))
             when = ""
             wait = None
             if reset is not None:
-                stamp = dt.datetime.fromtimestamp(reset, tz=dt.UTC).strftime("%Y-%m-%d %H:%M")
-                when = f" Resets at {stamp} UTC."
-                wait = max(0.0, reset - self._clock.now())
+                try:
+                    stamp = dt.datetime.fromtimestamp(reset, tz=dt.UTC).strftime("%Y-%m-%d %H:%M")
+                except (OverflowError, ValueError, OSError):  # a reset time past year 9999 is no time at all
+                    reset = None
+                else:
+                    when = f" Resets at {stamp} UTC."
+                    wait = max(0.0, reset - self._clock.now())
             return QuotaExceeded(self.redact(f"{what}: search quota exceeded: {message}.{when}"),
                                  retry_after_s=wait, status=status, code=code, title="Search quota exceeded")
         if status == 429:
@@ -191,8 +200,19 @@ class Wire:
         return response.status_code, response.text
 
 
+MAX_SERVER_TEXT = 160                 # characters of a server's own words kept in an error
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
+
+
+def one_line(text: str, limit: int = MAX_SERVER_TEXT) -> str:
+    """A server's text made fit for a one-line error: control characters and line breaks become spaces, and
+    anything past ``limit`` characters is cut (with an ellipsis)."""
+    flat = " ".join(_CONTROL.sub(" ", text).split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
 def _message(body: object) -> str:
     if isinstance(body, Mapping):
         msg = body.get("msg")
-        return msg if isinstance(msg, str) else ""
+        return one_line(msg) if isinstance(msg, str) else ""
     return ""

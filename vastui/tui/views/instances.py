@@ -100,6 +100,9 @@ class InstancesView(ConsoleView):
         warning = "" if listing.is_complete else (
             f"INCOMPLETE: {len(ids)} instance(s) read before the listing failed ({listing.error}); "
             "more may exist and be billing")
+        if listing.unreadable:
+            odd = "; ".join(row.describe() for row in listing.unreadable[:3])
+            warning = " ".join(filter(None, (warning, f"{len(listing.unreadable)} row(s) not shown: {odd}")))
         self.query_one("#instances-warning", Static).update(warning)
         complete = "" if listing.is_complete else " (INCOMPLETE)"
         self.query_one("#instances-title", Static).update(
