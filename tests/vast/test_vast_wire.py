@@ -295,3 +295,36 @@ async def test_a_repeated_token_is_incomplete(client: HttpVastClient, api: FakeV
     api.script += [page([row(1)], token="same"), page([row(2)], token="same")]
     listing = await client.list_instances()
     assert not listing.is_complete and [i.id for i in listing.instances] == [1, 2]
+
+
+async def test_a_server_that_trickles_its_answer_ends_in_a_timeout_not_a_hang() -> None:
+    """One byte every 50 ms never trips a per-read timeout (0.5 s); the whole answer's deadline (twice that) does."""
+    import asyncio
+
+    stop = asyncio.Event()
+
+    async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+            while not stop.is_set():
+                writer.write(b" ")
+                await writer.drain()
+                await asyncio.sleep(0.05)
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(trickle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        async with HttpVastClient(base_url=url, api_key=Secret("trickle-key"), clock=FakeClock(), timeout_s=0.5,
+                                  max_attempts=1) as client:
+            with pytest.raises(TransportError, match="no whole answer within 1 s") as caught:
+                await client.get_user()
+        assert "trickle-key" not in str(caught.value) and "\n" not in str(caught.value)
+    finally:
+        stop.set()
+        server.close()
+        await server.wait_closed()

@@ -9,6 +9,7 @@ as the CLI does. POST/PUT/DELETE always carry a JSON body (``{}`` when empty). T
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import enum
 import json
@@ -47,6 +48,9 @@ class Retry(enum.Enum):
 
 
 MAX_REDIRECTS = 5
+# httpx's timeout is per read: a server that sends a byte now and then never trips it. A whole answer (redirects
+# included) must come within this many times the per-read timeout, or the attempt counts as timed out.
+WHOLE_ANSWER_FACTOR = 2.0
 
 
 class Wire:
@@ -64,6 +68,7 @@ class Wire:
         # another host or port (an upgrade to https on the same host keeps it; the CLI also keeps it for any
         # *.vast.ai host, vastui never sends the key to a host it was not given), and a loop ends after
         # MAX_REDIRECTS in a one-line error.
+        self._whole_answer_s = timeout_s * WHOLE_ANSWER_FACTOR
         self._http = httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(timeout_s),
                                        headers={"User-Agent": f"vastui/{__version__}"}, follow_redirects=True,
                                        max_redirects=MAX_REDIRECTS)
@@ -102,9 +107,13 @@ class Wire:
         while True:
             attempt += 1
             try:
-                response = await self._http.request(method, url, content=content, headers=headers)
-            except httpx.TransportError as exc:
-                reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                response = await asyncio.wait_for(self._http.request(method, url, content=content, headers=headers),
+                                                  self._whole_answer_s)
+            except (httpx.TransportError, TimeoutError) as exc:
+                if isinstance(exc, TimeoutError):
+                    reason = f"no whole answer within {self._whole_answer_s:g} s (the server is sending too slowly)"
+                else:
+                    reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 if retry is Retry.IDEMPOTENT and self._policy.has_attempts_left(attempt):
                     await self._wait(what, attempt, None, reason)
                     continue
