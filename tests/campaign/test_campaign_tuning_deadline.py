@@ -47,6 +47,7 @@ class ScriptedHost:
     speed: dict[int, float] = field(default_factory=dict)    # batch size -> speed-up (1.0 when not named)
     out_of_memory: frozenset[int] = frozenset()             # batch sizes whose runs fail at once
     start_s: float = 0.0                                     # each run's start, before its first step
+    input_bound_below: int = 0                               # fewer loaders: every batch at 0.7x (input-bound)
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     @asynccontextmanager
@@ -55,7 +56,8 @@ class ScriptedHost:
         self.argv.append(list(argv))
         steps = int(next(a for a in argv if a.startswith("VASTUI_STEPS=")).split("=")[1])
         batch = int(next((a for a in argv if a.startswith("VASTUI_BATCH_SIZE=")), "=64").split("=")[1])
-        units = round(640 * self.speed.get(batch, 1.0))
+        loaders = int(next((a for a in argv if a.startswith("VASTUI_LOADERS=")), "=4").split("=")[1])
+        units = round(640 * (0.7 if loaders < self.input_bound_below else self.speed.get(batch, 1.0)))
         if batch in self.out_of_memory:
             steps = 0
         host = self
@@ -270,3 +272,20 @@ async def test_a_bigger_batch_is_priced_by_its_steps_not_by_the_runs_start(tmp_p
     run = _leader(manifest, clock, work_left_s=1000.0 + 2100.0, canary_s=80.0)
     outcome = await _tune(manifest, clock, host, run)
     assert [(t.knob, t.value) for t in outcome.trials] == [("precision", "bf16"), ("batch_size", "256")]
+
+
+async def test_a_batch_that_gained_nothing_while_input_bound_is_tried_again_once_the_input_is_widened(
+        tmp_path: Path) -> None:
+    # Read as compute-bound, but one loader starves the GPU: batch 256 gains nothing (and 128 is not tried, since
+    # the largest step gained nothing), the loaders come next and gain, and then batch 256 is tried again and kept.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",), batch_sizes=(64, 128, 256),
+                                                loaders=(1, 4)))
+    host = ScriptedHost(clock, speed={128: 1.05, 256: 1.08}, input_bound_below=4)
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    start = Variant(batch_size=64, precision="fp32", loaders=1)
+    outcome = await tune(_context(manifest, clock, host), run, "127.0.0.1", 22, start=start,
+                         bottleneck=Bottleneck.COMPUTE_BOUND, time_left_s=lambda: run.work_time_left_s(clock.now()))
+    assert [(t.knob, t.value, t.verdict.accepted) for t in outcome.trials] == [
+        ("batch_size", "256", False), ("loaders", "4", True), ("batch_size", "256", True)]
+    assert (outcome.profile.batch_size, outcome.profile.loaders) == (256, 4)

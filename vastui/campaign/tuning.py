@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from vastui.bench.attribution import Bottleneck
-from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, judge_ab, plan_ab_pairs, plan_tuning
+from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, TuningStep, judge_ab, plan_ab_pairs, plan_tuning
 from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant, note_record, workload_argv
 from vastui.campaign.measure import steps_in
 from vastui.campaign.plan import CANARY_STEPS, TUNING_TIMED_STEPS
@@ -228,6 +228,8 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
 
     steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start)))
     unfit: str | None = None    # the first trial the deadline had no room for (a cheaper knob may still fit)
+    waited: list[TuningStep] = []   # compute knobs that gained nothing, perhaps for want of input: tried again after
+    retried: set[Knob] = set()      # an accepted input-path change (once each)
     while steps:
         step = steps.pop(0)
         flat = False
@@ -259,15 +261,23 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
                                    text=f"{run.cid}: tuning {trials[-1].describe()}"))
             if verdict.accepted:
                 best = change
+                if step.knob is Knob.LOADERS and waited:
+                    steps[:0] = waited   # with the input path widened, a compute knob may now pay: again, first
+                    retried.update(w.knob for w in waited)
+                    waited = []
                 if step.knob is Knob.BATCH_SIZE:
                     break   # the largest batch that clearly helps (larger ones were tried first)
                 continue
             flat = flat or (verdict.gain is not None and verdict.gain.point < ctx.manifest.tuning.min_gain)
             growing = step.knob is Knob.BATCH_SIZE and _above(value, was)
+            if growing and flat:
+                break   # the largest batch gains nothing: a smaller step gains less still
             if (step.knob is not Knob.PRECISION and not growing and verdict.gain is not None
                     and verdict.gain.point < 0):
                 break  # worse in this direction: the next value of the same knob goes further that way
         if flat and step.knob in COMPUTE_KNOBS:
             steps.sort(key=lambda s: s.knob is not Knob.LOADERS)   # stable: the input path next, the rest after
+            if step.knob not in retried and any(s.knob is Knob.LOADERS for s in steps):
+                waited.append(step)
     return stopped(unfit) if unfit is not None else finished(None)
 
