@@ -7,11 +7,13 @@ scaled clock so instances load in seconds; refresh intervals are on that clock.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 from textual.pilot import Pilot
@@ -62,12 +64,18 @@ class FaultyTransport(httpx.AsyncBaseTransport):
     def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
         self.inner = inner
         self.fault: Callable[[httpx.Request], int | None] = lambda request: None
+        # ``rewrite(request, body)`` may change a JSON answer's body before the client reads it (None: as sent)
+        self.rewrite: Callable[[httpx.Request, Any], Any] | None = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         status = self.fault(request)
         if status is not None:
             return httpx.Response(status, json={"success": False, "msg": "injected by the test"})
-        return await self.inner.handle_async_request(request)
+        response = await self.inner.handle_async_request(request)
+        if self.rewrite is None or not response.headers.get("content-type", "").startswith("application/json"):
+            return response
+        body = self.rewrite(request, json.loads(await response.aread()))
+        return httpx.Response(response.status_code, json=body, request=request)
 
 
 @asynccontextmanager

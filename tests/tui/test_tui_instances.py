@@ -106,3 +106,28 @@ async def test_a_partial_listing_is_incomplete_never_fewer_and_recovers(tmp_path
             await wait_for(pilot, lambda: len(view.table.keys_in_order) == 27, what="the whole listing")
             assert str(warning.render()) == ""
             await wait_for(pilot, lambda: "instances STALE" not in bar.plain_text, what="fresh again")
+
+
+async def test_an_odd_row_is_named_above_the_table_and_the_other_instances_are_shown(tmp_path: Path) -> None:
+    async with sim_console(tmp_path, settings=with_settings(initial_view="instances")) as sim:
+        ids = [await rent_outside(sim, label=f"fleet-{i}", query="") for i in range(3)]
+        odd = ids[1]
+        assert sim.transport is not None
+
+        def spoil(request: object, body: object) -> object:
+            if isinstance(body, dict) and isinstance(body.get("instances"), list):
+                body["instances"] = [{**row, "dph_total": "lots"} if row.get("id") == odd else row
+                                     for row in body["instances"]]
+            return body
+
+        sim.transport.rewrite = spoil
+        app = sim.app
+        async with app.run_test(size=(160, 48)) as pilot:
+            view = app.query_one(InstancesView)
+            warning = view.query_one("#instances-warning", Static)
+            await wait_for(pilot, lambda: "not shown" in str(warning.render()), what="the odd-row warning")
+            assert f"instance {odd}: unreadable row" in str(warning.render())
+            assert sorted(view.table.keys_in_order) == sorted(str(i) for i in ids if i != odd)
+            sim.transport.rewrite = None
+            await wait_for(pilot, lambda: len(view.table.keys_in_order) == 3, what="the whole listing")
+            assert str(warning.render()) == ""
