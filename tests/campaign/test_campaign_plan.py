@@ -381,3 +381,23 @@ def test_candidates_never_share_a_machine(manifest: Manifest, seed: int, keep: l
     assert len(plan.candidates) <= max_candidates
     assert {c.offer.id for c in plan.candidates} <= {o.id for o in offers}
     assert plan.spend_upper_bound_usd <= plan.budget_usd
+
+
+def test_a_third_host_of_a_model_in_comes_before_a_far_worse_model(manifest: Manifest) -> None:
+    """Machines go by prior cost, a model entering with its two best hosts: with five slots, models A (three hosts
+    at $0.10-0.30/h) and B (two at $0.40-0.50/h) fill them, A's third host included, and the lone C at $2.00/h stays
+    out — taking models whole in the order of their best host used to give C the last slot, although every A and B
+    host is the better prior."""
+    template = next(row for row in world_rows() if not query_violations(
+        Offer.from_api(row, where="template"), manifest.shortlist.query) and row["dph_total"] < 0.3)
+    market = [("A", 0.10), ("A", 0.20), ("A", 0.30), ("B", 0.40), ("B", 0.50), ("C", 2.00)]
+    rows = []
+    for index, (model, price) in enumerate(market):
+        row = dict(template, id=900 + index, machine_id=9000 + index, gpu_name=f"RTX {model}000", dph_total=price)
+        rows.append(row)
+    offers = offers_of(rows)
+    assert [o.dph_total for o in offers] == [price for _model, price in market]
+    plan = plan_for(with_shortlist(manifest, max_candidates=5), offers)
+    assert plan.excluded == ()
+    assert sorted(c.offer.machine_id for c in plan.candidates) == [9000, 9001, 9002, 9003, 9004]
+    assert [r.offer.machine_id for r in plan.reserves] == [9005]

@@ -8,7 +8,7 @@ candidate from a seeded world, and the manifest is the example workload's.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,7 +48,14 @@ class ScriptedHost:
     out_of_memory: frozenset[int] = frozenset()             # batch sizes whose runs fail at once
     start_s: float = 0.0                                     # each run's start, before its first step
     input_bound_below: int = 0                               # fewer loaders: every batch at 0.7x (input-bound)
+    # when given, the speed-up of a whole profile (batch, precision, loaders), for knobs that pay only together
+    profile_speed: Callable[[int, str, int], float] | None = None
+    # batch sizes whose runs fail at fp32 only (bf16 halves the memory a step needs)
+    out_of_memory_fp32: frozenset[int] = frozenset()
+    # a noisy host: the n-th run at bf16 runs at (1 + bf16_gains[n]) x its speed
+    bf16_gains: Sequence[float] = ()
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _bf16_runs: int = 0
 
     @asynccontextmanager
     async def _session(self, argv: Sequence[str]) -> AsyncIterator[Any]:
@@ -57,8 +64,15 @@ class ScriptedHost:
         steps = int(next(a for a in argv if a.startswith("VASTUI_STEPS=")).split("=")[1])
         batch = int(next((a for a in argv if a.startswith("VASTUI_BATCH_SIZE=")), "=64").split("=")[1])
         loaders = int(next((a for a in argv if a.startswith("VASTUI_LOADERS=")), "=4").split("=")[1])
+        precision = next((a for a in argv if a.startswith("VASTUI_PRECISION=")), "=fp32").split("=")[1]
         units = round(640 * (0.7 if loaders < self.input_bound_below else self.speed.get(batch, 1.0)))
-        if batch in self.out_of_memory:
+        if self.profile_speed is not None:
+            units = round(640 * self.profile_speed(batch, precision, loaders))
+        if precision == "bf16" and self.bf16_gains:
+            units = round(units * (1.0 + self.bf16_gains[self._bf16_runs % len(self.bf16_gains)]))
+            self._bf16_runs += 1
+        failed = batch in self.out_of_memory or (precision == "fp32" and batch in self.out_of_memory_fp32)
+        if failed:
             steps = 0
         host = self
 
@@ -73,7 +87,7 @@ class ScriptedHost:
                                    data_wait_s=0.0, compute_s=MARK_EVERY * STEP_S, latency_ms=(STEP_S * 1000,) * 10,
                                    units_total=0, accepted_total=0, phase=None)
                 self.result = Result(seq=next(host._seq), t=host.clock.now(),
-                                     exit_status=1 if batch in host.out_of_memory else 0, signal=None,
+                                     exit_status=1 if failed else 0, signal=None,
                                      output_digest=None, output_bytes=0, units_total=0, accepted_total=0,
                                      elapsed_s=steps * STEP_S, stderr_tail="")
                 self.finished = True
@@ -289,3 +303,103 @@ async def test_a_batch_that_gained_nothing_while_input_bound_is_tried_again_once
     assert [(t.knob, t.value, t.verdict.accepted) for t in outcome.trials] == [
         ("batch_size", "256", False), ("loaders", "4", True), ("batch_size", "256", True)]
     assert (outcome.profile.batch_size, outcome.profile.loaders) == (256, 4)
+
+
+async def _tune_from(manifest: Manifest, clock: FakeClock, host: ScriptedHost, run: CandidateRun,
+                     start: Variant) -> Any:
+    return await tune(_context(manifest, clock, host), run, "127.0.0.1", 22, start=start,
+                      bottleneck=Bottleneck.COMPUTE_BOUND, time_left_s=lambda: run.work_time_left_s(clock.now()))
+
+
+async def test_knobs_that_pay_only_together_are_tried_together_and_kept(tmp_path: Path) -> None:
+    # bf16 alone gains 1 % (the step then waits for its one loader), four loaders alone 1 % (the GPU was the
+    # limit): neither clears the 2 % minimum, neither is worse. Together they gain 50 %. A larger batch gains
+    # nothing (and is not worse either, so it is not part of the joint change: an interval of exactly zero does
+    # not reach above it).
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32", "bf16"), batch_sizes=(64, 128),
+                                                loaders=(1, 4)))
+
+    def speed(batch: int, precision: str, loaders: int) -> float:
+        both = precision == "bf16" and loaders >= 4
+        return 1.5 if both else 1.01 if precision == "bf16" or loaders >= 4 else 1.0
+
+    host = ScriptedHost(clock, profile_speed=speed)
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    outcome = await _tune_from(manifest, clock, host, run, Variant(batch_size=64, precision="fp32", loaders=1))
+    judged = [(t.knob, t.baseline, t.value, t.verdict.accepted) for t in outcome.trials]
+    assert judged[-1] == ("loaders+precision", "1/fp32", "4/bf16", True), judged
+    assert not any(accepted for *_rest, accepted in judged[:-1]), judged   # each alone was rejected
+    assert (outcome.profile.precision, outcome.profile.loaders, outcome.profile.batch_size) == ("bf16", 4, 64)
+    assert outcome.trials[-1].verdict.gain is not None and outcome.trials[-1].verdict.gain.point == \
+        pytest.approx(0.5 / 1.0, rel=0.01)
+
+
+async def test_a_knob_shown_worse_is_left_out_of_the_joint_change(tmp_path: Path) -> None:
+    # bf16 alone +1 %, batch 128 -5 % (worse: its whole interval is below zero), loaders 4 +1 %: the joint trial
+    # is bf16 with four loaders, at batch 64.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32", "bf16"), batch_sizes=(64, 128),
+                                                loaders=(1, 4)))
+
+    def speed(batch: int, precision: str, loaders: int) -> float:
+        return (1.01 if precision == "bf16" else 1.0) * (1.01 if loaders >= 4 else 1.0) * (0.95 if batch > 64 else 1.0)
+
+    host = ScriptedHost(clock, profile_speed=speed)
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    outcome = await _tune_from(manifest, clock, host, run, Variant(batch_size=64, precision="fp32", loaders=1))
+    joint = [t for t in outcome.trials if "+" in t.knob]
+    assert [(t.knob, t.value) for t in joint] == [("loaders+precision", "4/bf16")]
+    assert outcome.profile.batch_size == 64
+
+
+async def test_a_batch_too_big_at_fp32_is_tried_again_once_bf16_is_kept(tmp_path: Path) -> None:
+    # batch 256 fails at fp32 (out of memory); bf16 and four loaders are kept together; then 256, which fits at
+    # bf16 and gains 10 %, is tried again and kept.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32", "bf16"), batch_sizes=(64, 256),
+                                                loaders=(1, 4)))
+
+    def speed(batch: int, precision: str, loaders: int) -> float:
+        both = precision == "bf16" and loaders >= 4
+        base = 1.5 if both else 1.01 if precision == "bf16" or loaders >= 4 else 1.0
+        return base * (1.1 if batch == 256 and both else 1.0)
+
+    host = ScriptedHost(clock, profile_speed=speed, out_of_memory_fp32=frozenset({256}))
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    outcome = await _tune_from(manifest, clock, host, run, Variant(batch_size=64, precision="fp32", loaders=1))
+    judged = [(t.knob, t.value, t.verdict.accepted) for t in outcome.trials]
+    assert ("batch_size", "256", False) in judged and outcome.trials[judged.index(("batch_size", "256", False))] \
+        .verdict.output_failed
+    assert judged[-2:] == [("loaders+precision", "4/bf16", True), ("batch_size", "256", True)], judged
+    assert (outcome.profile.batch_size, outcome.profile.precision, outcome.profile.loaders) == (256, "bf16", 4)
+
+
+# A noisy host: bf16 gains about 6 %, but the first five pairs straddle zero (one run 10 % slow, one 30 % fast);
+# the next five agree.
+NOISY_BF16 = (0.30, -0.10, 0.08, 0.06, -0.05, 0.07, 0.05, 0.09, 0.06, 0.08)
+
+
+async def test_an_undecided_promising_trial_gets_as_many_pairs_again_when_time_allows(tmp_path: Path) -> None:
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    host = ScriptedHost(clock, bf16_gains=NOISY_BF16)
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    outcome = await _tune(manifest, clock, host, run)
+    [trial] = outcome.trials
+    assert trial.verdict.pairs == 2 * manifest.tuning.min_pairs and host.started == 4 * manifest.tuning.min_pairs
+    assert trial.verdict.accepted and trial.verdict.gain is not None and trial.verdict.gain.low > 0
+    assert outcome.profile.precision == "bf16"
+
+
+async def test_extra_pairs_come_only_from_time_no_trial_needs(tmp_path: Path) -> None:
+    # Five pairs of 40 s runs take 400 s, leaving 1000 s. Five more pairs would take about 500 s (the estimate's
+    # headroom) and fit, but the loaders trial still to come needs about as much, and so does a joint trial of the
+    # two knobs: the precision verdict stands on five pairs, and the loaders trial runs.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, loaders=(4, 8)))
+    host = ScriptedHost(clock, bf16_gains=NOISY_BF16)
+    run = _leader(manifest, clock, work_left_s=1400.0, canary_s=40.0)
+    outcome = await _tune(manifest, clock, host, run)
+    assert [(t.knob, t.verdict.pairs) for t in outcome.trials][:2] == [("precision", 5), ("loaders", 5)]
+    precision = outcome.trials[0].verdict
+    assert not precision.accepted and precision.gain is not None and precision.gain.low < 0

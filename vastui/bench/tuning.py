@@ -115,6 +115,12 @@ class AbVerdict:
     gain: Interval | None
     pairs: int
     reason: str
+    output_failed: bool = False   # the variant broke the output (or did not fit in memory)
+
+    @property
+    def may_gain(self) -> bool:
+        """Not accepted, yet judged and not shown worse: the gain's interval still reaches above zero."""
+        return not self.accepted and self.gain is not None and self.gain.high > 0
 
 
 def judge_ab(*, baseline_units_per_s: Sequence[float], variant_units_per_s: Sequence[float], correctness_ok: bool,
@@ -125,7 +131,8 @@ def judge_ab(*, baseline_units_per_s: Sequence[float], variant_units_per_s: Sequ
     excludes zero and the median gain exceeds ``min_gain``. Pair i is (baseline[i], variant[i])."""
     pairs = min(len(baseline_units_per_s), len(variant_units_per_s))
     if not correctness_ok:
-        return AbVerdict(False, None, pairs, "rejected: the output no longer passes the correctness check")
+        return AbVerdict(False, None, pairs, "rejected: the output no longer passes the correctness check",
+                         output_failed=True)
     if len(baseline_units_per_s) != len(variant_units_per_s):
         raise ValueError("every pair needs a baseline and a variant block")
     if pairs < min_pairs:

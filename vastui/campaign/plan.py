@@ -248,22 +248,32 @@ def _one_per_machine(items: Sequence[_Scored], *, taken: set[int]) -> list[_Scor
 
 
 def _pick(scored: list[_Scored], *, max_candidates: int, min_hosts: int) -> tuple[list[_Scored], list[_Scored]]:
-    """Best models first, each with ``min_hosts`` distinct machines (fewer only when the market has fewer) so host
-    luck is not mistaken for GPU quality; a model that no longer fits whole is skipped; leftover slots go to the
-    remaining machines by prior cost."""
+    """Machines by prior cost; a model comes in with its ``min_hosts`` best machines together (fewer only when the
+    market has fewer), so host luck is not mistaken for GPU quality, or not at all when the slots left cannot hold
+    them; a further host of a model already in comes in alone, at its own prior cost. (Models used to be taken whole
+    in the order of their best machine, skipping one that no longer fit: the next that did could be a far worse
+    prior than a third host of a model already in; docs/method.md, Shortlist.)"""
+    machines = _one_per_machine(scored, taken=set())
     by_model: dict[str, list[_Scored]] = defaultdict(list)
-    for item in _one_per_machine(scored, taken=set()):
+    for item in machines:
         by_model[item.offer.gpu_name].append(item)
     chosen: list[_Scored] = []
-    for model in sorted(by_model, key=lambda m: by_model[m][0].cost):
-        need = min(min_hosts, len(by_model[model]))
-        if len(chosen) + need <= max_candidates:
-            chosen.extend(by_model[model][:need])
-    machines = {item.offer.machine_id for item in chosen}
-    rest = _one_per_machine(scored, taken=machines)
-    while len(chosen) < max_candidates and rest:
-        chosen.append(rest.pop(0))
-    return chosen, rest
+    used: set[int] = set()
+    for item in machines:
+        if len(chosen) >= max_candidates:
+            break
+        if item.offer.machine_id in used:
+            continue
+        model = item.offer.gpu_name
+        have = sum(1 for c in chosen if c.offer.gpu_name == model)
+        group = [i for i in by_model[model] if i.offer.machine_id not in used]
+        need = min(len(group), max(1, min_hosts - have))
+        if need > max_candidates - len(chosen):
+            continue    # the model does not fit whole: a cheaper-by-prior machine further on may
+        for taken in group[:need]:
+            chosen.append(taken)
+            used.add(taken.offer.machine_id)
+    return chosen, [item for item in machines if item.offer.machine_id not in used]
 
 
 def _cover_gpu_counts(chosen: list[_Scored], rest: list[_Scored], *, counts: Sequence[int], max_candidates: int,

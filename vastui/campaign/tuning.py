@@ -180,41 +180,62 @@ def _run_prior_s(run: CandidateRun) -> float:
 
 
 async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, base: Variant,
-              change: Variant, times: _RunTimes) -> AbVerdict:
+              change: Variant, times: _RunTimes, *, room_for: Callable[[int], bool] = lambda _pairs: False
+              ) -> AbVerdict:
+    """``min_pairs`` interleaved pairs, judged; when that leaves a promising change undecided (its point gain above
+    the minimum, its interval still reaching below zero: a noisy host) and ``room_for`` says the deadline allows as
+    many again, those too, judged once more over all of them. Two looks, not one per pair: each extra look would
+    raise the chance of keeping a change that gains nothing."""
     tuning = ctx.manifest.tuning
     a_values: list[float] = []
     b_values: list[float] = []
     correct = True
-    for pair in plan_ab_pairs(pairs=tuning.min_pairs):
-        got: dict[Arm, float | None] = {}
-        for arm in pair:
-            started = ctx.clock.now()
-            variant = base if arm is Arm.BASELINE else change
-            theta, passed, work_s = await short_run(ctx, run, host, port, variant)
-            times.add(variant, ctx.clock.now() - started, work_s)
-            correct = correct and passed
-            got[arm] = theta
-            if arm is Arm.VARIANT and not passed:
-                break   # the change broke the output (or did not fit in memory): no pair can redeem it
-        if Arm.VARIANT in got and not correct:
-            break
-        a, b = got.get(Arm.BASELINE), got.get(Arm.VARIANT)
-        if a is None or b is None:
-            correct = correct and b is not None
-            continue
-        a_values.append(a)
-        b_values.append(b)
-    return judge_ab(baseline_units_per_s=a_values, variant_units_per_s=b_values, correctness_ok=correct,
-                    min_gain=tuning.min_gain, min_pairs=tuning.min_pairs, seed=run.cid)
+    order = plan_ab_pairs(pairs=2 * tuning.min_pairs)
+
+    async def play(pairs: Sequence[tuple[Arm, Arm]]) -> None:
+        nonlocal correct
+        for pair in pairs:
+            got: dict[Arm, float | None] = {}
+            for arm in pair:
+                started = ctx.clock.now()
+                variant = base if arm is Arm.BASELINE else change
+                theta, passed, work_s = await short_run(ctx, run, host, port, variant)
+                times.add(variant, ctx.clock.now() - started, work_s)
+                correct = correct and passed
+                got[arm] = theta
+                if arm is Arm.VARIANT and not passed:
+                    break   # the change broke the output (or did not fit in memory): no pair can redeem it
+            if Arm.VARIANT in got and not correct:
+                return
+            a, b = got.get(Arm.BASELINE), got.get(Arm.VARIANT)
+            if a is None or b is None:
+                correct = correct and b is not None
+                continue
+            a_values.append(a)
+            b_values.append(b)
+
+    def judged() -> AbVerdict:
+        return judge_ab(baseline_units_per_s=a_values, variant_units_per_s=b_values, correctness_ok=correct,
+                        min_gain=tuning.min_gain, min_pairs=tuning.min_pairs, seed=run.cid)
+
+    await play(order[:tuning.min_pairs])
+    verdict = judged()
+    if (not verdict.accepted and verdict.gain is not None and verdict.gain.point > tuning.min_gain
+            and verdict.gain.low < 0 < verdict.gain.high and room_for(tuning.min_pairs)):
+        await play(order[tuning.min_pairs:])
+        verdict = judged()
+    return verdict
 
 
 async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *, start: Variant,
                bottleneck: Bottleneck, time_left_s: Callable[[], float]) -> TuningOutcome:
     """Try each allowed knob from the bottleneck's order (the input path moved up when a compute knob gains nothing);
-    keep what clearly helps; stop when time runs out."""
+    keep what clearly helps; then the knobs that might have helped, together (they may only pay jointly); stop when
+    time runs out."""
     best = start
     trials: list[TuningTrial] = []
     times = _RunTimes(prior_s=_run_prior_s(run))
+    pairs = ctx.manifest.tuning.min_pairs
 
     def finished(reason: str | None) -> TuningOutcome:
         ctx.bus.publish(TuningFinished(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
@@ -226,48 +247,96 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
                                text=f"{run.cid}: tuning stopped: {reason}"))
         return finished(reason)
 
-    steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start)))
     unfit: str | None = None    # the first trial the deadline had no room for (a cheaper knob may still fit)
+
+    async def trial(knob: str, was: str, value: str, change: Variant) -> AbVerdict | TuningOutcome | None:
+        """One A/B trial of ``change`` against ``best``: its verdict, the outcome when tuning must stop, or None
+        when the deadline has no room for it (noted; a cheaper trial may still fit)."""
+        nonlocal unfit
+        left, needed = time_left_s(), times.trial_estimate_s(pairs, best, change)
+        if left <= 0 or left < needed:
+            unfit = unfit or (f"the instance's deadline leaves {max(left, 0.0) / 60:.1f} min; "
+                              f"an A/B trial of {knob} -> {value} takes about {needed / 60:.1f} min")
+            return None
+        ctx.bus.publish(TuningTrialStarted(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
+                                           knob=knob, baseline=was, value=value))
+        try:
+            verdict = await _ab(ctx, run, host, port, best, change, times, room_for=lambda more: time_left_s() >=
+                                times.trial_estimate_s(more, best, change) + reserve_s(change))
+        except DeadlineReached:
+            return stopped(f"the instance reached its deadline during the trial {knob} -> {value} "
+                           f"(abandoned, not judged)")
+        except RemoteError as exc:
+            return stopped(str(exc), level="warning")
+        trials.append(TuningTrial(knob, was, value, verdict))
+        ctx.bus.publish(TuningTrialJudged(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
+                                          knob=knob, baseline=was, value=value, accepted=verdict.accepted,
+                                          gain=band(verdict.gain), pairs=verdict.pairs, reason=verdict.reason))
+        ctx.bus.publish(Notice(at=ctx.clock.now(), campaign_id=ctx.campaign_id, level="info",
+                               text=f"{run.cid}: tuning {trials[-1].describe()}"))
+        return verdict
+
+    def reserve_s(change: Variant) -> float:
+        """Time the trials still planned need (one per knob left, and the joint one): a trial's extra pairs
+        come only out of what is left over."""
+        return (len(steps) + (not joint_tried)) * times.trial_estimate_s(pairs, best, change)
+
+    steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start)))
+    joint_tried = len(steps) < 2    # one knob alone has nothing to be joined with
     waited: list[TuningStep] = []   # compute knobs that gained nothing, perhaps for want of input: tried again after
     retried: set[Knob] = set()      # an accepted input-path change (once each)
-    while steps:
+    hopeful: dict[Knob, int | str] = {}   # unproven gains: knob -> the value that may have gained
+    too_big: list[int] = []         # batch sizes whose output failed (out of memory?): again once precision changes
+    while True:
+        if not steps:
+            joint = _joint_change(best, hopeful) if not joint_tried else None
+            if joint is None:
+                break
+            joint_tried = True
+            knobs = sorted(joint, key=str)
+            change = _variant(_with_values(_profile(best), joint), best)
+            got = await trial("+".join(str(k) for k in knobs), "/".join(str(_profile(best).value(k)) for k in knobs),
+                              "/".join(str(joint[k]) for k in knobs), change)
+            if isinstance(got, TuningOutcome):
+                return got
+            if got is not None and got.accepted:
+                best = change
+                for knob in joint:
+                    hopeful.pop(knob, None)
+                if Knob.PRECISION in joint and too_big:
+                    steps.append(TuningStep(Knob.BATCH_SIZE, tuple(too_big)))
+                    too_big = []
+            continue
         step = steps.pop(0)
         flat = False
         was = _profile(best).value(step.knob)
         for value in value_order(step.knob, step.values, was):
+            if value == _profile(best).value(step.knob):
+                continue
             change = _variant(_profile(best).with_value(step.knob, value), best)
-            left, needed = time_left_s(), times.trial_estimate_s(ctx.manifest.tuning.min_pairs, best, change)
-            if left <= 0 or left < needed:
-                unfit = unfit or (f"the instance's deadline leaves {max(left, 0.0) / 60:.1f} min; "
-                                  f"an A/B trial of {step.knob} -> {value} takes about {needed / 60:.1f} min")
+            got = await trial(str(step.knob), str(_profile(best).value(step.knob)), str(value), change)
+            if got is None:
                 continue   # a nearer value of the same knob may be cheaper to try
-            ctx.bus.publish(TuningTrialStarted(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
-                                               knob=str(step.knob), baseline=str(_profile(best).value(step.knob)),
-                                               value=str(value)))
-            try:
-                verdict = await _ab(ctx, run, host, port, best, change, times)
-            except DeadlineReached:
-                return stopped(f"the instance reached its deadline during the trial {step.knob} -> {value} "
-                               f"(abandoned, not judged)")
-            except RemoteError as exc:
-                return stopped(str(exc), level="warning")
-            trials.append(TuningTrial(str(step.knob), str(_profile(best).value(step.knob)), str(value), verdict))
-            trial = trials[-1]
-            ctx.bus.publish(TuningTrialJudged(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
-                                              knob=trial.knob, baseline=trial.baseline, value=trial.value,
-                                              accepted=verdict.accepted, gain=band(verdict.gain), pairs=verdict.pairs,
-                                              reason=verdict.reason))
-            ctx.bus.publish(Notice(at=ctx.clock.now(), campaign_id=ctx.campaign_id, level="info",
-                                   text=f"{run.cid}: tuning {trials[-1].describe()}"))
+            if isinstance(got, TuningOutcome):
+                return got
+            verdict = got
             if verdict.accepted:
                 best = change
+                hopeful.pop(step.knob, None)
                 if step.knob is Knob.LOADERS and waited:
                     steps[:0] = waited   # with the input path widened, a compute knob may now pay: again, first
                     retried.update(w.knob for w in waited)
                     waited = []
+                if step.knob is Knob.PRECISION and too_big:
+                    steps.insert(0, TuningStep(Knob.BATCH_SIZE, tuple(too_big)))   # less memory a step: again
+                    too_big = []
                 if step.knob is Knob.BATCH_SIZE:
                     break   # the largest batch that clearly helps (larger ones were tried first)
                 continue
+            if verdict.output_failed and step.knob is Knob.BATCH_SIZE and isinstance(value, int):
+                too_big.append(value)
+            if verdict.may_gain:
+                hopeful.setdefault(step.knob, value)   # the first: a batch's largest (tried first) that may gain
             flat = flat or (verdict.gain is not None and verdict.gain.point < ctx.manifest.tuning.min_gain)
             growing = step.knob is Knob.BATCH_SIZE and _above(value, was)
             if growing and flat:
@@ -281,3 +350,17 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
                 waited.append(step)
     return stopped(unfit) if unfit is not None else finished(None)
 
+
+def _joint_change(best: Variant, hopeful: dict[Knob, int | str]) -> dict[Knob, int | str] | None:
+    """The knobs that might have gained (judged, not shown worse) set together, each at the value that might have,
+    when there are two or more still away from ``best``: knobs can pay only jointly (more loaders help only once bf16
+    makes the step wait for input; a larger batch only once the input path keeps up). None otherwise."""
+    current = _profile(best)
+    joint = {knob: value for knob, value in hopeful.items() if current.value(knob) != value}
+    return joint if len(joint) >= 2 else None
+
+
+def _with_values(profile: Profile, values: dict[Knob, int | str]) -> Profile:
+    for knob, value in values.items():
+        profile = profile.with_value(knob, value)
+    return profile
