@@ -649,20 +649,66 @@ def stop(pid_file: str, stream: Any, grace_s: float = 10.0) -> int:
 
 
 def detach(argv: list[str], out_path: str, pid_file: str | None, stream: Any) -> int:
-    """Start this agent again in the background (stdio away from the SSH channel) and print its pid."""
+    """Go on as this agent in the background (stdio away from the SSH channel) and print its pid.
+
+    A fork, not a new interpreter: starting Python again would put its start-up on every run's critical path
+    (and a simulated host's clock magnifies each wall second of it). The child waits until the pid file names it,
+    so its own write (with the workload's pid) cannot be overwritten by the parent's."""
     split = argv.index("--") if "--" in argv else len(argv)
     options = [a for a in argv[:split] if a != "--detach"]
-    child = [sys.executable, os.path.abspath(__file__)] + options + argv[split:]
     parent = os.path.dirname(out_path)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    with open(out_path + ".stderr", "ab") as err:
-        proc = subprocess.Popen(child, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                close_fds=True)
-    _write_pid_file(pid_file, proc.pid, None)
-    stream.write(json.dumps({"pid": proc.pid}) + "\n")
+    err = os.open(out_path + ".stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    ready_r, ready_w = os.pipe()
+    stream.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:   # the agent: wait to be named, then leave the channel's stdio and run
+        code = 1
+        try:
+            os.close(ready_w)
+            os.read(ready_r, 1)
+            os.close(ready_r)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            os.dup2(devnull, 0)
+            os.dup2(devnull, 1)
+            os.dup2(err, 2)
+            _close_fds_from(3)
+            code = main(options + argv[split:])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:   # noqa: BLE001 - a detached agent has only its stderr file to say why
+            import traceback
+            traceback.print_exc()
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+    os.close(err)
+    os.close(ready_r)
+    _write_pid_file(pid_file, pid, None)
+    os.close(ready_w)   # the agent may go on
+    stream.write(json.dumps({"pid": pid}) + "\n")
     stream.flush()
     return 0
+
+
+def _close_fds_from(low: int) -> None:
+    """Close every descriptor from ``low`` up (the SSH channel's among them, so it can end)."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = list(range(low, 1024))
+    for fd in fds:
+        if fd >= low:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def build_parser() -> argparse.ArgumentParser:
