@@ -194,6 +194,9 @@ def test_the_time_cap_budgets_every_trial_the_manifest_allows(tmp_path: Path) ->
             == pytest.approx(tuning_allowance_s(tuned)))
     short = load_manifest(fast_manifest(tmp_path / "short", tune_precision=True, max_lifetime_s=1500))
     assert candidate_time_cap_s(short, predicted_pull=300.0) == 1500.0
+    # two knobs: a trial each, and the joint trial of those that might have gained
+    two = replace(tuned, tuning=replace(tuned.tuning, loaders=(4, 8)))
+    assert tuning_allowance_s(two) == pytest.approx(3 * 2 * tuned.tuning.min_pairs * one_run)
 
 
 async def test_a_compute_knob_that_gains_nothing_moves_the_input_path_up(tmp_path: Path) -> None:

@@ -106,9 +106,11 @@ def _step_prior_s(manifest: Manifest) -> float:
 
 
 def tuning_trials(manifest: Manifest) -> int:
-    """How many A/B trials the manifest allows at most (each allowed value but one, per knob)."""
+    """How many A/B trials the manifest allows at most: each allowed value but one, per knob, and with two or more
+    knobs to turn, the joint trial of those that might have gained (docs/method.md, Tune)."""
     t = manifest.tuning
-    return sum(max(0, len(values) - 1) for values in (t.batch_sizes, t.precisions, t.loaders, t.gpu_counts))
+    per_knob = [max(0, len(values) - 1) for values in (t.batch_sizes, t.precisions, t.loaders, t.gpu_counts)]
+    return sum(per_knob) + (sum(1 for n in per_knob if n) >= 2)
 
 
 def tuning_allowance_s(manifest: Manifest) -> float:
