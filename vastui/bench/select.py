@@ -109,10 +109,14 @@ class Race:
         """Record one measured block; blocks for an eliminated candidate are kept but change nothing."""
         self._entries[candidate_id].blocks.append(block)
 
-    def set_cost(self, candidate_id: str, cost: CostInputs) -> None:
-        """Replace a candidate's cost inputs (measured startup, acceptance rate) as they become known."""
+    def set_cost(self, candidate_id: str, cost: CostInputs, *, prior_throughput_units_per_s: float | None = None
+                 ) -> None:
+        """Replace a candidate's cost inputs (measured startup, acceptance rate) as they become known; with a prior
+        throughput too when another offer takes the candidate's place (a reserve)."""
         entry = self._entries[candidate_id]
-        entry.candidate = RaceCandidate(candidate_id, cost, entry.candidate.prior_throughput_units_per_s)
+        prior = prior_throughput_units_per_s if prior_throughput_units_per_s is not None \
+            else entry.candidate.prior_throughput_units_per_s
+        entry.candidate = RaceCandidate(candidate_id, cost, prior)
         self._costs = {key: value for key, value in self._costs.items() if key[0] != candidate_id}
 
     def exclude(self, candidate_id: str, *, reason: EliminationReason, detail: str) -> Elimination:

@@ -29,6 +29,7 @@ from vastui.campaign.measuring import Measuring
 from vastui.campaign.plan import Candidate, Plan
 from vastui.campaign.ports import HostExecutor, Marketplace
 from vastui.campaign.report import attribution_of
+from vastui.campaign.reserves import Reserves
 from vastui.campaign.tuning import TuningOutcome, tune
 from vastui.clock import Clock
 from vastui.errors import ApiError, RemoteError, VastuiError
@@ -78,7 +79,7 @@ class CampaignEngine(Measuring):
                                     on_owned=on_owned or (lambda _id: None), poll_s=poll_s,
                                     reserve=self._reserve)
         self.runs = [CandidateRun(c) for c in plan.candidates]
-        self._reserves = list(plan.reserves)
+        self._reserves = Reserves(plan.reserves)
         self.race = Race([RaceCandidate(c.candidate_id, self._prior_cost(c), c.prior_throughput_units_per_s)
                           for c in plan.candidates], units=manifest.production_units, slo=manifest.slo,
                          measure=manifest.measure, budget_usd=manifest.budget.max_usd)
@@ -218,7 +219,8 @@ class CampaignEngine(Measuring):
                                if self.aborted else "race decided before its turn")
                 self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail="not measured: race decided")
                 return
-            if (hopeless := await self._hopeless(run)) is not None:
+            if (hopeless := await self._hopeless(run.candidate)) is not None and not await self._take_reserve(
+                    run, hopeless):
                 self.ctx.phase(run, CandidatePhase.SKIPPED, hopeless)
                 self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=f"not measured: {hopeless}")
                 return
@@ -235,13 +237,26 @@ class CampaignEngine(Measuring):
             finally:
                 await self._release(run)
 
-    async def _hopeless(self, run: CandidateRun) -> str | None:
+    async def _hopeless(self, candidate: Candidate) -> str | None:
         """Why this candidate, not rented yet, cannot beat what is measured (charges.hopeless_reason), or None."""
         async with self._lock:
             leader = self._leader
             standing = await asyncio.to_thread(self.race.standing, leader) if leader is not None else None
         high = standing.cost_per_unit.high if standing is not None and standing.cost_per_unit is not None else None
-        return hopeless_reason(run.candidate, self.manifest, leader=leader, leader_cost_high=high)
+        return hopeless_reason(candidate, self.manifest, leader=leader, leader_cost_high=high)
+
+    async def _take_reserve(self, run: CandidateRun, hopeless: str) -> bool:
+        """A candidate passed over gives its slot to the best reserve that could still win (reserves.py)."""
+        reserve = await self._reserves.for_passed_over(self._hopeless)
+        if reserve is None:
+            return False
+        self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="info",
+                                text=f"{run.cid}: offer {run.candidate.offer.id} {hopeless}; its slot goes to reserve "
+                                     f"{reserve.offer.id} ({reserve.offer.gpu_name} at ${reserve.offer.dph_total:.3f}/h)"))
+        run.candidate = replace(reserve, candidate_id=run.cid)
+        self.race.set_cost(run.cid, self._prior_cost(run.candidate),
+                           prior_throughput_units_per_s=run.candidate.prior_throughput_units_per_s)
+        return True
 
     async def _stopped_by_abort(self, run: CandidateRun) -> None:
         """Say where the abort found it; a run it cut short is closed as interrupted (its records are kept)."""
@@ -325,7 +340,7 @@ class CampaignEngine(Measuring):
             if run.phase is CandidatePhase.SKIPPED and ("not approved" in run.detail or
                                                          run.detail.startswith("budget")):
                 return False
-            replacement = self._next_reserve(candidate)
+            replacement = self._reserves.for_vanished(candidate)
             if replacement is None:
                 self.ctx.phase(run, CandidatePhase.SKIPPED, f"offer {candidate.offer.id} vanished; no reserve left")
                 return False
@@ -333,13 +348,8 @@ class CampaignEngine(Measuring):
                                     text=f"{run.cid}: offer {candidate.offer.id} vanished, trying reserve "
                                          f"{replacement.offer.id}"))
             run.candidate = replace(replacement, candidate_id=run.cid)
-            self.race.set_cost(run.cid, self._prior_cost(run.candidate))
-
-    def _next_reserve(self, candidate: Candidate) -> Candidate | None:
-        for index, reserve in enumerate(self._reserves):
-            if reserve.offer.gpu_name == candidate.offer.gpu_name or index == len(self._reserves) - 1:
-                return self._reserves.pop(index)
-        return None
+            self.race.set_cost(run.cid, self._prior_cost(run.candidate),
+                           prior_throughput_units_per_s=run.candidate.prior_throughput_units_per_s)
 
     async def _fail(self, run: CandidateRun, exc: CandidateFailed) -> None:
         run.failure = str(exc)

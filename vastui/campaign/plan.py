@@ -376,7 +376,7 @@ def render_plan(plan: Plan) -> str:
                      f"{c.offer.dph_total:>7.3f} {c.prior_throughput_units_per_s:>10.0f} {c.time_cap_s / 60:>5.0f}m"
                      f"  {c.hypothesis}")
     if plan.reserves:
-        lines.append(f"reserves (used only if a candidate's offer vanishes): "
+        lines.append(f"reserves (rented only in a candidate's place: its offer vanished, or it was passed over): "
                      f"{', '.join(str(r.offer.id) for r in plan.reserves)}")
     if plan.excluded:
         lines.append(f"excluded: {len(plan.excluded)} offers, e.g. "
