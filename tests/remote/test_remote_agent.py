@@ -279,6 +279,33 @@ def test_detach_then_stop_ends_the_workload_with_a_result(tmp_path: Path) -> Non
     assert not agent._is_alive(workload_pid)
 
 
+def test_a_run_started_twice_runs_one_agent(tmp_path: Path) -> None:
+    """The runner starts a run again when the connection was cut during its start and no pid file is there yet;
+    the second start must not run a second agent into the same records: it names the first one and leaves."""
+    out_file, pid_file = tmp_path / "run" / "records.jsonl", tmp_path / "run" / "agent.pid"
+    argv = _workload(tmp_path, """
+        import time
+        print('VASTUI {"phase": "measure"}', flush=True)
+        time.sleep(60)
+    """)
+    start = [sys.executable, str(AGENT), "--detach", "--no-nvml", "--out", str(out_file), "--pid-file",
+             str(pid_file), "--", *argv]
+    first = subprocess.run(start, capture_output=True, text=True, timeout=30)
+    second = subprocess.run(start, capture_output=True, text=True, timeout=30)
+    assert first.returncode == 0 and second.returncode == 0, (first.stderr, second.stderr)
+    pid = json.loads(first.stdout)["pid"]
+    assert json.loads(second.stdout) == {"pid": pid, "already": True}
+    deadline = time.monotonic() + 20
+    while '"measure"' not in (out_file.read_text() if out_file.exists() else ""):
+        assert time.monotonic() < deadline, "the detached agent never ran the workload"
+        time.sleep(0.02)
+    stopped = subprocess.run([sys.executable, str(AGENT), "--stop", "--pid-file", str(pid_file)],
+                             capture_output=True, text=True, timeout=30)
+    assert stopped.returncode == 0
+    starts = [line for line in out_file.read_text().splitlines() if '"ready"' in line]
+    assert len(starts) == 1, starts     # one agent wrote the records
+
+
 def test_the_agent_is_python_3_8_source_with_only_the_standard_library() -> None:
     source = AGENT.read_text(encoding="utf-8")
     tree = ast.parse(source, feature_version=(3, 8))

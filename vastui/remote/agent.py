@@ -546,7 +546,7 @@ def _write_pid_file(path: str | None, agent_pid: int, workload_pid: int | None) 
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    tmp = path + ".tmp"
+    tmp = "%s.%d.tmp" % (path, os.getpid())   # the parent and its forked agent each write their own
     with open(tmp, "w", encoding="utf-8") as handle:
         json.dump({"agent": agent_pid, "workload": workload_pid}, handle)
     os.replace(tmp, path)
@@ -659,6 +659,11 @@ def detach(argv: list[str], out_path: str, pid_file: str | None, stream: Any) ->
     parent = os.path.dirname(out_path)
     if parent:
         os.makedirs(parent, exist_ok=True)
+    if pid_file and not _claim(pid_file):
+        # a start of this run got here before (the runner retried after a cut connection): one agent per run
+        stream.write(json.dumps({"pid": _wait_for_agent_pid(pid_file), "already": True}) + "\n")
+        stream.flush()
+        return 0
     err = os.open(out_path + ".stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     ready_r, ready_w = os.pipe()
     stream.flush()
@@ -695,6 +700,27 @@ def detach(argv: list[str], out_path: str, pid_file: str | None, stream: Any) ->
     stream.write(json.dumps({"pid": pid}) + "\n")
     stream.flush()
     return 0
+
+
+def _claim(pid_file: str) -> bool:
+    """Claim the run named by ``pid_file`` for this start; False when another start claimed it first."""
+    parent = os.path.dirname(pid_file)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    try:
+        os.close(os.open(pid_file + ".claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        return False
+    return True
+
+
+def _wait_for_agent_pid(pid_file: str, wait_s: float = 5.0) -> Any:
+    deadline = time.monotonic() + wait_s
+    while True:
+        agent = _read_pid_file(pid_file).get("agent")
+        if agent is not None or time.monotonic() > deadline:
+            return agent
+        time.sleep(0.01)
 
 
 def _close_fds_from(low: int) -> None:

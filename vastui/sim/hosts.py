@@ -282,11 +282,12 @@ class SshHostPool:
             await asyncio.sleep(DEATH_POLL_S)
         log.warning("simulated host of instance %d died", host.instance_id)
         host.died = True
-        await self._take_down(host)
-        if self.on_host_died is not None:
+        await self._take_down(host, drain=False)
+        if self.on_host_died is not None:   # the marketplace learns of it as the machine goes, not after a drain
             await self.on_host_died(host.instance_id, reason="the machine went down mid-run")
+        await self._drain(host)
 
-    async def _take_down(self, host: _Host) -> None:
+    async def _take_down(self, host: _Host, *, drain: bool = True) -> None:
         _kill_processes(host.token)
         for conn in list(host.connections):
             conn.abort()
@@ -294,6 +295,10 @@ class SshHostPool:
             host.server.close()
             await host.server.wait_closed()
             host.server = None
+        if drain:
+            await self._drain(host)
+
+    async def _drain(self, host: _Host) -> None:
         running = [task for task in host.commands if task is not asyncio.current_task()]
         if running:
             await asyncio.wait(running, timeout=PIPE_DRAIN_S)
