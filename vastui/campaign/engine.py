@@ -250,13 +250,16 @@ class CampaignEngine(Measuring):
         reserve = await self._reserves.for_passed_over(self._hopeless)
         if reserve is None:
             return False
-        self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="info",
-                                text=f"{run.cid}: offer {run.candidate.offer.id} {hopeless}; its slot goes to reserve "
-                                     f"{reserve.offer.id} ({reserve.offer.gpu_name} at ${reserve.offer.dph_total:.3f}/h)"))
+        self._stand_in(run, reserve, f"{run.cid}: offer {run.candidate.offer.id} {hopeless}; its slot goes to reserve "
+                                     f"{reserve.offer.id} ({reserve.offer.gpu_name} at ${reserve.offer.dph_total:.3f}/h)")
+        return True
+
+    def _stand_in(self, run: CandidateRun, reserve: Candidate, why: str) -> None:
+        """``reserve`` takes ``run``'s place (its id kept), with its own prior in the race; the console is told."""
+        self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="info", text=why))
         run.candidate = replace(reserve, candidate_id=run.cid)
         self.race.set_cost(run.cid, self._prior_cost(run.candidate),
                            prior_throughput_units_per_s=run.candidate.prior_throughput_units_per_s)
-        return True
 
     async def _stopped_by_abort(self, run: CandidateRun) -> None:
         """Say where the abort found it; a run it cut short is closed as interrupted (its records are kept)."""
@@ -344,12 +347,8 @@ class CampaignEngine(Measuring):
             if replacement is None:
                 self.ctx.phase(run, CandidatePhase.SKIPPED, f"offer {candidate.offer.id} vanished; no reserve left")
                 return False
-            self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="info",
-                                    text=f"{run.cid}: offer {candidate.offer.id} vanished, trying reserve "
-                                         f"{replacement.offer.id}"))
-            run.candidate = replace(replacement, candidate_id=run.cid)
-            self.race.set_cost(run.cid, self._prior_cost(run.candidate),
-                           prior_throughput_units_per_s=run.candidate.prior_throughput_units_per_s)
+            self._stand_in(run, replacement, f"{run.cid}: offer {candidate.offer.id} vanished, trying reserve "
+                                             f"{replacement.offer.id}")
 
     async def _fail(self, run: CandidateRun, exc: CandidateFailed) -> None:
         run.failure = str(exc)
