@@ -15,6 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
+import asyncssh
 import pytest
 from remote_support import (
     ClientKey, gpu_samples_in_measure, make_machine, measured, workload,
@@ -323,3 +324,20 @@ async def test_a_connection_cut_while_a_file_is_written_is_reconnected_and_the_f
         pool.cut_next_sftp(instance_id=12)
         await runner.put_file(host, port, data=INPUT, remote_path="inputs/canary.jsonl")
     assert (pool.root_dir(instance_id=12) / "inputs" / "canary.jsonl").read_bytes() == INPUT
+
+
+async def test_a_channel_the_client_closes_mid_output_leaves_the_connections_other_channels_alone(
+        pool: SshHostPool, client_key: ClientKey) -> None:
+    """A follower the client leaves while its command still writes must not take down the connection it shares
+    with an agent's start (sshd stops that channel's output; the connection lives on)."""
+    host, port = await pool.start_host(instance_id=12, machine=make_machine(), authorized_keys=[client_key.public])
+    async with asyncssh.connect(host, port, username="root", client_keys=[str(client_key.path)], known_hosts=None,
+                                agent_path=None) as conn:
+        # It ignores the hang-up, so it writes on after the client left, as a command between two writes does.
+        chatty = await conn.create_process("trap '' HUP; for i in $(seq 40); do echo tick; sleep 0.01; done")
+        assert await chatty.stdout.readline() == "tick\n"
+        chatty.close()
+        await chatty.wait_closed()
+        other = await conn.run("sleep 1; echo still here", check=False, timeout=30)   # spans the rest of its writes
+        assert other.exit_status == 0 and other.stdout.strip() == "still here"
+        assert (await conn.run("true", check=False, timeout=30)).exit_status == 0

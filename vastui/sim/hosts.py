@@ -311,14 +311,25 @@ def _close_pipes(proc: asyncio.subprocess.Process) -> None:
 
 
 async def _pump_both(proc: asyncio.subprocess.Process, process: asyncssh.SSHServerProcess[bytes]) -> None:
-    await asyncio.gather(_pump(proc.stdout, process.stdout), _pump(proc.stderr, process.stderr))
+    await asyncio.gather(_pump(proc, 1, process.stdout), _pump(proc, 2, process.stderr))
 
 
-async def _pump(source: asyncio.StreamReader | None, sink: Any) -> None:
+async def _pump(proc: asyncio.subprocess.Process, fd: int, sink: Any) -> None:
+    """Copy the command's ``fd`` to the channel. Once the client has closed the channel, sshd closes its end of
+    the pipe (the command's next write gets EPIPE) and keeps the connection: so does this. An error escaping a
+    session handler would make asyncssh drop the whole connection, and with it every other channel on it."""
+    source = proc.stdout if fd == 1 else proc.stderr
     assert source is not None
     while chunk := await source.read(65536):
-        sink.write(chunk)
-        await sink.drain()
+        try:
+            sink.write(chunk)
+            await sink.drain()
+        except (BrokenPipeError, ConnectionError, asyncssh.Error):
+            transport = getattr(proc, "_transport", None)
+            pipe = transport.get_pipe_transport(fd) if transport is not None else None
+            if pipe is not None:
+                pipe.close()
+            return
 
 
 async def _feed_stdin(process: asyncssh.SSHServerProcess[bytes], proc: asyncio.subprocess.Process) -> None:
