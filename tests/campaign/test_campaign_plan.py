@@ -18,7 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vastui.bench.manifest import Manifest, load_manifest
-from vastui.campaign.plan import Plan, build_plan, render_plan
+from vastui.bench.cost import cost_per_accepted_unit
+from vastui.campaign.charges import prior_cost_inputs
+from vastui.campaign.plan import (
+    DLPERF_EXPONENT_PRIOR, SLO_SHORTFALL_PRIOR, Plan, build_plan, compressed_dlperf, dlperf_pivot, render_plan,
+)
 from vastui.sim.offers import offer_row
 from vastui.sim.world import generate_world
 from vastui.store import SqliteStore
@@ -260,8 +264,9 @@ async def test_a_host_measured_before_gets_a_measured_prior_and_teaches_the_scal
     baseline = plan_for(manifest, offers)
     known = baseline.candidates[0].offer
     assert known.dlperf
-    per_gpu = known.dlperf / known.num_gpus
-    measured = 2.0 * per_gpu
+    excluded = {e.offer_id for e in baseline.excluded}
+    pivot = dlperf_pivot([o for o in offers if o.id not in excluded])
+    measured = 2.0 * compressed_dlperf(known.dlperf / known.num_gpus, pivot=pivot)
     await store.save_manifest(digest=manifest.digest, name=manifest.workload.name, toml_text="[workload]\n",
                               stored_at=NOW - DAY)
     await store.create_campaign(campaign_id="cbefore", manifest_digest=manifest.digest, created_at=NOW - DAY,
@@ -285,10 +290,10 @@ async def test_a_host_measured_before_gets_a_measured_prior_and_teaches_the_scal
     assert "measured" in mine.hypothesis and "2 of 3 runs ok" in mine.hypothesis
     others = [c for c in plan.candidates if c.offer.machine_id != known.machine_id]
     assert others
-    for c in others:  # unmeasured hosts: dlperf x the scale learned on the measured one (2.0 here)
+    for c in others:  # unmeasured hosts: compressed dlperf x the scale learned on the measured one (2.0 here)
         assert not c.prior_is_measured
         assert c.offer.dlperf is not None
-        expected = c.offer.dlperf / c.offer.num_gpus * c.gpu_count * 2.0
+        expected = compressed_dlperf(c.offer.dlperf / c.offer.num_gpus, pivot=pivot) * c.gpu_count * 2.0
         assert c.prior_throughput_units_per_s == pytest.approx(expected, rel=1e-6)
         assert "learned scale 2.00" in c.hypothesis
 
@@ -401,3 +406,65 @@ def test_a_third_host_of_a_model_in_comes_before_a_far_worse_model(manifest: Man
     assert plan.excluded == ()
     assert sorted(c.offer.machine_id for c in plan.candidates) == [9000, 9001, 9002, 9003, 9004]
     assert [r.offer.machine_id for r in plan.reserves] == [9005]
+
+
+def test_the_plans_prior_cost_is_the_races_starting_cost_under_the_billing_model(
+        manifest: Manifest, offers: list[Offer]) -> None:
+    """The shortlist is ranked by the figure the race starts from: the predicted pull bills the disk, not the GPUs
+    (the plan used to charge full $/h through the pull, ranking slow-pull hosts far below what they cost)."""
+    plan = plan_for(manifest, offers)
+    assert plan.candidates
+    for c in (*plan.candidates, *plan.reserves):
+        inputs = prior_cost_inputs(c, manifest)
+        assert inputs.loading_s == c.predicted_pull_s and inputs.startup_s == 0.0
+        assert c.prior_cost_per_unit_usd == pytest.approx(cost_per_accepted_unit(
+            inputs, units=manifest.production_units, throughput_units_per_s=c.prior_throughput_units_per_s))
+    slow = next(o for o in offers if o.id == plan.candidates[0].offer.id)
+    quick, crawl = replace(slow, inet_down=5000.0), replace(slow, inet_down=250.0)
+    costs = [plan_for(with_shortlist(manifest, max_candidates=1, min_hosts=1), [o]).candidates[0]
+             for o in (quick, crawl)]
+    extra_s = costs[1].predicted_pull_s - costs[0].predicted_pull_s
+    disk_per_s = prior_cost_inputs(costs[0], manifest).storage_usd_per_hour / 3600.0
+    assert extra_s > 500.0
+    assert (costs[1].prior_cost_per_unit_usd - costs[0].prior_cost_per_unit_usd) * manifest.production_units == \
+        pytest.approx(extra_s * disk_per_s, rel=1e-6)
+
+
+def test_a_gpu_twice_as_fast_by_dlperf_is_not_assumed_worth_1_6_times_the_price(manifest: Manifest) -> None:
+    """Before anything is measured, dlperf's spread is trusted by half its log-ratio (DLPERF_EXPONENT_PRIOR): a
+    GPU with twice the dlperf is expected ~1.41x as fast, so at 1.6x the $/h the slower one is the better prior
+    (taking dlperf at its word, 2x for 1.6x, ranked the dear one first)."""
+    template = next(row for row in world_rows() if not query_violations(
+        Offer.from_api(row, where="template"), manifest.shortlist.query) and row["dph_total"] < 0.3)
+    price, dlperf = 0.20, float(template["dlperf"])
+    rows = [dict(template, id=950, machine_id=9500, gpu_name="RTX S000", dlperf=dlperf, dph_total=price,
+                 dph_base=price),
+            dict(template, id=951, machine_id=9501, gpu_name="RTX F000", dlperf=2 * dlperf, dph_total=1.6 * price,
+                 dph_base=1.6 * price)]
+    plan = plan_for(with_shortlist(manifest, max_candidates=1, min_hosts=1), offers_of(rows))
+    assert [c.offer.machine_id for c in plan.candidates] == [9500]
+    slow, fast = (next(c for c in (*plan.candidates, *plan.reserves) if c.offer.machine_id == m) for m in (9500, 9501))
+    assert fast.prior_throughput_units_per_s / slow.prior_throughput_units_per_s == \
+        pytest.approx(2 ** DLPERF_EXPONENT_PRIOR)
+
+
+def test_a_cheap_gpu_whose_dlperf_falls_well_short_of_the_slo_floor_goes_after_one_that_reaches_it(
+        manifest: Manifest) -> None:
+    """The compressed prior lifts slow GPUs towards the SLO floor; one whose dlperf taken at its word is under
+    SLO_SHORTFALL_PRIOR of the floor is ranked after the machines that are not, however cheap, and says why
+    (otherwise a small shortlist can fill with machines of which none meets the SLO)."""
+    floor = manifest.slo.throughput_min_units_per_s
+    assert floor is not None
+    template = next(row for row in world_rows() if not query_violations(
+        Offer.from_api(row, where="template"), manifest.shortlist.query) and row["dph_total"] < 0.3)
+    slow_dlperf = 0.5 * floor
+    assert slow_dlperf < SLO_SHORTFALL_PRIOR * floor
+    rows = [dict(template, id=960, machine_id=9600, gpu_name="RTX S000", dlperf=slow_dlperf, dph_total=0.05,
+                 dph_base=0.05),
+            dict(template, id=961, machine_id=9601, gpu_name="RTX F000", dlperf=1.5 * floor, dph_total=0.30,
+                 dph_base=0.30)]
+    plan = plan_for(with_shortlist(manifest, max_candidates=1, min_hosts=1), offers_of(rows))
+    slow, fast = (next(c for c in (*plan.candidates, *plan.reserves) if c.offer.machine_id == m) for m in (9600, 9601))
+    assert slow.prior_cost_per_unit_usd < fast.prior_cost_per_unit_usd     # the cheaper prior cost ...
+    assert [c.offer.machine_id for c in plan.candidates] == [9601]        # ... yet it goes second
+    assert "short of the SLO floor" in slow.hypothesis and "short of" not in fast.hypothesis

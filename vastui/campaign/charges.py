@@ -15,21 +15,14 @@ from vastui.bench import billing
 from vastui.bench.cost import CostInputs, cost_per_accepted_unit
 from vastui.bench.manifest import Manifest
 from vastui.campaign.candidate import CandidateRun
-from vastui.campaign.plan import DISK_GIB, Candidate
+from vastui.campaign.plan import DISK_GIB, Candidate, prior_inputs
 from vastui.campaign.startup import rates_of
 
 
-def _moved_gb(manifest: Manifest) -> float:
-    """What a rental downloads when its host lacks the image: the image and the staged inputs."""
-    return manifest.workload.image_size_gb + sum(i.size_bytes for i in manifest.workload.inputs) / 1e9
-
-
 def prior_cost_inputs(candidate: Candidate, manifest: Manifest) -> CostInputs:
-    """Before anything is measured: the predicted pull as loading, no init, the warm-up floor, a full pull."""
-    rates = rates_of(candidate.offer, disk_gib=DISK_GIB)
-    return CostInputs(price_per_hour_usd=rates.gpu_usd_per_hour, startup_s=0.0, loading_s=candidate.predicted_pull_s,
-                      warmup_s=manifest.warmup.min_s, storage_usd_per_hour=rates.storage_usd_per_hour,
-                      inet_usd_per_gb=rates.inet_down_usd_per_gb, transfer_gb_fixed=_moved_gb(manifest))
+    """Before anything is measured: the plan's own prior inputs (plan.prior_inputs), so the race starts from the
+    figures the shortlist was ranked by."""
+    return prior_inputs(candidate.offer, pull_s=candidate.predicted_pull_s, manifest=manifest)
 
 
 def measured_cost_inputs(run: CandidateRun, manifest: Manifest) -> CostInputs:
