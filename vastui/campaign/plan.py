@@ -161,7 +161,7 @@ def compressed_dlperf(per_gpu: float, *, pivot: float) -> float:
     throughput prior is proportional to before anything is measured (docs/method.md, Shortlist)."""
     if per_gpu <= 0.0 or pivot <= 0.0:
         return 0.0
-    return pivot * (per_gpu / pivot) ** DLPERF_EXPONENT_PRIOR
+    return pivot * math.pow(per_gpu / pivot, DLPERF_EXPONENT_PRIOR)
 
 
 def workload_scale(knowledge: Sequence[HostKnowledge], offers_by_machine: dict[int, Offer], *,
