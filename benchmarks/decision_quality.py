@@ -40,7 +40,7 @@ from pathlib import Path
 
 from vastui.bench.cost import CostInputs, cost_per_accepted_unit
 from vastui.bench.manifest import Manifest, load_manifest
-from vastui.campaign.plan import DISK_GIB
+from vastui.campaign.prior import DISK_GIB
 from vastui.campaign.startup import rates_of
 from vastui.sim.demo import EXAMPLES_DIR, open_demo
 from vastui.sim.images import image_size_mb, is_popular

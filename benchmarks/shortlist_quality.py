@@ -30,7 +30,7 @@ from pathlib import Path
 from decision_quality import MIX, true_cost, write_manifest
 
 from vastui.bench.manifest import Manifest, load_manifest
-from vastui.campaign import plan as plan_module
+from vastui.campaign import prior as prior_module
 from vastui.campaign.plan import build_plan
 from vastui.sim.demo import open_demo
 from vastui.vast.models import Offer
@@ -41,12 +41,12 @@ SIZES = (8, 4)
 @contextlib.contextmanager
 def dlperf_at_its_word() -> Iterator[None]:
     """The plan with the prior's compression and shortfall rule switched off (module settings, read per call)."""
-    saved = plan_module.DLPERF_EXPONENT_PRIOR, plan_module.SLO_SHORTFALL_PRIOR
-    plan_module.DLPERF_EXPONENT_PRIOR, plan_module.SLO_SHORTFALL_PRIOR = 1.0, 0.0
+    saved = prior_module.DLPERF_EXPONENT_PRIOR, prior_module.SLO_SHORTFALL_PRIOR
+    prior_module.DLPERF_EXPONENT_PRIOR, prior_module.SLO_SHORTFALL_PRIOR = 1.0, 0.0
     try:
         yield
     finally:
-        plan_module.DLPERF_EXPONENT_PRIOR, plan_module.SLO_SHORTFALL_PRIOR = saved
+        prior_module.DLPERF_EXPONENT_PRIOR, prior_module.SLO_SHORTFALL_PRIOR = saved
 
 
 def _sized(manifest: Manifest, size: int) -> Manifest:

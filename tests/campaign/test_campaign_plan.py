@@ -20,9 +20,8 @@ from hypothesis import strategies as st
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.bench.cost import cost_per_accepted_unit
 from vastui.campaign.charges import prior_cost_inputs
-from vastui.campaign.plan import (
-    DLPERF_EXPONENT_PRIOR, SLO_SHORTFALL_PRIOR, Plan, build_plan, compressed_dlperf, dlperf_pivot, render_plan,
-)
+from vastui.campaign.plan import Plan, build_plan, render_plan
+from vastui.campaign.prior import DLPERF_EXPONENT_PRIOR, SLO_SHORTFALL_PRIOR, compressed_dlperf, dlperf_pivot
 from vastui.sim.offers import offer_row
 from vastui.sim.world import generate_world
 from vastui.store import SqliteStore

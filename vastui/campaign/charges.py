@@ -15,12 +15,13 @@ from vastui.bench import billing
 from vastui.bench.cost import CostInputs, cost_per_accepted_unit
 from vastui.bench.manifest import Manifest
 from vastui.campaign.candidate import CandidateRun
-from vastui.campaign.plan import DISK_GIB, Candidate, prior_inputs
+from vastui.campaign.plan import Candidate
+from vastui.campaign.prior import DISK_GIB, prior_inputs
 from vastui.campaign.startup import rates_of
 
 
 def prior_cost_inputs(candidate: Candidate, manifest: Manifest) -> CostInputs:
-    """Before anything is measured: the plan's own prior inputs (plan.prior_inputs), so the race starts from the
+    """Before anything is measured: the plan's own prior inputs (prior.prior_inputs), so the race starts from the
     figures the shortlist was ranked by."""
     return prior_inputs(candidate.offer, pull_s=candidate.predicted_pull_s, manifest=manifest)
 
