@@ -10,8 +10,8 @@ candidate, unmeasured), and benchmark-everything on the shortlist (same protocol
 its choice is taken as the shortlist's true best, its spend as the campaign's bills plus every block racing saved).
 
 Per strategy: regret (true cost of the choice over the oracle's best, minus one) p50/p95/max, the share of markets
-within 3 % and 10 %, wrong-output choices; for vastui also spend (and its share of benchmark-everything's), wall
-time, interval coverage (the true cost, SLO aside, inside each finalist's 95 % interval and inside that interval
+within 3 % and 10 %, wrong-output choices; for vastui also spend (and its share of benchmark-everything's, and
+what it paid for: loading and traffic, blocks, tuning, the rest of the GPU time), wall time, interval coverage (the true cost, SLO aside, inside each finalist's 95 % interval and inside that interval
 narrowed to 90 %, which the summary gives), startup error, whether a certified SLO holds in the truth, the oracle's validation
 (measured vs true throughput in units of the host's run-to-run noise) and how varied the market's truth is.
 The manifest is the example's with short warm-ups and blocks (so a market takes seconds) and the method's own
@@ -40,8 +40,11 @@ from pathlib import Path
 
 from vastui.bench.cost import CostInputs, cost_per_accepted_unit
 from vastui.bench.manifest import Manifest, load_manifest
+from vastui.campaign.charges import bill_of
 from vastui.campaign.prior import DISK_GIB
 from vastui.campaign.startup import rates_of
+from vastui.events import CandidatePhaseChanged, Event
+from vastui.events_live import TuningFinished
 from vastui.sim.demo import EXAMPLES_DIR, open_demo
 from vastui.sim.images import image_size_mb, is_popular
 from vastui.sim.market import Market
@@ -184,7 +187,30 @@ class MarketResult:
     tuned_share: float | None = None      # chosen machine: the profile vastui leaves it at / the best allowed
     tuning_trials: int = 0
     passed_over: int = 0                  # shortlisted candidates never rented: they could not beat the leader
+    spent_on: dict[str, float] = field(default_factory=dict)   # vastui's bill by what it paid for (SPEND_PARTS)
     note: str = ""
+
+
+SPEND_PARTS = ("loading and traffic", "canary, warm-ups and console work", "blocks", "tuning")
+
+
+def _spent_on(outcome: object, manifest: Manifest, tuning_s: dict[str, float]) -> dict[str, float]:
+    """The campaign's bill by what it paid for: the disk and the traffic (the pull included); the GPUs while
+    blocks ran; while the leader was tuned; and the rest of the GPU time (the canary, each run's warm-up, the
+    console's own SSH work between runs, the wait for a destroy's answer)."""
+    parts = dict.fromkeys(SPEND_PARTS, 0.0)
+    for run in outcome.runs:  # type: ignore[attr-defined]
+        if run.cid not in outcome.billed_usd:  # type: ignore[attr-defined]
+            continue
+        bill = bill_of(run, manifest=manifest, created_local=None, now=run.ended_at or 0.0)
+        gpu_per_s = rates_of(run.candidate.offer, disk_gib=DISK_GIB).gpu_usd_per_hour / 3600.0
+        blocks = min(bill.gpu_usd, gpu_per_s * sum(b.block.duration_s for b in run.blocks))
+        tuning = min(bill.gpu_usd - blocks, gpu_per_s * tuning_s.get(run.cid, 0.0))
+        parts["loading and traffic"] += bill.storage_usd + bill.bandwidth_usd
+        parts["blocks"] += blocks
+        parts["tuning"] += tuning
+        parts["canary, warm-ups and console work"] += bill.gpu_usd - blocks - tuning
+    return parts
 
 
 def _regret(cost: float, best: float) -> float:
@@ -247,12 +273,24 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float)
                       if o.gpu_name == model and o.num_gpus == 1]
             if len(thetas) >= 3:
                 out.spread.append(max(thetas) / min(thetas) - 1.0)
+        tuning_from: dict[str, float] = {}
+        tuning_s: dict[str, float] = {}
+
+        def on_event(event: Event) -> None:
+            if isinstance(event, CandidatePhaseChanged) and event.phase == "tuning":
+                tuning_from[event.candidate] = event.at
+            elif isinstance(event, TuningFinished) and event.candidate in tuning_from:
+                tuning_s[event.candidate] = event.at - tuning_from.pop(event.candidate)
+
+        stop_listening = demo.services.bus.listen(on_event)
         started = time.monotonic()
         result = await demo.start(plan_approved=True).result(abort_if_cancelled="benchmark interrupted")
         out.wall_s = time.monotonic() - started
+        stop_listening()
         receipt, outcome = result.receipt, result.outcome
         out.spend_usd = receipt.campaign_cost_usd
         out.everything_usd = _everything_spend(outcome, manifest, market)
+        out.spent_on = _spent_on(outcome, manifest, tuning_s)
         out.passed_over = sum(1 for r in outcome.runs if r.detail.startswith("passed over"))
         chosen = next((r for r in outcome.runs if r.cid == receipt.decision.chosen), None)
         best_offer = min(costs, key=lambda oid: costs[oid])
@@ -342,6 +380,11 @@ def report(results: list[MarketResult]) -> str:
               f" wall time {statistics.fmean(r.wall_s for r in results):.1f} s per campaign; "
               f"{sum(r.passed_over for r in results)} shortlisted candidates passed over unrented (their prior "
               f"could not beat the measured leader)",
+              "- where vastui's spend went: " + ", ".join(
+                  f"{part} {100 * sum(r.spent_on.get(part, 0.0) for r in results) / max(spend, 1e-12):.0f} %"
+                  for part in SPEND_PARTS)
+              + f"; benchmark-everything differs only by the blocks racing saved and the rentals it passed over "
+                f"(${everything - spend:.2f} in all)",
               f"- interval coverage (true cost inside the finalist's 95 % cost interval): "
               f"{sum(covered)}/{len(covered)} = {100 * sum(covered) / max(1, len(covered)):.0f} %; inside its 90 % "
               f"narrowing: {100 * sum(covered90) / max(1, len(covered90)):.0f} %; "

@@ -253,6 +253,28 @@ def test_follow_gives_up_when_the_agent_is_gone_without_a_result(tmp_path: Path)
     assert out.getvalue().splitlines() == ['{"kind":"phase","seq":1,"t":1.0,"name":"ready"}']  # no partial line
 
 
+def test_the_follower_starts_without_loading_threads_processes_or_digests(tmp_path: Path) -> None:
+    """Every run starts the agent twice before its workload (the detaching start and the follower): neither may pay
+    for modules only the run itself needs. Checked by what the follower's interpreter has loaded, never by time."""
+    out_file = tmp_path / "records.jsonl"
+    _run(["--no-nvml", "--out", str(out_file), "--", *_workload(tmp_path, 'print(\'VASTUI {"units": 1}\')')])
+    probe = ("import io, json, runpy, sys\n"
+             f"sys.argv = ['agent.py', '--follow', {str(out_file)!r}]\n"
+             "sys.stdout = io.StringIO()\n"
+             "try:\n"
+             f"    runpy.run_path({str(AGENT)!r}, run_name='__main__')\n"
+             "except SystemExit as exc:\n"
+             "    code = exc.code\n"
+             "lines = sys.stdout.getvalue().splitlines()\n"
+             "sys.stdout = sys.__stdout__\n"
+             "print(json.dumps({'code': code, 'records': len(lines), 'modules': sorted(sys.modules)}))\n")
+    done = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True,
+                          timeout=120)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["code"] == 0 and report["records"] == len(out_file.read_text().splitlines())
+    assert not [name for name in ("subprocess", "threading", "hashlib") if name in report["modules"]]
+
+
 def test_detach_then_stop_ends_the_workload_with_a_result(tmp_path: Path) -> None:
     out_file, pid_file = tmp_path / "run" / "records.jsonl", tmp_path / "run" / "agent.pid"
     argv = _workload(tmp_path, """

@@ -192,7 +192,7 @@ class SshHostPool:
         host.died_file.unlink(missing_ok=True)
         hostenv.write_spec(host.sim / "machine.json", host.spec)
         python3 = host.sim / "bin" / "python3"
-        python3.write_text(f"#!/bin/sh\nexec {shlex.quote(self._python)} \"$@\"\n", encoding="utf-8")
+        python3.write_text(f"#!/bin/sh\nexec {shlex.quote(self._python)} -S \"$@\"\n", encoding="utf-8")
         python3.chmod(0o755)
         (host.sim / "lib" / "simworkload.py").write_text(WORKLOAD_SHIM, encoding="utf-8")
 
