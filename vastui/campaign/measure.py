@@ -14,6 +14,8 @@ from vastui.bench.stats import Block, WarmupResult, coefficient_of_variation
 from vastui.remote.protocol import AgentError, GpuSample, Phase, Progress, Result
 
 Record = GpuSample | Progress | Phase | Result | AgentError
+# Warm-up's window is its last ``window`` steps, seen through at least this many markers (BlockMeter._window).
+WINDOW_MIN_MARKERS = 3
 
 
 def steps_in(record: Progress) -> int:
@@ -100,29 +102,47 @@ class BlockMeter:
     def _warm(self, step_s: float, record: Progress) -> None:
         """Warm-up ends at the first marker (never an earlier one) where, counting real steps (a marker may cover
         several: one latency sample each), at least ``min_steps`` steps and ``min_s`` seconds have passed and the
-        CV of the last ``window`` step times (marker time / its steps) is within ``cv_max``; or at ``cap_s``."""
+        CV of the last ``window`` steps' times (``_window``: marker time / its steps) is within ``cv_max``; or at
+        ``cap_s``."""
         rule = self._warmup_rule
         steps = steps_in(record)
         self._warmup_steps.append(step_s / steps)
         self._warmup_marker_steps.append(steps)
         self._warmup_real_steps += steps
         self._warmup_elapsed_s += step_s
-        cv = (coefficient_of_variation(self._warmup_steps[-rule.window:])
-              if len(self._warmup_steps) >= max(rule.window, 2) else None)
+        window = self._window()
+        cv = coefficient_of_variation(window) if window is not None else None
         steady = (self._warmup_real_steps >= rule.min_steps and self._warmup_elapsed_s >= rule.min_s
                   and cv is not None and cv <= rule.cv_max)
         capped = not steady and self._warmup_elapsed_s >= rule.cap_s
         if steady or capped:
             # The units done while warming up count in production too: warm-up costs only its extra time over
-            # those steps at the pace the last window settled to (its median: a capped window may still hold a
-            # slow first marker, whose weight in a mean would price the warm-up at nothing).
-            pace_s = statistics.median(self._warmup_steps[-rule.window:])
+            # those steps at the pace the last window settled to (a median over three markers at least: a capped
+            # window may still hold a slow first marker, whose weight in a mean would price warm-up at nothing).
+            pace_s = statistics.median(self._warmup_steps[-max(3, len(window or ())):])
             lost_s = max(0.0, self._warmup_elapsed_s - self._warmup_real_steps * pace_s)
             self.warmup = WarmupResult(is_steady=steady, is_capped=capped, steps=self._warmup_real_steps,
                                        warmup_s=self._warmup_elapsed_s, cv=cv, lost_s=lost_s,
                                        settled_steps=self._settled_steps(pace_s))
             self._open = _Open(start_t=record.t)
             self._gpu = []   # warm-up's samples describe no block
+
+    def _window(self) -> list[float] | None:
+        """The step times of the last ``window`` steps: the fewest last markers that cover that many steps, and at
+        least WINDOW_MIN_MARKERS of them (two values agree by chance too easily: a ramp in steps of two markers each
+        would read as steady); None until the markers so far are enough. A marker of k steps gives one step time
+        (its mean): with one marker a step this is the last ``window`` markers; with markers of 10 steps and a
+        window of 10, the last three — not the last ten, which hold 100 steps and kept one slow first marker in
+        view long after the pace had settled (every such warm-up ran to its cap, and each run's GPU time was
+        billed for it)."""
+        need = self._warmup_rule.window
+        least = min(WINDOW_MIN_MARKERS, need)
+        covered = 0
+        for count, steps in enumerate(reversed(self._warmup_marker_steps), start=1):
+            covered += steps
+            if covered >= need and count >= least:
+                return self._warmup_steps[-count:]
+        return None
 
     def _settled_steps(self, pace_s: float) -> int:
         """Steps before the first marker from which every warm-up step time stays within cv_max of ``pace_s``, the
