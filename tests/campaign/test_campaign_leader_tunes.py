@@ -1,6 +1,7 @@
 """Who gets instance time. The leader leaves the race's measuring for tuning with the winner's minimum blocks,
 its SLO certified, its last independent run under way, not tuned before, and something the manifest lets it try; a
-waiting candidate is passed over unrented when even twice its prior could not win."""
+waiting candidate is passed over unrented when even twice its prior could not win; a candidate done measuring that
+the decision would choose is tuned too."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from pathlib import Path
 from campaign_support import fast_manifest
 
 from vastui.bench.cost import cost_per_accepted_unit
-from vastui.bench.manifest import Manifest, load_manifest
+from vastui.bench.manifest import Manifest, MeasureRule, load_manifest
+from vastui.bench.select import Race, RaceCandidate
 from vastui.campaign.candidate import CandidateRun
 from vastui.campaign.charges import PRIOR_OPTIMISM, hopeless_reason, prior_cost_inputs
 from vastui.campaign.measure import MeasuredBlock
@@ -39,11 +41,11 @@ class _Engine(Measuring):
         self._finished = asyncio.Event()
 
 
-def _run(manifest: Manifest, *, blocks: int, runs_done: int) -> CandidateRun:
+def _run(manifest: Manifest, *, blocks: int, runs_done: int, index: int = 0) -> CandidateRun:
     world = generate_world(7, n_machines=80, now=NOW)
     offers = [Offer.from_api(offer_row(m, now=NOW, rented=False), where="row") for m in world.machines]
     run = CandidateRun(build_plan(campaign_id="c", manifest=manifest, offers=offers, knowledge=(),
-                                  bad_hosts=()).candidates[0])
+                                  bad_hosts=()).candidates[index])
     block = MeasuredBlock(block=Block(units=100, duration_s=10.0, steps=10), start_t=0.0, end_t=10.0,
                           data_wait_share=0.0, gpu_util_pct=None, mem_used_mib=None, mem_total_mib=None,
                           pcie_rx_gbps=None, throttled_share=None)
@@ -113,3 +115,36 @@ def test_a_candidate_is_passed_over_only_when_even_twice_its_prior_cannot_win(tm
     assert reason is not None and "SLO floor" in reason
     floor = replace(manifest.slo, throughput_min_units_per_s=fast * 0.99)
     assert hopeless_reason(candidate, replace(manifest, slo=floor), leader=None, leader_cost_high=None) is None
+
+
+async def test_a_candidate_that_ran_on_to_the_narrower_interval_while_the_leader_tuned_is_tuned_too(
+        tmp_path: Path) -> None:
+    """Seen in the decision benchmark: the leader (the lowest cost point) left for tuning with 5 blocks; another ran
+    on to max_blocks, ended with the lower upper bound and was chosen, at its first profile (a third below its
+    best). The decision chooses by the upper bound, so a candidate done measuring that it would choose now is tuned
+    as well; one it would not choose is not."""
+    manifest = load_manifest(fast_manifest(tmp_path / "m", tune_precision=True))
+    leader, steady = _run(manifest, blocks=0, runs_done=2), _run(manifest, blocks=0, runs_done=2, index=1)
+    cost = prior_cost_inputs(leader.candidate, manifest)
+    race = Race([RaceCandidate(leader.cid, cost), RaceCandidate(steady.cid, cost)], units=manifest.production_units,
+                measure=MeasureRule(run_cv_prior=0.0), resamples=400)
+    for theta in (120.0, 84.0, 118.0, 86.0, 117.0):         # the lower cost point, its blocks far apart
+        race.add_block(leader.cid, Block(units=theta * 30.0, duration_s=30.0, steps=30))
+    for theta in (99.0, 100.0, 101.0, 100.0, 99.5, 100.5, 100.0, 99.8):   # a little slower, and steady
+        race.add_block(steady.cid, Block(units=theta * 30.0, duration_s=30.0, steps=30))
+    assert race.decide().leader == leader.cid
+    engine = _with(manifest, leader)
+    engine.race, engine._lock = race, asyncio.Lock()
+    engine._tuning_started = {leader.cid}
+    assert await engine._would_be_chosen(steady)
+    assert not await engine._would_be_chosen(leader)          # tuned already
+    engine._tuning_started = {steady.cid}
+    assert not await engine._would_be_chosen(steady)          # once each
+    untunable = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",)))
+    engine.manifest, engine._tuning_started = untunable, {leader.cid}
+    assert not await engine._would_be_chosen(steady)          # nothing the manifest lets it try
+    engine.manifest = manifest
+    for theta in (100.0, 100.0, 100.0):                       # the leader's interval narrows: it is the choice
+        race.add_block(leader.cid, Block(units=theta * 30.0, duration_s=30.0, steps=30))
+    race.add_block(leader.cid, Block(units=103.0 * 30.0, duration_s=30.0, steps=30))
+    assert not await engine._would_be_chosen(steady)

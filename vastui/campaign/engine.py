@@ -300,7 +300,7 @@ class CampaignEngine(Measuring):
         # (A leader stopped by its deadline is still offered: tuning then says the deadline left it no time.)
         done_measuring = (self._finished.is_set() or len(run.blocks) >= self.manifest.measure.max_blocks
                           or run.work_time_left_s(self.clock.now()) <= 0 or self.leader_may_tune(run))
-        leads = done_measuring and self._leader == run.cid
+        leads = done_measuring and (self._leader == run.cid or await self._would_be_chosen(run))
         if (run.blocks and (leads or run.cid in self._tune_next) and run.cid not in self._tuning_started
                 and not self._stop[run.cid].is_set()):
             await self._tune(run, host, port, variant)

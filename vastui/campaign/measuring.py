@@ -12,7 +12,7 @@ import json
 import statistics
 
 from vastui.bench.manifest import Manifest
-from vastui.bench.select import EliminationReason, Race
+from vastui.bench.select import EliminationReason, Race, decide_profile
 from vastui.bench.stats import Verdict
 from vastui.campaign.candidate import (CandidateContext, CandidatePhase, CandidateRun, Variant, note_record,
                                        save_records, workload_argv)
@@ -206,6 +206,17 @@ class Measuring:
                 and len(run.blocks) >= self.manifest.measure.winner_min_blocks
                 and run.cid in self._certified   # the SLO's evidence (e.g. p99's 459 steps) comes from blocks
                 and run.measured_runs + 1 >= self.manifest.measure.min_runs)
+
+    async def _would_be_chosen(self, run: CandidateRun) -> bool:
+        """Whether the decision, taken now, would choose ``run``: the race's leader is the lowest cost point, the
+        decision the lowest upper bound, and a candidate that ran on to max_blocks while the leader was tuned can
+        end with the narrower interval and be chosen. It is tuned too, while its instance lives: a choice left at
+        its first profile can be far from its best (a third of its speed, seen in the decision benchmark)."""
+        if tuning_trials(self.manifest) <= 0 or run.cid in self._tuning_started:
+            return False
+        async with self._lock:
+            finalists = await asyncio.to_thread(self.race.finalists)
+        return decide_profile(finalists, units=self.manifest.production_units).chosen == run.cid
 
     def _stop_reason(self, run: CandidateRun) -> str | None:
         if len(run.blocks) >= self.manifest.measure.max_blocks:
