@@ -322,6 +322,11 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float)
             elif outcome.tuning.stopped_early:
                 out.note += f"; stopped: {outcome.tuning.stopped_early}"
             out.note += ")"
+        if not out.regret["vastui"] <= 0.03:   # a miss: say what became of the oracle's best and of the choice
+            for run in outcome.runs:
+                if run.candidate.offer.id == best_offer or run.cid == receipt.decision.chosen:
+                    role = "oracle best" if run.candidate.offer.id == best_offer else "chosen"
+                    out.note += f"; {role} {run.cid} ({run.phase}, {run.measured_runs} runs): {run.detail}"
         for row in receipt.candidates:
             run = next(r for r in outcome.runs if r.cid == row.candidate_id)
             offer = run.candidate.offer
