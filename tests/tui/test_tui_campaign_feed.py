@@ -125,3 +125,28 @@ async def test_the_last_picture_comes_before_the_end() -> None:
         follower.cancel()
     assert seen == ["picture 0", "picture 1", "picture 1", "end"], "the end comes after a last, fresh picture"
     assert ends[0].error == "the host vanished" and ends[0].receipt is None
+
+
+async def test_a_campaign_whose_task_was_cancelled_still_ends_and_a_cancelled_follower_still_stops() -> None:
+    """A console told to quit when the campaign ends waits for this end: a campaign task that ended cancelled must
+    deliver one (before, the follower ended on the CancelledError and the console waited for ever). Cancelling the
+    follower itself still stops it, with no end."""
+    campaign = FakeCampaign()
+    ends: list[CampaignEnd] = []
+    follower = asyncio.create_task(follow_campaign(campaign, deliver=lambda _p: None, on_end=ends.append))
+    try:
+        await asyncio.sleep(0)
+        campaign.ended.cancel()
+        await until(lambda: ends, "the end of a cancelled campaign")
+    finally:
+        follower.cancel()
+    assert ends[0].receipt is None and ends[0].error is not None and "cancelled" in ends[0].error
+
+    running = FakeCampaign()
+    ends = []
+    follower = asyncio.create_task(follow_campaign(running, deliver=lambda _p: None, on_end=ends.append))
+    await asyncio.sleep(0.05)
+    follower.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await follower
+    assert ends == [] and not running.is_done

@@ -143,11 +143,17 @@ async def follow_campaign(source: CampaignSource, *, deliver: Callable[[Campaign
 
 
 async def await_end(source: CampaignSource) -> CampaignEnd:
-    """Wait for the campaign's end (its receipt, or what it raised); a cancelled wait leaves it running."""
+    """Wait for the campaign's end (its receipt, or what it raised); a cancelled wait leaves it running.
+
+    A campaign whose own task ended cancelled is an end too: raising that on would end the follower without an
+    end, and a console told to quit once the campaign ended would wait for ever."""
     try:
         result = await source.result()
     except asyncio.CancelledError:
-        raise
+        task = asyncio.current_task()
+        if (task is not None and task.cancelling()) or not source.is_done:
+            raise   # this wait was cancelled, not the campaign
+        return CampaignEnd(receipt=None, aborted=None, error="the campaign's task was cancelled")
     except Exception as exc:  # the campaign's own failure is shown, not raised into the console
         return CampaignEnd(receipt=None, aborted=None, error=str(exc) or type(exc).__name__)
     return CampaignEnd(receipt=result.receipt, aborted=result.aborted, error=None,
