@@ -146,18 +146,24 @@ def test_warmup_that_never_steadies_ends_at_the_cap_flagged() -> None:
     assert meter.warmup.warmup_s >= rule.cap_s
 
 
-def test_a_capped_warmup_with_one_slow_marker_still_says_where_it_settled_and_what_it_cost() -> None:
-    """Markers of 10 steps and a window of 25 steps (the last three markers): the first (a slow start, 2 s a step)
-    is still in the window when the cap comes, so the window's CV is high and warm-up is capped. The pace had settled
-    after that marker all the same: a short run may start timing there, and warm-up cost its extra 10 s (a mean
-    pace, pulled up by the slow marker, said 0 s)."""
-    rule = WarmupRule(min_s=10.0, min_steps=5, cv_max=0.05, window=25, cap_s=40.0)
+def _slow_first_marker_of_ten_steps(rule: WarmupRule) -> BlockMeter:
+    """A meter fed one slow marker of 10 steps (2 s a step), then four at 1 s a step."""
     meter = BlockMeter(warmup=rule, measure=BLOCKS)
     t = T0
     meter.add(marker(t, steps=1, step_ms=1000.0))
     for step_s in (20.0, 10.0, 10.0, 10.0, 10.0):   # 10 steps each: 2 s a step, then 1 s
         t += step_s
         meter.add(marker(t, steps=10, step_ms=step_s * 100.0))
+    return meter
+
+
+def test_a_capped_warmup_with_one_slow_marker_still_says_where_it_settled_and_what_it_cost() -> None:
+    """Markers of 10 steps and a window of 25 steps (the last three markers): the first (a slow start, 2 s a step)
+    is still in the window when the cap comes, so the window's CV is high and warm-up is capped. The pace had settled
+    after that marker all the same: a short run may start timing there, and warm-up cost its extra 10 s (a mean
+    pace, pulled up by the slow marker, said 0 s)."""
+    rule = WarmupRule(min_s=10.0, min_steps=5, cv_max=0.05, window=25, cap_s=40.0)
+    meter = _slow_first_marker_of_ten_steps(rule)
     assert meter.warmup is not None and meter.warmup.is_capped and not meter.warmup.is_steady
     assert meter.warmup.warmup_s == pytest.approx(40.0)
     assert meter.warmup.settled_steps == 10
@@ -170,12 +176,7 @@ def test_the_window_counts_steps_so_a_slow_first_marker_of_ten_steps_soon_leaves
     cap and billed every run's warm-up to it). Steady 1 s steps after a slow first marker: warm-up ends at the
     fourth, 50 s in; the cap was 180 s."""
     rule = WarmupRule(min_s=10.0, min_steps=20, cv_max=0.05, window=10, cap_s=180.0)
-    meter = BlockMeter(warmup=rule, measure=BLOCKS)
-    t = T0
-    meter.add(marker(t, steps=1, step_ms=1000.0))
-    for step_s in (20.0, 10.0, 10.0, 10.0, 10.0):   # 10 steps each: 2 s a step, then 1 s
-        t += step_s
-        meter.add(marker(t, steps=10, step_ms=step_s * 100.0))
+    meter = _slow_first_marker_of_ten_steps(rule)
     assert meter.warmup is not None and meter.warmup.is_steady and not meter.warmup.is_capped
     assert meter.warmup.steps == 40 and meter.warmup.warmup_s == pytest.approx(50.0)
     assert meter.warmup.lost_s == pytest.approx(10.0)
