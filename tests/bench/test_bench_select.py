@@ -251,3 +251,28 @@ def test_a_cheap_candidate_below_the_slo_floor_neither_leads_nor_eliminates() ->
     step = race.decide()
     assert "cheap" in step.active and "good" in step.active and step.leader == "good"
     assert [(e.candidate_id, e.reason) for e in step.eliminated] == [("dear", EliminationReason.COST)]
+
+
+def test_a_certified_candidate_outlives_a_cheaper_leader_on_the_slo_knife_edge() -> None:
+    # "edge" costs a quarter as much and its median meets the floor of 80, but its blocks straddle the floor, so
+    # its SLO is undecided; "good" is certified. The cost test separates them at once, yet eliminating "good"
+    # would leave nothing certified if "edge" never certifies (the decision would then take an undecided machine
+    # whose truth may sit below the floor). "good" stays until "edge" is certified, then goes.
+    slo = Slo(throughput_min_units_per_s=80.0)
+    quarter = CostInputs(price_per_hour_usd=0.25, startup_s=120.0)
+    race = Race([RaceCandidate("edge", quarter), RaceCandidate("good", CHEAP)], units=100_000, slo=slo,
+                resamples=300, measure=BLOCKS_ONLY)
+    for theta in (70.0, 92.0, 78.0, 90.0, 82.0):
+        race.add_block("edge", block(theta))
+        race.add_block("good", block(100.0))
+    edge = race.standing("edge")
+    assert edge.slo is Verdict.UNDECIDED and edge.throughput is not None and edge.throughput.point >= 80.0
+    step = race.decide()
+    assert step.leader == "edge" and step.eliminated == () and step.active == ("edge", "good")
+    decision = decide_profile(race.finalists(), units=100_000)
+    assert decision.chosen == "good" and decision.slo_met
+    for _ in range(25):                                          # "edge" settles well above the floor
+        race.add_block("edge", block(90.0))
+    assert race.standing("edge").slo is Verdict.MET
+    step = race.decide()
+    assert [(e.candidate_id, e.reason) for e in step.eliminated] == [("good", EliminationReason.COST)]

@@ -6,7 +6,8 @@ eliminations, SLO certification and the decision rest on what the next, independ
 Racing (irace/LUCB style): after ``min_blocks`` blocks each, and after every block from then on, every challenger is
 tested against the current best on the bootstrap distribution of C_i / C_best, one-sided, with Holm's step-down
 correction at 95 %; a challenger is eliminated only when, at its Holm level, its cost interval also lies wholly above
-the best's (docs/method.md, Select), or when its SLO cannot be met. The race stops when one candidate remains,
+the best's (docs/method.md, Select), or when its SLO cannot be met; one certified to meet the SLO is never
+eliminated by a leader that is not (yet). The race stops when one candidate remains,
 when the leader is within the indifference zone of every other (the ratio's lower bound is >= 1/(1 + epsilon)),
 when every candidate reached ``max_blocks``, or when the benchmark budget is spent.
 
@@ -264,13 +265,22 @@ class Race:
                 tests.append((p_value, cid))
         tests.sort()
         out = []
+        best_certified = self._certified(best)
         for rank, (p_value, cid) in enumerate(tests):  # Holm: the j-th smallest p against alpha / (m - j)
             level = alpha / (len(tests) - rank)
             if p_value > level or not self._separated(cid, best, level=level):
                 break
+            if not best_certified and self._certified(cid):
+                # Cheaper, but not yet shown to meet the SLO: a knife-edge leader that never certifies would
+                # leave the decision nothing certified to choose. The certified one stays until the leader is.
+                continue
             out.append(self.exclude(cid, reason=EliminationReason.COST, detail=(
                 f"cost above {best}'s (one-sided p={p_value:.4f} <= Holm level {level:.4f}, intervals apart)")))
         return tuple(out)
+
+    def _certified(self, cid: str) -> bool:
+        entry = self._entries[cid]
+        return self._slo_verdict(entry, self._throughput(entry)) is Verdict.MET
 
     def _separated(self, cid: str, best: str, *, level: float) -> bool:
         """C_i's lower bound above C_best's upper bound, both at confidence 1 - level."""

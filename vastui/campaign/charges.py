@@ -72,16 +72,17 @@ PRIOR_OPTIMISM = 2.0
 
 
 def hopeless_reason(candidate: Candidate, manifest: Manifest, *, leader: str | None,
-                    leader_cost_high: float | None) -> str | None:
+                    leader_cost_high: float | None, leader_certified: bool) -> str | None:
     """Why renting ``candidate`` cannot pay off, or None: even at PRIOR_OPTIMISM x its prior throughput, with no
     warm-up, no loading and a cached image, it misses the SLO's throughput floor or costs more per unit than the
-    measured leader's upper bound."""
+    measured leader's upper bound. Only a leader certified to meet the SLO rules others out on cost: one on the
+    SLO's knife-edge may never be certified, and what it passed over could have been."""
     fast = candidate.prior_throughput_units_per_s * PRIOR_OPTIMISM
     floor = manifest.slo.throughput_min_units_per_s
     if floor is not None and fast < floor:
         return (f"passed over: even at {PRIOR_OPTIMISM:g}x its prior ({candidate.prior_throughput_units_per_s:.3g} "
                 f"units/s) it would miss the SLO floor of {floor:g} units/s")
-    if leader is None or leader_cost_high is None or not math.isfinite(leader_cost_high):
+    if leader is None or leader_cost_high is None or not math.isfinite(leader_cost_high) or not leader_certified:
         return None
     best_case = replace(prior_cost_inputs(candidate, manifest), warmup_s=0.0, loading_s=0.0, transfer_gb_fixed=0.0)
     cost = cost_per_accepted_unit(best_case, units=manifest.production_units, throughput_units_per_s=fast)

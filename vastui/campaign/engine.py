@@ -18,7 +18,7 @@ from vastui.approval import Approver
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest
 from vastui.bench.select import Decision, EliminationReason, Finalist, Race, RaceCandidate, decide_profile
-from vastui.bench.stats import Interval
+from vastui.bench.stats import Interval, Verdict
 from vastui.bench.tuning import tuned_cost_estimate
 from vastui.campaign.candidate import (CandidateContext, CandidateFailed, CandidatePhase, CandidateRun, Variant,
                                        canary, read_loading, rent, stage_inputs, wait_running)
@@ -243,7 +243,9 @@ class CampaignEngine(Measuring):
             leader = self._leader
             standing = await asyncio.to_thread(self.race.standing, leader) if leader is not None else None
         high = standing.cost_per_unit.high if standing is not None and standing.cost_per_unit is not None else None
-        return hopeless_reason(candidate, self.manifest, leader=leader, leader_cost_high=high)
+        certified = standing is not None and standing.slo is Verdict.MET
+        return hopeless_reason(candidate, self.manifest, leader=leader, leader_cost_high=high,
+                               leader_certified=certified)
 
     async def _take_reserve(self, run: CandidateRun, hopeless: str) -> bool:
         """A candidate passed over gives its slot to the best reserve that could still win (reserves.py)."""
