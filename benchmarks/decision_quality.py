@@ -72,16 +72,19 @@ MIX = (
     WorkloadKind("startup-heavy", {r"(?m)^units = 20000$": "units = 3000"}),
     WorkloadKind("multi-gpu", {r"(?m)^gpu_counts = \[1\]$": "gpu_counts = [1, 2]"}),
 )
+# Short warm-ups and blocks, so a market takes seconds; ``--protocol method`` keeps the method's own (the example's).
 FAST = {r"(?m)^min_s = 30$": "min_s = 10", r"(?m)^min_steps = 20$": "min_steps = 5", r"(?m)^window = 10$": "window = 5",
         r"(?m)^cap_s = 180$": "cap_s = 60", r"(?m)^block_s = 30$": "block_s = 10",
         r"(?m)^block_min_steps = 20$": "block_min_steps = 3", r"(?m)^min_blocks = 5$": "min_blocks = 3",
-        r"(?m)^winner_min_blocks = 10$": "winner_min_blocks = 5", r"(?m)^max_blocks = 30$": "max_blocks = 8",
-        r"(?m)^latency_max_ms = 2000$": "latency_max_ms = 5000", r'(?m)^latency_percentile = "p99"$': 'latency_percentile = "p90"'}
+        r"(?m)^winner_min_blocks = 10$": "winner_min_blocks = 5", r"(?m)^max_blocks = 30$": "max_blocks = 8"}
+# The SLO every market's workload has, whichever protocol measures it.
+SLO_EDITS = {r"(?m)^latency_max_ms = 2000$": "latency_max_ms = 5000",
+             r'(?m)^latency_percentile = "p99"$': 'latency_percentile = "p90"'}
 
 
-def write_manifest(directory: Path, kind: WorkloadKind) -> Path:
+def write_manifest(directory: Path, kind: WorkloadKind, *, fast: bool = True) -> Path:
     text = (EXAMPLES_DIR / "resnet.toml").read_text(encoding="utf-8")
-    for pattern, new in {**FAST, **kind.edits}.items():
+    for pattern, new in {**(FAST if fast else {}), **SLO_EDITS, **kind.edits}.items():
         text, _count = re.subn(pattern, new, text)
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copy(EXAMPLES_DIR / "resnet-canary.jsonl", directory / "resnet-canary.jsonl")
@@ -107,13 +110,20 @@ def allowed_variants(manifest: Manifest, gpus: int) -> list[Variant]:
 
 
 def tuned_share_of_best(market: Market, offer: Offer, manifest: Manifest, tuned: Variant) -> float:
-    """The tuned profile's true throughput over the best the manifest allows on this machine (one that fits)."""
+    """The tuned profile's true throughput over the best the manifest allows on this machine (one that fits and
+    whose steps meet the SLO's latency; 0 for a tuned profile that does not)."""
     machine = next(m for m in market.world.machines if m.machine_id == offer.machine_id)
     spec = HostSpec.from_machine(machine)
-    best = max(step.units_per_s for v in allowed_variants(manifest, offer.num_gpus)
-               if (step := plan_step(spec, v)).fits)
+    steps = [step for v in allowed_variants(manifest, offer.num_gpus) if (step := plan_step(spec, v)).fits]
+    valid = [step for step in steps if _within_latency(step.step_s, manifest)] or steps
+    best = max(step.units_per_s for step in valid)
     got = plan_step(spec, tuned)
-    return got.units_per_s / best if got.fits else 0.0
+    return got.units_per_s / best if got.fits and _within_latency(got.step_s, manifest) else 0.0
+
+
+def _within_latency(step_s: float, manifest: Manifest) -> bool:
+    ceiling = manifest.slo.latency
+    return ceiling is None or step_s * 1000.0 <= ceiling.max_ms
 
 
 def true_loading_s(market: Market, offer: Offer, manifest: Manifest) -> float:
@@ -251,8 +261,8 @@ def _everything_spend(outcome: object, manifest: Manifest, market: Market) -> fl
     return total
 
 
-async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float) -> MarketResult:
-    manifest_path = write_manifest(work / f"m{seed}", kind)
+async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float, fast: bool = True) -> MarketResult:
+    manifest_path = write_manifest(work / f"m{seed}", kind, fast=fast)
     manifest = load_manifest(manifest_path)
     out = MarketResult(seed, kind.name)
     async with open_demo(seed=seed, time_scale=scale, data_dir=work / f"d{seed}", manifest_path=manifest_path) as demo:
@@ -336,6 +346,15 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float)
                 if run.candidate.offer.id == best_offer or run.cid == receipt.decision.chosen:
                     role = "oracle best" if run.candidate.offer.id == best_offer else "chosen"
                     out.note += f"; {role} {run.cid} ({run.phase}, {run.measured_runs} runs): {run.detail}"
+                    row = next((c for c in receipt.candidates if c.candidate_id == run.cid), None)
+                    if row is not None and row.cost_per_unit is not None and row.throughput is not None:
+                        c, t, st = row.cost_per_unit, row.throughput, row.startup
+                        truth = true_cost(market, run.candidate.offer, manifest, apply_slo=False)
+                        out.note += (f" [cost/1k ${1e3 * c.point:.4g} ({1e3 * c.low:.4g}-{1e3 * c.high:.4g}), "
+                                     f"true ${1e3 * truth:.4g}; {t.point:.1f} ({t.low:.1f}-{t.high:.1f}) units/s, true "
+                                     f"{true_throughput(market, run.candidate.offer, manifest):.1f}; pull {st.pull_s}, "
+                                     f"readiness {st.readiness_s}, init {st.workload_init_s}, warm-up {st.warmup_s}, "
+                                     f"true loading {true_loading_s(market, run.candidate.offer, manifest):.1f}]")
         for row in receipt.candidates:
             run = next(r for r in outcome.runs if r.cid == row.candidate_id)
             offer = run.candidate.offer
@@ -368,9 +387,9 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def report(results: list[MarketResult]) -> str:
+def report(results: list[MarketResult], *, protocol: str = "fast") -> str:
     lines = [f"# decision quality over {len(results)} markets "
-             f"(workloads: {', '.join(sorted({r.workload for r in results}))})", "",
+             f"(workloads: {', '.join(sorted({r.workload for r in results}))}; protocol: {protocol})", "",
              "| strategy | regret p50 | p95 | max | within 3 % | within 10 % | wrong-output choices |",
              "|---|---|---|---|---|---|---|"]
     for name in STRATEGIES:
@@ -435,27 +454,31 @@ def report(results: list[MarketResult]) -> str:
     return "\n".join(lines)
 
 
-async def main_async(markets: int, seed: int, scale: float) -> str:
+async def main_async(markets: int, seed: int, scale: float, *, protocol: str = "fast") -> str:
     results = []
     with tempfile.TemporaryDirectory(prefix="vastui-dq-") as tmp:
         for index in range(markets):
             kind = MIX[index % len(MIX)]
-            result = await one_market(seed + index, kind, Path(tmp), scale=scale)
+            result = await one_market(seed + index, kind, Path(tmp), scale=scale, fast=protocol == "fast")
             results.append(result)
             print(f"market {seed + index} ({kind.name}): vastui regret {100 * result.regret['vastui']:.1f} %, "
                   f"spend ${result.spend_usd:.3f}, {result.wall_s:.1f} s; {result.note}", file=sys.stderr, flush=True)
-    return report(results)
+    return report(results, protocol=protocol)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--markets", type=int, default=30)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--time-scale", type=float, default=TIME_SCALE)
+    parser.add_argument("--markets", type=int, default=30, help="how many markets (default 30); workloads rotate")
+    parser.add_argument("--seed", type=int, default=1, help="the first market's seed; market i has seed + i")
+    parser.add_argument("--time-scale", type=float, default=TIME_SCALE,
+                        help=f"simulated seconds per wall second (default {TIME_SCALE:g})")
     parser.add_argument("--quick", action="store_true", help="two markets at a fast clock (the smoke test)")
+    parser.add_argument("--protocol", choices=("fast", "method"), default="fast",
+                        help="fast (default): 10 s blocks, 8 at most, short warm-ups, so a market takes seconds; "
+                             "method: the method's own warm-up and blocks (30 s, 30 at most; several times slower)")
     args = parser.parse_args(argv)
     markets, scale = (2, 300.0) if args.quick else (args.markets, args.time_scale)
-    print(asyncio.run(main_async(markets, args.seed, scale)))
+    print(asyncio.run(main_async(markets, args.seed, scale, protocol=args.protocol)))
     return 0
 
 

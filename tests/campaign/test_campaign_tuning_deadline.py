@@ -54,6 +54,7 @@ class ScriptedHost:
     out_of_memory_fp32: frozenset[int] = frozenset()
     # a noisy host: the n-th run at bf16 runs at (1 + bf16_gains[n]) x its speed
     bf16_gains: Sequence[float] = ()
+    step_ms: dict[int, float] = field(default_factory=dict)  # batch size -> each step's latency (STEP_S when not named)
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _bf16_runs: int = 0
 
@@ -84,7 +85,8 @@ class ScriptedHost:
                 for _ in range(steps // MARK_EVERY):
                     await host.clock.sleep(MARK_EVERY * STEP_S)
                     yield Progress(seq=next(host._seq), t=host.clock.now(), units=units, accepted=units,
-                                   data_wait_s=0.0, compute_s=MARK_EVERY * STEP_S, latency_ms=(STEP_S * 1000,) * 10,
+                                   data_wait_s=0.0, compute_s=MARK_EVERY * STEP_S,
+                                   latency_ms=(host.step_ms.get(batch, STEP_S * 1000),) * MARK_EVERY,
                                    units_total=0, accepted_total=0, phase=None)
                 self.result = Result(seq=next(host._seq), t=host.clock.now(),
                                      exit_status=1 if failed else 0, signal=None,
@@ -264,6 +266,22 @@ async def test_the_largest_batch_that_helps_is_kept_without_trying_those_between
     assert [(t.knob, t.value, t.verdict.accepted) for t in outcome.trials] == [("batch_size", "256", True)]
     assert outcome.profile.batch_size == 256
     assert not any("VASTUI_BATCH_SIZE=128" in arg for argv in host.argv for arg in argv)
+
+
+async def test_a_batch_whose_steps_break_the_latency_slo_gives_way_to_the_next_smaller(tmp_path: Path) -> None:
+    # 256 is the fastest per unit, but each of its steps takes 6 s against the SLO's 5 s at p90: production could
+    # not run it. It is rejected (not kept, not joined with another knob) and 128, within the ceiling, is kept.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    assert manifest.slo.latency is not None and manifest.slo.latency.max_ms == 5000.0
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",), batch_sizes=(64, 128, 256)))
+    host = ScriptedHost(clock, speed={128: 1.10, 256: 1.30}, step_ms={128: 3500.0, 256: 6000.0})
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    outcome = await _tune(manifest, clock, host, run)
+    assert [(t.value, t.verdict.accepted) for t in outcome.trials] == [("256", False), ("128", True)]
+    rejected = outcome.trials[0].verdict
+    assert rejected.breaks_slo and not rejected.may_gain and "latency SLO" in rejected.reason
+    assert rejected.gain is not None and rejected.gain.point > 0.2     # it was faster: the SLO alone rejected it
+    assert outcome.profile.batch_size == 128
 
 
 async def test_a_batch_that_does_not_fit_in_memory_gives_way_to_the_next_smaller(tmp_path: Path) -> None:

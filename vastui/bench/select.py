@@ -26,7 +26,7 @@ from vastui.bench.cost import CostInputs, break_even_units, cost_curve, cost_int
 from vastui.bench.manifest import MeasureRule, Slo
 from vastui.bench.runs import run_aware_distribution
 from vastui.bench.stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Block, Interval, Verdict, floor_verdict,
-                                latency_verdict, median, percentile_bounds)
+                                latency_plausible, latency_verdict, median, percentile_bounds)
 from vastui.bench.tuning import plan_ab_pairs as plan_ab_pairs  # re-exported: A/B planning is part of selection
 
 # Candidates whose costs are within 3 % are practically equal: telling them apart costs more than the difference.
@@ -241,9 +241,8 @@ class Race:
             return False
         if self.slo.latency is not None:
             latencies = [ms for block in entry.blocks for ms in block.latencies_ms]
-            over = sum(1 for ms in latencies if ms > self.slo.latency.max_ms)
-            if latencies and over > len(latencies) * (1.0 - self.slo.latency.percentile / 100.0):
-                return False
+            return latency_plausible(latencies, percentile_q=self.slo.latency.percentile,
+                                     max_ms=self.slo.latency.max_ms)
         return True
 
     def _ratios(self, cid: str, best: str, *, between_runs: bool = True) -> list[float]:

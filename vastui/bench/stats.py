@@ -315,6 +315,13 @@ def latency_verdict(latencies_ms: Sequence[float], *, percentile_q: float, max_m
     return Verdict.UNDECIDED
 
 
+def latency_plausible(latencies_ms: Sequence[float], *, percentile_q: float, max_ms: float) -> bool:
+    """Whether the samples so far, taken at face value, meet the ceiling: no more of them over ``max_ms`` than the
+    percentile allows (True with no samples). Not a certification: ``latency_verdict`` is."""
+    over = sum(1 for value in latencies_ms if value > max_ms)
+    return over <= len(latencies_ms) * (1.0 - percentile_q / 100.0)
+
+
 def floor_verdict(interval: Interval, *, floor: float) -> Verdict:
     """A throughput floor is MET when the interval lies above it, VIOLATED when it lies below."""
     if interval.low >= floor:

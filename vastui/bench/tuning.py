@@ -116,11 +116,12 @@ class AbVerdict:
     pairs: int
     reason: str
     output_failed: bool = False   # the variant broke the output (or did not fit in memory)
+    breaks_slo: bool = False      # the variant's steps break the latency SLO, whatever its speed
 
     @property
     def may_gain(self) -> bool:
-        """Not accepted, yet judged and not shown worse: the gain's interval still reaches above zero."""
-        return not self.accepted and self.gain is not None and self.gain.high > 0
+        """Not accepted, yet judged, within the SLO and not shown worse: the gain's interval reaches above zero."""
+        return not self.accepted and not self.breaks_slo and self.gain is not None and self.gain.high > 0
 
 
 def judge_ab(*, baseline_units_per_s: Sequence[float], variant_units_per_s: Sequence[float], correctness_ok: bool,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vastui.bench.attribution import Bottleneck
+from vastui.bench.stats import latency_plausible
 from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, TuningStep, judge_ab, plan_ab_pairs, plan_tuning
 from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant, note_record, workload_argv
 from vastui.campaign.measure import steps_in
@@ -83,10 +84,20 @@ class DeadlineReached(Exception):
     """The instance's deadline came during a short run: the run was stopped, its trial is abandoned."""
 
 
-async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: int,
-                    variant: Variant) -> tuple[float | None, bool, float]:
-    """One short run of ``variant``: throughput over the timed steps (the markers' own times), whether it passed,
-    and the workload's own time for its steps (the rest of the run's time is starting it and relaying records).
+@dataclass(frozen=True, slots=True)
+class ShortRun:
+    """What one short run says: throughput over its timed steps (None: too few came), whether its output passed,
+    the workload's own time for its steps (the rest of the run's time is starting it and relaying records), and
+    the timed steps' latencies."""
+
+    units_per_s: float | None
+    passed: bool
+    work_s: float
+    latencies_ms: tuple[float, ...] = ()
+
+
+async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: int, variant: Variant) -> ShortRun:
+    """One short run of ``variant`` (``ShortRun``).
 
     The run skips the warm-up the race measured here (``run.warmup_steps``, at least MIN_SKIP_STEPS), then times
     TUNING_TIMED_STEPS steps. Raises DeadlineReached (after stopping the remote run) when the instance's work time
@@ -109,7 +120,18 @@ async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: i
     digest = ((result.output_digest if result else None) or "").lower().removeprefix("sha256:")
     passed = result is not None and result.exit_status == 0 and (not expected or digest == expected)
     work_s = (marks[-1].t - marks[0].t + sum(marks[0].latency_ms) / 1000.0) if marks else 0.0
-    return timed_throughput(marks, skip=skip), passed, max(0.0, work_s)
+    return ShortRun(timed_throughput(marks, skip=skip), passed, max(0.0, work_s), timed_latencies(marks, skip=skip))
+
+
+def timed_latencies(marks: list[Progress], *, skip: int) -> tuple[float, ...]:
+    """The step latencies of the markers after the first ``skip`` steps (the warm-up's are no evidence)."""
+    out: list[float] = []
+    done = 0
+    for mark in marks:
+        if done >= skip:
+            out.extend(mark.latency_ms)
+        done += steps_in(mark)
+    return tuple(out)
 
 
 def skip_steps(run: CandidateRun) -> int:
@@ -189,6 +211,7 @@ async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, ba
     tuning = ctx.manifest.tuning
     a_values: list[float] = []
     b_values: list[float] = []
+    b_latencies: list[float] = []
     correct = True
     order = plan_ab_pairs(pairs=2 * tuning.min_pairs)
 
@@ -199,11 +222,13 @@ async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, ba
             for arm in pair:
                 started = ctx.clock.now()
                 variant = base if arm is Arm.BASELINE else change
-                theta, passed, work_s = await short_run(ctx, run, host, port, variant)
-                times.add(variant, ctx.clock.now() - started, work_s)
-                correct = correct and passed
-                got[arm] = theta
-                if arm is Arm.VARIANT and not passed:
+                done = await short_run(ctx, run, host, port, variant)
+                times.add(variant, ctx.clock.now() - started, done.work_s)
+                correct = correct and done.passed
+                got[arm] = done.units_per_s
+                if arm is Arm.VARIANT:
+                    b_latencies.extend(done.latencies_ms)
+                if arm is Arm.VARIANT and not done.passed:
                     break   # the change broke the output (or did not fit in memory): no pair can redeem it
             if Arm.VARIANT in got and not correct:
                 return
@@ -215,8 +240,18 @@ async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, ba
             b_values.append(b)
 
     def judged() -> AbVerdict:
-        return judge_ab(baseline_units_per_s=a_values, variant_units_per_s=b_values, correctness_ok=correct,
-                        min_gain=tuning.min_gain, min_pairs=tuning.min_pairs, seed=run.cid)
+        verdict = judge_ab(baseline_units_per_s=a_values, variant_units_per_s=b_values, correctness_ok=correct,
+                           min_gain=tuning.min_gain, min_pairs=tuning.min_pairs, seed=run.cid)
+        ceiling = ctx.manifest.slo.latency
+        if ceiling is not None and not latency_plausible(b_latencies, percentile_q=ceiling.percentile,
+                                                         max_ms=ceiling.max_ms):
+            # Perhaps more units a second, but its steps (a larger batch's, say) are too slow for the SLO: not a
+            # profile production may run, alone or joined with another knob.
+            over = sum(1 for ms in b_latencies if ms > ceiling.max_ms)
+            return replace(verdict, accepted=False, breaks_slo=True, reason=(
+                f"rejected: {over} of {len(b_latencies)} steps over the latency SLO's {ceiling.max_ms:g} ms "
+                f"(p{ceiling.percentile:g}); as to speed, {verdict.reason}"))
+        return verdict
 
     await play(order[:tuning.min_pairs])
     verdict = judged()
