@@ -180,7 +180,7 @@ def meets_slo(units_per_s: float, step_s: float, manifest: Manifest) -> bool:
     slo = manifest.slo
     if slo.throughput_min_units_per_s is not None and units_per_s < slo.throughput_min_units_per_s:
         return False
-    return slo.latency is None or step_s * 1000.0 <= slo.latency.max_ms
+    return _within_latency(step_s, manifest)
 
 
 @dataclass(slots=True)

@@ -7,9 +7,9 @@ Racing (irace/LUCB style): after ``min_blocks`` blocks each, and after every blo
 tested against the current best on the bootstrap distribution of C_i / C_best, one-sided, with Holm's step-down
 correction at 95 %; a challenger is eliminated only when, at its Holm level, its cost interval also lies wholly above
 the best's (docs/method.md, Select), or when its SLO cannot be met; one certified to meet the SLO is never
-eliminated by a leader that is not (yet). The race stops when one candidate remains,
-when the leader is within the indifference zone of every other (the ratio's lower bound is >= 1/(1 + epsilon)),
-when every candidate reached ``max_blocks``, or when the benchmark budget is spent.
+eliminated by a leader that is not (yet). The race stops when one candidate remains, when the leader is within the
+indifference zone of every other (the ratio's lower bound is >= 1/(1 + epsilon)), when every candidate reached
+``max_blocks``, or when the benchmark budget is spent.
 
 The decision takes the lowest *upper* bound of C(N) among SLO-certified profiles: conservative by design.
 """
@@ -278,8 +278,7 @@ class Race:
         return tuple(out)
 
     def _certified(self, cid: str) -> bool:
-        entry = self._entries[cid]
-        return self._slo_verdict(entry, self._throughput(entry)) is Verdict.MET
+        return self._slo_verdict(entry := self._entries[cid], self._throughput(entry)) is Verdict.MET
 
     def _separated(self, cid: str, best: str, *, level: float) -> bool:
         """C_i's lower bound above C_best's upper bound, both at confidence 1 - level."""

@@ -7,6 +7,7 @@ interval excludes zero, exceeds the minimum gain and the output still passes the
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -125,13 +126,9 @@ async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: i
 
 def timed_latencies(marks: list[Progress], *, skip: int) -> tuple[float, ...]:
     """The step latencies of the markers after the first ``skip`` steps (the warm-up's are no evidence)."""
-    out: list[float] = []
-    done = 0
-    for mark in marks:
-        if done >= skip:
-            out.extend(mark.latency_ms)
-        done += steps_in(mark)
-    return tuple(out)
+    ends = itertools.accumulate(steps_in(mark) for mark in marks)
+    return tuple(ms for mark, end in zip(marks, ends, strict=True) if end - steps_in(mark) >= skip
+                 for ms in mark.latency_ms)
 
 
 def skip_steps(run: CandidateRun) -> int:
@@ -228,8 +225,8 @@ async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, ba
                 got[arm] = done.units_per_s
                 if arm is Arm.VARIANT:
                     b_latencies.extend(done.latencies_ms)
-                if arm is Arm.VARIANT and not done.passed:
-                    break   # the change broke the output (or did not fit in memory): no pair can redeem it
+                    if not done.passed:
+                        break   # the change broke the output (or did not fit in memory): no pair can redeem it
             if Arm.VARIANT in got and not correct:
                 return
             a, b = got.get(Arm.BASELINE), got.get(Arm.VARIANT)
