@@ -317,7 +317,8 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
             out.regret["vastui"], out.wrong["vastui"] = math.inf, False
         else:
             offer = chosen.candidate.offer
-            out.note += f"; chosen host's fault: {market.truth_of(offer.machine_id).fault}"
+            truth = market.truth_of(offer.machine_id)
+            out.note += f"; chosen host's fault: {truth.fault}, run-to-run noise {100 * truth.noise_cv:.1f} %"
             out.regret["vastui"] = _regret(costs.get(offer.id) or true_cost(market, offer, manifest), best)
             out.wrong["vastui"] = offer.machine_id in wrong
             machine = next(m for m in market.world.machines if m.machine_id == offer.machine_id)
@@ -341,6 +342,8 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
             elif outcome.tuning.stopped_early:
                 out.note += f"; stopped: {outcome.tuning.stopped_early}"
             out.note += ")"
+            if out.tuned_share < 0.95 and outcome.tuning is not None and outcome.tuned_candidate == chosen.cid:
+                out.note += "; trials: " + " | ".join(trial.describe() for trial in outcome.tuning.trials)
         if not out.regret["vastui"] <= 0.03:   # a miss: say what became of the oracle's best and of the choice
             for run in outcome.runs:
                 if run.candidate.offer.id == best_offer or run.cid == receipt.decision.chosen:

@@ -55,6 +55,8 @@ class ScriptedHost:
     # a noisy host: the n-th run at bf16 runs at (1 + bf16_gains[n]) x its speed
     bf16_gains: Sequence[float] = ()
     step_ms: dict[int, float] = field(default_factory=dict)  # batch size -> each step's latency (STEP_S when not named)
+    # when given, the share of a profile's step time spent waiting for input (none when not)
+    profile_wait: Callable[[int, str, int], float] | None = None
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _bf16_runs: int = 0
 
@@ -75,6 +77,7 @@ class ScriptedHost:
         failed = batch in self.out_of_memory or (precision == "fp32" and batch in self.out_of_memory_fp32)
         if failed:
             steps = 0
+        wait = self.profile_wait(batch, precision, loaders) if self.profile_wait is not None else 0.0
         host = self
 
         class Session:
@@ -85,7 +88,8 @@ class ScriptedHost:
                 for _ in range(steps // MARK_EVERY):
                     await host.clock.sleep(MARK_EVERY * STEP_S)
                     yield Progress(seq=next(host._seq), t=host.clock.now(), units=units, accepted=units,
-                                   data_wait_s=0.0, compute_s=MARK_EVERY * STEP_S,
+                                   data_wait_s=wait * MARK_EVERY * STEP_S,
+                                   compute_s=(1.0 - wait) * MARK_EVERY * STEP_S,
                                    latency_ms=(host.step_ms.get(batch, STEP_S * 1000),) * MARK_EVERY,
                                    units_total=0, accepted_total=0, phase=None)
                 self.result = Result(seq=next(host._seq), t=host.clock.now(),
@@ -354,6 +358,58 @@ async def test_knobs_that_pay_only_together_are_tried_together_and_kept(tmp_path
     assert (outcome.profile.precision, outcome.profile.loaders, outcome.profile.batch_size) == ("bf16", 4, 64)
     assert outcome.trials[-1].verdict.gain is not None and outcome.trials[-1].verdict.gain.point == \
         pytest.approx(0.5 / 1.0, rel=0.01)
+
+
+async def test_a_faster_compute_step_left_waiting_for_input_is_tried_with_the_most_loaders(tmp_path: Path) -> None:
+    # A host whose input path just keeps up at fp32: bf16 makes the compute faster, but the step then waits for its
+    # four loaders (a quarter of its time) and runs no faster; eight loaders alone gain nothing (the GPU is the
+    # limit). Neither trial reaches above zero, so neither is hopeful by its gain; the bf16 runs' wait for input says
+    # it pays with a wider input path, and bf16 with eight loaders (+35 %) is tried and kept.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32", "bf16"), batch_sizes=(64,),
+                                                loaders=(4, 8)))
+
+    def speed(batch: int, precision: str, loaders: int) -> float:
+        return 1.35 if precision == "bf16" and loaders >= 8 else 1.0
+
+    def wait(batch: int, precision: str, loaders: int) -> float:
+        return 0.25 if precision == "bf16" and loaders < 8 else 0.0
+
+    host = ScriptedHost(clock, profile_speed=speed, profile_wait=wait)
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    outcome = await _tune_from(manifest, clock, host, run, Variant(batch_size=64, precision="fp32", loaders=4))
+    judged = [(t.knob, t.baseline, t.value, t.verdict.accepted) for t in outcome.trials]
+    assert judged == [("precision", "fp32", "bf16", False), ("loaders", "4", "8", False),
+                      ("loaders+precision", "4/fp32", "8/bf16", True)], judged
+    assert outcome.trials[0].verdict.variant_data_wait == pytest.approx(0.25)
+    assert (outcome.profile.precision, outcome.profile.loaders) == ("bf16", 8)
+
+
+async def test_a_compute_change_with_no_wait_for_input_is_not_joined_with_more_loaders(tmp_path: Path) -> None:
+    # The same host, but bf16's steps do not wait for input (its gain is simply nothing): no joint trial.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32", "bf16"), batch_sizes=(64,),
+                                                loaders=(4, 8)))
+    host = ScriptedHost(clock, profile_speed=lambda b, p, n: 1.35 if p == "bf16" and n >= 8 else 1.0)
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    outcome = await _tune_from(manifest, clock, host, run, Variant(batch_size=64, precision="fp32", loaders=4))
+    assert [t.knob for t in outcome.trials] == ["precision", "loaders"]
+    assert outcome.profile.precision == "fp32"
+
+
+async def test_no_gpu_count_above_the_instances_gpus_is_tried(tmp_path: Path) -> None:
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",), batch_sizes=(64,),
+                                                loaders=(4,), gpu_counts=(1, 2)))
+    host = ScriptedHost(clock)
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    one_gpu = replace(run.candidate, offer=replace(run.candidate.offer, num_gpus=1))
+    outcome = await _tune_from(manifest, clock, host, CandidateRun(one_gpu), Variant(batch_size=64, precision="fp32", loaders=4))
+    assert outcome.trials == () and host.started == 0
+    two_gpus = CandidateRun(replace(run.candidate, offer=replace(run.candidate.offer, num_gpus=2)))
+    two_gpus.deadline_at, two_gpus.canary_s = run.deadline_at, run.canary_s
+    outcome = await _tune_from(manifest, clock, host, two_gpus, Variant(batch_size=64, precision="fp32", loaders=4))
+    assert [(t.knob, t.value) for t in outcome.trials] == [("gpu_count", "2")]
 
 
 async def test_a_knob_shown_worse_is_left_out_of_the_joint_change(tmp_path: Path) -> None:

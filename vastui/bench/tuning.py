@@ -80,13 +80,15 @@ def tuning_order(bottleneck: Bottleneck) -> tuple[Knob, ...]:
     return _ORDER[bottleneck]
 
 
-def plan_tuning(tuning: Tuning, *, bottleneck: Bottleneck, baseline: Profile) -> tuple[TuningStep, ...]:
-    """One step per allowed knob, ordered from the bottleneck; a knob with nothing new to try is left out."""
+def plan_tuning(tuning: Tuning, *, bottleneck: Bottleneck, baseline: Profile,
+                max_gpus: int | None = None) -> tuple[TuningStep, ...]:
+    """One step per allowed knob, ordered from the bottleneck; a knob with nothing new to try is left out, and so
+    is a GPU count above the ``max_gpus`` the instance has."""
     allowed: dict[Knob, tuple[int | str, ...]] = {
         Knob.LOADERS: tuning.loaders,
         Knob.BATCH_SIZE: tuning.batch_sizes,
         Knob.PRECISION: tuning.precisions,
-        Knob.GPU_COUNT: tuning.gpu_counts,
+        Knob.GPU_COUNT: tuple(n for n in tuning.gpu_counts if max_gpus is None or n <= max_gpus),
     }
     steps = []
     for knob in tuning_order(bottleneck):
@@ -117,6 +119,7 @@ class AbVerdict:
     reason: str
     output_failed: bool = False   # the variant broke the output (or did not fit in memory)
     breaks_slo: bool = False      # the variant's steps break the latency SLO, whatever its speed
+    variant_data_wait: float | None = None   # the variant's steps' share of time waiting for input (median run)
 
     @property
     def may_gain(self) -> bool:

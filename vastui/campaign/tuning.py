@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from vastui.bench.attribution import Bottleneck
+from vastui.bench.attribution import DATA_WAIT_SHARE_MAX, Bottleneck
 from vastui.bench.stats import latency_plausible
 from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, TuningStep, judge_ab, plan_ab_pairs, plan_tuning
 from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant, note_record, workload_argv
@@ -88,13 +88,14 @@ class DeadlineReached(Exception):
 @dataclass(frozen=True, slots=True)
 class ShortRun:
     """What one short run says: throughput over its timed steps (None: too few came), whether its output passed,
-    the workload's own time for its steps (the rest of the run's time is starting it and relaying records), and
-    the timed steps' latencies."""
+    the workload's own time for its steps (the rest of the run's time is starting it and relaying records), the
+    timed steps' latencies and the share of their time spent waiting for input."""
 
     units_per_s: float | None
     passed: bool
     work_s: float
     latencies_ms: tuple[float, ...] = ()
+    data_wait_share: float | None = None   # of the timed steps' time, spent waiting for input
 
 
 async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: int, variant: Variant) -> ShortRun:
@@ -121,14 +122,20 @@ async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: i
     digest = ((result.output_digest if result else None) or "").lower().removeprefix("sha256:")
     passed = result is not None and result.exit_status == 0 and (not expected or digest == expected)
     work_s = (marks[-1].t - marks[0].t + sum(marks[0].latency_ms) / 1000.0) if marks else 0.0
-    return ShortRun(timed_throughput(marks, skip=skip), passed, max(0.0, work_s), timed_latencies(marks, skip=skip))
+    timed = _after_skip(marks, skip=skip)
+    step_s = sum(ms for mark in timed for ms in mark.latency_ms) / 1000.0
+    return ShortRun(timed_throughput(marks, skip=skip), passed, max(0.0, work_s), timed_latencies(marks, skip=skip),
+                    data_wait_share=min(1.0, sum(m.data_wait_s for m in timed) / step_s) if step_s > 0 else None)
+
+
+def _after_skip(marks: list[Progress], *, skip: int) -> list[Progress]:
+    ends = itertools.accumulate(steps_in(mark) for mark in marks)
+    return [mark for mark, end in zip(marks, ends, strict=True) if end - steps_in(mark) >= skip]
 
 
 def timed_latencies(marks: list[Progress], *, skip: int) -> tuple[float, ...]:
     """The step latencies of the markers after the first ``skip`` steps (the warm-up's are no evidence)."""
-    ends = itertools.accumulate(steps_in(mark) for mark in marks)
-    return tuple(ms for mark, end in zip(marks, ends, strict=True) if end - steps_in(mark) >= skip
-                 for ms in mark.latency_ms)
+    return tuple(ms for mark in _after_skip(marks, skip=skip) for ms in mark.latency_ms)
 
 
 def skip_steps(run: CandidateRun) -> int:
@@ -209,6 +216,7 @@ async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, ba
     a_values: list[float] = []
     b_values: list[float] = []
     b_latencies: list[float] = []
+    b_waits: list[float] = []
     correct = True
     order = plan_ab_pairs(pairs=2 * tuning.min_pairs)
 
@@ -225,6 +233,7 @@ async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, ba
                 got[arm] = done.units_per_s
                 if arm is Arm.VARIANT:
                     b_latencies.extend(done.latencies_ms)
+                    b_waits.extend([] if done.data_wait_share is None else [done.data_wait_share])
                     if not done.passed:
                         break   # the change broke the output (or did not fit in memory): no pair can redeem it
             if Arm.VARIANT in got and not correct:
@@ -237,8 +246,10 @@ async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, ba
             b_values.append(b)
 
     def judged() -> AbVerdict:
-        verdict = judge_ab(baseline_units_per_s=a_values, variant_units_per_s=b_values, correctness_ok=correct,
-                           min_gain=tuning.min_gain, min_pairs=tuning.min_pairs, seed=run.cid)
+        verdict = replace(judge_ab(baseline_units_per_s=a_values, variant_units_per_s=b_values,
+                                   correctness_ok=correct, min_gain=tuning.min_gain, min_pairs=tuning.min_pairs,
+                                   seed=run.cid),
+                          variant_data_wait=statistics.median(b_waits) if b_waits else None)
         ceiling = ctx.manifest.slo.latency
         if ceiling is not None and not latency_plausible(b_latencies, percentile_q=ceiling.percentile,
                                                          max_ms=ceiling.max_ms):
@@ -313,7 +324,8 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
         come only out of what is left over."""
         return (len(steps) + (not joint_tried)) * times.trial_estimate_s(pairs, best, change)
 
-    steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start)))
+    steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start),
+                             max_gpus=run.candidate.offer.num_gpus))
     joint_tried = len(steps) < 2    # one knob alone has nothing to be joined with
     waited: list[TuningStep] = []   # compute knobs that gained nothing, perhaps for want of input: tried again after
     retried: set[Knob] = set()      # an accepted input-path change (once each)
@@ -369,6 +381,12 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
                 too_big.append(value)
             if verdict.may_gain:
                 hopeful.setdefault(step.knob, value)   # the first: a batch's largest (tried first) that may gain
+            wider = _wider_input(ctx.manifest.tuning.loaders, best, verdict) if step.knob in COMPUTE_KNOBS else None
+            if wider is not None and not verdict.output_failed and not verdict.breaks_slo:
+                # Faster steps that now wait for input: the change pays only with a wider input path, so both
+                # are tried together (neither alone may move anything).
+                hopeful.setdefault(step.knob, value)
+                hopeful.setdefault(Knob.LOADERS, wider)
             flat = flat or (verdict.gain is not None and verdict.gain.point < ctx.manifest.tuning.min_gain)
             growing = step.knob is Knob.BATCH_SIZE and _above(value, was)
             if growing and flat:
@@ -390,6 +408,16 @@ def _joint_change(best: Variant, hopeful: dict[Knob, int | str]) -> dict[Knob, i
     current = _profile(best)
     joint = {knob: value for knob, value in hopeful.items() if current.value(knob) != value}
     return joint if len(joint) >= 2 else None
+
+
+def _wider_input(loaders: Sequence[int], best: Variant, verdict: AbVerdict) -> int | None:
+    """The most loaders allowed, when a compute change's steps wait for input (more than the attribution's
+    threshold) and the current profile has fewer; None otherwise."""
+    wait = verdict.variant_data_wait
+    most = max(loaders, default=None)
+    if wait is None or wait <= DATA_WAIT_SHARE_MAX or most is None or best.loaders is None or most <= best.loaders:
+        return None
+    return most
 
 
 def _with_values(profile: Profile, values: dict[Knob, int | str]) -> Profile:
