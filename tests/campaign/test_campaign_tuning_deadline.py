@@ -24,7 +24,8 @@ from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant
 from vastui.campaign.plan import (DESTROY_MARGIN_S, TUNING_RUN_OVERHEAD_PRIOR_S, TUNING_RUN_STEPS, Candidate,
                                   build_plan, candidate_time_cap_s, tuning_allowance_s)
 from vastui.bench.tuning import Knob
-from vastui.campaign.tuning import skip_steps, timed_throughput, tune, value_order
+from vastui.campaign.short_runs import skip_steps, timed_throughput
+from vastui.campaign.tuning import tune, value_order
 from vastui.events import EventBus, Notice
 from vastui.remote.protocol import Progress, Result
 from vastui.sim.offers import offer_row

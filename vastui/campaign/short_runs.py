@@ -1,0 +1,146 @@
+"""Short tuning runs on the leader's instance: one run of a profile, timed after its warm-up, and how long the
+next ones will take (for fitting trials inside the instance's deadline).
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from dataclasses import dataclass, field
+
+from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant, note_record, workload_argv
+from vastui.campaign.measure import steps_in
+from vastui.campaign.plan import CANARY_STEPS, TUNING_TIMED_STEPS
+from vastui.remote.protocol import Progress, Result
+
+# A tuning run skips the warm-up the race measured on this instance (at least this many steps), then times
+# TUNING_TIMED_STEPS steps. A short run's error is mostly the process's own luck (clocks, placement), which longer
+# runs do not shrink; the pairs do.
+MIN_SKIP_STEPS = 10
+
+# The next trial is estimated from the mean of the short runs so far, with this headroom (the arms differ).
+TRIAL_ESTIMATE_HEADROOM = 1.25
+
+
+class DeadlineReached(Exception):
+    """The instance's deadline came during a short run: the run was stopped, its trial is abandoned."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShortRun:
+    """What one short run says: throughput over its timed steps (None: too few came), whether its output passed,
+    the workload's own time for its steps (the rest of the run's time is starting it and relaying records), the
+    timed steps' latencies and the share of their time spent waiting for input."""
+
+    units_per_s: float | None
+    passed: bool
+    work_s: float
+    latencies_ms: tuple[float, ...] = ()
+    data_wait_share: float | None = None   # of the timed steps' time, spent waiting for input
+
+
+async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: int, variant: Variant) -> ShortRun:
+    """One short run of ``variant`` (``ShortRun``).
+
+    The run skips the warm-up the race measured here (``run.warmup_steps``, at least MIN_SKIP_STEPS), then times
+    TUNING_TIMED_STEPS steps. Raises DeadlineReached (after stopping the remote run) when the instance's work time
+    runs out meanwhile.
+    """
+    skip = skip_steps(run)
+    argv = workload_argv(ctx.manifest, variant=variant, steps=skip + TUNING_TIMED_STEPS, seconds=0)
+    marks: list[Progress] = []
+    result: Result | None = None
+    async with ctx.executor.run_agent(host, port, argv) as session:
+        async for record in session:
+            note_record(ctx, run, record)
+            if isinstance(record, Progress) and record.units > 0:
+                marks.append(record)
+            elif isinstance(record, Result):
+                result = record
+            if result is None and run.work_time_left_s(ctx.clock.now()) <= 0:
+                raise DeadlineReached(f"deadline reached during a short run of {variant.describe()}")
+    expected = (ctx.manifest.correctness.expected_digest or "").lower().removeprefix("sha256:")
+    digest = ((result.output_digest if result else None) or "").lower().removeprefix("sha256:")
+    passed = result is not None and result.exit_status == 0 and (not expected or digest == expected)
+    work_s = (marks[-1].t - marks[0].t + sum(marks[0].latency_ms) / 1000.0) if marks else 0.0
+    timed = _after_skip(marks, skip=skip)
+    step_s = sum(ms for mark in timed for ms in mark.latency_ms) / 1000.0
+    return ShortRun(timed_throughput(marks, skip=skip), passed, max(0.0, work_s), timed_latencies(marks, skip=skip),
+                    data_wait_share=min(1.0, sum(m.data_wait_s for m in timed) / step_s) if step_s > 0 else None)
+
+
+def _after_skip(marks: list[Progress], *, skip: int) -> list[Progress]:
+    ends = itertools.accumulate(steps_in(mark) for mark in marks)
+    return [mark for mark, end in zip(marks, ends, strict=True) if end - steps_in(mark) >= skip]
+
+
+def timed_latencies(marks: list[Progress], *, skip: int) -> tuple[float, ...]:
+    """The step latencies of the markers after the first ``skip`` steps (the warm-up's are no evidence)."""
+    return tuple(ms for mark in _after_skip(marks, skip=skip) for ms in mark.latency_ms)
+
+
+def skip_steps(run: CandidateRun) -> int:
+    return max(MIN_SKIP_STEPS, run.warmup_steps)
+
+
+def timed_throughput(marks: list[Progress], *, skip: int) -> float | None:
+    """Accepted units per second after the first marker that ends at or past ``skip`` steps; None when fewer
+    than half the timed steps came (a run cut short says nothing reliable)."""
+    done = 0
+    for index, mark in enumerate(marks):
+        done += steps_in(mark)
+        if done >= skip:
+            timed = marks[index:]
+            break
+    else:
+        return None
+    steps = sum(steps_in(m) for m in timed[1:])
+    if steps * 2 < TUNING_TIMED_STEPS or timed[-1].t <= timed[0].t:
+        return None
+    return sum(m.accepted for m in timed[1:]) / (timed[-1].t - timed[0].t)
+
+
+@dataclass(slots=True)
+class RunTimes:
+    """How long short runs took on this instance (campaign clock), per profile, and how much of it was the
+    workload's own steps: the estimate for the next trial; before the first one, a prior from the canary and the
+    blocks."""
+
+    prior_s: float = 0.0
+    took_s: dict[str, list[tuple[float, float]]] = field(default_factory=dict)   # (the whole run, its steps)
+
+    def add(self, variant: Variant, seconds: float, work_s: float = 0.0) -> None:
+        self.took_s.setdefault(variant.describe(), []).append((seconds, min(work_s, seconds)))
+
+    def run_estimate_s(self, variant: Variant, *, like: Variant | None = None) -> float:
+        """One run of ``variant``: its own runs' mean with headroom; else ``like``'s, its steps longer by the batch
+        ratio when the batch grows (a run times a fixed number of steps, each that much more work; starting the
+        run and relaying its records take what they took)."""
+        own = self.took_s.get(variant.describe())
+        if own:
+            return statistics.fmean(t for t, _ in own) * TRIAL_ESTIMATE_HEADROOM
+        if like is None:
+            every = [t for times in self.took_s.values() for t, _ in times]
+            return statistics.fmean(every) * TRIAL_ESTIMATE_HEADROOM if every else self.prior_s
+        grows = (variant.batch_size / like.batch_size
+                 if variant.batch_size is not None and like.batch_size else 1.0)
+        base = self.run_estimate_s(like)
+        timed = self.took_s.get(like.describe())
+        work_share = (sum(w for _, w in timed) / sum(t for t, _ in timed)) if timed and sum(t for t, _ in timed) > 0 \
+            else 1.0   # nothing timed yet: all of it scales (errs long)
+        return base * (1.0 - work_share) + base * work_share * max(1.0, grows)
+
+    def trial_estimate_s(self, pairs: int, base: Variant, change: Variant) -> float:
+        return pairs * (self.run_estimate_s(base) + self.run_estimate_s(change, like=base))
+
+
+def run_prior_s(run: CandidateRun) -> float:
+    """A tuning run's duration before one was timed: the canary (its steps and the session's overhead) plus the
+    extra steps at the step time the blocks measured; the canary scaled by steps when no block says."""
+    canary_s = run.canary_s or 0.0
+    run_steps = skip_steps(run) + TUNING_TIMED_STEPS
+    steps = sum(b.block.steps for b in run.blocks)
+    if steps <= 0:
+        return canary_s * max(run_steps, CANARY_STEPS) / CANARY_STEPS
+    step_s = sum(b.block.duration_s for b in run.blocks) / steps
+    return canary_s + max(0, run_steps - CANARY_STEPS) * step_s
