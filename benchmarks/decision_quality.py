@@ -112,13 +112,26 @@ def allowed_variants(manifest: Manifest, gpus: int) -> list[Variant]:
 def tuned_share_of_best(market: Market, offer: Offer, manifest: Manifest, tuned: Variant) -> float:
     """The tuned profile's true throughput over the best the manifest allows on this machine (one that fits and
     whose steps meet the SLO's latency; 0 for a tuned profile that does not)."""
-    machine = next(m for m in market.world.machines if m.machine_id == offer.machine_id)
-    spec = HostSpec.from_machine(machine)
+    spec = _spec(market, offer)
     steps = [step for v in allowed_variants(manifest, offer.num_gpus) if (step := plan_step(spec, v)).fits]
     valid = [step for step in steps if _within_latency(step.step_s, manifest)] or steps
     best = max(step.units_per_s for step in valid)
     got = plan_step(spec, tuned)
     return got.units_per_s / best if got.fits and _within_latency(got.step_s, manifest) else 0.0
+
+
+def _spec(market: Market, offer: Offer) -> HostSpec:
+    return HostSpec.from_machine(next(m for m in market.world.machines if m.machine_id == offer.machine_id))
+
+
+def allowed_truth(market: Market, offer: Offer, manifest: Manifest, *, top: int = 4) -> str:
+    """The best ``top`` allowed profiles on this machine and their true throughput, best first (a tuning miss's
+    yardstick: what the search could have found)."""
+    spec = _spec(market, offer)
+    rows = sorted(((plan_step(spec, v), v) for v in allowed_variants(manifest, offer.num_gpus)),
+                  key=lambda sv: -sv[0].units_per_s if sv[0].fits and _within_latency(sv[0].step_s, manifest) else 0.0)
+    return ", ".join(f"{v.batch_size}/{v.precision.value}/{v.loaders}: {s.units_per_s:.1f}"
+                     + ("" if s.fits else " (does not fit)") for s, v in rows[:top])
 
 
 def _within_latency(step_s: float, manifest: Manifest) -> bool:
@@ -344,6 +357,9 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
             out.note += ")"
             if out.tuned_share < 0.95 and outcome.tuning is not None and outcome.tuned_candidate == chosen.cid:
                 out.note += "; trials: " + " | ".join(trial.describe() for trial in outcome.tuning.trials)
+                out.note += (f"; truth (batch/precision/loaders: units/s) at the start "
+                             f"{plan_step(_spec(market, offer), _variant(manifest, offer.num_gpus)).units_per_s:.1f}, "
+                             f"best allowed {allowed_truth(market, offer, manifest)}")
         if not out.regret["vastui"] <= 0.03:   # a miss: say what became of the oracle's best and of the choice
             for run in outcome.runs:
                 if run.candidate.offer.id == best_offer or run.cid == receipt.decision.chosen:

@@ -194,7 +194,7 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
     steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start),
                              max_gpus=run.candidate.offer.num_gpus))
     joint_tried = len(steps) < 2    # one knob alone has nothing to be joined with
-    waited: list[TuningStep] = []   # compute knobs that gained nothing, perhaps for want of input: tried again after
+    waited: list[TuningStep] = []   # compute knobs not kept, perhaps for want of input: tried again after
     retried: set[Knob] = set()      # an accepted input-path change (once each)
     hopeful: dict[Knob, int | str] = {}   # unproven gains: knob -> the value that may have gained
     too_big: list[int] = []         # batch sizes whose output failed (out of memory?): again once precision changes
@@ -214,16 +214,22 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
                 best = change
                 for knob in joint:
                     hopeful.pop(knob, None)
+                if Knob.LOADERS in joint and waited:
+                    steps.extend(w for w in waited if w.knob not in joint)   # the input path widened: again
+                    retried.update(w.knob for w in waited)
+                    waited = []
                 if Knob.PRECISION in joint and too_big:
                     steps.append(TuningStep(Knob.BATCH_SIZE, tuple(too_big)))
                     too_big = []
             continue
         step = steps.pop(0)
-        flat = False
+        flat = kept = False
         was = _profile(best).value(step.knob)
         for value in value_order(step.knob, step.values, was):
             if value == _profile(best).value(step.knob):
                 continue
+            if step.knob is Knob.BATCH_SIZE and value in too_big:
+                continue   # its output failed (out of memory?) at this precision: it would again
             change = _variant(_profile(best).with_value(step.knob, value), best)
             got = await trial(str(step.knob), str(_profile(best).value(step.knob)), str(value), change)
             if got is None:
@@ -232,7 +238,7 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
                 return got
             verdict = got
             if verdict.accepted:
-                best = change
+                best, kept = change, True
                 hopeful.pop(step.knob, None)
                 if step.knob is Knob.LOADERS and waited:
                     steps[:0] = waited   # with the input path widened, a compute knob may now pay: again, first
@@ -261,9 +267,11 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
             if (step.knob is not Knob.PRECISION and not growing and verdict.gain is not None
                     and verdict.gain.point < 0):
                 break  # worse in this direction: the next value of the same knob goes further that way
-        if flat and step.knob in COMPUTE_KNOBS:
-            steps.sort(key=lambda s: s.knob is not Knob.LOADERS)   # stable: the input path next, the rest after
+        if step.knob in COMPUTE_KNOBS and not kept:
+            if flat:
+                steps.sort(key=lambda s: s.knob is not Knob.LOADERS)   # stable: the input path next, the rest after
             if step.knob not in retried and any(s.knob is Knob.LOADERS for s in steps):
+                # gained nothing, or not clearly: perhaps for want of input, which a wider input path would change
                 waited.append(step)
     return stopped(unfit) if unfit is not None else finished(None)
 
