@@ -58,8 +58,12 @@ class ScriptedHost:
     step_ms: dict[int, float] = field(default_factory=dict)  # batch size -> each step's latency (STEP_S when not named)
     # when given, the share of a profile's step time spent waiting for input (none when not)
     profile_wait: Callable[[int, str, int], float] | None = None
+    step_s: dict[int, float] = field(default_factory=dict)   # batch size -> simulated seconds a step (STEP_S if not)
+    # a noisy host: the n-th run at this batch size runs at (1 + gains[n]) x its speed
+    batch_gains: dict[int, Sequence[float]] = field(default_factory=dict)
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _bf16_runs: int = 0
+    _batch_runs: dict[int, int] = field(default_factory=dict)
 
     @asynccontextmanager
     async def _session(self, argv: Sequence[str]) -> AsyncIterator[Any]:
@@ -75,6 +79,11 @@ class ScriptedHost:
         if precision == "bf16" and self.bf16_gains:
             units = round(units * (1.0 + self.bf16_gains[self._bf16_runs % len(self.bf16_gains)]))
             self._bf16_runs += 1
+        if self.batch_gains.get(batch):
+            gains, n = self.batch_gains[batch], self._batch_runs.get(batch, 0)
+            units = round(units * (1.0 + gains[n % len(gains)]))
+            self._batch_runs[batch] = n + 1
+        step_s = self.step_s.get(batch, STEP_S)
         failed = batch in self.out_of_memory or (precision == "fp32" and batch in self.out_of_memory_fp32)
         if failed:
             steps = 0
@@ -87,16 +96,16 @@ class ScriptedHost:
 
             async def __aiter__(self) -> AsyncIterator[Progress | Result]:
                 for _ in range(steps // MARK_EVERY):
-                    await host.clock.sleep(MARK_EVERY * STEP_S)
+                    await host.clock.sleep(MARK_EVERY * step_s)
                     yield Progress(seq=next(host._seq), t=host.clock.now(), units=units, accepted=units,
-                                   data_wait_s=wait * MARK_EVERY * STEP_S,
-                                   compute_s=(1.0 - wait) * MARK_EVERY * STEP_S,
-                                   latency_ms=(host.step_ms.get(batch, STEP_S * 1000),) * MARK_EVERY,
+                                   data_wait_s=wait * MARK_EVERY * step_s,
+                                   compute_s=(1.0 - wait) * MARK_EVERY * step_s,
+                                   latency_ms=(host.step_ms.get(batch, step_s * 1000),) * MARK_EVERY,
                                    units_total=0, accepted_total=0, phase=None)
                 self.result = Result(seq=next(host._seq), t=host.clock.now(),
                                      exit_status=1 if failed else 0, signal=None,
                                      output_digest=None, output_bytes=0, units_total=0, accepted_total=0,
-                                     elapsed_s=steps * STEP_S, stderr_tail="")
+                                     elapsed_s=steps * step_s, stderr_tail="")
                 self.finished = True
                 yield self.result
 
@@ -520,3 +529,21 @@ async def test_extra_pairs_come_only_from_time_no_trial_needs(tmp_path: Path) ->
     assert [(t.knob, t.verdict.pairs) for t in outcome.trials][:2] == [("precision", 5), ("loaders", 5)]
     precision = outcome.trials[0].verdict
     assert not precision.accepted and precision.gain is not None and precision.gain.low < 0
+
+
+async def test_the_time_kept_for_later_trials_is_priced_at_what_each_would_run(tmp_path: Path) -> None:
+    # Batch 256's steps take four times as long: five pairs of 40 s + 160 s runs take 1000 s, leaving 3400 s. Five
+    # more pairs are estimated at 1250 s (the estimate's headroom); the loaders trial still to come runs at batch
+    # 64 (500 s) and a joint trial could hold batch 256 (1250 s): 3000 s in all, so the second look fits. Priced
+    # at the batch trial's own cost, the loaders trial would have taken the room (3750 s) and left 256 unproven.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",), batch_sizes=(64, 256),
+                                                loaders=(4, 8)))
+    host = ScriptedHost(clock, step_s={256: 4 * STEP_S}, speed={256: 4.0}, batch_gains={256: NOISY_BF16},
+                        step_ms={256: STEP_S * 1000})   # four times the items a step; latency is not the point here
+    run = _leader(manifest, clock, work_left_s=1000.0 + 3400.0, canary_s=40.0)
+    outcome = await _tune(manifest, clock, host, run)
+    judged = [(t.knob, t.value, t.verdict.pairs, t.verdict.accepted) for t in outcome.trials]
+    assert judged[0] == ("batch_size", "256", 2 * manifest.tuning.min_pairs, True), judged
+    assert [knob for knob, *_rest in judged] == ["batch_size", "loaders"]
+    assert outcome.profile.batch_size == 256

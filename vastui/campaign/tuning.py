@@ -187,9 +187,16 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
         return verdict
 
     def reserve_s(change: Variant) -> float:
-        """Time the trials still planned need (one per knob left, and the joint one): a trial's extra pairs
-        come only out of what is left over."""
-        return (len(steps) + (not joint_tried)) * times.trial_estimate_s(pairs, best, change)
+        """Time the trials still planned need, each priced at what it would run (one per knob left, at the value it
+        tries first; and the joint one, with ``change`` in it): a trial's extra pairs come only out of what is
+        left over. A loaders trial at batch 64 is not priced like the batch-256 trial now being judged."""
+        current = _profile(best)
+        planned = [_variant(current.with_value(s.knob, first), best) for s in steps
+                   if (first := next((v for v in value_order(s.knob, s.values, current.value(s.knob))
+                                      if v != current.value(s.knob) and v not in too_big), None)) is not None]
+        if not joint_tried:
+            planned.append(_variant(_with_values(_with_values(current, hopeful), _changed(current, change)), best))
+        return sum(times.trial_estimate_s(pairs, best, v) for v in planned)
 
     steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start),
                              max_gpus=run.candidate.offer.num_gpus))
@@ -283,6 +290,12 @@ def _joint_change(best: Variant, hopeful: dict[Knob, int | str]) -> dict[Knob, i
     current = _profile(best)
     joint = {knob: value for knob, value in hopeful.items() if current.value(knob) != value}
     return joint if len(joint) >= 2 else None
+
+
+def _changed(current: Profile, change: Variant) -> dict[Knob, int | str]:
+    """The knobs ``change`` sets away from ``current``."""
+    other = _profile(change)
+    return {knob: value for knob in Knob if (value := other.value(knob)) is not None and value != current.value(knob)}
 
 
 def _wider_input(loaders: Sequence[int], best: Variant, verdict: AbVerdict) -> int | None:
