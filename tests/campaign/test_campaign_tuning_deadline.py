@@ -340,29 +340,6 @@ async def test_a_batch_that_gained_nothing_while_input_bound_is_tried_again_once
     assert (outcome.profile.batch_size, outcome.profile.loaders) == (256, 4)
 
 
-async def test_a_precision_change_undecided_while_input_bound_is_tried_again_once_the_input_is_widened(
-        tmp_path: Path) -> None:
-    # One loader starves the GPU, so bf16 moves nothing but the host's noise: its ten pairs scatter around +6 %,
-    # an interval reaching below zero (promising, not proven). Four loaders gain 10 %; with them bf16 truly pays
-    # (+36 %) and is tried again — the only other knob is kept, so there is no joint trial to carry it.
-    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
-    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32", "bf16"), batch_sizes=(64,),
-                                                loaders=(1, 4)))
-
-    def speed(batch: int, precision: str, loaders: int) -> float:
-        return 1.0 if loaders < 4 else 1.5 if precision == "bf16" else 1.1
-
-    host = ScriptedHost(clock, profile_speed=speed, bf16_gains=(0.30, -0.10, 0.08, 0.06, -0.05))
-    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
-    outcome = await _tune_from(manifest, clock, host, run, Variant(batch_size=64, precision="fp32", loaders=1))
-    judged = [(t.knob, t.baseline, t.value, t.verdict.accepted) for t in outcome.trials]
-    assert judged == [("precision", "fp32", "bf16", False), ("loaders", "1", "4", True),
-                      ("precision", "fp32", "bf16", True)], judged
-    first = outcome.trials[0].verdict
-    assert first.gain is not None and first.gain.point > manifest.tuning.min_gain and first.gain.low < 0
-    assert (outcome.profile.precision, outcome.profile.loaders) == ("bf16", 4)
-
-
 async def test_a_batch_whose_output_failed_is_not_tried_again_at_the_same_precision(tmp_path: Path) -> None:
     # Batch 256 does not fit; 128 gains nothing on one loader; four loaders are kept and batch is tried again —
     # at 128, which now gains 5 %, not at 256, whose output would fail again.

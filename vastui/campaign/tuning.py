@@ -201,7 +201,7 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
     steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start),
                              max_gpus=run.candidate.offer.num_gpus))
     joint_tried = len(steps) < 2    # one knob alone has nothing to be joined with
-    waited: list[TuningStep] = []   # compute knobs not kept, perhaps for want of input: tried again after
+    waited: list[TuningStep] = []   # compute knobs that gained nothing, perhaps for want of input: tried again after
     retried: set[Knob] = set()      # an accepted input-path change (once each)
     hopeful: dict[Knob, int | str] = {}   # unproven gains: knob -> the value that may have gained
     too_big: list[int] = []         # batch sizes whose output failed (out of memory?): again once precision changes
@@ -274,12 +274,10 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
             if (step.knob is not Knob.PRECISION and not growing and verdict.gain is not None
                     and verdict.gain.point < 0):
                 break  # worse in this direction: the next value of the same knob goes further that way
-        if step.knob in COMPUTE_KNOBS and not kept:
-            if flat:
-                steps.sort(key=lambda s: s.knob is not Knob.LOADERS)   # stable: the input path next, the rest after
+        if flat and step.knob in COMPUTE_KNOBS and not kept:
+            steps.sort(key=lambda s: s.knob is not Knob.LOADERS)   # stable: the input path next, the rest after
             if step.knob not in retried and any(s.knob is Knob.LOADERS for s in steps):
-                # gained nothing, or not clearly: perhaps for want of input, which a wider input path would change
-                waited.append(step)
+                waited.append(step)   # gained nothing, perhaps for want of input: again once the input widens
     return stopped(unfit) if unfit is not None else finished(None)
 
 
