@@ -221,16 +221,12 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
                 best = change
                 for knob in joint:
                     hopeful.pop(knob, None)
-                if Knob.LOADERS in joint and waited:
-                    steps.extend(w for w in waited if w.knob not in joint)   # the input path widened: again
-                    retried.update(w.knob for w in waited)
-                    waited = []
                 if Knob.PRECISION in joint and too_big:
                     steps.append(TuningStep(Knob.BATCH_SIZE, tuple(too_big)))
                     too_big = []
             continue
         step = steps.pop(0)
-        flat = kept = False
+        flat = False
         was = _profile(best).value(step.knob)
         for value in value_order(step.knob, step.values, was):
             if value == _profile(best).value(step.knob):
@@ -245,7 +241,7 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
                 return got
             verdict = got
             if verdict.accepted:
-                best, kept = change, True
+                best = change
                 hopeful.pop(step.knob, None)
                 if step.knob is Knob.LOADERS and waited:
                     steps[:0] = waited   # with the input path widened, a compute knob may now pay: again, first
@@ -274,7 +270,7 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
             if (step.knob is not Knob.PRECISION and not growing and verdict.gain is not None
                     and verdict.gain.point < 0):
                 break  # worse in this direction: the next value of the same knob goes further that way
-        if flat and step.knob in COMPUTE_KNOBS and not kept:
+        if flat and step.knob in COMPUTE_KNOBS:
             steps.sort(key=lambda s: s.knob is not Knob.LOADERS)   # stable: the input path next, the rest after
             if step.knob not in retried and any(s.knob is Knob.LOADERS for s in steps):
                 waited.append(step)   # gained nothing, perhaps for want of input: again once the input widens
