@@ -524,3 +524,27 @@ async def test_the_time_kept_for_later_trials_is_priced_at_what_each_would_run(t
     assert judged[0] == ("batch_size", "256", 2 * manifest.tuning.min_pairs, True), judged
     assert [knob for knob, *_rest in judged] == ["batch_size", "loaders"]
     assert outcome.profile.batch_size == 256
+
+
+async def test_the_tuned_profiles_steps_are_those_run_at_it_once_kept(tmp_path: Path) -> None:
+    # bf16 is kept (+30 %); batch 256 is then tried against it and gains nothing. The steps seen at the kept
+    # profile (batch 64, bf16: 2 s each) -- the bf16 trial's variant runs and the later trials' baseline runs --
+    # are the evidence for the tuned profile's latency SLO; batch 256's own steps (3.1 s) are not.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32", "bf16"), batch_sizes=(64, 256)))
+    host = ScriptedHost(clock, profile_speed=lambda _batch, precision, _loaders: 1.3 if precision == "bf16" else 1.0,
+                        step_ms={64: 2000.0, 256: 3100.0})
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    outcome = await _tune(manifest, clock, host, run)
+    assert [(t.knob, t.value, t.verdict.accepted) for t in outcome.trials][:2] == [
+        ("precision", "bf16", True), ("batch_size", "256", False)]
+    later = outcome.trials[1:]
+    steps = outcome.profile_latencies_ms
+    assert set(steps) == {2000.0}
+    assert len(steps) == len(outcome.trials[0].verdict.variant_latencies_ms) + sum(
+        len(t.verdict.baseline_latencies_ms) for t in later)
+    assert 3100.0 in outcome.trials[1].verdict.variant_latencies_ms
+    # Nothing kept: no tuned profile, no evidence for one.
+    flat = ScriptedHost(clock)
+    nothing = await _tune(manifest, clock, flat, _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
+    assert not any(t.verdict.accepted for t in nothing.trials) and nothing.profile_latencies_ms == ()

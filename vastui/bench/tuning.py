@@ -120,6 +120,8 @@ class AbVerdict:
     output_failed: bool = False   # the variant broke the output (or did not fit in memory)
     breaks_slo: bool = False      # the variant's steps break the latency SLO, whatever its speed
     variant_data_wait: float | None = None   # the variant's steps' share of time waiting for input (median run)
+    baseline_latencies_ms: tuple[float, ...] = ()   # every step of the baseline's runs
+    variant_latencies_ms: tuple[float, ...] = ()    # ... and of the variant's
 
     @property
     def may_gain(self) -> bool:
@@ -155,9 +157,14 @@ def tuned_cost_estimate(inputs: CostInputs, *, throughput: Interval, gains: Sequ
     """C(N) of the tuned profile, estimated rather than raced: the race's throughput scaled by every accepted A/B
     gain (relative, 0.25 = +25 %), bound by bound — the low end compounds every low bound, so the interval errs
     wide."""
+    return cost_interval(inputs, units=units, throughput=tuned_throughput(throughput, gains))
+
+
+def tuned_throughput(throughput: Interval, gains: Sequence[Interval]) -> Interval:
+    """The race's throughput scaled by every accepted A/B gain, bound by bound (low bounds compound: errs wide)."""
     point = low = high = 1.0
     for gain in gains:
         point, low, high = point * (1.0 + gain.point), low * (1.0 + gain.low), high * (1.0 + gain.high)
-    tuned = Interval(point=throughput.point * point, low=throughput.low * low, high=throughput.high * high,
-                     confidence=throughput.confidence, n=throughput.n)
-    return cost_interval(inputs, units=units, throughput=tuned)
+    return Interval(point=throughput.point * point, low=throughput.low * low, high=throughput.high * high,
+                    confidence=throughput.confidence, n=throughput.n)
+

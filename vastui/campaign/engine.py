@@ -19,6 +19,7 @@ from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest
 from vastui.bench.select import Decision, EliminationReason, Finalist, Race, RaceCandidate, decide_profile
 from vastui.bench.stats import Interval, Verdict
+from vastui.bench.tuned import TunedEvidence, certify_at_tuned_profiles, explain_tuned_certification
 from vastui.bench.tuning import tuned_cost_estimate
 from vastui.campaign.candidate import (CandidateContext, CandidateFailed, CandidatePhase, CandidateRun, Variant,
                                        canary, read_loading, rent, stage_inputs, wait_running)
@@ -54,6 +55,7 @@ class CampaignOutcome:
     tuned_cost: Interval | None = None     # the chosen profile after tuning: estimated, not raced
     billed_usd: Mapping[str, float] = field(default_factory=dict)   # per candidate, by the billing model
     tuned_candidate: str | None = None     # whose instance ``tuning`` ran on
+    certified_tuned: tuple[str, ...] = ()  # finalists whose SLO was certified at their tuned profile
 
 
 def _variant(candidate: Candidate, manifest: Manifest) -> Variant:
@@ -155,8 +157,10 @@ class CampaignEngine(Measuring):
             for run in self.runs:
                 if run.ended_at is None and run.instance_id in report.destroy_sent_at:
                     run.ended_at = report.destroy_sent_at[run.instance_id]
-        finalists = self.race.finalists()
-        decision = decide_profile(finalists, units=self.manifest.production_units)
+        seen = {cid: TunedEvidence(t.kept_gains, t.profile_latencies_ms) for cid, t in self._tunings.items()}
+        finalists, certified_tuned = certify_at_tuned_profiles(self.race.finalists(), seen, slo=self.manifest.slo)
+        decision = explain_tuned_certification(decide_profile(finalists, units=self.manifest.production_units),
+                                               certified_tuned)
         if decision.chosen in self._tunings:   # a later leader was tuned too: the receipt speaks of the chosen
             self._tuned_cid, self.tuning = decision.chosen, self._tunings[decision.chosen]
         tuned_cost = self._tuned_cost(decision, finalists)
@@ -168,7 +172,7 @@ class CampaignEngine(Measuring):
         self.bus.publish(CampaignFinished(at=self.clock.now(), campaign_id=self.plan.campaign_id,
                                           status="clean" if report.is_clean else "LEAK", spend_usd=spend))
         return CampaignOutcome(self.plan.campaign_id, tuple(self.runs), decision, report, spend, self._race_reason,
-                               self.tuning, tuned_cost, billed, self._tuned_cid)
+                               self.tuning, tuned_cost, billed, self._tuned_cid, certified_tuned)
 
     def _stage(self, phase: str, detail: str = "") -> None:
         self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,
@@ -178,7 +182,7 @@ class CampaignEngine(Measuring):
         """When the chosen profile is the one tuned and a change was kept: its cost with the kept gains."""
         if self.tuning is None or decision.chosen is None or decision.chosen != self._tuned_cid:
             return None
-        gains = [t.verdict.gain for t in self.tuning.trials if t.verdict.accepted and t.verdict.gain is not None]
+        gains = self.tuning.kept_gains
         chosen = next((f for f in finalists if f.candidate_id == decision.chosen), None)
         if not gains or chosen is None:
             return None

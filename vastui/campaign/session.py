@@ -139,7 +139,9 @@ def _notes(outcome: CampaignOutcome) -> tuple[str, ...]:
         if outcome.tuned_cost is not None:
             notes.append(f"tuned profile's cost per 1k accepted units at N={outcome.decision.units:,}: "
                          f"{cost_text(outcome.tuned_cost)}, estimated from the race's throughput and the kept A/B "
-                         f"gains (not raced; its SLO is not re-certified)")
+                         f"gains (not raced; " + ("its SLO certified at that profile)"
+                                                  if outcome.decision.chosen in outcome.certified_tuned
+                                                  else "its SLO is not re-certified)"))
         if outcome.tuning.stopped_early:
             notes.append(f"tuning stopped early: {outcome.tuning.stopped_early}")
     return tuple(notes)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from vastui.bench.attribution import DATA_WAIT_SHARE_MAX, Bottleneck
-from vastui.bench.stats import latency_plausible
+from vastui.bench.stats import Interval, latency_plausible
 from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, TuningStep, judge_ab, plan_ab_pairs, plan_tuning
 from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant
 from vastui.campaign.live import band
@@ -43,6 +43,22 @@ class TuningOutcome:
     trials: tuple[TuningTrial, ...]
     profile: Variant
     stopped_early: str | None = None
+
+    @property
+    def kept_gains(self) -> tuple[Interval, ...]:
+        """The gain of every change kept, each relative to the profile it changed (they compound)."""
+        return tuple(t.verdict.gain for t in self.trials if t.verdict.accepted and t.verdict.gain is not None)
+
+    @property
+    def profile_latencies_ms(self) -> tuple[float, ...]:
+        """Every step seen at ``profile`` once it was kept: the last kept change's variant runs and the baseline
+        runs of every trial after it (the evidence for its latency SLO). Empty when nothing was kept."""
+        kept = [i for i, t in enumerate(self.trials) if t.verdict.accepted]
+        if not kept:
+            return ()
+        last = kept[-1]
+        return (*self.trials[last].verdict.variant_latencies_ms,
+                *(ms for t in self.trials[last + 1:] for ms in t.verdict.baseline_latencies_ms))
 
 
 def value_order(knob: Knob, values: Sequence[int | str], current: int | str | None) -> list[int | str]:
@@ -82,6 +98,7 @@ async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, ba
     tuning = ctx.manifest.tuning
     a_values: list[float] = []
     b_values: list[float] = []
+    a_latencies: list[float] = []
     b_latencies: list[float] = []
     b_waits: list[float] = []
     correct = True
@@ -98,8 +115,8 @@ async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, ba
                 times.add(variant, ctx.clock.now() - started, done.work_s)
                 correct = correct and done.passed
                 got[arm] = done.units_per_s
+                (b_latencies if arm is Arm.VARIANT else a_latencies).extend(done.latencies_ms)
                 if arm is Arm.VARIANT:
-                    b_latencies.extend(done.latencies_ms)
                     b_waits.extend([] if done.data_wait_share is None else [done.data_wait_share])
                     if not done.passed:
                         break   # the change broke the output (or did not fit in memory): no pair can redeem it
@@ -116,7 +133,8 @@ async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, ba
         verdict = replace(judge_ab(baseline_units_per_s=a_values, variant_units_per_s=b_values,
                                    correctness_ok=correct, min_gain=tuning.min_gain, min_pairs=tuning.min_pairs,
                                    seed=run.cid),
-                          variant_data_wait=statistics.median(b_waits) if b_waits else None)
+                          variant_data_wait=statistics.median(b_waits) if b_waits else None,
+                          baseline_latencies_ms=tuple(a_latencies), variant_latencies_ms=tuple(b_latencies))
         ceiling = ctx.manifest.slo.latency
         if ceiling is not None and not latency_plausible(b_latencies, percentile_q=ceiling.percentile,
                                                          max_ms=ceiling.max_ms):
