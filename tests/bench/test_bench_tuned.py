@@ -6,7 +6,8 @@ from vastui.bench.cost import CostInputs, cost_interval
 from vastui.bench.manifest import LatencyCeiling, Slo
 from vastui.bench.select import Finalist, decide_profile
 from vastui.bench.stats import Interval, Verdict
-from vastui.bench.tuned import TunedEvidence, certify_at_tuned_profiles, explain_tuned_certification
+from vastui.bench.tuned import (TunedEvidence, certify_at_tuned_profiles, decide_with_tuned_evidence,
+                               explain_tuned_certification)
 from vastui.bench.tuning import tuned_throughput
 
 FLOOR = Slo(throughput_min_units_per_s=40.0)
@@ -31,9 +32,10 @@ def test_a_knife_edge_whose_kept_gains_clear_the_floor_is_certified_and_chosen_a
     finalists, certified = certify_at_tuned_profiles([EDGE, DEAR], {"edge": KEPT}, slo=FLOOR)
     assert certified == ("edge",)
     assert [f.slo for f in finalists] == [Verdict.MET, Verdict.MET]
-    decision = explain_tuned_certification(decide_profile(finalists, units=UNITS), certified)
-    assert decision.chosen == "edge" and decision.slo_met
+    decision, certified = decide_with_tuned_evidence([EDGE, DEAR], {"edge": KEPT}, slo=FLOOR, units=UNITS)
+    assert decision.chosen == "edge" and decision.slo_met and certified == ("edge",)
     assert "certified at its tuned profile" in decision.reason
+    assert decision.runner_up == "dear" and decision.runner_up_comparable
     # The low bounds compound: 39.4 x 1.30, not the point's 41.5 x 1.40.
     assert tuned_throughput(EDGE.throughput, (BF16,)).low == 39.4 * 1.30
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from vastui.bench.manifest import Slo
-from vastui.bench.select import Decision, Finalist
+from vastui.bench.select import Decision, Finalist, decide_profile
 from vastui.bench.stats import Interval, Verdict, floor_verdict, latency_verdict
 from vastui.bench.tuning import tuned_throughput
 
@@ -60,3 +60,11 @@ def explain_tuned_certification(decision: Decision, certified: Sequence[str]) ->
     return replace(decision, reason=f"{decision.reason}; its SLO certified at its tuned profile (throughput: the "
                                     f"race's times the kept A/B gains, low bounds compounded; latency: the steps "
                                     f"run at that profile)")
+
+
+def decide_with_tuned_evidence(finalists: Sequence[Finalist], evidence: Mapping[str, TunedEvidence], *, slo: Slo,
+                               units: int) -> tuple[Decision, tuple[str, ...]]:
+    """``decide_profile`` over the finalists, each tuned one's SLO judged at its tuned profile where the race left
+    it undecided; the ids so certified come back with the decision."""
+    certified_finalists, certified = certify_at_tuned_profiles(finalists, evidence, slo=slo)
+    return explain_tuned_certification(decide_profile(certified_finalists, units=units), certified), certified

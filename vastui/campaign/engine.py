@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 from vastui.approval import Approver
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest
-from vastui.bench.select import Decision, EliminationReason, Finalist, Race, RaceCandidate, decide_profile
+from vastui.bench.select import Decision, EliminationReason, Finalist, Race, RaceCandidate
 from vastui.bench.stats import Interval, Verdict
-from vastui.bench.tuned import TunedEvidence, certify_at_tuned_profiles, explain_tuned_certification
+from vastui.bench.tuned import TunedEvidence, decide_with_tuned_evidence
 from vastui.bench.tuning import tuned_cost_estimate
 from vastui.campaign.candidate import (CandidateContext, CandidateFailed, CandidatePhase, CandidateRun, Variant,
                                        canary, read_loading, rent, stage_inputs, wait_running)
@@ -157,10 +157,10 @@ class CampaignEngine(Measuring):
             for run in self.runs:
                 if run.ended_at is None and run.instance_id in report.destroy_sent_at:
                     run.ended_at = report.destroy_sent_at[run.instance_id]
+        finalists = self.race.finalists()
         seen = {cid: TunedEvidence(t.kept_gains, t.profile_latencies_ms) for cid, t in self._tunings.items()}
-        finalists, certified_tuned = certify_at_tuned_profiles(self.race.finalists(), seen, slo=self.manifest.slo)
-        decision = explain_tuned_certification(decide_profile(finalists, units=self.manifest.production_units),
-                                               certified_tuned)
+        decision, certified_tuned = decide_with_tuned_evidence(finalists, seen, slo=self.manifest.slo,
+                                                               units=self.manifest.production_units)
         if decision.chosen in self._tunings:   # a later leader was tuned too: the receipt speaks of the chosen
             self._tuned_cid, self.tuning = decision.chosen, self._tunings[decision.chosen]
         tuned_cost = self._tuned_cost(decision, finalists)
