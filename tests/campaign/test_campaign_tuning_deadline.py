@@ -411,6 +411,35 @@ async def test_a_faster_compute_step_left_waiting_for_input_is_tried_with_the_mo
     assert (outcome.profile.precision, outcome.profile.loaders) == ("bf16", 8)
 
 
+async def test_an_undecided_compute_change_left_waiting_for_input_is_tried_again_once_the_input_widens(
+        tmp_path: Path) -> None:
+    # One loader starves the GPU: bf16 alone runs 3 % faster on a noisy host (undecided) and its steps wait for
+    # input a third of their time; four loaders alone gain 12 %, and are kept. bf16 is then tried again, alone,
+    # at four loaders (+25 %), and kept. Before, its only way back was the joint trial with the most loaders --
+    # no longer a change once the loaders were kept alone -- so the profile stayed at fp32.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32", "bf16"), batch_sizes=(64,),
+                                                loaders=(1, 4)))
+
+    def speed(batch: int, precision: str, loaders: int) -> float:
+        if loaders < 4:
+            return 1.03 if precision == "bf16" else 1.0
+        return 1.4 if precision == "bf16" else 1.12
+
+    def wait(batch: int, precision: str, loaders: int) -> float:
+        return 0.33 if precision == "bf16" and loaders < 4 else 0.0
+
+    host = ScriptedHost(clock, profile_speed=speed, profile_wait=wait, bf16_gains=(0.10, -0.08, 0.09, -0.07, 0.06))
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    outcome = await _tune_from(manifest, clock, host, run, Variant(batch_size=64, precision="fp32", loaders=1))
+    judged = [(t.knob, t.baseline, t.value, t.verdict.accepted) for t in outcome.trials]
+    assert judged == [("precision", "fp32", "bf16", False), ("loaders", "1", "4", True),
+                      ("precision", "fp32", "bf16", True)], judged
+    first = outcome.trials[0].verdict
+    assert first.gain is not None and first.gain.low < 0 < first.gain.high and first.gain.point > 0.02
+    assert (outcome.profile.precision, outcome.profile.loaders) == ("bf16", 4)
+
+
 async def test_a_compute_change_with_no_wait_for_input_is_not_joined_with_more_loaders(tmp_path: Path) -> None:
     # The same host, but bf16's steps do not wait for input (its gain is simply nothing): no joint trial.
     manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)

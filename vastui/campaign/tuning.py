@@ -244,7 +244,7 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
                     too_big = []
             continue
         step = steps.pop(0)
-        flat = False
+        flat = starved = False
         was = _profile(best).value(step.knob)
         for value in value_order(step.knob, step.values, was):
             if value == _profile(best).value(step.knob):
@@ -281,6 +281,7 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
                 # are tried together (neither alone may move anything).
                 hopeful.setdefault(step.knob, value)
                 hopeful.setdefault(Knob.LOADERS, wider)
+                starved = True
             flat = flat or (verdict.gain is not None and verdict.gain.point < ctx.manifest.tuning.min_gain)
             growing = step.knob is Knob.BATCH_SIZE and _above(value, was)
             if growing and flat:
@@ -288,10 +289,13 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
             if (step.knob is not Knob.PRECISION and not growing and verdict.gain is not None
                     and verdict.gain.point < 0):
                 break  # worse in this direction: the next value of the same knob goes further that way
-        if flat and step.knob in COMPUTE_KNOBS:
-            steps.sort(key=lambda s: s.knob is not Knob.LOADERS)   # stable: the input path next, the rest after
+        if (flat or starved) and step.knob in COMPUTE_KNOBS:
+            # It gained nothing, or its steps waited for input: perhaps for want of input either way. The input
+            # path is tried next (stable sort: the rest after), and this knob again, alone, should that widen
+            # the input by itself (the joint trial with the most loaders stays planned for when it does not).
+            steps.sort(key=lambda s: s.knob is not Knob.LOADERS)
             if step.knob not in retried and any(s.knob is Knob.LOADERS for s in steps):
-                waited.append(step)   # gained nothing, perhaps for want of input: again once the input widens
+                waited.append(step)
     return stopped(unfit) if unfit is not None else finished(None)
 
 
