@@ -27,7 +27,8 @@ from vastui.sim.world import generate_world
 from vastui.store import SqliteStore
 from vastui.store.records import BadHost, HostKnowledge, RunStatus
 from vastui.vast.models import Offer
-from vastui.vast.query import NUMERIC_FIELDS, parse_query
+from vastui.vast.query import parse_query
+from vastui.vast.query_fields import NUMERIC_FIELDS
 
 NOW = 1_800_000_000.0
 DAY = 86_400.0

@@ -17,17 +17,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from vastui.errors import QueryError
-from vastui.vast.query import (
-    BOOL_FIELDS,
-    DEFAULT_FILTERS,
-    FIELD_ALIASES,
-    FIELD_MULTIPLIERS,
-    NUMERIC_FIELDS,
-    STRING_FIELDS,
-    build_search_body,
-    parse_order,
-    parse_query,
-)
+from vastui.vast.query import build_search_body, parse_order, parse_query
+from vastui.vast.query_fields import (BOOL_FIELDS, DEFAULT_FILTERS, FIELD_ALIASES, FIELD_MULTIPLIERS, NUMERIC_FIELDS,
+                                      STRING_FIELDS)
 
 
 def _load_official() -> ModuleType:
