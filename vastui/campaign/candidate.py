@@ -134,6 +134,14 @@ class Variant:
     loaders: int | None = None
     gpu_count: int = 1
 
+    @classmethod
+    def first(cls, candidate: Candidate, manifest: Manifest) -> Variant:
+        """The manifest's first profile (each tuning list's first value) on the candidate's GPUs: what the race runs."""
+        t = manifest.tuning
+        return cls(batch_size=t.batch_sizes[0] if t.batch_sizes else None,
+                   precision=t.precisions[0] if t.precisions else None,
+                   loaders=t.loaders[0] if t.loaders else None, gpu_count=candidate.gpu_count)
+
     def env(self) -> dict[str, str]:
         """The documented way a workload learns its variant: VASTUI_* environment variables."""
         env = {"VASTUI_GPUS": str(self.gpu_count)}

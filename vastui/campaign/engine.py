@@ -58,13 +58,6 @@ class CampaignOutcome:
     certified_tuned: tuple[str, ...] = ()  # finalists whose SLO was certified at their tuned profile
 
 
-def _variant(candidate: Candidate, manifest: Manifest) -> Variant:
-    t = manifest.tuning
-    return Variant(batch_size=t.batch_sizes[0] if t.batch_sizes else None,
-                   precision=t.precisions[0] if t.precisions else None,
-                   loaders=t.loaders[0] if t.loaders else None, gpu_count=candidate.gpu_count)
-
-
 class CampaignEngine(Measuring):
     """Runs one planned campaign to its decision and proves its teardown."""
 
@@ -298,7 +291,7 @@ class CampaignEngine(Measuring):
 
     async def _on_host(self, run: CandidateRun, host: str, port: int) -> None:
         await stage_inputs(self.ctx, host, port)
-        variant = _variant(run.candidate, self.manifest)
+        variant = Variant.first(run.candidate, self.manifest)
         await canary(self.ctx, run, host, port, variant)
         await self._measure(run, host, port, variant)
         # Tune the leader on its own instance: when the race is decided, or when it ran out of blocks while leading
