@@ -167,4 +167,3 @@ def tuned_throughput(throughput: Interval, gains: Sequence[Interval]) -> Interva
         point, low, high = point * (1.0 + gain.point), low * (1.0 + gain.low), high * (1.0 + gain.high)
     return Interval(point=throughput.point * point, low=throughput.low * low, high=throughput.high * high,
                     confidence=throughput.confidence, n=throughput.n)
-

@@ -4,6 +4,10 @@ per-second billing, the account, logs, and the hook that gives running instances
 The lifecycle is computed lazily from the clock on every operation (``refresh``), so a FakeClock test only has to
 advance time; ``run()`` is an optional background poll that starts hosts even when nobody asks. One lock
 serialises every operation, host starts and stops included, so a request never sees a half-made transition.
+
+Why one module past the usual size: it is that one lock's critical sections; the steps that need no lock already
+live apart (``lifecycle``, ``listing``, ``account``, ``logs``, ``instance``), and what is left reads and writes the
+same state under the lock.
 """
 
 from __future__ import annotations

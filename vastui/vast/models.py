@@ -4,6 +4,9 @@ Attribute names are the Vast API's own (they are the lingua franca of queries, o
 attribute's unit is in the comment next to it. ``from_api`` checks each field's type and raises ``ApiError``
 naming the field and the row when the marketplace sends garbage, so raw dicts never leave ``vastui.vast``.
 No model keeps a secret: instance API keys, jupyter tokens and environment values are dropped on parse.
+
+Why one module past the usual size: every model is parsed by the one checked row reader (``_Row``), whose error
+messages name the field and the row; splitting the models from it would make it public for no other user.
 """
 
 from __future__ import annotations
