@@ -10,12 +10,13 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING
 
 from vastui import __version__
 from vastui.cli_leaks import add_leaks_command
-from vastui.cli_signals import Stopped, stopping_on_signals
+from vastui.cli_output import guarded_output
+from vastui.cli_signals import ExitReport, Stopped, install_exit_report, reset_exit_report, stopping_on_signals
 from vastui.cli_sim import add_sim_command
 from vastui.cli_terminal import add_connection_args, fmt_num, print_table, make_table, vast_client
 from vastui.errors import VastuiError
@@ -269,28 +270,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 2
+    # Output may vanish mid-command (a closed pipe or terminal): it is dropped, never raised into the work.
+    with guarded_output():
+        report, token = install_exit_report()
+        try:
+            return _run_handler(handler, args, report)
+        finally:
+            reset_exit_report(token)
+
+
+def _run_handler(handler: Callable[[argparse.Namespace], object], args: argparse.Namespace,
+                 report: ExitReport) -> int:
+    """Run one command; whichever way it ends, the last line names what a campaign left alive (if anything)."""
+    status: int
     try:
         result = handler(args)
         if isinstance(result, Coroutine):
             import asyncio  # here, not at the top: `vastui --help` has no event loop to pay for
 
             result = asyncio.run(stopping_on_signals(result))
-        return int(result or 0)
+        status = int(result or 0)  # type: ignore[call-overload]
     except Stopped as exc:
-        print(f"vastui: stopped by {exc.name} (as for Ctrl-C: a running campaign tore its instances down first)",
-              file=sys.stderr)
-        return 128 + exc.signum
+        _say(f"vastui: stopped by {exc.name}")
+        status = 128 + exc.signum
     except VastuiError as exc:
-        print(f"vastui: {exc.title}: {exc}", file=sys.stderr)
-        return 1
+        _say(f"vastui: {exc.title}: {exc}")
+        status = 1
     except KeyboardInterrupt:
-        print("vastui: interrupted", file=sys.stderr)
-        return 130
+        _say("vastui: interrupted")
+        status = 130
     except BrokenPipeError:
         # the reader went away (``vastui offers --json | head``): not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        status = 0
+    left = report.leftover()
+    if left is not None and (status != 0 or left.alive):
+        _say(f"vastui: {report.last_line()}")
+    return status
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,12 +26,12 @@ from vastui.config import Redactor, Settings, ensure_folder, load_settings
 from vastui.errors import ConfigError
 from vastui.events import (BlockMeasured, CampaignFinished, CandidateEliminated, CandidatePhaseChanged, DecisionMade,
                            Event, EventBus, InstanceConfirmedGone, InstanceRented, Notice)
-from vastui.events_live import AbortRequested, ApprovalAnswered, ApprovalCancelled, ApprovalExpired
+from vastui.events_live import AbortRequested, CampaignPhaseChanged, ApprovalAnswered, ApprovalCancelled, ApprovalExpired
 from vastui.remote.runner import SshRunner
 from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient
 from vastui.vast.query import parse_query
-from vastui.cli_signals import run_async
+from vastui.cli_signals import run_async, watch_for_exit
 
 NO_TTY = ("no terminal to ask for approvals: pass --approve-plan to approve exactly the printed plan "
           "(rent these offers, spend at most the budget, destroy them at the end)")
@@ -112,6 +112,8 @@ def _event_line(event: Event) -> str | None:
             return f"expired unanswered, counts as refused: {event.action} on {event.target}"
         case ApprovalCancelled():
             return f"approval withdrawn: {event.action} on {event.target} ({event.reason})"
+        case CampaignPhaseChanged() if event.phase == "teardown":
+            return "teardown: destroying every instance of the campaign and proving it gone"
         case AbortRequested():
             return f"aborting: {event.reason} — stopping work, destroying every instance, proving them gone"
     return None
@@ -136,21 +138,25 @@ def _summary(receipt: Receipt) -> str:
             f"campaign cost ${receipt.campaign_cost_usd:.2f}")
 
 
-def resume_hint(receipt: Receipt, args: argparse.Namespace) -> str | None:
-    """The exact command that cleans up after a failed teardown: this run's --url, --db and --time-scale (never
-    its API key), or None when the teardown passed."""
-    if receipt.resume_command is None:
-        return None
-    command = [*receipt.resume_command.split()]
+def resume_command(campaign_id: str, args: argparse.Namespace) -> tuple[str, ...]:
+    """The exact command that cleans up after this run: its --url, --db and --time-scale (never its API key)."""
+    command = ["vastui", "campaign", "resume", campaign_id]
     if getattr(args, "url", None):
         command += ["--url", args.url]
     if getattr(args, "db", None):
         command += ["--db", str(args.db)]
     if getattr(args, "time_scale", 1.0) != 1.0:
         command += ["--time-scale", f"{args.time_scale:g}"]
+    return tuple(command)
+
+
+def resume_hint(receipt: Receipt, args: argparse.Namespace) -> str | None:
+    """What to run after a failed teardown (see ``resume_command``), or None when the teardown passed."""
+    if receipt.resume_command is None:
+        return None
     leaked = ", ".join(str(i) for i in receipt.leaked_instance_ids) or "unknown"
     return (f"teardown FAILED: instances may still exist and bill (still listed or unknown: {leaked}). "
-            f"Run: {shlex.join(command)}")
+            f"Run: {shlex.join(resume_command(receipt.campaign_id, args))}")
 
 
 def _on_terminal() -> bool:
@@ -171,7 +177,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     result = run_async(run_demo(
         seed=args.seed, time_scale=args.time_scale, data_dir=settings.data_dir,
         on_plan=lambda text: console.print(text, highlight=False, markup=False),
-        on_event=_printer(console, args.quiet)))
+        on_event=_printer(console, args.quiet), on_start=lambda handle: watch_for_exit(handle, ())))
     if args.json:
         sys.stdout.write(render_json(result.receipt))
     else:
@@ -247,6 +253,7 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
             handle = start_campaign(services, manifest=manifest, plan=plan, plan_approved=args.approve_plan,
                                     plan_approved_by="approve-plan flag",
                                     policy=OutsidePlanRefuser() if args.approve_plan else None)
+            watch_for_exit(handle, resume_command(campaign_id, args))
             result = await run_in_console(services, handle, time_scale=args.time_scale,
                                           on_detach=_printer(console, False))
             console.print(render_markdown(result.receipt, redact=services.redact), highlight=False, markup=False)
@@ -266,6 +273,7 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
                                     policy=OutsidePlanRefuser() if args.approve_plan else None,
                                     operator=None if args.approve_plan else PromptApprover(ask_on_terminal,
                                                                                            clock=services.clock))
+            watch_for_exit(handle, resume_command(campaign_id, args))
             receipt = (await handle.result(abort_if_cancelled="interrupted at the terminal")).receipt
         finally:
             stop()

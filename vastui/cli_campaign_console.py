@@ -8,6 +8,8 @@ Textual loads only when a console opens; headless runs never import it.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +21,9 @@ from vastui.campaign.handle import CampaignHandle, CampaignResult
 from vastui.campaign.session import Services
 from vastui.events import Event
 from vastui.vast.client import HttpVastClient
-from vastui.cli_signals import run_async
+from vastui.cli_signals import run_async, watch_for_exit
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from vastui.tui.services import ConsoleSettings
@@ -51,7 +55,17 @@ async def run_in_console(services: Services, handle: CampaignHandle, *, time_sca
     console_services = ConsoleServices(market=market, clock=services.clock, bus=services.bus, store=services.store,
                                        audit=services.store)
     app = VastuiApp(services=console_services, settings=console_settings(time_scale=time_scale), campaign=handle)
-    await app.run_async()
+    try:
+        await app.run_async()
+    except BaseException as exc:
+        # The terminal went away under the console (a closed window: SIGHUP, then EIO on every write) or the
+        # console failed: nobody can watch or answer any more. The campaign is aborted and its teardown awaited
+        # here, before the store and the client close — a console's end never leaves instances billing.
+        log.error("the console ended (%s): aborting the campaign and tearing it down", type(exc).__name__)
+        handle.abort("the console ended while the campaign ran")
+        with contextlib.suppress(Exception):
+            await handle.result(abort_if_cancelled="the console ended while the campaign ran")
+        raise
     if handle.is_done:
         return await handle.result()
     if app.control.leaving is not Leaving.DETACHED:
@@ -76,6 +90,7 @@ def demo_in_console(args: argparse.Namespace, *, data_dir: Path | None,
         async with open_demo(seed=args.seed, time_scale=args.time_scale,
                              data_dir=data_dir) as demo:
             handle = demo.start(plan_approved=False, expiry_s=APPROVAL_WAIT_WALL_S * args.time_scale)
+            watch_for_exit(handle, ())
             result = await run_in_console(demo.services, handle, time_scale=args.time_scale, on_detach=printer)
             return result, await demo.instances_left(), demo.db_path
 

@@ -1,22 +1,126 @@
-"""SIGTERM and SIGHUP stop a command the way Ctrl-C does.
+"""Signals stop a command the way Ctrl-C does, once; what follows cannot interrupt a teardown.
 
-``asyncio.run`` turns SIGINT into a cancellation of the main task, which a campaign answers by aborting, tearing
-down and writing its receipt. Without this, SIGTERM (``kill``, a service manager) or SIGHUP (a closed terminal)
-ended the process on the spot with instances billing. Every command that runs an event loop goes through
-``run_async``; ``vastui.cli.main`` reports ``Stopped`` and exits 128 + the signal's number.
+The first SIGINT, SIGTERM or SIGHUP cancels the command's main task; a running campaign answers by aborting,
+destroying its instances, proving them gone and writing its receipt. That teardown is a critical section: the
+operator's second Ctrl-C, a service manager's repeated SIGTERM or the SIGHUP of a terminal closing behind the first
+signal never cancel it again (before, each signal cancelled the main task anew, and the second one cut the teardown
+short with every instance still billing). A later signal is noted and answered with what is left to do; only
+SIGINT given again within ``FORCE_WINDOW_S`` of that answer force-quits, and then the last lines say exactly which
+instances were left alive and how to remove them.
+
+Every command that runs an event loop goes through ``stopping_on_signals``; ``vastui.cli.main`` reports ``Stopped``
+with the campaign's ``ExitReport`` as the last line and exits 128 + the signal's number.
 """
 
 from __future__ import annotations
 
+import contextvars
+import os
+import shlex
 import signal
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 
+# A force-quit needs SIGINT again this soon (wall seconds) after the "teardown in progress" answer.
+FORCE_WINDOW_S = 3.0
+FORCE_QUIT_STATUS = 130
+
+
+@dataclass(frozen=True, slots=True)
+class Leftover:
+    """A campaign's instances at this moment: ``alive`` were rented and are not yet proven gone."""
+
+    campaign_id: str
+    alive: tuple[int, ...]
+    proven_gone: int
+    resume_command: tuple[str, ...]
+
+    def resume(self) -> str:
+        return shlex.join(self.resume_command)
+
+
+@dataclass(slots=True)
+class ExitReport:
+    """What a command leaves behind, for its last line: the campaign it runs registers here how to describe its
+    instances (``watch``); ``main`` asks after the event loop ended, whichever way it ended."""
+
+    describe: Callable[[], Leftover | None] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def watch(self, describe: Callable[[], Leftover | None]) -> None:
+        self.describe = describe
+
+    def leftover(self) -> Leftover | None:
+        if self.describe is None:
+            return None
+        try:
+            return self.describe()
+        except Exception:  # describing must never hide the exit itself
+            return None
+
+    def last_line(self) -> str | None:
+        """One line naming every instance left alive, with the command that removes them; None when the command
+        ran no campaign. A campaign whose instances are all proven gone says so."""
+        left = self.leftover()
+        if left is None:
+            return None
+        if not left.alive:
+            return (f"campaign {left.campaign_id}: every instance it rented ({left.proven_gone}) was destroyed and "
+                    f"proven gone")
+        ids = ", ".join(str(i) for i in left.alive)
+        if not left.resume_command:   # the demo: its marketplace lives and dies with this process
+            return (f"campaign {left.campaign_id}: {len(left.alive)} instance(s) not proven gone: {ids} — on the "
+                    f"demo's embedded simulator, which ends with this process")
+        return (f"campaign {left.campaign_id}: {len(left.alive)} instance(s) LEFT ALIVE and possibly billing: {ids}"
+                f" — run: {left.resume()}")
+
+
+_REPORT: contextvars.ContextVar[ExitReport | None] = contextvars.ContextVar("vastui_exit_report", default=None)
+
+
+def exit_report() -> ExitReport:
+    """The running command's report (a throwaway one outside ``main``, e.g. in a test that calls a command's
+    coroutine directly)."""
+    report = _REPORT.get()
+    if report is None:
+        report = ExitReport()
+        _REPORT.set(report)
+    return report
+
+
+class _Watched(Protocol):
+    @property
+    def campaign_id(self) -> str: ...
+
+    def instances(self) -> tuple[tuple[int, ...], int]: ...
+
+
+def watch_for_exit(handle: _Watched, command: tuple[str, ...]) -> None:
+    """Let the process's last line name what this campaign (a ``CampaignHandle``) left alive, however it ends;
+    ``command`` removes them (empty for the demo, whose simulator ends with the process)."""
+    def describe() -> Leftover:
+        alive, gone = handle.instances()
+        return Leftover(campaign_id=handle.campaign_id, alive=alive, proven_gone=gone, resume_command=command)
+
+    exit_report().watch(describe)
+
+
+def install_exit_report() -> tuple[ExitReport, contextvars.Token[ExitReport | None]]:
+    report = ExitReport()
+    return report, _REPORT.set(report)
+
+
+def reset_exit_report(token: contextvars.Token[ExitReport | None]) -> None:
+    _REPORT.reset(token)
+
 
 class Stopped(Exception):
-    """SIGTERM or SIGHUP arrived: the command was cancelled (and a campaign torn down) like Ctrl-C."""
+    """A signal arrived: the command was cancelled (and a campaign torn down) like Ctrl-C."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -24,44 +128,85 @@ class Stopped(Exception):
         self.name = signal.Signals(signum).name
 
 
+class _Interrupts:
+    """The handlers: the first signal cancels the work, later ones are answered (and SIGINT may force-quit)."""
+
+    def __init__(self, task: Any, report: ExitReport, write: Callable[[str], None]) -> None:
+        self._task = task
+        self._report = report
+        self._write = write
+        self.got: list[int] = []
+        self._warned_at: float | None = None
+
+    def __call__(self, signum: int) -> None:
+        self.got.append(signum)
+        if len(self.got) == 1:
+            if self._task is not None:
+                self._task.cancel()
+            return
+        now = time.monotonic()
+        if (signum == signal.SIGINT and self._warned_at is not None
+                and now - self._warned_at <= FORCE_WINDOW_S):
+            self._force_quit()
+            return
+        self._warned_at = now
+        self._write(self._in_progress(signal.Signals(signum).name))
+
+    def _in_progress(self, name: str) -> str:
+        left = self._report.leftover()
+        if left is None:
+            what = "stopping"
+            consequence = "which may leave work unfinished"
+        else:
+            what = f"teardown in progress: {len(left.alive)} instance(s) left to prove gone"
+            consequence = f"which leaves them billing — `{left.resume()}` cleans up"
+        return (f"vastui: {name} noted; {what}. Press Ctrl+C again within {FORCE_WINDOW_S:.0f} s only to "
+                f"force-quit, {consequence}")
+
+    def _force_quit(self) -> None:
+        line = self._report.last_line() or "force-quit"
+        self._write(f"vastui: FORCE-QUIT at the operator's request. {line}")
+        sys.stdout.flush()
+        os._exit(FORCE_QUIT_STATUS)   # no cleanup may run now: the operator chose to leave at once
+
+
+def _stderr_line(text: str) -> None:
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):   # the terminal is gone: the store and the receipt still say it
+        pass
+
+
 async def stopping_on_signals(work: Coroutine[Any, Any, T]) -> T:
-    """Run ``work``; SIGTERM and SIGHUP cancel it as SIGINT does, so what cleans up after Ctrl-C (a campaign's
-    abort, teardown and receipt) runs for them too, instead of the process dying with instances billing."""
+    """Run ``work``; SIGINT, SIGTERM and SIGHUP cancel it once, so what cleans up after a cancellation (a
+    campaign's abort, teardown and receipt) runs to its end whatever signals follow (see the module's docstring)."""
     import asyncio  # here: `vastui --help` and the market commands load no event loop (tests/test_cli_startup.py)
 
     loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    got: list[int] = []
-
-    def stop(signum: int) -> None:
-        got.append(signum)
-        if task is not None:
-            task.cancel()
-
+    interrupts = _Interrupts(asyncio.current_task(), exit_report(), _stderr_line)
     installed = []
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         try:
-            loop.add_signal_handler(signum, stop, signum)
+            loop.add_signal_handler(signum, interrupts, signum)
             installed.append(signum)
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no such signal here
             pass
     try:
         result = await work
-        if got:   # the work took the cancellation and ended on its own terms (a Textual app quits cleanly)
-            raise Stopped(got[0])
+        if interrupts.got:   # the work took the cancellation and ended on its own terms (a Textual app quits cleanly)
+            raise Stopped(interrupts.got[0])
         return result
     except asyncio.CancelledError:
-        if got:
-            raise Stopped(got[0]) from None
+        if interrupts.got:
+            raise Stopped(interrupts.got[0]) from None
         raise
     finally:
         for signum in installed:
-            loop.remove_signal_handler(signum)
-
+            loop.remove_signal_handler(signum)   # SIGINT goes back to KeyboardInterrupt
 
 
 def run_async(work: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run`` with SIGTERM and SIGHUP handled like SIGINT (see the module's docstring)."""
+    """``asyncio.run`` with SIGINT, SIGTERM and SIGHUP handled as the module's docstring says."""
     import asyncio
 
     return asyncio.run(stopping_on_signals(work))

@@ -14,14 +14,10 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import asyncssh
 import pytest
 
 from campaign_support import fast_manifest
-from vastui.approval import Action, Approval, ApprovalRequest
-from vastui.clock import WallClock
-from vastui.config import Secret
-from vastui.vast.client import HttpVastClient, ssh_key_target
+from sim_process import alive, operator_key, register_key, sim_process
 
 KEY = "resume-test-key"
 TIME_SCALE = "300"
@@ -30,46 +26,9 @@ VASTUI = [sys.executable, "-m", "vastui"]
 
 
 @pytest.fixture
-async def sim_url(tmp_path: Path) -> AsyncIterator[str]:
-    proc = await asyncio.create_subprocess_exec(
-        *VASTUI, "sim", "--port", "0", "--seed", "11", "--api-key", KEY, "--time-scale", TIME_SCALE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    assert proc.stdout is not None
-    url = None
-    async with asyncio.timeout(60):
-        while url is None:
-            line = (await proc.stdout.readline()).decode()
-            assert line, "the simulator exited before serving"
-            if m := re.search(r"serving (http://\S+)", line):
-                url = m.group(1)
-    try:
+async def sim_url() -> AsyncIterator[str]:
+    async with sim_process(key=KEY, time_scale=TIME_SCALE) as url:
         yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(30):
-            await proc.wait()
-
-
-def _operator_key(directory: Path) -> Path:
-    path = directory / "id_ed25519"
-    key = asyncssh.generate_private_key("ssh-ed25519")
-    key.write_private_key(str(path))
-    key.write_public_key(str(path) + ".pub")
-    return path
-
-
-async def _register(url: str, key_path: Path) -> None:
-    public = Path(str(key_path) + ".pub").read_text().strip()
-    request = ApprovalRequest(action=Action.CREATE_SSH_KEY, target=ssh_key_target(public), summary="test key")
-    async with HttpVastClient(base_url=url, api_key=Secret(KEY), clock=WallClock()) as client:
-        await client.create_ssh_key(public, approval=Approval(request, granted_by="test", granted_at=0.0))
-
-
-async def _alive(url: str) -> list[tuple[int, str | None]]:
-    async with HttpVastClient(base_url=url, api_key=Secret(KEY), clock=WallClock()) as client:
-        listing = await client.list_instances()
-    assert listing.is_complete
-    return [(i.id, i.label) for i in listing.instances]
 
 
 def _counts(db: Path) -> tuple[int, int, int]:
@@ -107,8 +66,8 @@ async def _run_and_kill(args: list[str], *, kill_after_lines: int) -> tuple[str 
 
 @pytest.mark.slow
 async def test_sigkill_at_random_points_then_resume_leaks_nothing(sim_url: str, tmp_path: Path) -> None:
-    key = _operator_key(tmp_path)
-    await _register(sim_url, key)
+    key = operator_key(tmp_path)
+    await register_key(sim_url, KEY, key)
     manifest = fast_manifest(tmp_path / "m")
     rng = random.Random(20261130)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -120,19 +79,19 @@ async def test_sigkill_at_random_points_then_resume_leaks_nothing(sim_url: str, 
         campaign_id, seen = await _run_and_kill(args, kill_after_lines=rng.randint(2, 45))
         before = _counts(db)
         if campaign_id is None:
-            assert await _alive(sim_url) == [], "killed before the plan: nothing may have been rented"
+            assert await alive(sim_url, KEY) == [], "killed before the plan: nothing may have been rented"
             continue
-        cleaned += bool(await _alive(sim_url))
+        cleaned += bool(await alive(sim_url, KEY))
         resume = subprocess.run([*VASTUI, "campaign", "resume", campaign_id, "--approve-plan",
                                  *_common(sim_url, db, key)], capture_output=True, text=True, timeout=180,
                                 stdin=subprocess.DEVNULL)
         if "no campaign" in resume.stderr:
             # killed after the plan was printed but before the campaign was recorded: nothing was rented either
-            assert await _alive(sim_url) == []
+            assert await alive(sim_url, KEY) == []
             continue
         assert resume.returncode == 0, resume.stdout + resume.stderr
         resumed += 1
-        assert await _alive(sim_url) == [], f"attempt {attempt}: instances left after resume"
+        assert await alive(sim_url, KEY) == [], f"attempt {attempt}: instances left after resume"
         after = _counts(db)
         assert after == before, "resume must keep every measurement (and add none)"
     assert resumed >= KILLS // 2

@@ -20,15 +20,18 @@ from __future__ import annotations
 import asyncio
 import enum
 import itertools
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRecord, AuditSink
 from vastui.campaign.approvers import PlanApprover, PlanTerms
 from vastui.clock import Clock
-from vastui.errors import ApprovalRequired
+from vastui.errors import ApprovalRequired, VastuiError
 from vastui.events import EventBus
 from vastui.events_live import ApprovalAnswered, ApprovalCancelled, ApprovalExpired, ApprovalRequested
+
+log = logging.getLogger(__name__)
 
 DEFAULT_EXPIRY_S = 15 * 60.0
 OWN_INSTANCE_RULE = "own-instance rule: rented by this campaign, destroyed by its deadline"
@@ -266,10 +269,17 @@ class ApprovalBroker:
         note = p.summary if granted else f"{p.summary} — {answer.state}: {answer.reason}"
         if answer.state is RequestState.EXPIRED:
             note += " (counts as refused)"
-        await self._audit.record_audit(AuditRecord(
-            at=now, kind="approval" if granted else "declined", action=p.action, target=p.target,
-            approval_id=answer.approval.approval_id if granted and answer.approval else None,
-            granted_by=answer.by if granted else None, outcome=note, campaign_id=p.campaign_id))
+        try:
+            await self._audit.record_audit(AuditRecord(
+                at=now, kind="approval" if granted else "declined", action=p.action, target=p.target,
+                approval_id=answer.approval.approval_id if granted and answer.approval else None,
+                granted_by=answer.by if granted else None, outcome=note, campaign_id=p.campaign_id))
+        except VastuiError as exc:
+            if p.action is not Action.DESTROY_INSTANCE:
+                raise
+            # Destroy before paperwork: the store and its journal both refused (a full disk); the destroy that
+            # stops the billing still goes out, and the log says what could not be written.
+            log.error("the approval to %s on %s goes ahead unrecorded: %s", p.action, p.target, exc.message)
         if answer.state is RequestState.EXPIRED:
             self._bus.publish(ApprovalExpired(at=now, request_id=p.request_id, campaign_id=p.campaign_id,
                                               action=str(p.action), target=p.target))

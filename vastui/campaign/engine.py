@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from vastui.approval import Approver
 from vastui.bench.cost import CostInputs
@@ -33,7 +34,7 @@ from vastui.campaign.report import attribution_of
 from vastui.campaign.reserves import Reserves
 from vastui.campaign.tuning import TuningOutcome, tune
 from vastui.clock import Clock
-from vastui.errors import ApiError, RemoteError, VastuiError
+from vastui.errors import ApiError, RemoteError, StoreError, VastuiError
 from vastui.events import CampaignFinished, EventBus, InstanceDestroyed, Notice
 from vastui.events_live import CampaignPhaseChanged
 from vastui.store import SqliteStore
@@ -144,7 +145,8 @@ class CampaignEngine(Measuring):
                 for run in self.runs:
                     self._tasks.append(group.create_task(self._candidate(run)))
         finally:
-            await store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase="teardown", at=self.clock.now())
+            await self._paperwork(store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase="teardown",
+                                                           at=self.clock.now()), "record the teardown phase")
             self._stage("teardown", self.aborted or "")
             report = await self.teardown_all(reason="campaign finished")
             for run in self.runs:
@@ -193,12 +195,22 @@ class CampaignEngine(Measuring):
                                 instance_ids=ids, campaign_id=self.plan.campaign_id, reason=reason,
                                 poll_s=self.teardown_poll_s, already_destroyed=self._destroy_sent)
         for instance_id, at in report.destroy_sent_at.items():
-            await self.ctx.store.record_transition(instance_id=instance_id, state=InstanceState.DESTROY_REQUESTED,
-                                                   at=at)
+            await self._paperwork(self.ctx.store.record_transition(
+                instance_id=instance_id, state=InstanceState.DESTROY_REQUESTED, at=at), "record a destroy")
         for gone in report.gone:
-            await self.ctx.store.record_gone(instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at,
-                                             at=self.clock.now())
+            await self._paperwork(self.ctx.store.record_gone(
+                instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at, at=self.clock.now()),
+                "record an instance proven gone")
         return report
+
+    async def _paperwork(self, write: Coroutine[Any, Any, object], what: str) -> None:
+        """A store write on the way to (or after) the teardown: when the store refuses it (a full disk), the
+        teardown goes on — destroying stops the billing, the record can wait — and the operator is told."""
+        try:
+            await write
+        except StoreError as exc:
+            self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="error",
+                                    text=f"could not {what} ({exc.message}); the teardown goes on"))
 
     async def _found_by_label(self) -> set[int]:
         """Instances labelled with this campaign's id: catches a create whose answer was lost."""

@@ -79,6 +79,13 @@ class CampaignHandle:
     def is_done(self) -> bool:
         return self._task.done()
 
+    def instances(self) -> tuple[tuple[int, ...], int]:
+        """The campaign's instances now: the ids rented and not yet proven gone, and how many are proven gone
+        (what a last line must say when the process ends, whichever way it ends)."""
+        cleanup = self._tracker.instances()
+        alive = tuple(sorted(i.instance_id for i in cleanup if not i.is_proven_gone))
+        return alive, sum(1 for i in cleanup if i.is_proven_gone)
+
     @property
     def abort_reason(self) -> str | None:
         return self._abort_reason
@@ -111,8 +118,8 @@ class CampaignHandle:
             self.abort(abort_if_cancelled)
             try:
                 await asyncio.shield(self._task)
-            except Exception:
-                log.exception("campaign %s failed while aborting", self.campaign_id)
+            except Exception as exc:   # the last line names what was left; a traceback would hide it
+                log.error("campaign %s failed while aborting: %s", self.campaign_id, exc)
             raise
 
     async def _run(self) -> CampaignResult:

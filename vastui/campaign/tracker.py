@@ -236,6 +236,10 @@ class CampaignTracker:
         return self._instances.setdefault(instance_id, _Instance(instance_id))
 
     # --- the snapshot ------------------------------------------------------------------------------------------
+    def instances(self) -> tuple[InstanceCleanup, ...]:
+        """Every instance of the campaign, from rent to proof, by id."""
+        return tuple(i.freeze() for _, i in sorted(self._instances.items()))
+
     def plan_state(self) -> PlanState:
         p = self._plan
         caps = [c.time_cap_s for c in p.candidates]
@@ -260,6 +264,6 @@ class CampaignTracker:
             spend=SpendState(spent_usd=spent, reserved_usd=reserved, budget_usd=self._plan.budget_usd,
                              spend_cap_usd=self._plan.spend_upper_bound_usd),
             pending_approvals=pending, decision=self._decision,
-            instances=tuple(i.freeze() for _, i in sorted(self._instances.items())),
+            instances=self.instances(),
             tuning=tuple(self._tuning), notices=tuple(self._notices), finished_status=self.finished_status,
             error=self.error)

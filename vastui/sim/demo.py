@@ -137,16 +137,19 @@ async def run_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_di
                    manifest_path: Path = DEMO_MANIFEST, on_plan: Callable[[str], None] = lambda _t: None,
                    on_event: Callable[[Event], None] = lambda _e: None,
                    on_market: Callable[[Market], Awaitable[None]] | None = None,
-                   chaos: Chaos | None = None) -> DemoResult:
+                   chaos: Chaos | None = None,
+                   on_start: Callable[[CampaignHandle], None] = lambda _h: None) -> DemoResult:
     """Run the demo campaign headless, its printed plan approved as a whole. ``on_event`` sees every event in
     order; ``on_market`` sees the simulated market (hidden truth, billing, request log) after the campaign and
-    before the world is closed — the tests judge the campaign with it."""
+    before the world is closed — the tests judge the campaign with it; ``on_start`` gets the campaign's handle as
+    soon as it starts."""
     async with open_demo(seed=seed, time_scale=time_scale, data_dir=data_dir, manifest_path=manifest_path,
                          chaos=chaos) as demo:
         on_plan(demo.plan_text)
         stop = demo.services.bus.listen(on_event)
         try:
             handle = demo.start(plan_approved=True)
+            on_start(handle)
             result = await handle.result(abort_if_cancelled="the demo was interrupted")
         finally:
             stop()

@@ -1,14 +1,30 @@
 """The audit log: every approval granted or declined and every mutating call, append-only.
 
 ``SqliteStore`` satisfies ``vastui.approval.AuditSink`` through ``record_audit``.
+
+Destroy before paperwork: when the database refuses a record (a full disk, a store already closed), the record goes
+to a fallback journal — a plain append-only file of JSON lines beside the database — so that the destroy it
+announces can still go out with its trace kept; the next ``SqliteStore.open`` folds the journal into the log. Only
+when the journal cannot be written either does ``record_audit`` raise (a rent then does not go out; a destroy of the
+campaign's own instance still does, see ``HttpVastClient._mutate``).
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import sqlite3
+from pathlib import Path
 
 from vastui.approval import Action, AuditRecord
+from vastui.errors import StoreError
 from vastui.store.base import StoreBase
+
+log = logging.getLogger(__name__)
+
+JOURNAL_SUFFIX = ".audit-journal.jsonl"
+FROM_JOURNAL = " [kept in the fallback journal while the database could not be written]"
 
 _COLUMNS = "at, kind, action, target, approval_id, granted_by, outcome, campaign_id"
 
@@ -26,17 +42,86 @@ def _record(row: sqlite3.Row) -> AuditRecord:
     )
 
 
+def journal_path(db_path: Path) -> Path:
+    """The fallback journal beside a database file."""
+    return db_path.with_name(db_path.name + JOURNAL_SUFFIX)
+
+
 class AuditTables(StoreBase):
     """The append-only audit log."""
 
+    _journal_told = False
+
     async def record_audit(self, record: AuditRecord) -> None:
-        """Append one audit record (the ``AuditSink`` protocol)."""
-        async with self._write(f"record the audit of {record.action} on {record.target}") as tx:
-            await tx.execute(
-                f"INSERT INTO audit_log ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (record.at, record.kind, str(record.action), record.target, record.approval_id, record.granted_by,
-                 record.outcome, record.campaign_id),
-            )
+        """Append one audit record (the ``AuditSink`` protocol); into the fallback journal when the database
+        refuses it. Raises StoreError only when neither could keep it."""
+        try:
+            async with self._write(f"record the audit of {record.action} on {record.target}") as tx:
+                await tx.execute(
+                    f"INSERT INTO audit_log ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (record.at, record.kind, str(record.action), record.target, record.approval_id,
+                     record.granted_by, record.outcome, record.campaign_id),
+                )
+        except StoreError as exc:
+            self._journal(record, exc)
+
+    def _journal(self, record: AuditRecord, cause: StoreError) -> None:
+        path = journal_path(self._path)
+        fields = {"at": record.at, "kind": record.kind, "action": str(record.action), "target": record.target,
+                  "approval_id": record.approval_id, "granted_by": record.granted_by, "outcome": record.outcome,
+                  "campaign_id": record.campaign_id}
+        line = json.dumps({k: self._redactor(v) if isinstance(v, str) else v for k, v in fields.items()}) + "\n"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line.encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise StoreError(f"{cause.message}; the fallback journal {path} could not be written either: "
+                             f"{exc.strerror}", title="Database error") from cause
+        if not self._journal_told:
+            self._journal_told = True
+            log.warning("audit records go to the fallback journal %s until the next start (%s)", path,
+                        cause.message)
+
+    async def replay_audit_journal(self) -> int:
+        """Fold the fallback journal into the audit log (records already there are not added twice) and remove
+        it; returns how many records it added. A torn last line (a process killed mid-write) is skipped."""
+        path = journal_path(self._path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise StoreError(f"could not read the audit journal {path}: {exc.strerror}") from exc
+        records = []
+        for raw in text.splitlines():
+            try:
+                data = json.loads(raw)
+                records.append(AuditRecord(at=float(data["at"]), kind=str(data["kind"]),
+                                           action=Action(data["action"]), target=str(data["target"]),
+                                           approval_id=data["approval_id"], granted_by=data["granted_by"],
+                                           outcome=str(data["outcome"]) + FROM_JOURNAL,
+                                           campaign_id=data["campaign_id"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+        added = 0
+        async with self._write(f"fold the audit journal {path} into the audit log") as tx:
+            for r in records:
+                known = await tx.fetchone(
+                    "SELECT 1 FROM audit_log WHERE at = ? AND kind = ? AND action = ? AND target = ? "
+                    "AND approval_id IS ? AND outcome = ?",
+                    (r.at, r.kind, str(r.action), r.target, r.approval_id, r.outcome))
+                if known is None:
+                    added += 1
+                    await tx.execute(
+                        f"INSERT INTO audit_log ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (r.at, r.kind, str(r.action), r.target, r.approval_id, r.granted_by, r.outcome,
+                         r.campaign_id))
+        path.unlink(missing_ok=True)
+        return added
 
     async def audit_records(self, *, campaign_id: str | None = None) -> list[AuditRecord]:
         """The audit log of one campaign, or all of it (``campaign_id=None``), in the order written."""

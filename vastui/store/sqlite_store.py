@@ -12,6 +12,7 @@ front and never deadlocks upgrading a read lock.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from pathlib import Path
 from types import TracebackType
@@ -25,6 +26,8 @@ from vastui.store.hosts import HostTables
 from vastui.store.instances import InstanceTables
 from vastui.store.migrations import check_is_vastui, migrate
 from vastui.store.runs import RunTables
+
+log = logging.getLogger(__name__)
 
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 _THREAD_STOP_WAIT_S = 5.0  # the worker only has to close a connection that never opened
@@ -61,7 +64,12 @@ class SqliteStore(CampaignTables, InstanceTables, RunTables, HostTables, AuditTa
         except BaseException:
             await conn.close()
             raise
-        return cls(conn, db_path)
+        store = cls(conn, db_path)
+        try:
+            await store.replay_audit_journal()   # what a full disk or a closed store kept aside last time
+        except StoreError as exc:
+            log.warning("the audit journal stays for the next start: %s", exc.message)
+        return store
 
     async def __aenter__(self) -> SqliteStore:
         return self

@@ -288,26 +288,37 @@ class HttpVastClient:
         either way. The "sending" record comes first so that a console killed mid-call (SIGKILL, power) still
         leaves a trace of every request it sent next to the approval it spent."""
         granted = require(approval, action=action, target=target)
-        await self._record(granted, action, target, "sending", kind="sending")
+        # Destroy before paperwork: a destroy stops billing, so a trace that cannot be written anywhere (the store
+        # and its fallback journal both refuse: a full disk) never holds it back — it is logged instead. Every
+        # other call needs its trace first.
+        must_trace = action is not Action.DESTROY_INSTANCE
+        await self._record(granted, action, target, "sending", kind="sending", must_trace=must_trace)
         try:
             result = await operation()
         except VastuiError as exc:
-            await self._record(granted, action, target, f"error: {exc.message}")
+            await self._record(granted, action, target, f"error: {exc.message}", must_trace=must_trace)
             raise
-        await self._record(granted, action, target, describe(result))
+        await self._record(granted, action, target, describe(result), must_trace=must_trace)
         return result
 
     async def _record(self, approval: Approval, action: Action, target: str, outcome: str, *,
-                      kind: str = "call") -> None:
+                      kind: str = "call", must_trace: bool = True) -> None:
         if kind == "call":
             self._wire.log(logging.INFO, f"{action} {target}: {outcome}")
         if self._audit is None:
             return
-        await self._audit.record_audit(AuditRecord(
-            at=self._clock.now(), kind=kind, action=action, target=target, approval_id=approval.approval_id,
-            granted_by=approval.granted_by, outcome=self._wire.redact(outcome)[:500],
-            campaign_id=approval.request.campaign_id,
-        ))
+        try:
+            await self._audit.record_audit(AuditRecord(
+                at=self._clock.now(), kind=kind, action=action, target=target, approval_id=approval.approval_id,
+                granted_by=approval.granted_by, outcome=self._wire.redact(outcome)[:500],
+                campaign_id=approval.request.campaign_id,
+            ))
+        except VastuiError as exc:
+            if must_trace:
+                raise
+            if kind == "sending":   # one line per call: its outcome's record fails the same way
+                self._wire.log(logging.ERROR, f"{action} {target} goes ahead without its audit record: "
+                                              f"{exc.message}")
 
     async def _rent(self, offer_id: int, label: str, body: Mapping[str, object]) -> CreatedInstance:
         path = f"/asks/{offer_id}/"
