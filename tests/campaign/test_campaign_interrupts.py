@@ -33,6 +33,8 @@ import pytest
 
 from campaign_support import fast_manifest
 from sim_process import VASTUI, alive, operator_key, register_key, sim_process
+from vastui.approval import Action
+from vastui.store import SqliteStore
 
 KEY = "interrupts-test-key"
 TIME_SCALE = "300"
@@ -190,6 +192,18 @@ def _disk_fills(_run: Run, folder: Path) -> None:
     _fill(folder)
 
 
+async def _every_destroy_is_on_record(db: Path) -> None:
+    """Each instance the campaign rented has its destroy in the audit log: written there (SQLite can still reuse
+    the WAL's pages on a full disk), or kept in the fallback journal and folded in now."""
+    async with await SqliteStore.open(db) as store:
+        records = await store.audit_records()
+    with sqlite3.connect(db) as conn:
+        rented = {f"instance:{i}" for (i,) in conn.execute(
+            "SELECT instance_id FROM intents WHERE instance_id IS NOT NULL")}
+    destroyed = {r.target for r in records if r.action is Action.DESTROY_INSTANCE and r.kind == "call"}
+    assert rented and rented <= destroyed, (rented, destroyed)
+
+
 @dataclass(frozen=True, slots=True)
 class Case:
     output: str                      # "merged" (stdout and stderr on one pipe we read), "pipe" or "pty" (stderr to a file)
@@ -247,6 +261,9 @@ async def test_the_teardown_outlives_the_operators_habits(case: str, market: tup
             return run.process.wait(timeout=GUARD_S)
 
         status = await asyncio.to_thread(drive)
+        if folder is not tmp_path:   # the disk filled: free it, and the next open folds the journal into the log
+            (folder / "filler").unlink()
+            await _every_destroy_is_on_record(db)
         stack.close()
         seen = "".join(run.lines.seen) + stderr_file.read_text(errors="replace")
     assert "Traceback" not in seen, seen[-3000:]

@@ -28,7 +28,7 @@ async def test_a_record_the_closed_store_refuses_is_journaled_and_folded_in_at_t
     await store.close()
     await store.record_audit(_record(2, outcome=f"ok, key {SECRET}"))   # the store is closed: into the journal
     await store.record_audit(_record(3))
-    lines = journal_path(db_path).read_text().splitlines()
+    lines = journal_path(db_path).read_bytes().split(b"\0", 1)[0].decode().splitlines()
     assert [json.loads(line)["target"] for line in lines] == ["instance:2", "instance:3"]
     assert SECRET not in journal_path(db_path).read_text()
 
@@ -37,7 +37,7 @@ async def test_a_record_the_closed_store_refuses_is_journaled_and_folded_in_at_t
     assert [r.target for r in records] == ["instance:1", "instance:2", "instance:3"]
     assert records[0].outcome == "ok" and all(r.outcome.endswith(FROM_JOURNAL) for r in records[1:])
     assert SECRET not in records[1].outcome and "<redacted>" in records[1].outcome
-    assert not journal_path(db_path).exists()
+    assert set(journal_path(db_path).read_bytes()) == {0}   # emptied, its space still reserved
     async with await SqliteStore.open(db_path) as again:
         assert len(await again.audit_records()) == 3   # folded in once
 
@@ -46,10 +46,10 @@ async def test_a_journal_left_by_a_crash_mid_fold_adds_nothing_twice(db_path: Pa
     store = await SqliteStore.open(db_path)
     await store.close()
     await store.record_audit(_record(1))
-    saved = journal_path(db_path).read_text()
+    saved = journal_path(db_path).read_bytes().split(b"\0", 1)[0]
     async with await SqliteStore.open(db_path):
         pass
-    journal_path(db_path).write_text(saved + '{"at": 1002.0, "kind": "ca')   # the same line again, and a torn one
+    journal_path(db_path).write_bytes(saved + b'{"at": 1002.0, "kind": "ca')   # the same line again, and a torn one
     async with await SqliteStore.open(db_path) as reopened:
         assert [r.target for r in await reopened.audit_records()] == ["instance:1"]
 
@@ -57,6 +57,7 @@ async def test_a_journal_left_by_a_crash_mid_fold_adds_nothing_twice(db_path: Pa
 async def test_when_the_journal_cannot_be_written_either_the_store_says_so(db_path: Path) -> None:
     store = await SqliteStore.open(db_path)
     await store.close()
+    journal_path(db_path).unlink()
     journal_path(db_path).mkdir()   # a folder where the journal should be: no file can be appended there
     with pytest.raises(StoreError, match="fallback journal .* could not be written either"):
         await store.record_audit(_record(1))

@@ -3,10 +3,12 @@
 ``SqliteStore`` satisfies ``vastui.approval.AuditSink`` through ``record_audit``.
 
 Destroy before paperwork: when the database refuses a record (a full disk, a store already closed), the record goes
-to a fallback journal — a plain append-only file of JSON lines beside the database — so that the destroy it
-announces can still go out with its trace kept; the next ``SqliteStore.open`` folds the journal into the log. Only
-when the journal cannot be written either does ``record_audit`` raise (a rent then does not go out; a destroy of the
-campaign's own instance still does, see ``HttpVastClient._mutate``).
+to a fallback journal — JSON lines in a file beside the database — so that the destroy it announces can still go
+out with its trace kept; the next ``SqliteStore.open`` folds the journal into the log. The journal's space is
+reserved when the store opens (``JOURNAL_RESERVE_BYTES`` of zeros, records written over them), because the disk
+that refuses the database refuses a new file beside it too. Only when the journal cannot be written either does
+``record_audit`` raise (a rent then does not go out; a destroy of the campaign's own instance still does, see
+``HttpVastClient._mutate``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from vastui.store.base import StoreBase
 
 log = logging.getLogger(__name__)
 
-JOURNAL_SUFFIX = ".audit-journal.jsonl"
+JOURNAL_SUFFIX = ".audit-journal"
+JOURNAL_RESERVE_BYTES = 128 * 1024   # about 400 records: every destroy of a campaign and its approval, many times
 FROM_JOURNAL = " [kept in the fallback journal while the database could not be written]"
 
 _COLUMNS = "at, kind, action, target, approval_id, granted_by, outcome, campaign_id"
@@ -72,12 +75,7 @@ class AuditTables(StoreBase):
                   "campaign_id": record.campaign_id}
         line = json.dumps({k: self._redactor(v) if isinstance(v, str) else v for k, v in fields.items()}) + "\n"
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line.encode("utf-8"))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _append_in_reserve(path, line.encode("utf-8"))
         except OSError as exc:
             raise StoreError(f"{cause.message}; the fallback journal {path} could not be written either: "
                              f"{exc.strerror}", title="Database error") from cause
@@ -91,7 +89,7 @@ class AuditTables(StoreBase):
         it; returns how many records it added. A torn last line (a process killed mid-write) is skipped."""
         path = journal_path(self._path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_bytes().split(b"\0", 1)[0].decode("utf-8", errors="replace")
         except FileNotFoundError:
             return 0
         except OSError as exc:
@@ -120,11 +118,39 @@ class AuditTables(StoreBase):
                         f"INSERT INTO audit_log ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (r.at, r.kind, str(r.action), r.target, r.approval_id, r.granted_by, r.outcome,
                          r.campaign_id))
-        path.unlink(missing_ok=True)
+        if text:
+            reserve_journal(path, fresh=True)
         return added
+
 
     async def audit_records(self, *, campaign_id: str | None = None) -> list[AuditRecord]:
         """The audit log of one campaign, or all of it (``campaign_id=None``), in the order written."""
         where, params = ("WHERE campaign_id = ?", (campaign_id,)) if campaign_id is not None else ("", ())
         rows = await self._read("read the audit log", f"SELECT {_COLUMNS} FROM audit_log {where} ORDER BY id", params)
         return [_record(row) for row in rows]
+
+
+def reserve_journal(path: Path, *, fresh: bool = False) -> None:
+    """Make sure the journal's space exists (zeros); ``fresh`` clears what it held (folded into the log)."""
+    if not fresh and path.exists():
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | (os.O_TRUNC if fresh else 0), 0o600)
+    try:
+        os.write(fd, b"\0" * JOURNAL_RESERVE_BYTES)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _append_in_reserve(path: Path, data: bytes) -> None:
+    """Write ``data`` after the journal's last record: over its reserved zeros while they last, then past them."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        held = b""
+        while chunk := os.pread(fd, 65536, len(held)):
+            held += chunk
+        end = held.find(b"\0")
+        os.pwrite(fd, data, len(held) if end < 0 else end)
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -20,7 +20,7 @@ from types import TracebackType
 import aiosqlite
 
 from vastui.errors import StoreError
-from vastui.store.audit import AuditTables
+from vastui.store.audit import AuditTables, journal_path, reserve_journal
 from vastui.store.campaigns import CampaignTables
 from vastui.store.hosts import HostTables
 from vastui.store.instances import InstanceTables
@@ -69,6 +69,10 @@ class SqliteStore(CampaignTables, InstanceTables, RunTables, HostTables, AuditTa
             await store.replay_audit_journal()   # what a full disk or a closed store kept aside last time
         except StoreError as exc:
             log.warning("the audit journal stays for the next start: %s", exc.message)
+        try:
+            reserve_journal(journal_path(db_path))   # its space, taken now: a full disk later cannot refuse it
+        except OSError as exc:
+            log.warning("no space reserved for the audit journal beside %s: %s", db_path, exc.strerror)
         return store
 
     async def __aenter__(self) -> SqliteStore:
