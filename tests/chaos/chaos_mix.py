@@ -1,11 +1,13 @@
 """Seeded mixes of chaos: one seed gives one mix (the simulator's knobs, its world, and where to kill the console).
 
 Every mix leads with one fault kind (``FAULT_KINDS[seed % len]``), so a run over consecutive seeds covers every
-kind, and adds two to four more drawn from the seed. A mix that kills the console (``kill -9`` after a drawn
-number of output lines, then ``vastui campaign resume``) runs the console as its own process; the others run it
-in the runner's process (real HTTP and SSH on loopback all the same), where replies slower than the client's
-timeout are affordable because that timeout can be short. Half the kills come at a line of output, the others as
-the console's first create or destroy reaches the simulator (which still does the work).
+kind, and adds two to four more drawn from the seed. A mix that disturbs the console runs it as its own process and,
+after a drawn number of output lines, does to it what operators and machines do: ``kill -9`` (then ``vastui
+campaign resume``), two signals 0.1 s apart (Ctrl-C twice, or a service manager's SIGTERMs), the reader of its
+output exiting (``| head``; with Ctrl-C too, ``| tee``), or the disk under its store filling up. The others run the
+console in the runner's process (real HTTP and SSH on loopback all the same), where replies slower than the
+client's timeout are affordable because that timeout can be short. Half the kills come at a line of output, the
+others as the console's first create or destroy reaches the simulator (which still does the work).
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ Knobs = dict[str, float | int | bool | tuple[float, float]]
 CLIENT_TIMEOUT_S = 4.0
 SLOW_REPLY_S = 6.0
 KILL = "kill9"
+DOUBLE_SIGNAL = "double_signal"
+BROKEN_PIPE = "broken_pipe"
+FULL_DISK = "full_disk"
+# What may happen to a console run as its own process (the runner's own ways of hurting it, not the simulator's).
+DISTURBANCES = (KILL, DOUBLE_SIGNAL, BROKEN_PIPE, FULL_DISK)
 # An outage lasts 1-3 wall seconds: at the runs' x300 that is 5-15 simulated minutes without an answer.
 FAULT_AFTER_S = (20.0, 240.0)   # simulated seconds after running began; a fast campaign runs a few minutes
 
@@ -70,7 +77,7 @@ FAULTS: dict[str, Callable[[random.Random], Knobs]] = {
     "redirect": _rate("redirect_rate", 0.02, 0.08),
     "outage": lambda rng: {"outage_after_n": rng.randint(20, 300), "outage_s": round(rng.uniform(1.0, 3.0), 2)},
 }
-FAULT_KINDS = (*FAULTS, KILL)
+FAULT_KINDS = (*FAULTS, *DISTURBANCES)
 # Instance faults share one roll per create (Chaos.draw_instance_fault): their rates must add up to at most 1.
 _INSTANCE_RATES = ("stuck_loading_rate", "offline_rate", "exit_rate", "ssh_cut_rate", "wrong_output_rate")
 WORLD_SEEDS = (2, 3, 5, 6, 7, 11, 13)
@@ -80,14 +87,15 @@ WORLD_SEEDS = (2, 3, 5, 6, 7, 11, 13)
 class Mix:
     seed: int
     world_seed: int
-    kinds: tuple[str, ...]                   # the fault kinds this mix switches on (kill9 included)
+    kinds: tuple[str, ...]                   # the fault kinds this mix switches on (its disturbance included)
     knobs: Knobs = field(default_factory=dict)
-    kill_after_lines: int | None = None      # kill -9 the console after this many lines of its output...
-    kill_at_request: str | None = None       # ...or as its first "create" / "destroy" reaches the simulator
+    disturb_after_lines: int | None = None   # disturb the console after this many lines of its output...
+    kill_at_request: str | None = None       # ...or (kill -9 only) as its first "create" / "destroy" reaches the simulator
+    disturbance: str | None = None           # one of DISTURBANCES, when the console runs as its own process
 
     @property
-    def kills_console(self) -> bool:
-        return self.kill_after_lines is not None
+    def disturbs_console(self) -> bool:
+        return self.disturbance is not None
 
     def apply(self, chaos: Chaos) -> None:
         """Switch this mix's knobs on in ``chaos`` (a running simulator's), its dice seeded by the mix's seed."""
@@ -97,25 +105,27 @@ class Mix:
 
     def describe(self) -> str:
         knobs = ", ".join(f"{k}={v}" for k, v in sorted(self.knobs.items()))
-        kill = ""
+        how = {KILL: "kill -9", DOUBLE_SIGNAL: "two signals 0.1 s apart", BROKEN_PIPE: "its output's reader exits",
+               FULL_DISK: "its store's disk fills"}
+        disturb = ""
         if self.kill_at_request is not None:
-            kill = f", kill -9 as its first {self.kill_at_request} arrives"
-        elif self.kills_console:
-            kill = f", kill -9 after {self.kill_after_lines} lines"
-        return f"seed {self.seed}: world {self.world_seed}, {'+'.join(self.kinds)} ({knobs}{kill})"
+            disturb = f", kill -9 as its first {self.kill_at_request} arrives"
+        elif self.disturbance is not None:
+            disturb = f", {how[self.disturbance]} after {self.disturb_after_lines} lines"
+        return f"seed {self.seed}: world {self.world_seed}, {'+'.join(self.kinds)} ({knobs}{disturb})"
 
 
 def mix_for(seed: int) -> Mix:
     """The mix of ``seed``: deterministic, led by ``FAULT_KINDS[seed % len(FAULT_KINDS)]``."""
     rng = random.Random(seed)
     lead = FAULT_KINDS[seed % len(FAULT_KINDS)]
-    kill = lead == KILL or rng.random() < 0.2
-    # A killed console runs in its own process with the console's own 30 s client timeout: no slow replies there.
-    pool = [k for k in FAULTS if k != lead and not (kill and k == "slow_reply")]
-    if kill and lead == "slow_reply":
-        kill = False
+    disturbed = lead in DISTURBANCES or rng.random() < 0.25
+    # A disturbed console runs in its own process with the console's own 30 s client timeout: no slow replies there.
+    pool = [k for k in FAULTS if k != lead and not (disturbed and k == "slow_reply")]
+    if disturbed and lead == "slow_reply":
+        disturbed = False
     extra = rng.sample(pool, rng.randint(2, 4))
-    kinds = tuple(k for k in (lead, *extra) if k != KILL)
+    kinds = tuple(k for k in (lead, *extra) if k not in DISTURBANCES)
     knobs: Knobs = {}
     for kind in kinds:
         knobs.update(FAULTS[kind](rng))
@@ -125,9 +135,9 @@ def mix_for(seed: int) -> Mix:
             if name in knobs:
                 knobs[name] = round(float(knobs[name]) * 0.9 / total, 3)  # type: ignore[arg-type]
     world_seed = rng.choice(WORLD_SEEDS)
-    lines = rng.randint(3, 45) if kill else None
-    # Half the kills come at a line of output, the others while a create or a destroy is in flight (drawn last,
-    # so the mixes of the other seeds stay as they were).
-    at_request = rng.choice((None, None, "create", "destroy")) if kill else None
-    return Mix(seed=seed, world_seed=world_seed, kinds=(*kinds, *((KILL,) if kill else ())),
-               knobs=knobs, kill_after_lines=lines, kill_at_request=at_request)
+    lines = rng.randint(3, 45) if disturbed else None
+    disturbance = (lead if lead in DISTURBANCES else rng.choice(DISTURBANCES)) if disturbed else None
+    # Half the kills come at a line of output, the others while a create or a destroy is in flight.
+    at_request = rng.choice((None, None, "create", "destroy")) if disturbance == KILL else None
+    return Mix(seed=seed, world_seed=world_seed, kinds=(*kinds, *((disturbance,) if disturbance else ())),
+               knobs=knobs, disturb_after_lines=lines, kill_at_request=at_request, disturbance=disturbance)

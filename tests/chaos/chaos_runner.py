@@ -1,15 +1,19 @@
 """One campaign under a chaos mix, then the invariants that must hold whatever went wrong.
 
 The simulated marketplace runs in this process (real HTTP on loopback, a real asyncssh server per instance); the
-console is either in this process too, built as ``vastui campaign run`` builds it, or — for mixes that kill it —
-``vastui campaign run`` as its own process, killed with SIGKILL, then ``vastui campaign resume``. Afterwards, with
-the chaos calmed and no request still being answered:
+console is either in this process too, built as ``vastui campaign run`` builds it, or — for mixes that disturb it —
+``vastui campaign run`` as its own process, disturbed after a number of output lines: killed with SIGKILL (then
+``vastui campaign resume``), given two signals 0.1 s apart, left without a reader for its output, or left with its
+store on a disk that fills up (a small tmpfs). A console that ends on its own after a disturbance must say in its
+last line what it left alive, and that line's command must clean it up. Afterwards, with the chaos calmed and no
+request still being answered:
 
 - no instance is alive in the marketplace;
 - no approval rented twice (one instance per create approval of an offer, one instance per create label);
 - every mutating request in the simulator's request log has its approval and its call in the store's audit log;
 - no measurement that reached the store went missing (row counts never go down, and resume keeps them all);
-- no decision was made from a correctness failure (the chosen candidate's instance computed right outputs).
+- no decision was made from a correctness failure (the chosen candidate's instance computed right outputs);
+- a disturbed console wrote no traceback.
 """
 
 from __future__ import annotations
@@ -20,15 +24,16 @@ import os
 import re
 import signal
 import sqlite3
+import subprocess
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-from chaos_mix import CLIENT_TIMEOUT_S, KILL, Mix
+from chaos_mix import BROKEN_PIPE, CLIENT_TIMEOUT_S, DOUBLE_SIGNAL, FULL_DISK, KILL, Mix
 from vastui.approval import Action, Approval, ApprovalRequest, AuditRecord
 from vastui.campaign.handle import start_campaign
 from vastui.campaign.session import Services, new_campaign_id, plan_campaign
@@ -61,7 +66,9 @@ NO_DOUBLE_RENT = "no approval rented twice"
 ALL_APPROVED = "every mutating request approved and audited"
 NOTHING_LOST = "every measurement kept"
 NO_WRONG_CHOICE = "no decision from a correctness failure"
-INVARIANTS = (NO_LEAK, NO_DOUBLE_RENT, ALL_APPROVED, NOTHING_LOST, NO_WRONG_CHOICE)
+NO_TRACEBACK = "no traceback from a disturbed console"
+INVARIANTS = (NO_LEAK, NO_DOUBLE_RENT, ALL_APPROVED, NOTHING_LOST, NO_WRONG_CHOICE, NO_TRACEBACK)
+SMALL_DISK = "16m"   # the tmpfs a full_disk mix puts the store on
 
 
 @dataclass(slots=True)
@@ -209,78 +216,174 @@ async def run_in_process(mix: Mix, manifest: Path, work: Path, server: SimServer
     return (None if chosen_instance is None else str(chosen_instance)), db
 
 
-async def run_killed(mix: Mix, manifest: Path, work: Path, server: SimServer, clock: ScaledClock,
-                     report: CampaignReport) -> Path:
-    """``vastui campaign run`` in its own process, SIGKILLed after the mix's number of lines, then resumed."""
-    db = work / "store.sqlite3"
+class CannotMount(Exception):
+    """A full_disk mix needs a small tmpfs, and this machine does not let the runner mount one (not root)."""
+
+
+@contextlib.contextmanager
+def small_disk(folder: Path) -> Iterator[Path]:
+    """A 16 MiB tmpfs at ``folder`` for a store whose disk is to fill up; unmounted afterwards."""
+    folder.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SMALL_DISK}", "tmpfs", str(folder)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CannotMount(done.stderr.strip())
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def fill_disk(folder: Path) -> None:
+    """Fill the filesystem under ``folder`` to the last byte (unbuffered: nothing is left to fail at close)."""
+    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        for size in (1 << 20, 4096, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)
+
+
+@dataclass(slots=True)
+class ConsoleRun:
+    campaign_id: str | None = None
+    disturbed: bool = False
+    status: int | None = None
+
+
+async def run_disturbed(mix: Mix, manifest: Path, work: Path, server: SimServer, clock: ScaledClock,
+                        report: CampaignReport, *, store_folder: Path) -> Path:
+    """``vastui campaign run`` in its own process, disturbed as the mix says; then cleaned up as its operator is
+    told to (``campaign resume``: after a kill always, else when the last line names instances left alive)."""
+    db = store_folder / "store.sqlite3"
     key_path = operator_key(work)
     await register_operator_key(server.url, key_path, db, clock)
     mix.apply(server.market.chaos)
     env = {**os.environ, "VAST_API_KEY": KEY, "PYTHONUNBUFFERED": "1", "VASTUI_DATA_DIR": str(work / "data"),
            "VASTUI_CONFIG_DIR": str(work / "config"), "VASTAI_NO_UPDATE_CHECK": "1"}
     common = ["--url", server.url, "--db", str(db), "--ssh-key", str(key_path), "--time-scale", f"{TIME_SCALE:g}"]
+    stderr_path = work / "console-stderr.txt"
     with MeasurementWatch(db) as watch:
-        campaign_id, killed = await _run_and_kill([*VASTUI, "campaign", "run", str(manifest), "--approve-plan",
-                                                   *common], env=env, kill_after_lines=mix.kill_after_lines or 0,
-                                                  kill_at_request=mix.kill_at_request, market=server.market)
-    if killed:
-        report.injected[KILL] += 1
+        console = await _run_and_disturb([*VASTUI, "campaign", "run", str(manifest), "--approve-plan", *common],
+                                         env=env, mix=mix, market=server.market, store_folder=store_folder,
+                                         stderr_path=stderr_path)
+    assert mix.disturbance is not None
+    if console.disturbed:
+        report.injected[mix.disturbance] += 1
     before = watch.counts() or dict.fromkeys(MEASUREMENT_TABLES, 0)
     lost = watch.shrank + _fewer(watch.highest, before)
-    if campaign_id is None:
-        report.outcome = "killed before the campaign had an id"
-    elif not killed:
-        report.outcome = f"campaign {campaign_id} ended before its kill"
-    else:
-        outcome = await _resume(campaign_id, common, env)
+    errors = stderr_path.read_text(encoding="utf-8", errors="replace")
+    if mix.disturbance != KILL:
+        tracebacks = ["a traceback on stderr"] if "Traceback" in errors else []
+        _judge(report, NO_TRACEBACK, not tracebacks, tracebacks, "tracebacks", len(tracebacks))
+    if console.campaign_id is None:
+        report.outcome = "disturbed before the campaign had an id"
+    elif not console.disturbed:
+        report.outcome = f"campaign {console.campaign_id} ended before its {mix.disturbance}"
+    elif mix.disturbance == KILL:
+        outcome = await _resume(console.campaign_id, common, env)
         report.outcome = f"killed, {outcome}"
         if not outcome.startswith("resumed"):
             report.problems.append(f"resume failed: {outcome}")
-        after = watch.counts() or dict.fromkeys(MEASUREMENT_TABLES, 0)
-        if after != before:
-            lost.append(f"resume changed the measurements: {before} -> {after}")
+    else:
+        report.outcome = f"{mix.disturbance}, exit {console.status}" + await _after_disturbance(
+            console.campaign_id, errors, server.market, report, common, env)
+    after = watch.counts() or dict.fromkeys(MEASUREMENT_TABLES, 0)
+    if after != before and console.disturbed and mix.disturbance == KILL:
+        lost.append(f"resume changed the measurements: {before} -> {after}")
     _judge(report, NOTHING_LOST, not lost, lost, "lost records", len(lost))
     return db
+
+
+async def _after_disturbance(campaign_id: str, errors: str, market: Market, report: CampaignReport,
+                             common: list[str], env: dict[str, str]) -> str:
+    """A console that ended on its own: what its campaign left alive must be named on its last line, and then
+    removed by the resume that line gives (as an operator would run it)."""
+    last = errors.strip().splitlines()[-1] if errors.strip() else ""
+    await market.refresh()
+    left = [i for i in market.instance_ids()
+            if (st := market.instance_state(i)) is not None and (st.label or "").startswith(f"vastui-{campaign_id}-")]
+    if not left:
+        return ", nothing left alive"
+    unnamed = [i for i in left if str(i) not in last]
+    if unnamed or "campaign resume" not in last:
+        report.problems.append(f"{NO_LEAK}: instances {unnamed or left} alive, not named by the last line {last!r}")
+        report.held[NO_LEAK] = False
+    outcome = await _resume(campaign_id, common, env)
+    return f", {len(left)} named as left alive, {outcome}"
 
 
 _KILL_PATHS = {"create": ("PUT", re.compile(r"^/api/v0/asks/\d+/$")),
                "destroy": ("DELETE", re.compile(r"^/api/v0/instances/\d+/$"))}
 
 
-async def _run_and_kill(args: list[str], *, env: dict[str, str], kill_after_lines: int, kill_at_request: str | None,
-                        market: Market) -> tuple[str | None, bool]:
-    """Run the console; SIGKILL it after ``kill_after_lines`` lines, or the moment its first ``kill_at_request``
-    reaches the simulator (the request is still answered: the work is done, the console never hears of it)."""
-    proc = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
-                                                env=env)
-    assert proc.stdout is not None
-    campaign_id, seen, killed = None, 0, [False]
-    if kill_at_request is not None:
-        method, pattern = _KILL_PATHS[kill_at_request]
+async def _run_and_disturb(args: list[str], *, env: dict[str, str], mix: Mix, market: Market, store_folder: Path,
+                           stderr_path: Path) -> ConsoleRun:
+    """Run the console (stdout on a pipe we read, stderr to a file); disturb it after the mix's number of lines,
+    or (kill -9) the moment its first ``kill_at_request`` reaches the simulator (the request is still answered:
+    the work is done, the console never hears of it)."""
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
+    with stderr_path.open("wb") as err:
+        proc = await asyncio.create_subprocess_exec(*args, stdout=write_fd, stderr=err,
+                                                    stdin=asyncio.subprocess.DEVNULL, env=env)
+    os.close(write_fd)
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                os.fdopen(read_fd, "rb", buffering=0))
+    run = ConsoleRun()
+    if mix.kill_at_request is not None:
+        method, pattern = _KILL_PATHS[mix.kill_at_request]
 
         def kill_on(request_method: str, path: str) -> None:
-            if not killed[0] and request_method == method and pattern.match(path):
+            if not run.disturbed and request_method == method and pattern.match(path):
                 proc.send_signal(signal.SIGKILL)
-                killed[0] = True
+                run.disturbed = True
         market.on_request = kill_on
+    seen = 0
     try:
         async with asyncio.timeout(CONSOLE_LIMIT_S):
-            while line := (await proc.stdout.readline()).decode():
-                if campaign_id is None and (m := re.match(r"campaign (c[0-9a-f]+) ", line)):
-                    campaign_id = m.group(1)
+            while line := (await reader.readline()).decode():
+                if run.campaign_id is None and (m := re.match(r"campaign (c[0-9a-f]+) ", line)):
+                    run.campaign_id = m.group(1)
                 seen += 1
-                if kill_at_request is None and seen >= kill_after_lines:
-                    proc.send_signal(signal.SIGKILL)
-                    killed[0] = True
-                    break
-            await proc.wait()
+                if mix.kill_at_request is None and not run.disturbed and seen >= (mix.disturb_after_lines or 0):
+                    run.disturbed = True
+                    if await _disturb(mix, proc, transport, store_folder):
+                        break
+            run.status = await proc.wait()
     finally:
         market.on_request = None
+        transport.close()
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    return campaign_id, killed[0]
+    return run
+
+
+async def _disturb(mix: Mix, proc: asyncio.subprocess.Process, transport: asyncio.ReadTransport,
+                   store_folder: Path) -> bool:
+    """Do the mix's disturbance; True when the runner stops reading the console's output."""
+    if mix.disturbance == KILL:
+        proc.send_signal(signal.SIGKILL)
+        return True
+    if mix.disturbance == DOUBLE_SIGNAL:
+        signum = signal.SIGINT if mix.seed % 2 == 0 else signal.SIGTERM   # Ctrl-C twice, or a manager's SIGTERMs
+        proc.send_signal(signum)
+        await asyncio.sleep(0.1)
+        proc.send_signal(signum)
+        return False
+    if mix.disturbance == BROKEN_PIPE:
+        transport.close()   # `| head`: the reader is gone
+        if mix.seed % 2 == 1:
+            proc.send_signal(signal.SIGINT)   # `| tee` and Ctrl-C: the reader dies with the signal
+        return True
+    if mix.disturbance == FULL_DISK:
+        await asyncio.to_thread(fill_disk, store_folder)
+        return False
+    raise ValueError(f"unknown disturbance {mix.disturbance!r}")
 
 
 async def _resume(campaign_id: str, common: list[str], env: dict[str, str]) -> str:
@@ -341,7 +444,9 @@ async def check_market(report: CampaignReport, market: Market, db: Path, chosen_
             await asyncio.sleep(0.05)
     await market.refresh()
     alive = market.instance_ids()
-    _judge(report, NO_LEAK, not alive, [f"instances {alive} still exist"] if alive else [], "leaks", len(alive))
+    unnamed = report.held.get(NO_LEAK) is False   # a console's last line hid what it left (see _after_disturbance)
+    _judge(report, NO_LEAK, not alive and not unnamed, [f"instances {alive} still exist"] if alive else [], "leaks",
+           len(alive))
     store = await SqliteStore.open(db)
     try:
         audit = await store.audit_records()
@@ -389,15 +494,22 @@ async def run_chaos_campaign(mix: Mix, *, manifest: Path, work: Path,
     events."""
     report = CampaignReport(mix)
     work.mkdir(parents=True, exist_ok=True)
-    async with chaos_world(mix, work) as (server, clock, _chaos):
-        if mix.kills_console:
-            db = await run_killed(mix, manifest, work, server, clock, report)
-            chosen = None
-        else:
-            chosen, db = await run_in_process(mix, manifest, work, server, clock, report, on_event, transport)
-        await check_market(report, server.market, db, chosen)
+    with contextlib.ExitStack() as stack:
+        store_folder = stack.enter_context(small_disk(work / "disk")) if mix.disturbance == FULL_DISK else work
+        async with chaos_world(mix, work) as (server, clock, _chaos):
+            if mix.disturbs_console:
+                db = await run_disturbed(mix, manifest, work, server, clock, report, store_folder=store_folder)
+                chosen = None
+                (store_folder / "filler").unlink(missing_ok=True)   # space again: the journal is folded in
+            else:
+                chosen, db = await run_in_process(mix, manifest, work, server, clock, report, on_event, transport)
+            await check_market(report, server.market, db, chosen)
     report.held.setdefault(NOTHING_LOST, True)
+    report.held.setdefault(NO_TRACEBACK, None)
     return report
+
+
+_ENDED_ALONE = (DOUBLE_SIGNAL, BROKEN_PIPE, FULL_DISK)
 
 
 def summary(reports: list[CampaignReport]) -> str:
@@ -408,15 +520,17 @@ def summary(reports: list[CampaignReport]) -> str:
         injected.update(r.injected)
         totals.update(r.counts)
     seeds = [r.mix.seed for r in reports]
-    kills = sum(1 for r in reports if r.mix.kills_console)
-    lines = [f"chaos campaigns: {len(reports)} (seeds {min(seeds)}-{max(seeds)}), {kills} with the console killed "
-             "(SIGKILL) and `campaign resume`",
+    disturbed = Counter(r.mix.disturbance for r in reports if r.mix.disturbs_console)
+    lines = [f"chaos campaigns: {len(reports)} (seeds {min(seeds)}-{max(seeds)}), {sum(disturbed.values())} with the "
+             "console disturbed in its own process (" + (", ".join(f"{k} {n}" for k, n in sorted(disturbed.items()))
+                                                         or "none") + ")",
              "faults injected: " + (", ".join(f"{k} {n}" for k, n in sorted(injected.items())) or "none"),
              f"outcomes: {sum(r.outcome.startswith('chose') for r in reports)} chose a profile, "
              f"{sum(r.outcome.startswith('no decision') for r in reports)} no decision, "
              f"{sum(r.outcome.startswith('killed,') for r in reports)} killed and resumed, "
+             f"{sum(r.outcome.startswith(_ENDED_ALONE) for r in reports)} disturbed and ended on their own, "
              f"{sum(r.outcome.startswith('no plan') for r in reports)} no plan, "
-             f"{sum(not r.outcome.startswith(('chose', 'no decision', 'killed,', 'no plan')) for r in reports)} other",
+             f"{sum(not r.outcome.startswith(('chose', 'no decision', 'killed,', 'no plan', *_ENDED_ALONE)) for r in reports)} other",
              "invariants:"]
     for invariant in INVARIANTS:
         judged = [r.held.get(invariant) for r in reports]
@@ -426,7 +540,7 @@ def summary(reports: list[CampaignReport]) -> str:
                      + (f" ({len(judged) - n_judged} with nothing to judge)" if n_judged < len(judged) else ""))
     lines.append(f"leaks {totals['leaks']}, double rents {totals['double rents']}, lost records "
                  f"{totals['lost records']}, unapproved calls {totals['unapproved calls']}, decisions from a "
-                 f"correctness failure {totals['wrong choices']}")
+                 f"correctness failure {totals['wrong choices']}, tracebacks {totals['tracebacks']}")
     failed = [r for r in reports if not r.passed]
     lines.append(f"campaigns failed: {len(failed)}" + "".join(f"\n  {r.line()}" for r in failed))
     return "\n".join(lines)
