@@ -1,0 +1,79 @@
+"""One clock for money: ``vastui campaign run --time-scale 120`` against a simulator whose x120 clock started a
+minute of wall time before the campaign's process. The receipt's campaign cost is what the simulator charged.
+
+A simulator started 60 wall seconds earlier at x120 reads 60 x 119 simulated seconds ahead of a x120 clock started
+now; the simulator here is given that origin instead of a minute of sleep. The campaign is a real process talking
+HTTP to the simulator on loopback and SSH to its hosts, as an operator's would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from campaign_support import fast_manifest
+from vastui.approval import Action, Approval, ApprovalRequest
+from vastui.clock import ScaledClock
+from vastui.config import Secret
+from vastui.sim.demo import operator_key
+from vastui.sim.factory import build_market_with_hosts
+from vastui.sim.server import SimServer
+from vastui.vast.client import HttpVastClient, ssh_key_target
+
+KEY = "one-clock-sim-key-7f3a"
+TIME_SCALE = 120.0
+STARTED_EARLIER_WALL_S = 60.0
+AGREEMENT = 0.01
+
+
+@pytest.mark.slow
+async def test_the_receipt_costs_what_the_simulator_charged_when_it_started_a_minute_earlier(
+        tmp_path: Path) -> None:
+    origin = time.time() + STARTED_EARLIER_WALL_S * (TIME_SCALE - 1.0)
+    sim_clock = ScaledClock(scale=TIME_SCALE, origin=origin)
+    market, pool = build_market_with_hosts(7, clock=sim_clock, hosts_dir=tmp_path / "hosts", api_key=KEY)
+    ssh_key = operator_key(tmp_path)
+    db = tmp_path / "data" / "campaign.sqlite3"
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "VASTUI_DATA_DIR": str(tmp_path / "data"),
+           "VASTUI_CONFIG_DIR": str(tmp_path / "config"), "VAST_API_KEY": KEY}
+    try:
+        async with SimServer(market) as server:
+            await _register(server.url, ssh_key, sim_clock)
+            argv = [sys.executable, "-m", "vastui", "campaign", "run",
+                    str(fast_manifest(tmp_path / "m", max_candidates=2)), "--approve-plan", "--json",
+                    "--url", server.url, "--db", str(db), "--ssh-key", str(ssh_key),
+                    "--time-scale", f"{TIME_SCALE:g}"]
+            process = await asyncio.create_subprocess_exec(*argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                                           stderr=subprocess.PIPE, env=env)
+            async with asyncio.timeout(900):   # a guard against a hang, not a speed check
+                stdout, stderr = await process.communicate()
+            await market.refresh()
+            charged = {st.id: market.charges_of(st.id).total_usd for st in market.every_instance()}
+    finally:
+        await market.aclose()
+        await pool.close()
+
+    assert process.returncode in (0, 5), stderr.decode()[-3000:]
+    receipt = json.loads(stdout)
+    assert receipt["teardown_passed"] is True
+    destroyed = {row["instance_id"] for row in receipt["destroyed"]}
+    assert destroyed and destroyed == set(charged), (destroyed, charged)
+    assert receipt["campaign_cost_usd"] == pytest.approx(sum(charged.values()), rel=AGREEMENT), (
+        receipt["campaign_cost_usd"], charged)
+
+
+async def _register(url: str, ssh_key: Path, clock: ScaledClock) -> None:
+    """The operator's public key on the account (setup, as the operator would have done it before)."""
+    public = Path(str(ssh_key) + ".pub").read_text().strip()
+    async with HttpVastClient(base_url=url, api_key=Secret(KEY), clock=clock) as client:
+        approval = Approval(ApprovalRequest(action=Action.CREATE_SSH_KEY, target=ssh_key_target(public),
+                                            summary="the operator's key (test setup)"),
+                            granted_by="test", granted_at=clock.now())
+        await client.create_ssh_key(public, approval=approval)
