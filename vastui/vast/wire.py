@@ -226,23 +226,23 @@ class Wire:
         return response.status_code, response.text
 
 
-def market_time_of(headers: Mapping[str, str]) -> tuple[float, float] | None:
+def market_time_of(headers: httpx.Headers) -> tuple[float, float] | None:
     """What the marketplace's clock read when it sent an answer, and to what resolution: the simulator's precise
     header (a test-rig bridge, docs/simulator.md), else the standard ``Date`` (RFC 9110, to the second); None when
-    neither is there or readable."""
-    precise = headers.get(SIM_CLOCK_HEADER)
-    if precise is not None:
+    neither is there once and readable (two Dates could be two clocks)."""
+    precise = headers.get_list(SIM_CLOCK_HEADER)
+    if len(precise) == 1:
         try:
-            value = float(precise)
+            value = float(precise[0])
         except ValueError:
             value = math.nan
         if math.isfinite(value):
             return value, 0.0
-    date = headers.get("Date")
-    if date is None:
+    dates = headers.get_list("Date")
+    if len(dates) != 1:
         return None
     try:
-        stamp = parsedate_to_datetime(date)
+        stamp = parsedate_to_datetime(dates[0])
     except (TypeError, ValueError, IndexError):
         return None
     if stamp.tzinfo is None:       # "-0000": UTC with no zone said
