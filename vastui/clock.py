@@ -30,7 +30,7 @@ class ScaledClock:
     """A clock that runs ``scale`` times faster than the wall clock, starting at ``origin`` (epoch seconds).
 
     The simulator and its hosts share one, so a two-hour campaign can take two minutes. Code that talks to a
-    separate simulator must take durations from the simulator's records, never from its own wall clock.
+    separate simulator measures money on a ``MarketClock`` at the same scale, never on a clock of its own.
     """
 
     def __init__(self, *, scale: float = 1.0, origin: float | None = None) -> None:
