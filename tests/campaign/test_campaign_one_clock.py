@@ -96,6 +96,7 @@ async def _register(url: str, ssh_key: Path, clock: ScaledClock) -> None:
         await client.create_ssh_key(public, approval=approval)
 
 
+@pytest.mark.slow
 async def test_vastui_leaks_accrues_a_running_instance_on_the_marketplaces_clock(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sim_clock = started_a_minute_ago()
