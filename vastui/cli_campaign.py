@@ -21,7 +21,7 @@ from vastui.campaign.handle import start_campaign
 from vastui.campaign.plan import render_plan
 from vastui.campaign.session import Services, new_campaign_id, plan_campaign, resume_campaign
 from vastui.cli_terminal import add_connection_args, ask_on_terminal, positive_number
-from vastui.clock import Clock, ScaledClock, WallClock
+from vastui.clock import Clock, MarketClock
 from vastui.config import Redactor, Settings, ensure_folder, load_settings
 from vastui.errors import ConfigError
 from vastui.events import (BlockMeasured, CampaignFinished, CandidateEliminated, CandidatePhaseChanged, DecisionMade,
@@ -201,7 +201,8 @@ def _setup(args: argparse.Namespace) -> tuple[Settings, Clock]:
     if settings.api_key.key is None:
         raise ConfigError("no API key: pass --api-key, set VAST_API_KEY, or run `vastai set api-key`")
     ensure_folder(settings.known_hosts_path.parent, what="data folder")  # the store makes the database's own
-    clock: Clock = ScaledClock(scale=args.time_scale) if args.time_scale != 1.0 else WallClock()
+    # money is measured on the marketplace's clock, learnt from its answers (at --time-scale, the simulator's speed)
+    clock: Clock = MarketClock(scale=args.time_scale)
     return settings, clock
 
 

@@ -41,7 +41,7 @@ def run_bare(args: argparse.Namespace) -> int | object:
 
 async def run_console(args: argparse.Namespace) -> int:
     from vastui.cli_terminal import vast_client
-    from vastui.clock import WallClock
+    from vastui.clock import MarketClock
     from vastui.config import load_settings
     from vastui.events import EventBus
     from vastui.store import SqliteStore
@@ -53,7 +53,9 @@ async def run_console(args: argparse.Namespace) -> int:
     theme = check_theme(args.theme or settings.theme or "dark")
     console = ConsoleSettings(readonly=bool(args.readonly), theme=theme,
                               money_confirm_over_usd=settings.money_confirm_over_usd)
-    async with await SqliteStore.open(settings.db_path) as store, vast_client(args, audit=store) as client:
-        services = Services(market=client, clock=WallClock(), bus=EventBus(), store=store, audit=store)
+    clock = MarketClock()   # the marketplace's time, from its answers: accrued cost and deadlines are on it
+    async with await SqliteStore.open(settings.db_path) as store, vast_client(args, audit=store,
+                                                                              clock=clock) as client:
+        services = Services(market=client, clock=clock, bus=EventBus(), store=store, audit=store)
         await VastuiApp(services=services, settings=console).run_async()
     return 0

@@ -34,14 +34,14 @@ def add_leaks_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 async def _cmd_leaks(args: argparse.Namespace) -> int:
     from vastui.campaign.approvers import AuditedApprover
     from vastui.campaign.watch import destroy_leaks, find_leaks
-    from vastui.clock import WallClock
+    from vastui.clock import MarketClock
     from vastui.config import load_settings
     from vastui.events import EventBus
     from vastui.store import SqliteStore
 
-    clock = WallClock()
+    clock = MarketClock()   # the marketplace's time, from its answers: what accrued cost and deadlines are judged at
     db_path = load_settings(url=args.url, api_key=args.api_key, db_path=args.db).db_path
-    async with await SqliteStore.open(db_path) as store, vast_client(args, audit=store) as client:
+    async with await SqliteStore.open(db_path) as store, vast_client(args, audit=store, clock=clock) as client:
         report = await find_leaks(market=client, store=store, clock=clock)
         targets = [leak for leak in report.leaks if not leak.is_unowned or args.include_unowned]
         if not args.json:
@@ -95,7 +95,7 @@ def _print_leaks(report: LeakReport) -> None:
                    "campaign<", "label<", "$/hr", "accrued $", "why<")
     for leak in report.leaks:
         table.add_row(str(leak.instance_id), leak.reason, leak.status or "provisioning", leak.campaign_id or "-",
-                      leak.label or "-", fmt_num(leak.burn_usd_per_h, ".3f"), fmt_num(leak.accrued_usd, ".2f"), leak.detail)
+                      leak.label or "-", fmt_num(leak.burn_usd_per_h, ".3f"), fmt_num(leak.accrued_usd, ".4f"), leak.detail)
     if report.leaks:
         print_table(table)
     for gone in report.unlisted:

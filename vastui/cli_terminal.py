@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from vastui.approval import AuditSink
+    from vastui.clock import Clock
     from vastui.vast.client import HttpVastClient
 
 
@@ -70,9 +71,13 @@ def fmt_num(value: float | int | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def vast_client(args: argparse.Namespace, *, audit: AuditSink | None = None) -> HttpVastClient:
-    """The marketplace client for ``--url``/``--api-key`` (or the environment and the official CLI's key file)."""
-    from vastui.clock import WallClock
+def vast_client(args: argparse.Namespace, *, audit: AuditSink | None = None,
+                clock: Clock | None = None) -> HttpVastClient:
+    """The marketplace client for ``--url``/``--api-key`` (or the environment and the official CLI's key file).
+
+    Its clock (a fresh ``MarketClock`` unless given) keeps the marketplace's time from its answers: pass the same one
+    to whatever measures money against the listings (accrued cost, deadlines)."""
+    from vastui.clock import MarketClock
     from vastui.config import load_settings
     from vastui.errors import ConfigError
     from vastui.vast.client import HttpVastClient
@@ -82,7 +87,7 @@ def vast_client(args: argparse.Namespace, *, audit: AuditSink | None = None) -> 
         raise ConfigError("no Vast API key: pass --api-key, set VAST_API_KEY, or write it to "
                           "~/.config/vastai/vast_api_key (the simulator prints its key when it starts)",
                           title="No API key")
-    return HttpVastClient(base_url=settings.url, api_key=settings.api_key.key, clock=WallClock(), audit=audit)
+    return HttpVastClient(base_url=settings.url, api_key=settings.api_key.key, clock=clock or MarketClock(), audit=audit)
 
 
 async def ask_on_terminal(text: str) -> bool:

@@ -30,7 +30,7 @@ class ScaledClock:
     """A clock that runs ``scale`` times faster than the wall clock, starting at ``origin`` (epoch seconds).
 
     The simulator and its hosts share one, so a two-hour campaign can take two minutes. Code that talks to a
-    separate simulator must take durations from the simulator's records, never from its own wall clock.
+    separate simulator measures money on a ``MarketClock`` at the same scale, never on a clock of its own.
     """
 
     def __init__(self, *, scale: float = 1.0, origin: float | None = None) -> None:
@@ -47,8 +47,66 @@ class ScaledClock:
         await asyncio.sleep(max(0.0, seconds) / self.scale)
 
 
+# The simulator's own reading of its clock, with sub-second digits, on every answer: a bridge for the test rig (a
+# simulator run at x120 moves two minutes within one second of ``Date``), not something the Vast.ai API sends.
+SIM_CLOCK_HEADER = "X-Vastui-Sim-Clock"
+
+
+class MarketClock:
+    """The marketplace's clock as this process knows it: money is measured on it (docs/architecture.md).
+
+    A local clock (monotonic, ``scale`` times the wall clock's speed: 1 against Vast.ai, the simulator's own scale
+    against ``vastui sim --time-scale``) moved by an offset that the marketplace's answers show. Each answer says
+    what its clock read when the answer was sent (``Date``, to the second), which happened between the request going
+    out and the answer coming back: so it bounds the offset. Successive bounds are intersected; one that does not
+    fit (the marketplace's clock jumped, or runs at another speed than ``scale``) replaces them. Before the first
+    answer the offset is 0 and the clock reads the wall clock's time.
+    """
+
+    def __init__(self, *, scale: float = 1.0) -> None:
+        self._local = ScaledClock(scale=scale)
+        self.scale = scale
+        self._low = -math.inf
+        self._high = math.inf
+        self._offset = 0.0
+        self.answers_seen = 0
+
+    def local_now(self) -> float:
+        """The local clock alone (no offset): what ``observe`` takes its send and receive moments on."""
+        return self._local.now()
+
+    def now(self) -> float:
+        return self._local.now() + self._offset
+
+    async def sleep(self, seconds: float) -> None:
+        await self._local.sleep(seconds)
+
+    @property
+    def offset_s(self) -> float:
+        """Marketplace time minus local time, as best known (0 before any answer)."""
+        return self._offset
+
+    @property
+    def uncertainty_s(self) -> float:
+        """Half the width of the offset's bounds: how far ``now()`` may be off (infinite before any answer)."""
+        return (self._high - self._low) / 2.0
+
+    def observe(self, *, market_time: float, resolution_s: float, sent_local: float, received_local: float) -> None:
+        """One answer: the marketplace's clock read ``market_time`` (truncated to ``resolution_s``) when it sent the
+        answer, between ``sent_local`` and ``received_local`` (from ``local_now``). Nonsense is ignored."""
+        if not (math.isfinite(market_time) and math.isfinite(resolution_s) and resolution_s >= 0
+                and sent_local <= received_local):
+            return
+        low, high = market_time - received_local, market_time + resolution_s - sent_local
+        if self.answers_seen and low <= self._high and high >= self._low:
+            low, high = max(low, self._low), min(high, self._high)
+        self._low, self._high = low, high
+        self._offset = (low + high) / 2.0
+        self.answers_seen += 1
+
+
 def clock_scale(clock: Clock) -> float:
-    """Clock seconds per real second: the scale of a ``ScaledClock``, 1 for any other clock.
+    """Clock seconds per real second: the scale of a ``ScaledClock`` or ``MarketClock``, 1 for any other clock.
 
     For waits that are about the real world (how long an API outage may last), never for measuring work."""
-    return clock.scale if isinstance(clock, ScaledClock) else 1.0
+    return clock.scale if isinstance(clock, ScaledClock | MarketClock) else 1.0

@@ -336,7 +336,7 @@ async def test_destroy_leaks_takes_exactly_the_approved_ids_and_proves_them_gone
 
 @pytest.fixture
 def wall_market() -> Market:
-    """Instances started two hours ago by the wall clock, which the CLI uses."""
+    """A market on a clock two hours behind the wall clock: ``cli_world`` rents, then moves it to the wall time."""
     return build_market(7, clock=FakeClock(start=time.time() - 2 * HOUR), api_key=KEY, n_machines=120)
 
 
@@ -348,7 +348,7 @@ async def server(wall_market: Market) -> AsyncIterator[SimServer]:
 
 async def cli_world(market: Market) -> dict[str, int]:
     """A store at the CLI's own path: a finished campaign's instance, one past its deadline, one in time, one
-    unowned."""
+    unowned; all rented two hours ago by the market's clock, which now reads the wall clock's time."""
     now = time.time()
     async with await SqliteStore.open(load_settings().db_path) as store:
         await new_campaign(store, "cdone", at=now - 3 * HOUR, finished=True)
@@ -359,6 +359,8 @@ async def cli_world(market: Market) -> dict[str, int]:
             "in_time": await rent_owned(market, store, "clive", at=now, deadline_at=now + HOUR, candidate="c1"),
         }
     ids["unowned"] = (await rent(market, "operator-notebook"))[0]
+    assert isinstance(market.clock, FakeClock)
+    market.clock.advance(2 * HOUR)
     return ids
 
 

@@ -31,6 +31,23 @@ async def test_sim_server_serves_on_a_real_port_and_closes() -> None:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
+async def test_every_answer_carries_the_markets_time_once() -> None:
+    """Date (to the second) and the precise stamp are the market's clock, not the wall clock, and Date comes once."""
+    from email.utils import parsedate_to_datetime
+
+    from vastui.clock import SIM_CLOCK_HEADER
+
+    clock = FakeClock(start=2_000_000_000.25)
+    market = build_market(7, clock=clock, api_key=KEY, n_machines=40)
+    async with SimServer(market, port=0, poll=False) as server, httpx.AsyncClient(base_url=server.url) as client:
+        for path, status in (("/api/v0/users/current", 200), ("/api/v0/no/such/", 404)):
+            r = await client.get(path, headers={"Authorization": f"Bearer {KEY}"})
+            assert r.status_code == status
+            assert r.headers.get_list("date") == ["Wed, 18 May 2033 03:33:20 GMT"]
+            assert parsedate_to_datetime(r.headers["date"]).timestamp() == 2_000_000_000.0
+            assert float(r.headers[SIM_CLOCK_HEADER]) == 2_000_000_000.25
+
+
 async def test_a_dropped_reply_still_applies_the_request() -> None:
     """The case a client must reconcile: the create happened, the answer never arrived."""
     market = build_market(7, clock=FakeClock(), api_key=KEY, n_machines=40)

@@ -103,7 +103,8 @@ class CampaignEngine(Measuring):
     # --- money --------------------------------------------------------------------------------------------------
     def spent_usd(self) -> float:
         """What the marketplace has billed so far: the billing model over each rental's created / running /
-        destroyed moments (the marketplace's, and the campaign clock's for destroys and for now)."""
+        destroyed moments (the marketplace's, and for destroys and now the campaign's clock, which the CLI keeps on
+        the marketplace's: docs/architecture.md, One clock for money)."""
         now = self.clock.now()
         return sum(bill_of(run, manifest=self.manifest, created_local=self._rented_local.get(run.cid),
                            now=now).total_usd

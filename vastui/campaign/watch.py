@@ -147,7 +147,9 @@ class LeakReport:
 
 
 async def find_leaks(*, market: Marketplace, store: SqliteStore, clock: Clock) -> LeakReport:
-    """Reconcile the full instance listing against the store; costs and deadlines are judged at ``clock.now()``.
+    """Reconcile the full instance listing against the store; costs and deadlines are judged at ``clock.now()``,
+    read right after the listing: give it the client's ``MarketClock``, so "now" is the marketplace's (its
+    ``start_date`` is on that clock; docs/architecture.md, One clock for money).
 
     A failed listing call is reported like an incomplete listing (UNKNOWN), with its error. Reads only.
     """

@@ -6,17 +6,22 @@ chaos comes before the routes so an injected error never applies a mutation, exc
 which by design happens after the work is done (the reply is what gets lost), and a slow reply, held either
 before the work (it lands after the client gave up) or after it (the answer comes too late). A redirect answers
 307 to the same URL, as a moved API host would; the client must follow it with the same method and body.
+
+Every answer is stamped, as it leaves, with the market's own time: ``Date`` (as an HTTP server's clock would, to
+the second) and, for clients on a scaled clock, the same moment with its fraction (``SIM_CLOCK_HEADER``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from email.utils import formatdate
 from typing import Any
 
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from vastui.clock import SIM_CLOCK_HEADER
 from vastui.sim.market import Market
 from vastui.sim.request_log import RequestRecord
 from vastui.sim.responses import error_response
@@ -48,6 +53,7 @@ class SimMiddleware:
         async def tracking_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
+                message = {**message, "headers": [*message.get("headers", []), *self._clock_headers()]}
             await send(message)
 
         self.market.requests_in_flight += 1
@@ -60,6 +66,16 @@ class SimMiddleware:
                 status=status[0], at=self.market.clock.now(),
                 target_ids=tuple(scope["state"].get("target_ids", ())),
             ))
+
+    def _clock_headers(self) -> list[tuple[bytes, bytes]]:
+        """The market's time as the answer leaves: ``Date`` to the second, and precisely (the test rig's bridge)."""
+        now = float(self.market.clock.now())
+        headers = [(SIM_CLOCK_HEADER.lower().encode("latin-1"), repr(now).encode("latin-1"))]
+        try:
+            headers.append((b"date", formatdate(now, usegmt=True).encode("latin-1")))
+        except (OverflowError, ValueError, OSError):  # a test clock set past year 9999 has no HTTP date
+            pass
+        return headers
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope["path"]

@@ -39,8 +39,10 @@ class SimServer:
         return f"http://{self.host}:{self.port}"
 
     async def __aenter__(self) -> SimServer:
+        # the simulated API stamps its own Date, from the market's clock (uvicorn's would be the wall clock's)
         config = uvicorn.Config(self._app or create_app(self.market), host=self.host, port=self.port, lifespan="off",
-                                log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+                                log_level="warning", access_log=False, timeout_graceful_shutdown=2,
+                                date_header=self._app is not None)
         config.load()
         server = uvicorn.Server(config)
         server.lifespan = config.lifespan_class(config)

@@ -212,7 +212,7 @@ class ConsoleActions:
 def _instance_line(instance: Instance, now: float) -> str:
     accrued = ""
     if instance.dph_total is not None and instance.start_date is not None:
-        accrued = f"  accrued ${instance.dph_total * max(0.0, now - instance.start_date) / 3600:.2f}"
+        accrued = f"  accrued ${instance.dph_total * max(0.0, now - instance.start_date) / 3600:.4f}"
     price = "-" if instance.dph_total is None else f"${instance.dph_total:.3f}/h"
     return (f"instance {instance.id}  {instance.label or '-'}  {instance.num_gpus or '?'}x {instance.gpu_name or '?'}  "
             f"{instance.actual_status or 'provisioning'}  {price}{accrued}")

@@ -13,6 +13,12 @@ def usd(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"${value:,.{digits}f}"
 
 
+def accrued_usd(value: float | None) -> str:
+    """Money that accrues by the second: four decimals below $100, so a running instance's cost visibly moves
+    between two refreshes (a $0.30/h instance adds $0.0008 in ten seconds); two above."""
+    return usd(value, 4 if value is not None and abs(value) < 100 else 2)
+
+
 def gib_from_mb(value: float | None) -> str:
     return "-" if value is None else f"{value / 1000:.0f}"
 

@@ -5,6 +5,9 @@ Paths are sent exactly as given (trailing slashes matter to Vast); ``/api/v0`` i
 already names an API version. Query values that are not strings are ``json.dumps``-ed, then ``quote_plus``-ed,
 as the CLI does. POST/PUT/DELETE always carry a JSON body (``{}`` when empty). The API key goes only into the
 ``Authorization`` header of marketplace requests, never into result-URL fetches, logs or messages.
+
+When the clock is a ``MarketClock``, every answer's ``Date`` (or the simulator's precise clock header) keeps it on
+the marketplace's time, so money is measured on one clock (docs/api-notes.md, "Time").
 """
 
 from __future__ import annotations
@@ -14,14 +17,16 @@ import datetime as dt
 import enum
 import json
 import logging
+import math
 import re
 from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
 from urllib.parse import quote_plus
 
 import httpx
 
 from vastui import __version__
-from vastui.clock import Clock
+from vastui.clock import SIM_CLOCK_HEADER, Clock, MarketClock
 from vastui.config import Redactor, Secret
 from vastui.errors import ApiError, AuthError, NotFound, QuotaExceeded, RateLimited, TransportError
 from vastui.vast.backoff import RetryPolicy, is_retryable_status, parse_retry_after
@@ -106,6 +111,7 @@ class Wire:
         attempt = 0
         while True:
             attempt += 1
+            sent = self._clock.local_now() if isinstance(self._clock, MarketClock) else 0.0
             try:
                 response = await asyncio.wait_for(self._http.request(method, url, content=content, headers=headers),
                                                   self._whole_answer_s)
@@ -122,6 +128,7 @@ class Wire:
             except httpx.HTTPError as exc:
                 raise ApiError(self.redact(f"{what} failed: {type(exc).__name__}: {exc}")) from exc
             self.log(logging.DEBUG, f"{what} -> {response.status_code} (attempt {attempt})")
+            self._keep_time(response, sent)
             if not is_retryable_status(response.status_code) or self._is_quota(response):
                 return self._decode(response, what)
             may_retry = retry is Retry.IDEMPOTENT or response.status_code == 429
@@ -134,6 +141,16 @@ class Wire:
             if not (may_retry and self._policy.has_attempts_left(attempt)):
                 return self._decode(response, what, attempts=attempt)
             await self._wait(what, attempt, retry_after, f"HTTP {response.status_code}")
+
+    def _keep_time(self, response: httpx.Response, sent_local: float) -> None:
+        """Tell a ``MarketClock`` what the marketplace's clock read when it answered (an answer without a readable
+        time tells it nothing)."""
+        if not isinstance(self._clock, MarketClock):
+            return
+        reading = market_time_of(response.headers)
+        if reading is not None:
+            self._clock.observe(market_time=reading[0], resolution_s=reading[1], sent_local=sent_local,
+                                received_local=self._clock.local_now())
 
     async def _wait(self, what: str, attempt: int, retry_after: float | None, reason: str) -> None:
         delay = retry_after if retry_after is not None else self._policy.backoff_s(attempt - 1)
@@ -207,6 +224,30 @@ class Wire:
         except httpx.TransportError as exc:
             return 0, type(exc).__name__
         return response.status_code, response.text
+
+
+def market_time_of(headers: httpx.Headers) -> tuple[float, float] | None:
+    """What the marketplace's clock read when it sent an answer, and to what resolution: the simulator's precise
+    header (a test-rig bridge, docs/simulator.md), else the standard ``Date`` (RFC 9110, to the second); None when
+    neither is there once and readable (two Dates could be two clocks)."""
+    precise = headers.get_list(SIM_CLOCK_HEADER)
+    if len(precise) == 1:
+        try:
+            value = float(precise[0])
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value):
+            return value, 0.0
+    dates = headers.get_list("Date")
+    if len(dates) != 1:
+        return None
+    try:
+        stamp = parsedate_to_datetime(dates[0])
+    except (TypeError, ValueError, IndexError):
+        return None
+    if stamp.tzinfo is None:       # "-0000": UTC with no zone said
+        stamp = stamp.replace(tzinfo=dt.UTC)
+    return stamp.timestamp(), 1.0
 
 
 MAX_SERVER_TEXT = 160                 # characters of a server's own words kept in an error

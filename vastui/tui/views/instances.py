@@ -15,7 +15,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Log, Static
 
 from vastui.campaign.watch import REASON_TEXT, Leak, campaign_of_label
-from vastui.tui.cells import num, usd
+from vastui.tui.cells import accrued_usd, num, usd
 from vastui.tui.dialogs.prompt import PromptScreen
 from vastui.tui.health import format_age
 from vastui.tui.messages import LogsFailed, LogsFetched
@@ -131,7 +131,7 @@ class InstancesView(ConsoleView):
         cells: list[Cell] = [
             MARK if inst.id in self.marked else "", str(inst.id), inst.label or "-", campaign or "-",
             f"{num(inst.num_gpus, 'd')}x {inst.gpu_name or '?'}", status, format_age(now - since),
-            usd(inst.dph_total), usd(accrued, 2), usd(inst.storage_total_cost, 4) if stopped else "-",
+            usd(inst.dph_total), accrued_usd(accrued), usd(inst.storage_total_cost, 4) if stopped else "-",
             deadline, verdict,
         ]
         if leak is not None and not leak.is_unowned:

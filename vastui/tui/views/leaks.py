@@ -14,7 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
 from vastui.campaign.watch import REASON_TEXT, Leak, LeakReport
-from vastui.tui.cells import usd
+from vastui.tui.cells import accrued_usd, usd
 from vastui.tui.state import ConsoleState
 from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.keyed_table import Cell, KeyedTable
@@ -70,7 +70,7 @@ class LeaksView(ConsoleView):
         cells: tuple[Cell, ...] = (
             MARK if leak.instance_id in self.marked else "", str(leak.instance_id), leak.label or "-",
             REASON_TEXT[leak.reason], leak.campaign_id or "-", leak.status or "provisioning",
-            usd(leak.burn_usd_per_h), usd(leak.accrued_usd, 2), leak.detail)
+            usd(leak.burn_usd_per_h), accrued_usd(leak.accrued_usd), leak.detail)
         return cells if leak.is_unowned else tuple(Text(str(c), style="bold red") for c in cells)
 
     def action_mark(self) -> None:
