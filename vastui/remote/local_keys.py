@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import asyncssh
+from asyncssh.public_key import decode_ssh_public_key
 
 from vastui.errors import ConfigError
 
@@ -78,8 +79,13 @@ async def agent_keys() -> list[LocalPublicKey]:
         return []
     keys: list[LocalPublicKey] = []
     for pair in pairs:
-        with contextlib.suppress(ConfigError):
-            keys.append(_parse(pair.public_data, source=AGENT, path=None))
+        with contextlib.suppress(asyncssh.KeyImportError, ValueError):   # a key type asyncssh cannot read: skipped
+            key = decode_ssh_public_key(pair.public_data)   # the agent hands out wire-format blobs
+            comment = pair.get_comment()
+            if comment:
+                key.set_comment(comment)
+            keys.append(LocalPublicKey(text=key.export_public_key().decode("ascii").strip(), source=AGENT,
+                                       fingerprint=key.get_fingerprint("sha256"), comment=comment or None))
     return keys
 
 
