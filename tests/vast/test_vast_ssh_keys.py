@@ -1,4 +1,4 @@
-"""The account's SSH key listing in its documented shapes (docs/api-notes.md "SSH keys"): rows ``{id, user_id, key,
+"""The account's SSH key listing in its documented shapes (docs/api-notes.md §3.13): rows ``{id, user_id, key,
 created_at (a date-time string), deleted_at}``, deleted rows left out, and an account with no keys answered with a
 404 that means "none" — unless the 404 says the API key itself is bad."""
 

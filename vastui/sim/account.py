@@ -27,7 +27,7 @@ class SshKey:
 
     def as_json(self) -> dict[str, Any]:
         """A row of ``GET /api/v0/ssh/`` as documented (``key``, a date-time ``created_at``), with ``public_key``
-        too, the name the OpenAPI description and the official CLI's users read (docs/api-notes.md "SSH keys")."""
+        too, the name the OpenAPI description and the official CLI's users read (docs/api-notes.md §3.13)."""
         created = dt.datetime.fromtimestamp(self.created_at, tz=dt.UTC).isoformat()
         return {"id": self.id, "user_id": USER_ID, "key": self.public_key, "public_key": self.public_key,
                 "created_at": created, "deleted_at": None}

@@ -29,7 +29,7 @@ async def transfer_credit(request: Request) -> Response:
 
 
 async def list_keys(request: Request) -> Response:
-    # An account without keys answers 404, not an empty list (docs/api-notes.md "SSH keys").
+    # An account without keys answers 404, not an empty list (docs/api-notes.md §3.13).
     keys = [key.as_json() for key in _market(request).account.ssh_keys.values()]
     if not keys:
         return error_response(404, "no_ssh_keys", "No SSH keys found for this account.")

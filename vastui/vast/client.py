@@ -152,8 +152,8 @@ class HttpVastClient:
         return self._parse(User.from_api, reply, "GET /users/current")
 
     async def list_ssh_keys(self) -> list[SshKey]:
-        """The account's live SSH keys. The API answers 404 when the account has none (docs/api-notes.md "SSH
-        keys"): that is an empty list, unless the 404 says the API key itself is bad. Deleted rows are left out."""
+        """The account's live SSH keys. The API answers 404 when the account has none (docs/api-notes.md §3.13):
+        that is an empty list, unless the 404 says the API key itself is bad. Deleted rows are left out."""
         try:
             reply = await self._wire.call("GET", "/ssh/")
         except NotFound as exc:

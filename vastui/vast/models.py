@@ -387,7 +387,7 @@ class User:
 
 @dataclass(frozen=True, slots=True)
 class SshKey:
-    """An SSH public key registered on the account (``GET /api/v0/ssh/``; docs/api-notes.md "SSH keys")."""
+    """An SSH public key registered on the account (``GET /api/v0/ssh/``; docs/api-notes.md §3.13)."""
 
     id: int
     public_key: str                           # "ssh-ed25519 AAAA... comment", as registered
