@@ -16,15 +16,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncssh
+import httpx
 import pytest
-from fakes import FakeClock
+from fakes import FakeClock, FakeVastApi
 
 from vastui.approval import Action, Approval, ApprovalRequest
 from vastui.campaign.approvers import PromptApprover
 from vastui.cli import main
-from vastui.cli_sshkey import require_registered_key
+from vastui.cli_sshkey import local_keys, register_key, require_registered_key
 from vastui.config import Secret
-from vastui.errors import ConfigError
+from vastui.errors import ApiError, ConfigError
 from vastui.remote.local_keys import read_public_key_file, runner_public_keys
 from vastui.sim.demo import demo_world, operator_key
 from vastui.sim.factory import build_market
@@ -187,6 +188,18 @@ async def test_a_key_registered_with_another_comment_counts(market_url: tuple[Ma
     assert operator.asked == [] and _key_posts(market) == []
 
 
+async def test_a_team_api_key_is_told_why_its_key_cannot_be_registered(tmp_path: Path) -> None:
+    key = read_public_key_file(Path(f"{operator_key(tmp_path)}.pub"))
+    api = FakeVastApi(httpx.Response(400, json={"success": False, "error": "team_ssh_keys_not_supported",
+                                                "msg": "Team SSH keys are not supported."}))
+    operator = ScriptedOperator(build_market(5, clock=FakeClock(), api_key=API_KEY, n_machines=5), approve=True)
+    async with HttpVastClient(base_url="http://vast.test", api_key=Secret(API_KEY), clock=FakeClock(),
+                              transport=api.transport(), max_attempts=1) as client:
+        with pytest.raises(ApiError, match="belongs to a team") as caught:
+            await register_key(client, key, approver=operator)
+    assert caught.value.title == "Team SSH keys not supported" and len(operator.asked) == 1
+
+
 def test_ssh_key_add_refuses_a_private_key_file_without_printing_it(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     key = operator_key(tmp_path)
@@ -204,7 +217,6 @@ async def test_the_runner_s_keys_without_a_key_file(tmp_path: Path, monkeypatch:
     home = tmp_path / "home"
     assert await runner_public_keys(key_path=None, home=home) == []
     with pytest.raises(ConfigError, match="ssh-keygen -t ed25519"):
-        from vastui.cli_sshkey import local_keys
         await local_keys(key_path=None)
     rsa = asyncssh.generate_private_key("ssh-rsa", comment="me@box")
     (home / ".ssh").mkdir(parents=True, exist_ok=True)

@@ -239,7 +239,7 @@ async def _check_key(args: argparse.Namespace, check: KeyCheck, client: HttpVast
     except ConfigError as exc:
         if check is KeyCheck.REQUIRE:
             raise
-        print(f"vastui: warning: {exc} (a run would refuse)", file=sys.stderr)
+        print(f"vastui: warning: {exc}", file=sys.stderr)   # planning rents nothing: `campaign run` asks or refuses
 
 
 def _cmd_campaign_plan(args: argparse.Namespace) -> int:
