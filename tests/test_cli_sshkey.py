@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -240,3 +241,55 @@ async def test_the_agent_s_keys_count(tmp_path: Path, monkeypatch: pytest.Monkey
         assert found.fingerprint == read_public_key_file(Path(f"{key}.pub")).fingerprint
     finally:
         os.kill(pid, signal.SIGTERM)
+
+
+async def _answer_at_a_terminal(argv: list[str], first_answer: bytes) -> tuple[int, str]:
+    """Run vastui with a pseudo-terminal as stdin and stderr (where it asks); answer its first question with
+    ``first_answer`` and every later one with no. Returns the exit status and everything the terminal showed."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "VAST_API_KEY": API_KEY}
+    try:
+        proc = await asyncio.create_subprocess_exec(*VASTUI, *argv, stdin=slave, stdout=subprocess.PIPE,
+                                                    stderr=slave, env=env)
+        os.set_blocking(master, False)
+        screen, answered = "", 0
+        async with asyncio.timeout(WAIT_S):
+            while proc.returncode is None:
+                with contextlib.suppress(BlockingIOError, OSError):
+                    screen += os.read(master, 65536).decode(errors="replace")
+                if screen.count("[y/N]") > answered:
+                    os.write(master, first_answer if answered == 0 else b"n\n")
+                    answered += 1
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(proc.wait(), 0.05)
+        with contextlib.suppress(BlockingIOError, OSError):
+            screen += os.read(master, 65536).decode(errors="replace")
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert proc.returncode is not None
+    return proc.returncode, screen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer", [b"y\n", b"n\n"])
+async def test_at_a_terminal_the_run_offers_to_register_the_key_and_sends_it_only_on_yes(
+        tmp_path: Path, answer: bytes) -> None:
+    manifest = fast_manifest(tmp_path / "m", max_candidates=2)
+    key = operator_key(tmp_path)
+    async with demo_world(seed=7, time_scale=float(TIME_SCALE), work_dir=tmp_path / "world",
+                          api_key=API_KEY) as (server, _clock):
+        market = server.market
+        status, screen = await _answer_at_a_terminal(
+            ["campaign", "run", str(manifest), "--headless", "--url", server.url, "--db", str(tmp_path / "c.sqlite3"),
+             "--ssh-key", str(key), "--time-scale", TIME_SCALE], answer)
+        first_question = screen.split("[y/N]")[0]
+        assert "Register the SSH public key" in first_question and str(key) in first_question
+        assert read_public_key_file(Path(f"{key}.pub")).fingerprint in first_question
+        assert _rents(market) == [], "every rent was answered no"
+        if answer == b"y\n":
+            assert len(_key_posts(market)) == 1 and len(market.account.ssh_keys) == 1
+            assert "Approve exactly this plan" in screen, "once the key was registered, the run went on to its plan"
+        else:
+            assert status == 1 and "registering it was declined; nothing was rented" in screen
+            assert _key_posts(market) == [] and not market.account.ssh_keys
