@@ -164,12 +164,11 @@ async def _cmd_add(args: argparse.Namespace) -> int:
         settings = load_settings(url=args.url, api_key=args.api_key, ssh_key=args.ssh_key)
         local = await local_keys(key_path=settings.ssh_key_path)
         key = next((k for k in local if k.path is not None), local[0])
-    approver = _approver(args, key)
     async with vast_client(args) as client:
         if find_registered([key], await client.list_ssh_keys()) is not None:
             print(f"already registered: {key.fingerprint} from {key.source}")
             return 0
-        if not await register_key(client, key, approver=approver):
+        if not await register_key(client, key, approver=_approver(args, key)):
             print(f"vastui: not registered: {key.fingerprint} from {key.source} (declined)", file=sys.stderr)
             return 1
     print(f"registered: {key.fingerprint}{f' ({key.comment})' if key.comment else ''} from {key.source}")
