@@ -54,6 +54,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "demo": ("vastui.cli_campaign", "add_campaign_commands",
              "run a whole benchmark campaign on the embedded simulated marketplace"),
     "campaign": ("vastui.cli_campaign", "add_campaign_commands", "plan, run and resume benchmark campaigns"),
+    "ssh-key": ("vastui.cli_sshkey", "add_ssh_key_command", "register SSH public keys on the account"),
 }
 
 

@@ -6,6 +6,7 @@ Split from cli.py to keep each file to one screenful of concerns; only cli.py an
 from __future__ import annotations
 
 import argparse
+import enum
 import json
 import shlex
 import sys
@@ -16,7 +17,8 @@ from rich.console import Console
 
 from vastui.bench.manifest import load_manifest
 from vastui.bench.receipt import Receipt, render_json, render_markdown
-from vastui.campaign.approvers import OutsidePlanRefuser, PlanApprover, PlanTerms, PromptApprover, RefusingApprover
+from vastui.campaign.approvers import (AuditedApprover, OutsidePlanRefuser, PlanApprover, PlanTerms, PromptApprover,
+                                       RefusingApprover)
 from vastui.campaign.handle import start_campaign
 from vastui.campaign.plan import render_plan
 from vastui.campaign.session import Services, new_campaign_id, plan_campaign, resume_campaign
@@ -206,7 +208,8 @@ def _setup(args: argparse.Namespace) -> tuple[Settings, Clock]:
     return settings, clock
 
 
-async def _with_services(args: argparse.Namespace, body: Callable[[Services], Awaitable[int]]) -> int:
+async def _with_services(args: argparse.Namespace, body: Callable[[Services], Awaitable[int]], *,
+                         key_check: KeyCheck | None = None) -> int:
     settings, clock = _setup(args)
     store = await SqliteStore.open(settings.db_path)
     assert settings.api_key.key is not None
@@ -214,10 +217,36 @@ async def _with_services(args: argparse.Namespace, body: Callable[[Services], Aw
     try:
         async with HttpVastClient(base_url=settings.url, api_key=settings.api_key.key, clock=clock,
                                   audit=store) as client:
+            if key_check is not None:
+                await _check_key(args, key_check, client, settings, store, clock)
             services = await _services(args, settings, store, client, clock)
             return await body(services)
     finally:
         await store.close()
+
+
+class KeyCheck(enum.StrEnum):
+    """What a command does when the SSH key it would log in with is not registered on the account."""
+
+    WARN = "warn"          # plan: say so on stderr, plan anyway (planning rents nothing)
+    REQUIRE = "require"    # run: offer to register it at a terminal, else refuse before anything is rented
+
+
+async def _check_key(args: argparse.Namespace, check: KeyCheck, client: HttpVastClient, settings: Settings,
+                     store: SqliteStore, clock: Clock) -> None:
+    """The SSH key check before a campaign (vastui/cli_sshkey.py). A run offers to register the key only when
+    someone is at the terminal to answer: not without one, nor for ``--approve-plan --headless`` (a script's run)."""
+    from vastui.cli_sshkey import require_registered_key
+
+    interactive = sys.stdin.isatty() and not (args.approve_plan and (args.headless or args.json))
+    approver = (AuditedApprover(PromptApprover(ask_on_terminal, clock=clock), audit=store, clock=clock)
+                if check is KeyCheck.REQUIRE and interactive else None)
+    try:
+        await require_registered_key(client, key_path=settings.ssh_key_path, approver=approver, url=args.url)
+    except ConfigError as exc:
+        if check is KeyCheck.REQUIRE:
+            raise
+        print(f"vastui: warning: {exc}", file=sys.stderr)   # planning rents nothing: `campaign run` asks or refuses
 
 
 def _cmd_campaign_plan(args: argparse.Namespace) -> int:
@@ -227,7 +256,7 @@ def _cmd_campaign_plan(args: argparse.Namespace) -> int:
         plan = await plan_campaign(services, manifest=manifest, campaign_id=new_campaign_id())
         print(render_plan(plan))
         return 0
-    return int(run_async(_with_services(args, body)))
+    return int(run_async(_with_services(args, body, key_check=KeyCheck.WARN)))
 
 
 def _approver(args: argparse.Namespace, terms: PlanTerms, clock: Clock) -> PlanApprover | PromptApprover | RefusingApprover:
@@ -285,7 +314,7 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
             console.print(_summary(receipt), highlight=False, markup=False)
         _print_resume_hint(receipt, args)
         return run_exit_status(teardown_passed=receipt.teardown_passed, chosen=receipt.decision.chosen)
-    return int(run_async(_with_services(args, body)))
+    return int(run_async(_with_services(args, body, key_check=KeyCheck.REQUIRE)))
 
 
 def _print_resume_hint(receipt: Receipt, args: argparse.Namespace) -> None:

@@ -3,6 +3,7 @@ and the request log (which must never hold the key)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -207,13 +208,17 @@ async def test_logs_result_url_is_unauthenticated_and_ready_after_a_second(api: 
 async def test_ssh_key_endpoints(api: httpx.AsyncClient) -> None:
     created = (await api.post("/api/v0/ssh/", json={"ssh_key": "ssh-ed25519 AAAAone a@b"}, headers=AUTH)).json()
     key_id = created["id"]
-    assert created["success"] and created["public_key"] == "ssh-ed25519 AAAAone a@b"
+    assert created["success"] and created["key"] == created["public_key"] == "ssh-ed25519 AAAAone a@b"
     r = await api.put(f"/api/v0/ssh/{key_id}/", json={"id": key_id, "ssh_key": "ssh-ed25519 AAAAtwo"},
                       headers=AUTH)
-    assert r.json()["public_key"] == "ssh-ed25519 AAAAtwo"
-    assert [k["id"] for k in (await api.get("/api/v0/ssh/", headers=AUTH)).json()] == [key_id]
+    assert r.json()["key"] == "ssh-ed25519 AAAAtwo"
+    (row,) = (await api.get("/api/v0/ssh/", headers=AUTH)).json()
+    # the documented row: {id, user_id, key, created_at (a date-time string), deleted_at}
+    assert row["id"] == key_id and row["key"] == "ssh-ed25519 AAAAtwo" and row["deleted_at"] is None
+    assert isinstance(row["user_id"], int) and dt.datetime.fromisoformat(row["created_at"]).tzinfo is not None
     assert (await api.request("DELETE", f"/api/v0/ssh/{key_id}/", json={}, headers=AUTH)).json()["success"]
-    assert (await api.get("/api/v0/ssh/", headers=AUTH)).json() == []
+    empty = await api.get("/api/v0/ssh/", headers=AUTH)   # no keys: a 404, not an empty list
+    assert empty.status_code == 404 and empty.json()["success"] is False
     (offer,) = await _rentable(api, 1)
     instance_id = await _rent(api, offer["id"])
     r = (await api.post(f"/api/v0/instances/{instance_id}/ssh/", json={"ssh_key": "ssh-rsa AAAAk"},

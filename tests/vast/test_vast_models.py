@@ -72,7 +72,7 @@ def test_an_unheard_of_status_is_unknown_with_a_warning(caplog: pytest.LogCaptur
         (Instance, {**INSTANCE, "ports": {"22/tcp": [{"HostPort": "x"}]}}, "'ports'"),
         (Instance, {**INSTANCE, "start_date": "yesterday"}, "'start_date' should be a number"),
         (User, {"id": "me"}, "'id' should be an integer"),
-        (SshKey, {"id": 1}, "required field 'ssh_key'"),
+        (SshKey, {"id": 1}, "required field 'key'"),
     ],
 )
 def test_garbage_is_refused_naming_field_and_row(model: Any, row: dict[str, Any], words: str) -> None:

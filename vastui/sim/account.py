@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,8 +26,11 @@ class SshKey:
     created_at: float
 
     def as_json(self) -> dict[str, Any]:
-        return {"id": self.id, "user_id": USER_ID, "public_key": self.public_key, "ssh_key": self.public_key,
-                "created_at": self.created_at, "deleted_at": None}
+        """A row of ``GET /api/v0/ssh/`` as documented (``key``, a date-time ``created_at``), with ``public_key``
+        too, the name the OpenAPI description and the official CLI's users read (docs/api-notes.md §3.13)."""
+        created = dt.datetime.fromtimestamp(self.created_at, tz=dt.UTC).isoformat()
+        return {"id": self.id, "user_id": USER_ID, "key": self.public_key, "public_key": self.public_key,
+                "created_at": created, "deleted_at": None}
 
 
 @dataclass(slots=True)

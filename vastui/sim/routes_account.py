@@ -7,7 +7,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from vastui.sim.market import Market
-from vastui.sim.responses import json_body, json_response, note_targets, number
+from vastui.sim.responses import error_response, json_body, json_response, note_targets, number
 
 
 def _market(request: Request) -> Market:
@@ -29,8 +29,11 @@ async def transfer_credit(request: Request) -> Response:
 
 
 async def list_keys(request: Request) -> Response:
-    market = _market(request)
-    return json_response([key.as_json() for key in market.account.ssh_keys.values()])
+    # An account without keys answers 404, not an empty list (docs/api-notes.md §3.13).
+    keys = [key.as_json() for key in _market(request).account.ssh_keys.values()]
+    if not keys:
+        return error_response(404, "no_ssh_keys", "No SSH keys found for this account.")
+    return json_response(keys)
 
 
 async def create_key(request: Request) -> Response:

@@ -31,6 +31,7 @@ from vastui.config import Redactor, Secret
 from vastui.errors import (
     ApiError,
     ApprovalRequired,
+    AuthError,
     CreateFailed,
     CreateUncertain,
     NotFound,
@@ -151,11 +152,19 @@ class HttpVastClient:
         return self._parse(User.from_api, reply, "GET /users/current")
 
     async def list_ssh_keys(self) -> list[SshKey]:
-        reply = await self._wire.call("GET", "/ssh/")
+        """The account's live SSH keys. The API answers 404 when the account has none (docs/api-notes.md §3.13):
+        that is an empty list, unless the 404 says the API key itself is bad. Deleted rows are left out."""
+        try:
+            reply = await self._wire.call("GET", "/ssh/")
+        except NotFound as exc:
+            if exc.code == "auth_error" or "invalid user key" in exc.server_message.lower():
+                raise AuthError(str(exc), status=exc.status, code=exc.code, title="API key rejected") from exc
+            return []
         rows = reply.get("keys", reply.get("ssh_keys")) if isinstance(reply, Mapping) else reply
         if not isinstance(rows, list):
             raise ApiError("GET /ssh/: expected a list of keys")
-        return [self._parse(SshKey.from_api, row, f"row {i} of GET /ssh/") for i, row in enumerate(rows)]
+        keys = [self._parse(SshKey.from_api, row, f"row {i} of GET /ssh/") for i, row in enumerate(rows)]
+        return [key for key in keys if not key.is_deleted]
 
     async def request_logs(self, instance_id: int, *, tail: int | None = None) -> str:
         """Ask for an instance's logs and poll the result URL (no auth, only HTTP 200 counts, bounded)."""

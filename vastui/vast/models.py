@@ -11,6 +11,7 @@ messages name the field and the row; splitting the models from it would make it 
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import logging
 import math
@@ -115,6 +116,18 @@ class _Row:
         value = self.str_(name, required=True)
         assert value is not None
         return value
+
+    def timestamp(self, name: str) -> float | None:
+        """Epoch seconds from an ISO 8601 date-time string (what the API documents; a zone-less one is UTC) or
+        from a number (older shapes)."""
+        value = self._row.get(name)
+        if not isinstance(value, str):
+            return self.float_(name)
+        try:
+            parsed = dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise self._bad(name, "an ISO 8601 date-time") from None
+        return (parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)).timestamp()
 
     def bool_(self, name: str) -> bool | None:
         value = self._row.get(name)
@@ -374,17 +387,43 @@ class User:
 
 @dataclass(frozen=True, slots=True)
 class SshKey:
-    """An SSH public key registered on the account (``GET /api/v0/ssh/``)."""
+    """An SSH public key registered on the account (``GET /api/v0/ssh/``; docs/api-notes.md §3.13)."""
 
     id: int
-    public_key: str
-    created_at: float | None                  # epoch seconds
+    public_key: str                           # "ssh-ed25519 AAAA... comment", as registered
+    created_at: float | None                  # epoch seconds (the API sends a date-time string)
+    deleted_at: float | None = None           # epoch seconds; a deleted key no longer reaches new instances
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted_at is not None
+
+    def matches(self, public_key: str) -> bool:
+        """Whether ``public_key`` is this key: the same type and key data (comments and options aside), as
+        sshd compares an offered key with ``authorized_keys``."""
+        mine = key_identity(self.public_key)
+        return mine is not None and mine == key_identity(public_key)
 
     @classmethod
     def from_api(cls, row: Mapping[str, object], *, where: str = "ssh key") -> SshKey:
+        """The documented row names the key ``key``; the official CLI's shape and older answers ``public_key`` or
+        ``ssh_key``."""
         r = _Row(row, kind="ssh key", where=where)
-        key = r.str_("public_key") or r.req_str("ssh_key")
-        return cls(id=r.req_int("id"), public_key=key, created_at=r.float_("created_at"))
+        key = r.str_("key") or r.str_("public_key") or r.str_("ssh_key")
+        if not key:
+            raise ApiError(f"ssh key {where}: required field 'key' is missing (expected the public key text)")
+        return cls(id=r.req_int("id"), public_key=key.strip(), created_at=r.timestamp("created_at"),
+                   deleted_at=r.timestamp("deleted_at"))
+
+
+def key_identity(public_key: str) -> tuple[str, str] | None:
+    """``(type, base64 data)`` of an OpenSSH public key line, found after any ``authorized_keys`` options; None
+    when the text holds no key."""
+    words = public_key.split()
+    for i, word in enumerate(words[:-1]):
+        if word.startswith(("ssh-", "ecdsa-", "sk-")):
+            return word, words[i + 1]
+    return None
 
 
 @dataclass(frozen=True, slots=True)
