@@ -96,6 +96,11 @@ class WorkloadJudge:
         """Marks never written because no canary passed (the receipt says so)."""
         return tuple(self._held)
 
+    @property
+    def in_doubt(self) -> bool:
+        """A first canary failed and the workload is not yet judged: the next rent may buy the same failure."""
+        return not self.proven and len(self._verdicts) < self._first and any(v is not None for v in self._verdicts)
+
     def canary_passed(self) -> Judgement:
         """The workload works: every held mark is the host's after all."""
         if len(self._verdicts) < self._first:

@@ -42,6 +42,8 @@ from vastui.store.records import InstanceState, RunStatus
 from vastui.vast.models import Answered
 
 log = logging.getLogger(__name__)
+# Candidates on their way to a canary verdict (a rent after a first canary failure waits for theirs).
+_ON_THE_WAY = frozenset({CandidatePhase.RENTING, CandidatePhase.LOADING, CandidatePhase.SSH, CandidatePhase.CANARY})
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +101,7 @@ class CampaignEngine(Measuring):
         self.aborted: str | None = None
         self.halted: Halt | None = None                 # the campaign stopped itself (blame.py): no more rents
         self._judge = WorkloadJudge()
+        self._verdict = asyncio.Event()                 # set when a candidate ends or a canary is judged
 
     def _prior_cost(self, c: Candidate) -> CostInputs:
         return prior_cost_inputs(c, self.manifest)
@@ -273,13 +276,17 @@ class CampaignEngine(Measuring):
             return self.aborted
         return self.halted.describe() if self.halted is not None else None
 
-    def _halt(self, halt: Halt) -> None:
-        """Stop renting and stop the candidates under way (they are destroyed; the race is not decided by them)."""
+    async def _halt(self, halt: Halt) -> None:
+        """Stop renting and stop the candidates under way (they are destroyed; none unmeasured can be chosen)."""
         if self.halted is not None or self.aborted is not None:
             return
         self.halted = halt
         self._race_reason = halt.describe()
         self._finished.set()
+        async with self._lock:
+            for run in self.runs:
+                if not run.blocks:   # a prior alone must not be chosen from a campaign that stopped itself
+                    self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=halt.describe())
         self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="error",
                                 text=f"campaign stopped: {halt.describe()}"))
         current = asyncio.current_task()
@@ -322,6 +329,7 @@ class CampaignEngine(Measuring):
         await canary(self.ctx, run, host, port, variant)
         for mark in self._judge.canary_passed().marks:   # the workload works: held failures were the hosts'
             await self._record_bad_host(mark)
+        self._verdict.set()
         await self._measure(run, host, port, variant)
         # Tune the leader on its own instance: when the race is decided, or when it ran out of blocks while leading
         # (waiting idle for the others would bill for nothing).
@@ -354,6 +362,7 @@ class CampaignEngine(Measuring):
         """Re-check the offer right before renting; a vanished offer is replaced from the reserves, once each."""
         while True:
             candidate = run.candidate
+            await self._while_in_doubt(run)
             if self._stopped_by is not None:
                 self.ctx.phase(run, CandidatePhase.SKIPPED, f"stopped before its turn: {self._stopped_by}")
                 return False
@@ -393,7 +402,15 @@ class CampaignEngine(Measuring):
         for due in judgement.marks:
             await self._record_bad_host(due)
         if judgement.halt is not None:
-            self._halt(judgement.halt)
+            await self._halt(judgement.halt)
+        self._verdict.set()
+
+    async def _while_in_doubt(self, run: CandidateRun) -> None:
+        """After a first canary failure, wait for the verdicts of the candidates already on their way to their
+        canaries before renting another: if they fail the same way, this rent would only buy that failure again."""
+        while self._judge.in_doubt and any(r is not run and r.phase in _ON_THE_WAY for r in self.runs):
+            self._verdict.clear()
+            await self._verdict.wait()
 
     async def _record_bad_host(self, mark: BadHostMark) -> None:
         now = self.clock.now()
@@ -403,6 +420,7 @@ class CampaignEngine(Measuring):
 
     async def _release(self, run: CandidateRun) -> None:
         """Destroy this candidate's instance as soon as it is done with (the final teardown verifies it)."""
+        self._verdict.set()   # one fewer on its way to a canary verdict
         if run.instance_id is None:
             if run.uncertain_label is None:
                 self._committed_usd.pop(run.cid, None)
