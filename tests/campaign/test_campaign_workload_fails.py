@@ -50,6 +50,7 @@ def _assert_stopped_cleanly(result: DemoResult, *, why: str, max_rented: int) ->
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "command", "failed_with"), [
+    ("not found", '["no-such-workload-binary", "--steps"]', "canary failed (exit 127)"),
     ("exits 1", '["sh", "-c", "echo \'ValueError: no such flag --inputt\' >&2; exit 1"]', "canary failed (exit 1)"),
     # ignores VASTUI_STEPS and never ends: both time out at their deadline, the rest are never rented
     ("never ends", '["sh", "-c", "echo ok; exec sleep 100000"]', "did not finish before the instance's deadline"),
@@ -105,3 +106,15 @@ async def test_an_input_changed_after_loading_stops_the_campaign_and_blames_no_h
     assert failed and all(why in r.detail for r in failed)
     assert secrets_seen == []
     assert await _bad_hosts(result) == []
+
+
+@pytest.mark.slow
+async def test_a_wrong_output_host_is_still_marked_bad_once_another_canary_passes(tmp_path: Path) -> None:
+    # seed 17: the first candidate's host gives a wrong output, the others pass: the held mark is the host's after all
+    result = await asyncio.wait_for(run_demo(seed=17, time_scale=300.0, data_dir=tmp_path / "data",
+                                             manifest_path=fast_manifest(tmp_path / "m")), timeout=600)
+    wrong = [r for r in result.outcome.runs if r.phase == "failed" and "wrong output" in r.detail]
+    assert wrong, "seed 17 no longer rents a wrong-output host: pick another seed"
+    assert result.outcome.halt is None and result.receipt.decision.chosen is not None
+    bad = await _bad_hosts(result)
+    assert sorted(b.split(":")[0] for b in bad) == sorted(str(r.candidate.offer.machine_id) for r in wrong), bad
