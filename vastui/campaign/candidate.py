@@ -1,8 +1,8 @@
 """One candidate's life: rent, wait for loading and SSH, canary, warm-up, measurement blocks — and its failures.
 
 Every duration comes from the marketplace (start_date) and the agent's records (``t``), never from the console's
-own wall clock. Any failure before a measurement ends with the instance destroyed; the host is recorded as bad when the failure is
-the host's, not the workload's (``blame.py``).
+own wall clock. Any failure before a measurement ends with the instance destroyed; the host is recorded as bad when
+the failure is the host's, not the workload's (``blame.py``).
 """
 
 from __future__ import annotations
@@ -384,7 +384,8 @@ async def canary(ctx: CandidateContext, run: CandidateRun, host: str, port: int,
     if expected is not None and _digest(result.output_digest) != _digest(expected):
         run.passed_gate = False
         raise CandidateFailed(f"wrong output: digest {result.output_digest} != expected {expected}",
-                              bad_host=True, failure=Failure(FailureKind.WRONG_OUTPUT, (_digest(result.output_digest),)),
+                              bad_host=True,
+                              failure=Failure(FailureKind.WRONG_OUTPUT, (_digest(result.output_digest),)),
                               evidence={"digest": result.output_digest, "expected": expected})
     run.passed_gate = True
 
