@@ -115,6 +115,17 @@ class ManifestError(VastuiError):
         self.field = field
 
 
+class InputChanged(VastuiError):
+    """A manifest's input file is no longer the file (or the bytes) that was loaded and digested: the campaign
+    stops rather than upload anything else to a host."""
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"input {path!r} changed since the manifest was loaded ({why}); check the file and start "
+                         "again", title="Input changed")
+        self.path = path
+        self.why = why
+
+
 class RemoteError(VastuiError):
     """Remote execution over SSH failed."""
 

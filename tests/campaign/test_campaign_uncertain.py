@@ -69,7 +69,7 @@ class HostsNeverAnswer:
     def hold(self, host: str, port: int, *, deadline_s: float) -> Any:
         raise RemoteError(f"{host}:{port} never answered")
 
-    async def put_file(self, host: str, port: int, *, data: bytes, remote_path: str) -> None:
+    async def put_chunks(self, host: str, port: int, *, open_chunks: Any, remote_path: str) -> None:
         raise RemoteError("unreachable")
 
     def run_agent(self, host: str, port: int, argv: Sequence[str], *, interval_s: float = 1.0,

@@ -124,6 +124,7 @@ class TableReader:
             self.fail(key, f"must be a string, not {_kind(value)}")
         if non_empty and not value.strip():
             self.fail(key, "must not be empty")
+        self._check_passable(key, value, where="")
         return value
 
     def text(self, key: str, *, default: str | None = None, non_empty: bool = False) -> str:
@@ -143,7 +144,21 @@ class TableReader:
             self.fail(key, "must be a list of strings")
         if non_empty and (not value or not all(item.strip() for item in value)):
             self.fail(key, "must be a non-empty list of non-empty strings")
+        for index, item in enumerate(value):
+            self._check_passable(key, item, where=f"item {index} ")
         return tuple(value)
+
+    def _check_passable(self, key: str, value: str, *, where: str) -> None:
+        """Refuse a string that no argv, environment, path or label can carry: the OS would cut it at a NUL byte
+        (or the SSH channel drop it), and a lone surrogate has no UTF-8 form, so it would fail on every host."""
+        if "\x00" in value:
+            self.fail(key, f"{where}contains a NUL byte (\\x00) at character {value.index(chr(0))}: no command "
+                           "line, environment variable or file name can carry one")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            self.fail(key, f"{where}contains a character with no UTF-8 form ({value[exc.start]!a}) at character "
+                           f"{exc.start}")
 
     def texts(self, key: str, *, non_empty: bool = False) -> tuple[str, ...]:
         """A required list of strings."""

@@ -1,7 +1,8 @@
 """One candidate's life: rent, wait for loading and SSH, canary, warm-up, measurement blocks — and its failures.
 
 Every duration comes from the marketplace (start_date) and the agent's records (``t``), never from the console's
-own wall clock. Any failure before a measurement ends with the instance destroyed and the host recorded as bad.
+own wall clock. Any failure before a measurement ends with the instance destroyed; the host is recorded as bad when
+the failure is the host's, not the workload's (``blame.py``).
 """
 
 from __future__ import annotations
@@ -9,19 +10,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import json
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 from dataclasses import dataclass, field
 
 from vastui.approval import Action, ApprovalRequest, Approver, offer_target
+from vastui.bench.inputs import pinned_chunks
 from vastui.bench.manifest import Manifest
+from vastui.campaign.blame import Failure, FailureKind
 from vastui.campaign.measure import BlockMeter, MeasuredBlock
 from vastui.campaign.plan import CANARY_STEPS, DESTROY_MARGIN_S, Candidate, readiness_deadline_s
 from vastui.campaign.ports import HostExecutor, Marketplace, Record
 from vastui.campaign.startup import LoadingSplit, StartupParts, split_loading
 from vastui.clock import Clock
-from vastui.errors import ApiError, AuthError, CreateFailed, CreateUncertain, RemoteError, VastuiError
+from vastui.errors import ApiError, AuthError, CreateFailed, CreateUncertain, InputChanged, RemoteError, VastuiError
 from vastui.events import CandidatePhaseChanged, EventBus, InstanceRented, InstanceStatusChanged
 from vastui.campaign.live import record_event
 from vastui.remote.protocol import GpuSample, Phase, Progress, Result
@@ -52,11 +56,15 @@ class CandidatePhase(enum.StrEnum):
 
 
 class CandidateFailed(VastuiError):
-    """The candidate failed a gate (readiness, SSH, canary); ``bad_host`` says whether the host is to blame."""
+    """The candidate failed a gate (readiness, SSH, canary); ``bad_host`` says whether the host is to blame when
+    the workload is not (``blame.WorkloadJudge`` decides that); ``failure`` is the evidence compared between
+    candidates (by default a host failure when the host is blamed, else another one)."""
 
-    def __init__(self, message: str, *, bad_host: bool, evidence: Mapping[str, object] | None = None) -> None:
+    def __init__(self, message: str, *, bad_host: bool, failure: Failure | None = None,
+                 evidence: Mapping[str, object] | None = None) -> None:
         super().__init__(message, title="Candidate failed")
         self.bad_host = bad_host
+        self.failure = failure or Failure(FailureKind.HOST if bad_host else FailureKind.OTHER)
         self.evidence = dict(evidence or {})
 
 
@@ -296,8 +304,16 @@ async def read_loading(ctx: CandidateContext, run: CandidateRun) -> None:
 
 
 async def stage_inputs(ctx: CandidateContext, host: str, port: int) -> None:
+    """Upload each input as the very bytes digested at load, streamed in chunks (``bench.inputs.pinned_chunks``).
+
+    An input that changed since (another file swapped in, a symlink, other bytes) fails the candidate with
+    ``FailureKind.INPUT_CHANGED``: nothing of it is left on the host, and the campaign stops; no host is blamed."""
     for item in ctx.manifest.workload.inputs:
-        await ctx.executor.put_file(host, port, data=item.resolved.read_bytes(), remote_path=item.path)
+        try:
+            await ctx.executor.put_chunks(host, port, open_chunks=functools.partial(pinned_chunks, item),
+                                          remote_path=item.path)
+        except InputChanged as exc:
+            raise CandidateFailed(str(exc), bad_host=False, failure=Failure(FailureKind.INPUT_CHANGED)) from exc
 
 
 async def save_records(ctx: CandidateContext, run: CandidateRun, records: list[Record]) -> None:
@@ -349,22 +365,28 @@ async def canary(ctx: CandidateContext, run: CandidateRun, host: str, port: int,
     try:
         finished = await within_work_time(ctx, run, gate(), on_deadline=lambda: [s.abandon() for s in sessions])
     except RemoteError as exc:
-        raise CandidateFailed(f"canary could not run: {exc}", bad_host=True) from exc
+        raise CandidateFailed(f"canary could not run: {exc}", bad_host=True,
+                              failure=Failure(FailureKind.CANARY_LOST)) from exc
     if not finished:
         raise CandidateFailed(f"canary did not finish before the instance's deadline "
-                              f"({CANARY_STEPS} steps asked; a workload must stop at VASTUI_STEPS)", bad_host=False)
+                              f"({CANARY_STEPS} steps asked; a workload must stop at VASTUI_STEPS)", bad_host=False,
+                              failure=Failure(FailureKind.CANARY_TIMEOUT))
     run.canary_s = ctx.clock.now() - started
     run.startup_s = run.startup_parts().production_startup_s
     if result is None or result.exit_status != 0:
         tail = result.stderr_tail[-300:] if result else "no result"
-        raise CandidateFailed(f"canary failed (exit {result.exit_status if result else '?'}): {tail}",
-                              bad_host=False, evidence={"stderr_tail": tail})
+        status = str(result.exit_status if result else "?")
+        raise CandidateFailed(f"canary failed (exit {status}): {tail}", bad_host=False,
+                              failure=Failure(FailureKind.CANARY_EXIT, (status, _last_line(tail))),
+                              evidence={"stderr_tail": tail})
     run.canary_digest = result.output_digest
     expected = ctx.manifest.correctness.expected_digest
     if expected is not None and _digest(result.output_digest) != _digest(expected):
         run.passed_gate = False
         raise CandidateFailed(f"wrong output: digest {result.output_digest} != expected {expected}",
-                              bad_host=True, evidence={"digest": result.output_digest, "expected": expected})
+                              bad_host=True,
+                              failure=Failure(FailureKind.WRONG_OUTPUT, (_digest(result.output_digest),)),
+                              evidence={"digest": result.output_digest, "expected": expected})
     run.passed_gate = True
 
 
@@ -392,6 +414,12 @@ async def within_work_time(ctx: CandidateContext, run: CandidateRun, work: Corou
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, VastuiError):
                 await task
+
+
+def _last_line(text: str) -> str:
+    """The error a failing workload ended with: its stderr's last non-blank line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def _digest(value: str | None) -> str:

@@ -22,8 +22,9 @@ from vastui.bench.select import Decision, EliminationReason, Finalist, Race, Rac
 from vastui.bench.stats import Interval, Verdict
 from vastui.bench.tuned import TunedEvidence, decide_with_tuned_evidence
 from vastui.bench.tuning import tuned_cost_estimate
-from vastui.campaign.candidate import (CandidateContext, CandidateFailed, CandidatePhase, CandidateRun, Variant,
-                                       canary, read_loading, rent, stage_inputs, wait_running)
+from vastui.campaign.blame import BadHostMark, Halt, WorkloadJudge
+from vastui.campaign.candidate import (BAD_HOST_TTL_S, CandidateContext, CandidateFailed, CandidatePhase, CandidateRun,
+                                       Variant, canary, read_loading, rent, stage_inputs, wait_running)
 from vastui.campaign.charges import bill_of, hopeless_reason, prior_cost_inputs
 from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, teardown
 from vastui.campaign.live import decision_event
@@ -42,6 +43,8 @@ from vastui.store.records import InstanceState, RunStatus
 from vastui.vast.models import Answered
 
 log = logging.getLogger(__name__)
+# Candidates on their way to a canary verdict (a rent after a first canary failure waits for theirs).
+_ON_THE_WAY = frozenset({CandidatePhase.RENTING, CandidatePhase.LOADING, CandidatePhase.SSH, CandidatePhase.CANARY})
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,7 @@ class CampaignOutcome:
     billed_usd: Mapping[str, float] = field(default_factory=dict)   # per candidate, by the billing model
     tuned_candidate: str | None = None     # whose instance ``tuning`` ran on
     certified_tuned: tuple[str, ...] = ()  # finalists whose SLO was certified at their tuned profile
+    halt: Halt | None = None               # why the campaign stopped renting early (the workload fails, ...)
 
 
 class CampaignEngine(Measuring):
@@ -96,6 +100,9 @@ class CampaignEngine(Measuring):
         self._destroy_sent: set[int] = set()          # instances whose destroy went out (approved) before teardown
         self._tasks: list[asyncio.Task[None]] = []     # one per candidate, so an abort can stop them
         self.aborted: str | None = None
+        self.halted: Halt | None = None                 # the campaign stopped itself (blame.py): no more rents
+        self._judge = WorkloadJudge()
+        self._verdict = asyncio.Event()                 # set when a candidate ends or a canary is judged
 
     def _prior_cost(self, c: Candidate) -> CostInputs:
         return prior_cost_inputs(c, self.manifest)
@@ -157,6 +164,8 @@ class CampaignEngine(Measuring):
         seen = {cid: TunedEvidence(t.kept_gains, t.profile_latencies_ms) for cid, t in self._tunings.items()}
         decision, certified_tuned = decide_with_tuned_evidence(finalists, seen, slo=self.manifest.slo,
                                                                units=self.manifest.production_units)
+        if self.halted is not None and decision.chosen is None:
+            decision = replace(decision, reason=self.halted.describe())
         if decision.chosen in self._tunings:   # a later leader was tuned too: the receipt speaks of the chosen
             self._tuned_cid, self.tuning = decision.chosen, self._tunings[decision.chosen]
         tuned_cost = self._tuned_cost(decision, finalists)
@@ -168,7 +177,7 @@ class CampaignEngine(Measuring):
         self.bus.publish(CampaignFinished(at=self.clock.now(), campaign_id=self.plan.campaign_id,
                                           status="clean" if report.is_clean else "LEAK", spend_usd=spend))
         return CampaignOutcome(self.plan.campaign_id, tuple(self.runs), decision, report, spend, self._race_reason,
-                               self.tuning, tuned_cost, billed, self._tuned_cid, certified_tuned)
+                               self.tuning, tuned_cost, billed, self._tuned_cid, certified_tuned, self.halted)
 
     def _stage(self, phase: str, detail: str = "") -> None:
         self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,
@@ -225,8 +234,8 @@ class CampaignEngine(Measuring):
     async def _candidate(self, run: CandidateRun) -> None:
         async with self._slots:
             if self._stop[run.cid].is_set() or self._finished.is_set():
-                self.ctx.phase(run, CandidatePhase.SKIPPED, f"aborted before its turn: {self.aborted}"
-                               if self.aborted else "race decided before its turn")
+                self.ctx.phase(run, CandidatePhase.SKIPPED, f"stopped before its turn: {self._stopped_by}"
+                               if self._stopped_by else "race decided before its turn")
                 self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail="not measured: race decided")
                 return
             if (hopeless := await self._hopeless(run.candidate)) is not None and not await self._take_reserve(
@@ -241,7 +250,7 @@ class CampaignEngine(Measuring):
             except (RemoteError, VastuiError) as exc:
                 await self._fail(run, CandidateFailed(str(exc), bad_host=False))
             except asyncio.CancelledError:
-                if self.aborted is not None:
+                if self._stopped_by is not None:
                     await self._stopped_by_abort(run)
                 raise
             finally:
@@ -273,13 +282,38 @@ class CampaignEngine(Measuring):
         self.race.set_cost(run.cid, self._prior_cost(run.candidate),
                            prior_throughput_units_per_s=run.candidate.prior_throughput_units_per_s)
 
+    @property
+    def _stopped_by(self) -> str | None:
+        """Why every candidate stops now: the operator's abort, or the campaign's own halt."""
+        if self.aborted is not None:
+            return self.aborted
+        return self.halted.describe() if self.halted is not None else None
+
+    async def _halt(self, halt: Halt) -> None:
+        """Stop renting and stop the candidates under way (they are destroyed; none unmeasured can be chosen)."""
+        if self.halted is not None or self.aborted is not None:
+            return
+        self.halted = halt
+        self._race_reason = halt.describe()
+        self._finished.set()
+        async with self._lock:
+            for run in self.runs:
+                if not run.blocks:   # a prior alone must not be chosen from a campaign that stopped itself
+                    self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=halt.describe())
+        self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="error",
+                                text=f"campaign stopped: {halt.describe()}"))
+        current = asyncio.current_task()
+        for run, task in zip(self.runs, self._tasks, strict=True):
+            if task is not current and run.phase is not CandidatePhase.WAITING:
+                task.cancel()   # one still waiting for a slot skips itself when it gets one
+
     async def _stopped_by_abort(self, run: CandidateRun) -> None:
         """Say where the abort found it; a run it cut short is closed as interrupted (its records are kept)."""
         was_measuring = run.phase is CandidatePhase.MEASURING   # the stored run is open only while measuring
-        self.ctx.phase(run, CandidatePhase.ABORTED, f"stopped in {run.phase}: {self.aborted}")
+        self.ctx.phase(run, CandidatePhase.ABORTED, f"stopped in {run.phase}: {self._stopped_by}")
         if was_measuring and run.run_id is not None:
             await self.ctx.store.finish_run(run_id=run.run_id, status=RunStatus.INTERRUPTED, at=self.clock.now(),
-                                            error=f"aborted: {self.aborted}")
+                                            error=f"aborted: {self._stopped_by}")
 
     async def _life(self, run: CandidateRun) -> None:
         if not await self._rent_or_replace(run):
@@ -306,6 +340,9 @@ class CampaignEngine(Measuring):
         await stage_inputs(self.ctx, host, port)
         variant = Variant.first(run.candidate, self.manifest)
         await canary(self.ctx, run, host, port, variant)
+        for mark in self._judge.canary_passed().marks:   # the workload works: held failures were the hosts'
+            await self._record_bad_host(mark)
+        self._verdict.set()
         await self._measure(run, host, port, variant)
         # Tune the leader on its own instance: when the race is decided, or when it ran out of blocks while leading
         # (waiting idle for the others would bill for nothing).
@@ -338,6 +375,10 @@ class CampaignEngine(Measuring):
         """Re-check the offer right before renting; a vanished offer is replaced from the reserves, once each."""
         while True:
             candidate = run.candidate
+            await self._while_in_doubt(run)
+            if self._stopped_by is not None:
+                self.ctx.phase(run, CandidatePhase.SKIPPED, f"stopped before its turn: {self._stopped_by}")
+                return False
             if not self._can_afford(candidate):
                 self.ctx.phase(run, CandidatePhase.SKIPPED,
                                f"budget: ${candidate.max_spend_usd:.2f} more could exceed ${self.plan.budget_usd:.2f}")
@@ -367,16 +408,32 @@ class CampaignEngine(Measuring):
         self.ctx.phase(run, CandidatePhase.FAILED, str(exc))
         async with self._lock:
             self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=str(exc))
-        c = run.candidate
-        if exc.bad_host and run.instance_id is not None:
-            now = self.clock.now()
-            await self.ctx.store.record_bad_host(
-                machine_id=c.offer.machine_id, reason=str(exc)[:200],
-                evidence_json=json.dumps({"instance_id": run.instance_id, **exc.evidence}, default=str),
-                recorded_at=now, expires_at=now + 7 * 24 * 3600.0, campaign_id=self.plan.campaign_id)
+        mark = (BadHostMark(machine_id=run.candidate.offer.machine_id, reason=str(exc)[:200],
+                            evidence_json=json.dumps({"instance_id": run.instance_id, **exc.evidence}, default=str))
+                if exc.bad_host and run.instance_id is not None else None)
+        judgement = self._judge.failed(exc.failure, mark=mark, detail=str(exc))
+        for due in judgement.marks:
+            await self._record_bad_host(due)
+        if judgement.halt is not None:
+            await self._halt(judgement.halt)
+        self._verdict.set()
+
+    async def _while_in_doubt(self, run: CandidateRun) -> None:
+        """After a first canary failure, wait for the verdicts of the candidates already on their way to their
+        canaries before renting another: if they fail the same way, this rent would only buy that failure again."""
+        while self._judge.in_doubt and any(r is not run and r.phase in _ON_THE_WAY for r in self.runs):
+            self._verdict.clear()
+            await self._verdict.wait()
+
+    async def _record_bad_host(self, mark: BadHostMark) -> None:
+        now = self.clock.now()
+        await self.ctx.store.record_bad_host(machine_id=mark.machine_id, reason=mark.reason,
+                                             evidence_json=mark.evidence_json, recorded_at=now,
+                                             expires_at=now + BAD_HOST_TTL_S, campaign_id=self.plan.campaign_id)
 
     async def _release(self, run: CandidateRun) -> None:
         """Destroy this candidate's instance as soon as it is done with (the final teardown verifies it)."""
+        self._verdict.set()   # one fewer on its way to a canary verdict
         if run.instance_id is None:
             if run.uncertain_label is None:
                 self._committed_usd.pop(run.cid, None)

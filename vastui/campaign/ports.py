@@ -6,7 +6,7 @@ campaign on protocols keeps it free of httpx, asyncssh and aiosqlite (docs/archi
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -54,7 +54,10 @@ class HostExecutor(Protocol):
         """Wait until the host accepts SSH, then reuse that one connection for every call inside the block."""
         ...
 
-    async def put_file(self, host: str, port: int, *, data: bytes, remote_path: str) -> None: ...
+    async def put_chunks(self, host: str, port: int, *, open_chunks: Callable[[], Iterable[bytes]],
+                         remote_path: str) -> None:
+        """Stream ``open_chunks()`` to ``remote_path`` atomically; an error the source raises ends it unwritten."""
+        ...
 
     def run_agent(self, host: str, port: int, argv: Sequence[str], *, interval_s: float = 1.0,
                   output_file: str | None = None) -> AbstractAsyncContextManager[AgentSession]: ...

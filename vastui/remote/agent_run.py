@@ -141,7 +141,7 @@ class AgentRun:
         try:
             async with conn.start_sftp_client() as sftp:
                 if not await sftp.exists(self.agent_path):
-                    await _sftp_write(sftp, self.agent_path, AGENT_SOURCE.read_bytes())
+                    await _sftp_write(sftp, self.agent_path, (AGENT_SOURCE.read_bytes(),))
         except asyncssh.PermissionDenied as exc:
             raise _translate(exc, self.where) from exc
         except _SSH_ERRORS as exc:

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import shlex
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -199,17 +199,24 @@ class SshRunner:
                              stderr=_text(result.stderr))
 
     async def put_file(self, host: str, port: int, *, data: bytes, remote_path: str) -> None:
-        """Write ``data`` to ``remote_path`` (relative paths start in the login directory) over SFTP.
+        """Write ``data`` to ``remote_path`` (relative paths start in the login directory) over SFTP."""
+        await self.put_chunks(host, port, open_chunks=lambda: (data,), remote_path=remote_path)
+
+    async def put_chunks(self, host: str, port: int, *, open_chunks: Callable[[], Iterable[bytes]],
+                         remote_path: str) -> None:
+        """Stream the chunks ``open_chunks()`` yields to ``remote_path`` over SFTP, one chunk in memory at a time.
 
         The write is atomic (a temporary name, then a rename), so a connection cut meanwhile is reconnected
-        (within ``reconnect_deadline_s``) and the write done again, up to ``MAX_PUT_RECONNECTS`` times."""
+        (within ``reconnect_deadline_s``) and the write done again from a fresh ``open_chunks()``, up to
+        ``MAX_PUT_RECONNECTS`` times. An error the source raises (not an SSH one) ends the write at once, the
+        temporary file removed, and is raised as it is."""
         where = f"{host}:{port}"
         conn, owned = await self._connection(host, port)
         cuts = 0
         while True:
             try:
                 async with conn.start_sftp_client() as sftp:
-                    await _sftp_write(sftp, remote_path, data)
+                    await _sftp_write(sftp, remote_path, open_chunks())
             except asyncssh.PermissionDenied as exc:
                 if owned:
                     conn.close()
@@ -222,6 +229,10 @@ class SshRunner:
                 log.warning("lost %s while writing %s (%s); reconnecting", where, remote_path, exc)
                 conn, owned = await self._reconnect_within(host, port, deadline_s=self.reconnect_deadline_s)
                 continue
+            except BaseException:
+                if owned:
+                    conn.close()
+                raise
             if owned:
                 conn.close()
             return

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
+from collections.abc import Iterable
 
 import asyncssh
 
@@ -27,14 +29,26 @@ def translate(exc: BaseException, where: str) -> RemoteError:
 SSH_ERRORS = (OSError, asyncssh.Error, TimeoutError)
 
 
-async def sftp_write(sftp: asyncssh.SFTPClient, remote_path: str, data: bytes) -> None:
-    """Write via a temporary name and rename, so a reader never sees half a file."""
+async def sftp_write(sftp: asyncssh.SFTPClient, remote_path: str, chunks: Iterable[bytes]) -> None:
+    """Write ``chunks`` via a temporary name and rename, so a reader never sees half a file.
+
+    The chunks are written as they come (memory stays at one chunk); when the source fails part way (an input that
+    changed under its reader) the temporary file is removed and nothing appears under ``remote_path``."""
     parent = posixpath.dirname(remote_path)
     if parent and not await sftp.exists(parent):
         await sftp.makedirs(parent)
-    async with sftp.open(remote_path + ".part", "wb") as handle:
-        await handle.write(data)
-    await sftp.posix_rename(remote_path + ".part", remote_path)
+    part = remote_path + ".part"
+    try:
+        async with sftp.open(part, "wb") as handle:
+            for chunk in chunks:
+                await handle.write(chunk)
+    except SSH_ERRORS:
+        raise
+    except Exception:
+        with contextlib.suppress(*SSH_ERRORS):
+            await sftp.remove(part)
+        raise
+    await sftp.posix_rename(part, remote_path)
 
 
 def text_of(value: object) -> str:
