@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from vastui.cli_signals import Stopped, stopping_on_signals
+from vastui.cli_signals import Stopped, signals_restored, stopping_on_signals
 
 
 async def _until_cancelled(*, swallow: bool, ready: asyncio.Event) -> str:
@@ -50,3 +50,28 @@ def test_without_a_signal_the_work_returns_its_result() -> None:
         return 42
 
     assert asyncio.run(stopping_on_signals(work())) == 42
+
+
+def test_a_signal_after_the_work_is_quiet_until_the_command_restores_its_handlers() -> None:
+    """Ctrl-C twice where the second lands after the event loop ended (the command printing its last lines): no
+    KeyboardInterrupt out of nowhere; the process's handlers come back when the command is done."""
+    async def main() -> str:
+        ready = asyncio.Event()
+
+        async def send() -> None:
+            await ready.wait()
+            os.kill(os.getpid(), signal.SIGINT)
+
+        sender = asyncio.get_running_loop().create_task(send())
+        try:
+            return await stopping_on_signals(_until_cancelled(swallow=False, ready=ready), quiet_after=True)
+        finally:
+            await sender
+
+    before = signal.getsignal(signal.SIGINT)
+    with signals_restored():
+        with pytest.raises(Stopped):
+            asyncio.run(main())
+        os.kill(os.getpid(), signal.SIGINT)   # the second Ctrl-C, late: noted, not raised
+        signal.raise_signal(signal.SIGTERM)   # and a late SIGTERM does not end the process
+    assert signal.getsignal(signal.SIGINT) is before

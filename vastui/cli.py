@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from vastui import __version__
 from vastui.cli_leaks import add_leaks_command
 from vastui.cli_output import guarded_output
-from vastui.cli_signals import ExitReport, Stopped, install_exit_report, reset_exit_report, stopping_on_signals
+from vastui.cli_signals import (ExitReport, Stopped, install_exit_report, reset_exit_report, signals_restored,
+                                stopping_on_signals)
 from vastui.cli_sim import add_sim_command
 from vastui.cli_terminal import add_connection_args, fmt_num, print_table, make_table, vast_client
 from vastui.errors import VastuiError
@@ -272,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     # Output may vanish mid-command (a closed pipe or terminal): it is dropped, never raised into the work.
-    with guarded_output():
+    with guarded_output(), signals_restored():
         report, token = install_exit_report()
         try:
             return _run_handler(handler, args, report)
@@ -289,7 +290,7 @@ def _run_handler(handler: Callable[[argparse.Namespace], object], args: argparse
         if isinstance(result, Coroutine):
             import asyncio  # here, not at the top: `vastui --help` has no event loop to pay for
 
-            result = asyncio.run(stopping_on_signals(result))
+            result = asyncio.run(stopping_on_signals(result, quiet_after=True))
         status = int(result or 0)  # type: ignore[call-overload]
     except Stopped as exc:
         _say(f"vastui: stopped by {exc.name}")

@@ -14,13 +14,14 @@ with the campaign's ``ExitReport`` as the last line and exits 128 + the signal's
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import shlex
 import signal
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -177,15 +178,39 @@ def _stderr_line(text: str) -> None:
         pass
 
 
-async def stopping_on_signals(work: Coroutine[Any, Any, T]) -> T:
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _late(signum: int, frame: object) -> None:
+    """A signal after the event loop ended: the command is writing its last lines and exiting; nothing to stop."""
+
+
+@contextlib.contextmanager
+def signals_restored() -> Iterator[None]:
+    """The process's own handlers for the stop signals, as they were before the block (``main`` wraps a command
+    in it: ``stopping_on_signals(..., quiet_after=True)`` leaves the late-signal handler behind)."""
+    saved = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            if handler is not None:
+                signal.signal(signum, handler)
+
+
+async def stopping_on_signals(work: Coroutine[Any, Any, T], *, quiet_after: bool = False) -> T:
     """Run ``work``; SIGINT, SIGTERM and SIGHUP cancel it once, so what cleans up after a cancellation (a
-    campaign's abort, teardown and receipt) runs to its end whatever signals follow (see the module's docstring)."""
+    campaign's abort, teardown and receipt) runs to its end whatever signals follow (see the module's docstring).
+
+    ``quiet_after``: once the work is over, these signals are noted and ignored rather than restored to their
+    defaults — the command is only printing its last lines (a second Ctrl-C must not turn them into a
+    KeyboardInterrupt). The caller restores them (``signals_restored``)."""
     import asyncio  # here: `vastui --help` and the market commands load no event loop (tests/test_cli_startup.py)
 
     loop = asyncio.get_running_loop()
     interrupts = _Interrupts(asyncio.current_task(), exit_report(), _stderr_line)
     installed = []
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for signum in STOP_SIGNALS:
         try:
             loop.add_signal_handler(signum, interrupts, signum)
             installed.append(signum)
@@ -202,11 +227,14 @@ async def stopping_on_signals(work: Coroutine[Any, Any, T]) -> T:
         raise
     finally:
         for signum in installed:
-            loop.remove_signal_handler(signum)   # SIGINT goes back to KeyboardInterrupt
+            loop.remove_signal_handler(signum)   # SIGINT goes back to KeyboardInterrupt...
+            if quiet_after:
+                signal.signal(signum, _late)     # ...unless the command is only finishing
 
 
 def run_async(work: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run`` with SIGINT, SIGTERM and SIGHUP handled as the module's docstring says."""
+    """``asyncio.run`` with SIGINT, SIGTERM and SIGHUP handled as the module's docstring says (for a command run
+    by ``vastui.cli.main``, which restores the handlers afterwards)."""
     import asyncio
 
-    return asyncio.run(stopping_on_signals(work))
+    return asyncio.run(stopping_on_signals(work, quiet_after=True))
