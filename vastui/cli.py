@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from vastui import __version__
 from vastui.cli_leaks import add_leaks_command
+from vastui.cli_parser import SafeArgumentParser
 from vastui.cli_signals import Stopped, stopping_on_signals
 from vastui.cli_sim import add_sim_command
 from vastui.cli_terminal import add_connection_args, fmt_num, print_table, make_table, vast_client
@@ -56,9 +57,9 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> SafeArgumentParser:
     """The whole parser; given ``argv``, the heavy commands it does not name get only their help line."""
-    parser = argparse.ArgumentParser(
+    parser = SafeArgumentParser(
         prog="vastui",
         description="Rent Vast.ai GPUs by measured useful work: benchmark campaigns, approvals, leak watch.",
         epilog=EPILOG,
@@ -264,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     _skip_httpx_command_line()
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args = parser.parse_safely(argv)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

@@ -31,7 +31,7 @@ def positive_number(text: str) -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, not {text!r}")
+        raise argparse.ArgumentTypeError("must be a positive finite number")
     return value
 
 
@@ -42,7 +42,7 @@ def port_number(text: str) -> int:
     except ValueError:
         value = -1
     if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port number, 0 to 65535, not {text!r}")
+        raise argparse.ArgumentTypeError("must be a port number, 0 to 65535")
     return value
 
 
