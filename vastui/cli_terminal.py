@@ -10,6 +10,7 @@ import os
 import select
 import sys
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -47,23 +48,42 @@ def port_number(text: str) -> int:
 
 
 def make_table(title: str, *columns: str) -> Table:
-    """A plain table; a column name ending in ``<`` is left-aligned, the others (numbers) right-aligned."""
+    """A plain table; a column name ending in ``<`` is left-aligned, the others (numbers) right-aligned.
+
+    A name ending in ``~`` (after any ``<``) marks a column that may wrap: on a narrow terminal those shrink and
+    wrap first, and the others (ids, states, money) keep their whole values.
+    """
     from rich import box
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for name in columns:
-        table.add_column(name.rstrip("<"), justify="left" if name.endswith("<") else "right", no_wrap=True)
+        may_wrap = name.endswith("~")
+        name = name.removesuffix("~")
+        table.add_column(name.rstrip("<"), justify="left" if name.endswith("<") else "right", no_wrap=not may_wrap,
+                         overflow="fold" if may_wrap else "ellipsis")
     return table
 
 
 def print_table(table: Table) -> None:
+    print_first_fitting([table])
+
+
+def print_first_fitting(tables: Sequence[Table]) -> Table:
+    """Print the first of ``tables`` (widest first) whose natural width fits the terminal, else the last; return
+    it. Piped output is never narrowed: the first is printed whole."""
     from rich.console import Console
 
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)  # piped: never truncate
-    console.print(table)
+        chosen = tables[0]
+    else:
+        unbounded = console.options.update_width(100_000)  # a table's measure is capped at the width it is given
+        chosen = next((t for t in tables if console.measure(t, options=unbounded).maximum <= console.width),
+                      tables[-1])
+    console.print(chosen)
+    return chosen
 
 
 def fmt_num(value: float | int | None, spec: str) -> str:
