@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import os
 import select
 import sys
 import threading
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -105,6 +106,49 @@ def vast_client(args: argparse.Namespace, *, audit: AuditSink | None = None) -> 
     return HttpVastClient(base_url=settings.url, api_key=settings.api_key.key, clock=WallClock(), audit=audit)
 
 
+class _HeldLines:
+    """The terminal's one question at a time, seen from the progress lines: while a question waits for its answer,
+    lines are kept here and shown, in order, once it is answered (or withdrawn) — a line printed after
+    ``[y/N] `` would leave the operator answering a prompt that has scrolled away."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._asking = 0
+        self._held: list[Callable[[], None]] = []
+
+    def show(self, emit: Callable[[], None]) -> None:
+        with self._lock:
+            if self._asking:
+                self._held.append(emit)
+                return
+        emit()
+
+    def question_asked(self) -> None:
+        with self._lock:
+            self._asking += 1
+
+    def question_answered(self) -> None:
+        with self._lock:
+            self._asking -= 1
+            due, self._held = (self._held, []) if not self._asking else ([], self._held)
+        for emit in due:
+            emit()
+
+
+T = TypeVar("T")
+
+# One per process: there is one terminal, and every question and progress line of this process shares it.
+_HELD = _HeldLines()
+
+
+def held_while_asking(show: Callable[[T], None]) -> Callable[[T], None]:
+    """``show``, except that while ``ask_on_terminal`` waits for an answer its calls are kept and made, in order,
+    after the answer (progress lines never land behind a pending ``[y/N]``)."""
+    def held(item: T) -> None:
+        _HELD.show(functools.partial(show, item))
+    return held
+
+
 async def ask_on_terminal(text: str) -> bool:
     """Ask on stderr, read one line from stdin: only an explicit y/yes approves.
 
@@ -124,10 +168,17 @@ async def ask_on_terminal(text: str) -> bool:
 
     import asyncio
 
+    _HELD.question_asked()
+    answered = False
     try:
-        return (await asyncio.to_thread(ask)).strip().lower() in ("y", "yes")
+        answer = await asyncio.to_thread(ask)
+        answered = True
+        return answer.strip().lower() in ("y", "yes")
     finally:
         stop.set()
+        if not answered:
+            print(" (withdrawn)", file=sys.stderr, flush=True)  # end the prompt's line before the held ones
+        _HELD.question_answered()
 
 
 def _tty_fd() -> int | None:
