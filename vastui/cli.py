@@ -66,7 +66,9 @@ def build_parser(argv: Sequence[str] | None = None) -> SafeArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"vastui {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # typed as the base class so the add_*_command helpers take it; every subparser is still a SafeArgumentParser
+    root: argparse.ArgumentParser = parser
+    sub = root.add_subparsers(dest="command", metavar="COMMAND")
 
     add_sim_command(sub)
 
