@@ -122,3 +122,16 @@ def test_a_url_with_a_nul_in_config_toml_is_one_line(tmp_path: Path) -> None:
     result = _run(["instances", "--api-key", KEY], _env(tmp_path))
     line = _error_line(result)
     assert result.returncode == 1 and "config.toml (url)" in line and "control character" in line, line
+
+
+async def test_a_clients_repr_and_the_redactor_hide_a_url_password() -> None:
+    from vastui.clock import WallClock
+    from vastui.config import Redactor, Secret
+    from vastui.vast.client import HttpVastClient
+
+    url = f"http://operator:{PASSWORD}@127.0.0.1:9"
+    async with HttpVastClient(base_url=url, api_key=Secret(KEY), clock=WallClock()) as client:
+        assert PASSWORD not in repr(client) and "127.0.0.1:9" in repr(client)
+        assert PASSWORD not in repr(client._wire)
+    said = Redactor()(f"GET {url}/api/v0/users/current failed; also https://u:{PASSWORD}@h/x")
+    assert PASSWORD not in said and said.count("<redacted>@") == 2
