@@ -74,6 +74,21 @@ def test_a_word_that_is_the_key_from_the_environment_is_not_shown(tmp_path: Path
     assert "unrecognized arguments: 1 value (not shown)" in _error_line(result)
 
 
+@pytest.mark.parametrize("where", ["environment", "key file"])
+def test_a_flag_shaped_word_that_is_the_known_key_is_not_named(tmp_path: Path, where: str) -> None:
+    flaggy = "--sk" + "a1b2" * 6   # a key that looks like an option name would otherwise be named as one
+    extra = {"VAST_API_KEY": flaggy} if where == "environment" else {}
+    if where == "key file":
+        key_file = tmp_path / ".config" / "vastai" / "vast_api_key"
+        key_file.parent.mkdir(parents=True)
+        key_file.write_text(flaggy + "\n")
+        key_file.chmod(0o600)
+    result = _run(["instances", flaggy, "--other"], _env(tmp_path, **extra))
+    assert result.returncode == 2
+    assert flaggy[2:].encode() not in result.stdout + result.stderr
+    assert "unrecognized arguments: --other and 1 value (not shown)" in _error_line(result)
+
+
 def test_the_key_before_the_command_gets_a_hint(tmp_path: Path) -> None:
     line = _error_line(_run(["--api-key", KEY, "instances"], _env(tmp_path)))
     assert "invalid command" in line and "go after the command" in line

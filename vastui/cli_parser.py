@@ -51,12 +51,8 @@ class SafeArgumentParser(argparse.ArgumentParser):
         """Print the usage and the message with every value dropped and every secret redacted; exit 2."""
         self.print_usage(sys.stderr)
         shown = safe_message(message, secrets=argv_secrets(self.argv))
-        hint = _misplaced_option_hint(self.argv) if self.prog == _root_prog(self.prog) else ""
+        hint = _misplaced_option_hint(self.argv) if " " not in self.prog else ""  # the root's prog is one word
         self.exit(2, f"{self.prog}: error: {shown}{hint}\n")
-
-
-def _root_prog(prog: str) -> str:
-    return prog.split(" ", 1)[0]
 
 
 def _parser_tree(root: SafeArgumentParser) -> list[SafeArgumentParser]:
@@ -93,16 +89,10 @@ def argv_secrets(argv: Sequence[str]) -> list[str]:
 
 
 def _known_keys() -> list[str]:
-    """The key VAST_API_KEY or the official CLI's key file holds; none when neither can be read."""
-    import os
-    from pathlib import Path
+    from vastui.config import known_api_key
 
-    keys = [os.environ.get("VAST_API_KEY", "").strip()]
-    try:
-        keys.append((Path.home() / ".config" / "vastai" / "vast_api_key").read_text(errors="replace").strip())
-    except (OSError, RuntimeError):
-        pass  # no key file (or no home): nothing to hide from it
-    return [key for key in keys if key]
+    key = known_api_key()
+    return [] if key is None else [key.reveal()]
 
 
 def unrecognized_message(extras: Sequence[str], *, secrets: Iterable[str]) -> str:

@@ -89,6 +89,15 @@ def resolve_api_key(*, explicit: str | None, env: Mapping[str, str], home: Path)
     return ResolvedKey(None, "none")
 
 
+def known_api_key() -> Secret | None:
+    """The key this process would use without ``--api-key`` (``VAST_API_KEY``, else the official CLI's key file),
+    for redacting it from messages; None when there is none or it cannot be read."""
+    try:
+        return resolve_api_key(explicit=None, env=os.environ, home=Path.home()).key
+    except (ConfigError, RuntimeError):  # RuntimeError: no home directory to look in
+        return None
+
+
 # A key goes into an HTTP header: printable ASCII, no spaces. Anything else is refused before it is sent, and the
 # message never quotes the key: a line break in it would carry its second part into an error text that the redactor,
 # which knows the key whole, cannot recognise.
