@@ -46,34 +46,32 @@ async def server(market: Market) -> AsyncIterator[SimServer]:
         yield running
 
 
-async def _rent(market: Market, label: str) -> tuple[int, int]:
-    machine = next(m for m in market.world.machines if not market.is_rented(m) and m.disk_space_gb >= 10)
+def _free_offer(market: Market) -> int:
+    return next(m for m in market.world.machines if not market.is_rented(m) and m.disk_space_gb >= 10).offer_id
+
+
+async def _rent(market: Market, offer_id: int, label: str) -> int:
+    """Rent straight on the market (setup, not under test)."""
     body = {"image": "pytorch/pytorch", "disk": 10, "label": label, "runtype": "ssh"}
-    state = await market.create_instance(machine.offer_id, CreateRequest.from_body(body))
-    return state.id, machine.offer_id
+    return (await market.create_instance(offer_id, CreateRequest.from_body(body))).id
 
 
 async def _owned(market: Market, store: SqliteStore, campaign_id: str, *, phase: str, finished: bool = False,
                  deadline_at: float | None = None) -> int:
+    """What a campaign does: its row, the intent, the create with its label, the id bound."""
     now = time.time()
     await store.save_manifest(digest="sha256:" + "0" * 64, name="w", toml_text="[workload]\n", stored_at=now)
     await store.create_campaign(campaign_id=campaign_id, manifest_digest="sha256:" + "0" * 64,
                                 created_at=now - HOUR, phase=phase, deadline_at=deadline_at)
     if finished:
         await store.finish_campaign(campaign_id=campaign_id, phase="finished", at=now)
-    machine = next(m for m in market.world.machines if not market.is_rented(m) and m.disk_space_gb >= 10)
-    label = f"vastui-{campaign_id}-c0-{machine.offer_id}"
-    intent = await store.record_intent(campaign_id=campaign_id, offer_id=machine.offer_id, label=label, at=now,
+    offer_id = _free_offer(market)
+    label = f"vastui-{campaign_id}-c0-{offer_id}"
+    intent = await store.record_intent(campaign_id=campaign_id, offer_id=offer_id, label=label, at=now,
                                        deadline_at=deadline_at)
-    instance_id, _ = await _rent_offer(market, machine.offer_id, label)
+    instance_id = await _rent(market, offer_id, label)
     await store.bind_intent(intent_id=intent.intent_id, instance_id=instance_id, at=now)
     return instance_id
-
-
-async def _rent_offer(market: Market, offer_id: int, label: str) -> tuple[int, int]:
-    body = {"image": "pytorch/pytorch", "disk": 10, "label": label, "runtype": "ssh"}
-    state = await market.create_instance(offer_id, CreateRequest.from_body(body))
-    return state.id, offer_id
 
 
 async def _leaky_world(market: Market) -> list[int]:
@@ -83,7 +81,7 @@ async def _leaky_world(market: Market) -> list[int]:
         ids = [await _owned(market, store, "cdone", phase="measuring", finished=True),
                await _owned(market, store, "clate", phase="measuring", deadline_at=time.time() - 600),
                await _owned(market, store, "ccrash", phase="crashed")]
-    ids.append((await _rent(market, "operator-notebook-with-a-rather-long-label"))[0])
+    ids.append(await _rent(market, _free_offer(market), "operator-notebook-with-a-rather-long-label"))
     return ids
 
 
