@@ -150,3 +150,13 @@ async def test_a_clients_repr_and_the_redactor_hide_a_url_password() -> None:
         assert PASSWORD not in repr(client._wire)
     said = Redactor()(f"GET {url}/api/v0/users/current failed; also https://u:{PASSWORD}@h/x")
     assert PASSWORD not in said and said.count("<redacted>@") == 2
+
+
+def test_plain_parse_args_on_the_parser_shows_no_value_either(capsys: pytest.CaptureFixture[str]) -> None:
+    from vastui.cli import build_parser
+
+    with pytest.raises(SystemExit) as caught:
+        build_parser(["instances"]).parse_args(["instances", KEY])  # not parse_safely: argparse's own path
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert KEY not in err and "unrecognized arguments (not shown" in err

@@ -44,13 +44,15 @@ class SafeArgumentParser(argparse.ArgumentParser):
             parser.argv = tuple(argv)
         args, extras = self.parse_known_args(argv)
         if extras:
-            self.error(unrecognized_message(extras, secrets=argv_secrets(argv)))
+            self._refuse(unrecognized_message(extras, secrets=argv_secrets(argv)))
         return args
 
     def error(self, message: str) -> NoReturn:
         """Print the usage and the message with every value dropped and every secret redacted; exit 2."""
+        self._refuse(safe_message(message, secrets=argv_secrets(self.argv)))
+
+    def _refuse(self, shown: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        shown = safe_message(message, secrets=argv_secrets(self.argv))
         hint = _misplaced_option_hint(self.argv) if " " not in self.prog else ""  # the root's prog is one word
         self.exit(2, f"{self.prog}: error: {shown}{hint}\n")
 
@@ -121,6 +123,8 @@ def safe_message(message: str, *, secrets: Iterable[str]) -> str:
         shown = f"ambiguous option: {match['option'].split('=', 1)[0]} could match {match['matches']}"
     elif match := _IGNORED_EXPLICIT.match(message):
         shown = f"{match['where']}: takes no value"
+    elif message.startswith("unrecognized arguments:"):  # plain parse_args: the tokens are not told apart here
+        shown = "unrecognized arguments (not shown; see --help)"
     else:
         shown = _QUOTED.sub("(not shown)", message)
     return _redact(shown, secrets)
