@@ -109,7 +109,7 @@ def test_an_absurd_time_scale_is_refused_in_one_line(argv: list[str], scale: str
         main([*argv, f"--time-scale={scale}"])
     assert caught.value.code == 2
     line = one_error_line(capsys.readouterr().err)
-    assert "--time-scale" in line and "positive" in line and scale in line
+    assert "--time-scale" in line and "positive" in line  # the value typed is not echoed (it may be a key)
 
 
 @pytest.mark.parametrize("port", ["-1", "70000", "65536", "http"])

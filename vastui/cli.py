@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from vastui import __version__
 from vastui.cli_leaks import add_leaks_command
 from vastui.cli_output import guarded_output
+from vastui.cli_parser import SafeArgumentParser
 from vastui.cli_signals import (ExitReport, Stopped, install_exit_report, reset_exit_report, signals_restored,
                                 stopping_on_signals)
 from vastui.cli_sim import add_sim_command
@@ -59,16 +60,18 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> SafeArgumentParser:
     """The whole parser; given ``argv``, the heavy commands it does not name get only their help line."""
-    parser = argparse.ArgumentParser(
+    parser = SafeArgumentParser(
         prog="vastui",
         description="Rent Vast.ai GPUs by measured useful work: benchmark campaigns, approvals, leak watch.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"vastui {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # typed as the base class so the add_*_command helpers take it; every subparser is still a SafeArgumentParser
+    root: argparse.ArgumentParser = parser
+    sub = root.add_subparsers(dest="command", metavar="COMMAND")
 
     add_sim_command(sub)
 
@@ -267,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     _skip_httpx_command_line()
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args = parser.parse_safely(argv)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

@@ -22,7 +22,7 @@ from vastui.campaign.approvers import (AuditedApprover, OutsidePlanRefuser, Plan
 from vastui.campaign.handle import start_campaign
 from vastui.campaign.plan import render_plan
 from vastui.campaign.session import Services, new_campaign_id, plan_campaign, resume_campaign
-from vastui.cli_terminal import add_connection_args, ask_on_terminal, positive_number
+from vastui.cli_terminal import add_connection_args, ask_on_terminal, held_while_asking, positive_number
 from vastui.clock import Clock, MarketClock
 from vastui.config import Redactor, Settings, ensure_folder, load_settings
 from vastui.errors import ConfigError
@@ -289,14 +289,15 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
             console.print(render_markdown(result.receipt, redact=services.redact), highlight=False, markup=False)
             console.print(_summary(result.receipt), highlight=False, markup=False)
             _print_resume_hint(result.receipt, args)
-            return 0 if result.receipt.teardown_passed else 1
+            return run_exit_status(teardown_passed=result.receipt.teardown_passed,
+                                   chosen=result.receipt.decision.chosen, slo_met=result.receipt.decision.slo_met)
         console.print(render_plan(plan), highlight=False, markup=False)
         # On a terminal: the plan as a whole first (one question, asked only now that it is on screen), then,
         # if not, each request on its own prompt, one at a time.
         plan_approved = args.approve_plan or await ask_on_terminal(
             f"Approve exactly this plan: rent these {len(plan.candidates)} offers (reserves only if one vanishes), "
             f"spend at most ${plan.budget_usd:.2f}, destroy every instance it rents?")
-        stop = services.bus.listen(_printer(console, False))
+        stop = services.bus.listen(held_while_asking(_printer(console, False)))
         try:
             handle = start_campaign(services, manifest=manifest, plan=plan, plan_approved=plan_approved,
                                     plan_approved_by="approve-plan flag" if args.approve_plan else "operator prompt",
@@ -313,7 +314,8 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
             console.print(render_markdown(receipt, redact=services.redact), highlight=False, markup=False)
             console.print(_summary(receipt), highlight=False, markup=False)
         _print_resume_hint(receipt, args)
-        return run_exit_status(teardown_passed=receipt.teardown_passed, chosen=receipt.decision.chosen)
+        return run_exit_status(teardown_passed=receipt.teardown_passed, chosen=receipt.decision.chosen,
+                               slo_met=receipt.decision.slo_met)
     return int(run_async(_with_services(args, body, key_check=KeyCheck.REQUIRE)))
 
 
@@ -323,16 +325,21 @@ def _print_resume_hint(receipt: Receipt, args: argparse.Namespace) -> None:
         print(hint, file=sys.stderr)
 
 
-RUN_EPILOG = ("exit status: 0 a profile was chosen and every instance proven gone, 1 error or teardown failed, "
-              "5 teardown passed but no profile was chosen (chosen: none)")
+RUN_EPILOG = ("exit status: 0 a profile was chosen, its SLO certified, and every instance proven gone, 1 error or "
+              "teardown failed, 5 teardown passed but no profile was chosen (chosen: none), 6 teardown passed and a "
+              "profile was chosen but no profile certified the SLO (SLO met: no)")
 NOTHING_CHOSEN = 5
+SLO_NOT_MET = 6
 
 
-def run_exit_status(*, teardown_passed: bool, chosen: str | None) -> int:
-    """A campaign that chose nothing did not do its job: a script must not read it as success."""
+def run_exit_status(*, teardown_passed: bool, chosen: str | None, slo_met: bool) -> int:
+    """A campaign that chose nothing, or chose a profile no measurement certified, did not do its job: a script
+    must not read it as success."""
     if not teardown_passed:
         return 1
-    return 0 if chosen is not None else NOTHING_CHOSEN
+    if chosen is None:
+        return NOTHING_CHOSEN
+    return 0 if slo_met else SLO_NOT_MET
 
 
 def _cmd_campaign_resume(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from vastui.cli_terminal import add_connection_args
+from vastui.errors import VastuiError
 
 
 def add_console_command(parser: argparse.ArgumentParser,
@@ -24,7 +25,19 @@ def add_console_args(parser: argparse.ArgumentParser, *, top_level: bool = False
     if not top_level:
         add_connection_args(parser)
     parser.add_argument("--readonly", action="store_true", help="console: open with every mutation disabled")
-    parser.add_argument("--theme", help="console theme: dark or light (default: config key 'theme', else dark)")
+    parser.add_argument("--theme", type=theme_name,
+                        help="console theme: dark or light (default: config key 'theme', else dark)")
+
+
+def theme_name(text: str) -> str:
+    """argparse type: the name of a theme in themes/ (the message lists them; the value typed is not echoed)."""
+    from vastui.errors import ConfigError
+    from vastui.tui.themes import check_theme, theme_names
+
+    try:
+        return check_theme(text)
+    except ConfigError:
+        raise argparse.ArgumentTypeError(f"unknown theme; the themes are: {', '.join(theme_names()) or 'none found'}")
 
 
 def run_bare(args: argparse.Namespace) -> int | object:
@@ -40,6 +53,11 @@ def run_bare(args: argparse.Namespace) -> int | object:
 
 
 async def run_console(args: argparse.Namespace) -> int:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        # Textual would wait for ever for a terminal that is not there
+        raise VastuiError("the console needs a terminal (stdin and stdout); without one use the headless "
+                          "commands: vastui offers, instances, leaks, campaign plan/run, demo --headless "
+                          "(see vastui --help)", title="No terminal")
     from vastui.cli_terminal import vast_client
     from vastui.clock import MarketClock
     from vastui.config import load_settings

@@ -7,9 +7,12 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from vastui.cli_terminal import add_connection_args, fmt_num, print_table, make_table, vast_client, ask_on_terminal
+from vastui.cli_terminal import (add_connection_args, ask_on_terminal, fmt_num, make_table, print_first_fitting,
+                                 vast_client)
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from vastui.approval import Approver
     from vastui.campaign.cleanup import TeardownReport
     from vastui.campaign.watch import LeakReport
@@ -91,17 +94,29 @@ def _leaks_exit(report: LeakReport, *, remaining: Sequence[int]) -> int:
 
 
 def _print_leaks(report: LeakReport) -> None:
-    table = make_table(f"{len(report.leaked)} leaked, {len(report.unowned)} unowned", "id", "reason<", "status<",
-                   "campaign<", "label<", "$/hr", "accrued $", "why<")
-    for leak in report.leaks:
-        table.add_row(str(leak.instance_id), leak.reason, leak.status or "provisioning", leak.campaign_id or "-",
-                      leak.label or "-", fmt_num(leak.burn_usd_per_h, ".3f"), fmt_num(leak.accrued_usd, ".4f"), leak.detail)
     if report.leaks:
-        print_table(table)
+        # Ids, states and money first and never cut; the label goes first on a narrow terminal (then reason and
+        # campaign wrap); the why, with its resume hint, is a plain line per instance, which no cell can cut.
+        wide, narrow = _leaks_table(report, with_label=True), _leaks_table(report, with_label=False)
+        shown = print_first_fitting([wide, narrow])
+        print("why:")
+        for leak in report.leaks:
+            label = f" ({leak.label})" if shown is narrow and leak.label else ""
+            print(f"  {leak.instance_id}{label}: {leak.detail or leak.reason}")
     for gone in report.unlisted:
         print(f"note: campaign {gone.campaign_id} may own {gone.instance_id or gone.label} ({gone.intent_status}, "
               f"last {gone.last_state or '-'}), which the listing does not show")
     print(report.summary())
+
+
+def _leaks_table(report: LeakReport, *, with_label: bool) -> Table:
+    columns = ["id", "status<", "$/hr", "accrued $", "reason<~", "campaign<~", *(["label<~"] if with_label else [])]
+    table = make_table(f"{len(report.leaked)} leaked, {len(report.unowned)} unowned", *columns)
+    for leak in report.leaks:
+        table.add_row(str(leak.instance_id), leak.status or "provisioning", fmt_num(leak.burn_usd_per_h, ".3f"),
+                      fmt_num(leak.accrued_usd, ".4f"), leak.reason, leak.campaign_id or "-",
+                      *([leak.label or "-"] if with_label else []))
+    return table
 
 
 def _print_leaks_json(report: LeakReport, result: TeardownReport | None) -> None:

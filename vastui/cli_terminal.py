@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import os
 import select
 import sys
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -32,7 +34,7 @@ def positive_number(text: str) -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, not {text!r}")
+        raise argparse.ArgumentTypeError("must be a positive finite number")
     return value
 
 
@@ -43,28 +45,47 @@ def port_number(text: str) -> int:
     except ValueError:
         value = -1
     if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port number, 0 to 65535, not {text!r}")
+        raise argparse.ArgumentTypeError("must be a port number, 0 to 65535")
     return value
 
 
 def make_table(title: str, *columns: str) -> Table:
-    """A plain table; a column name ending in ``<`` is left-aligned, the others (numbers) right-aligned."""
+    """A plain table; a column name ending in ``<`` is left-aligned, the others (numbers) right-aligned.
+
+    A name ending in ``~`` (after any ``<``) marks a column that may wrap: on a narrow terminal those shrink and
+    wrap first, and the others (ids, states, money) keep their whole values.
+    """
     from rich import box
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for name in columns:
-        table.add_column(name.rstrip("<"), justify="left" if name.endswith("<") else "right", no_wrap=True)
+        may_wrap = name.endswith("~")
+        name = name.removesuffix("~")
+        table.add_column(name.rstrip("<"), justify="left" if name.endswith("<") else "right", no_wrap=not may_wrap,
+                         overflow="fold" if may_wrap else "ellipsis")
     return table
 
 
 def print_table(table: Table) -> None:
+    print_first_fitting([table])
+
+
+def print_first_fitting(tables: Sequence[Table]) -> Table:
+    """Print the first of ``tables`` (widest first) whose natural width fits the terminal, else the last; return
+    it. Piped output is never narrowed: the first is printed whole."""
     from rich.console import Console
 
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)  # piped: never truncate
-    console.print(table)
+        chosen = tables[0]
+    else:
+        unbounded = console.options.update_width(100_000)  # a table's measure is capped at the width it is given
+        chosen = next((t for t in tables if console.measure(t, options=unbounded).maximum <= console.width),
+                      tables[-1])
+    console.print(chosen)
+    return chosen
 
 
 def fmt_num(value: float | int | None, spec: str) -> str:
@@ -90,6 +111,49 @@ def vast_client(args: argparse.Namespace, *, audit: AuditSink | None = None,
     return HttpVastClient(base_url=settings.url, api_key=settings.api_key.key, clock=clock or MarketClock(), audit=audit)
 
 
+class _HeldLines:
+    """The terminal's one question at a time, seen from the progress lines: while a question waits for its answer,
+    lines are kept here and shown, in order, once it is answered (or withdrawn) — a line printed after
+    ``[y/N] `` would leave the operator answering a prompt that has scrolled away."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._asking = 0
+        self._held: list[Callable[[], None]] = []
+
+    def show(self, emit: Callable[[], None]) -> None:
+        with self._lock:
+            if self._asking:
+                self._held.append(emit)
+                return
+        emit()
+
+    def question_asked(self) -> None:
+        with self._lock:
+            self._asking += 1
+
+    def question_answered(self) -> None:
+        with self._lock:
+            self._asking -= 1
+            due, self._held = (self._held, []) if not self._asking else ([], self._held)
+        for emit in due:
+            emit()
+
+
+T = TypeVar("T")
+
+# One per process: there is one terminal, and every question and progress line of this process shares it.
+_HELD = _HeldLines()
+
+
+def held_while_asking(show: Callable[[T], None]) -> Callable[[T], None]:
+    """``show``, except that while ``ask_on_terminal`` waits for an answer its calls are kept and made, in order,
+    after the answer (progress lines never land behind a pending ``[y/N]``)."""
+    def held(item: T) -> None:
+        _HELD.show(functools.partial(show, item))
+    return held
+
+
 async def ask_on_terminal(text: str) -> bool:
     """Ask on stderr, read one line from stdin: only an explicit y/yes approves.
 
@@ -109,10 +173,17 @@ async def ask_on_terminal(text: str) -> bool:
 
     import asyncio
 
+    _HELD.question_asked()
+    answered = False
     try:
-        return (await asyncio.to_thread(ask)).strip().lower() in ("y", "yes")
+        answer = await asyncio.to_thread(ask)
+        answered = True
+        return answer.strip().lower() in ("y", "yes")
     finally:
         stop.set()
+        if not answered:
+            print(" (withdrawn)", file=sys.stderr, flush=True)  # end the prompt's line before the held ones
+        _HELD.question_answered()
 
 
 def _tty_fd() -> int | None:

@@ -89,6 +89,15 @@ def resolve_api_key(*, explicit: str | None, env: Mapping[str, str], home: Path)
     return ResolvedKey(None, "none")
 
 
+def known_api_key() -> Secret | None:
+    """The key this process would use without ``--api-key`` (``VAST_API_KEY``, else the official CLI's key file),
+    for redacting it from messages; None when there is none or it cannot be read."""
+    try:
+        return resolve_api_key(explicit=None, env=os.environ, home=Path.home()).key
+    except (ConfigError, RuntimeError):  # RuntimeError: no home directory to look in
+        return None
+
+
 # A key goes into an HTTP header: printable ASCII, no spaces. Anything else is refused before it is sent, and the
 # message never quotes the key: a line break in it would carry its second part into an error text that the redactor,
 # which knows the key whole, cannot recognise.
@@ -146,19 +155,61 @@ def resolve_sim_key(*, explicit: str | None, key_file: str | None, env: Mapping[
     return ResolvedKey(None, "none")
 
 
-def resolve_url(*, explicit: str | None, env: Mapping[str, str]) -> str:
-    """``--url`` > ``VAST_URL`` > the production console. Trailing slashes are dropped (they give ``//api``)."""
-    url = explicit or env.get("VAST_URL") or DEFAULT_URL
-    if not re.match(r"^https?://[^/\s]+", url):
-        raise ConfigError(f"not an http(s) URL: {url!r}")
+def resolve_url(*, explicit: str | None, env: Mapping[str, str], source: str | None = None) -> str:
+    """``--url`` > ``VAST_URL`` > the production console. Trailing slashes are dropped (they give ``//api``).
+
+    A URL that cannot be sent is a one-line ConfigError naming where it came from (``source``, else ``--url`` or
+    ``VAST_URL``), with any ``user:pass`` in it redacted.
+    """
+    if explicit:
+        url, where = explicit, source or "--url"
+    elif env.get("VAST_URL"):
+        url, where = env["VAST_URL"], source or "VAST_URL"
+    else:
+        url, where = DEFAULT_URL, "the default"
+    check_url(url, where=where)
+    return url.rstrip("/")
+
+
+# A URL vastui sends is printable ASCII (a non-ASCII host name is written in its xn-- form): http(s), then a host
+# name, an IPv4 address or a bracketed IPv6 one, then an optional port.
+_URL_SHAPE = re.compile(r"^(?i:https?)://(?:[^/?#\s]*@)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::[^/?#]*)?(?:[/?#]|$)")
+
+
+def check_url(url: str, *, where: str) -> None:
+    """Refuse a URL that is not text, holds a control character or a space, is not http(s) or has a bad host or
+    port: a ConfigError naming ``where`` the URL came from (never quoting a URL that is not printable)."""
+    try:
+        url.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"the URL from {where} is not UTF-8 text", title="Bad URL") from None
+    bad = next((i for i, ch in enumerate(url) if not "\x21" <= ch <= "\x7e"), None)
+    if bad is not None:
+        ch = url[bad]
+        what = ("a space" if ch == " " else "a control character" if ord(ch) < 0x7f
+                else "a non-ASCII character (write a non-ASCII host name in its xn-- form)")
+        raise ConfigError(f"the URL from {where} has {what} at position {bad}", title="Bad URL")
+    if not re.match(r"^https?://", url, re.IGNORECASE):
+        raise ConfigError(f"the URL from {where} is not an http(s) URL: it must start with http:// or https://",
+                          title="Bad URL")
+    shown = redact_url_passwords(url)
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 - reading it checks it: a port that is not a number or past 65535 raises here
     except ValueError as exc:
-        raise ConfigError(f"not a usable URL: {url!r} ({exc})") from exc
-    if not parts.hostname:
-        raise ConfigError(f"not a usable URL: {url!r} (no host)")
-    return url.rstrip("/")
+        raise ConfigError(f"the URL from {where} is not a usable URL: {shown!r} "
+                          f"({redact_url_passwords(str(exc))})", title="Bad URL") from None
+    if not parts.hostname or not _URL_SHAPE.match(url):
+        raise ConfigError(f"the URL from {where} is not a usable URL: {shown!r} (no host, or a host name that is "
+                          "not letters, digits, dots and dashes)", title="Bad URL")
+
+
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]*@")
+
+
+def redact_url_passwords(text: str) -> str:
+    """``text`` with the ``user:pass@`` of every URL in it replaced (a URL's password is a secret too)."""
+    return _URL_PASSWORD.sub(r"\1" + REDACTED + "@", text)
 
 
 class Redactor:
@@ -177,6 +228,7 @@ class Redactor:
     def __call__(self, text: str) -> str:
         for value in sorted(self._values, key=len, reverse=True):
             text = text.replace(value, REDACTED)
+        text = redact_url_passwords(text)
         # Bearer tokens that slipped through from any source
         return re.sub(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}", r"\1" + REDACTED, text)
 
@@ -254,7 +306,9 @@ def load_settings(
                               f"not {type(value).__name__}")
         return str(value)
 
-    resolved_url = resolve_url(explicit=pick(url, "VAST_URL", "url"), env={})
+    url_source = ("--url" if url else "VAST_URL" if env.get("VAST_URL")
+                  else f"{config_dir / 'config.toml'} (url)")
+    resolved_url = resolve_url(explicit=pick(url, "VAST_URL", "url"), env={}, source=url_source)
     db = Path(pick(db_path, "VASTUI_DB", "db_path") or (data_dir / "vastui.sqlite3"))
     ssh = pick(ssh_key, "VASTUI_SSH_KEY", "ssh_key")
     theme = pick(None, "VASTUI_THEME", "theme")

@@ -62,7 +62,9 @@ def test_themes_exist_and_a_bad_theme_is_refused_before_anything_opens() -> None
     assert {"dark", "light"} <= set(theme_names())
     with pytest.raises(ConfigError, match="light"):
         check_theme("solarized")
-    assert main(["console", "--theme", "solarized", "--url", "http://127.0.0.1:9", "--api-key", "k" * 12]) == 1
+    with pytest.raises(SystemExit) as refused:  # refused by argparse, before anything opens
+        main(["console", "--theme", "solarized", "--url", "http://127.0.0.1:9", "--api-key", "k" * 12])
+    assert refused.value.code == 2
 
 
 def test_theme_and_money_threshold_come_from_the_environment_or_the_config_file(tmp_path: Path) -> None:

@@ -117,6 +117,15 @@ async def test_a_rejected_key_fails_with_the_servers_message(server: SimServer,
     assert code != 0 and "Invalid user key" in err and "not-the-key-1234" not in err
 
 
+async def test_a_rejected_key_never_shows_the_urls_password(server: SimServer, tmp_path: Path) -> None:
+    # the refusal names the URL it was sent to; a user:pass in that URL is a secret as much as the key
+    url = server.url.replace("http://", "http://operator:url-pass-31337@")
+    code, out, err = await run(sys.executable, "-m", "vastui", "offers", "--url", url, "--api-key",
+                               "not-the-key-1234", env=clean_env(tmp_path, server.url))
+    assert code == 1 and "Invalid user key" in err and "<redacted>@127.0.0.1" in err, err
+    assert "url-pass-31337" not in out + err and "not-the-key-1234" not in out + err
+
+
 async def test_an_odd_row_is_named_on_stderr_and_the_others_are_shown(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     import uvicorn

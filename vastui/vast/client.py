@@ -27,7 +27,7 @@ from vastui.approval import (
     require,
 )
 from vastui.clock import Clock
-from vastui.config import Redactor, Secret
+from vastui.config import Redactor, Secret, redact_url_passwords
 from vastui.errors import (
     ApiError,
     ApprovalRequired,
@@ -83,7 +83,7 @@ class HttpVastClient:
                           redactor=Redactor([api_key]))
 
     def __repr__(self) -> str:
-        return f"HttpVastClient(base_url={self._wire.base_url!r}, api_key=<redacted>)"
+        return f"HttpVastClient(base_url={redact_url_passwords(self._wire.base_url)!r}, api_key=<redacted>)"
 
     @property
     def base_url(self) -> str:

@@ -27,7 +27,7 @@ import httpx
 
 from vastui import __version__
 from vastui.clock import SIM_CLOCK_HEADER, Clock, MarketClock
-from vastui.config import Redactor, Secret
+from vastui.config import Redactor, Secret, redact_url_passwords
 from vastui.errors import ApiError, AuthError, NotFound, QuotaExceeded, RateLimited, TransportError
 from vastui.vast.backoff import RetryPolicy, is_retryable_status, parse_retry_after
 
@@ -79,7 +79,7 @@ class Wire:
                                        max_redirects=MAX_REDIRECTS)
 
     def __repr__(self) -> str:
-        return f"Wire(base_url={self.base_url!r}, api_key={self._api_key!r})"
+        return f"Wire(base_url={redact_url_passwords(self.base_url)!r}, api_key={self._api_key!r})"
 
     async def aclose(self) -> None:
         await self._http.aclose()
