@@ -34,6 +34,10 @@ def add_sim_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--chaos", metavar="PROFILE", choices=("flaky", "storm", "quota"),
                    help="inject faults, seeded by --seed and counted (printed at stop): flaky (a few 429s, 5xx, "
                         "taken offers, dropped replies), storm (many of each) or quota (searches refused)")
+    p.add_argument("--realism", choices=("vast", "kind"), default="kind",
+                   help="how hard the marketplace is: vast (rate limits without Retry-After, 404 for a bad key, "
+                        "proxy SSH, late keys, transient states, as docs/api-notes.md cites) or kind (the older, "
+                        "kinder one; default for now, until every part of vast is in)")
     p.set_defaults(handler=_cmd_sim)
 
 
@@ -48,6 +52,7 @@ async def _cmd_sim(args: argparse.Namespace) -> int:
     from vastui.config import resolve_sim_key
     from vastui.sim.chaos import Chaos
     from vastui.sim.factory import DEMO_API_KEY, build_market_with_hosts
+    from vastui.sim.realism import Realism
     from vastui.sim.server import SimServer
 
     if args.host not in ("127.0.0.1", "localhost", "::1"):
@@ -57,7 +62,8 @@ async def _cmd_sim(args: argparse.Namespace) -> int:
     hosts_dir = tempfile.TemporaryDirectory(prefix="vastui-sim-hosts-")
     chaos = Chaos.from_profile(args.chaos, seed=args.seed) if args.chaos else None
     market, pool = build_market_with_hosts(args.seed, clock=ScaledClock(scale=args.time_scale), api_key=key,
-                                           hosts_dir=Path(hosts_dir.name), chaos=chaos)
+                                           hosts_dir=Path(hosts_dir.name), chaos=chaos,
+                                           realism=Realism.named(args.realism))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -67,7 +73,7 @@ async def _cmd_sim(args: argparse.Namespace) -> int:
             if resolved.key is None:
                 print(f"demo API key: {key}")
             print(f"vastui sim: seed {args.seed}, {len(market.world.machines)} machines, "
-                  f"time x{args.time_scale:g}, serving {server.url}")
+                  f"time x{args.time_scale:g}, realism {args.realism}, serving {server.url}")
             shown_key = key if resolved.key is None else f"<the key from {resolved.source}>"
             if chaos is not None:
                 print(f"chaos {args.chaos} (seed {args.seed}): {chaos.describe()}")

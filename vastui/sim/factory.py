@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from vastui.clock import Clock
 from vastui.sim.chaos import Chaos
 from vastui.sim.market import HostProvider, Market
+from vastui.sim.realism import Realism
 from vastui.sim.world import generate_world
 
 if TYPE_CHECKING:
@@ -18,16 +19,17 @@ DEMO_API_KEY = "vastui-demo-key"
 
 def build_market(seed: int, *, clock: Clock, api_key: str = DEMO_API_KEY, n_machines: int = 360,
                  initial_credit_usd: float = 500.0, host_provider: HostProvider | None = None,
-                 chaos: Chaos | None = None) -> Market:
+                 chaos: Chaos | None = None, realism: Realism | None = None) -> Market:
     """A market over the world of ``seed``, generated at the clock's current time."""
     world = generate_world(seed, n_machines=n_machines, now=clock.now())
     return Market(world, clock=clock, api_key=api_key, initial_credit_usd=initial_credit_usd,
-                  host_provider=host_provider, chaos=chaos)
+                  host_provider=host_provider, chaos=chaos, realism=realism)
 
 
 def build_market_with_hosts(seed: int, *, clock: Clock, hosts_dir: Path, api_key: str = DEMO_API_KEY,
                             n_machines: int = 360, initial_credit_usd: float = 500.0,
-                            chaos: Chaos | None = None) -> tuple[Market, SshHostPool]:
+                            chaos: Chaos | None = None, realism: Realism | None = None,
+                            ) -> tuple[Market, SshHostPool]:
     """A market whose running instances get real SSH hosts on loopback (files under ``hosts_dir``).
 
     A host that dies (``Fault.DIES_MID_RUN``) takes its instance ``offline``. Close the market (``aclose``) and
@@ -35,8 +37,8 @@ def build_market_with_hosts(seed: int, *, clock: Clock, hosts_dir: Path, api_key
     """
     from vastui.sim.hosts import SshHostPool  # asyncssh only for those who want hosts
 
-    pool = SshHostPool(base_dir=hosts_dir, clock=clock)
+    pool = SshHostPool(base_dir=hosts_dir, clock=clock, realism=realism)
     market = build_market(seed, clock=clock, api_key=api_key, n_machines=n_machines,
-                          initial_credit_usd=initial_credit_usd, host_provider=pool, chaos=chaos)
+                          initial_credit_usd=initial_credit_usd, host_provider=pool, chaos=chaos, realism=realism)
     pool.on_host_died = market.mark_offline
     return market, pool

@@ -30,6 +30,7 @@ from vastui.remote.agent import (ENV_MIN_SAMPLE_WALL_S, ENV_NVML_MODULE, ENV_TIM
                                  ENV_TIME_SCALE)
 from vastui.sim import hostenv
 from vastui.sim.physics import HostSpec
+from vastui.sim.realism import Realism
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +100,11 @@ class SshHostPool:
     """Starts and stops the SSH servers of simulated instances (implements the market's HostProvider)."""
 
     def __init__(self, *, base_dir: Path, clock: Clock, python: str | None = None,
-                 on_host_died: HostDied | None = None, bind_host: str = "127.0.0.1") -> None:
+                 on_host_died: HostDied | None = None, bind_host: str = "127.0.0.1",
+                 realism: Realism | None = None) -> None:
         self._base = base_dir
         self._clock = clock
+        self.realism = realism or Realism.kind()
         self._python = python or sys.executable
         self.on_host_died = on_host_died   # settable after construction: the market is built with the pool
         self._bind_host = bind_host

@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 from vastui.clock import Clock
 from vastui.sim.account import Account, validated_public_key
 from vastui.sim.chaos import Chaos, InstanceFault
+from vastui.sim.realism import Realism
 from vastui.sim.instance import CreateRequest, InstanceState, InstanceStatus, instance_row
 from vastui.sim.lifecycle import Charges, advance, begin_loading, charge_bandwidth, discount_for, halt
 from vastui.sim.listing import list_instances
@@ -71,10 +72,12 @@ class Market:
     """The marketplace behind the simulated API. Public methods are what the routes (and tests) call."""
 
     def __init__(self, world: World, *, clock: Clock, api_key: str, initial_credit_usd: float = 500.0,
-                 host_provider: HostProvider | None = None, chaos: Chaos | None = None) -> None:
+                 host_provider: HostProvider | None = None, chaos: Chaos | None = None,
+                 realism: Realism | None = None) -> None:
         self.world = world
         self.clock = clock
         self.chaos = chaos or Chaos()
+        self.realism = realism or Realism.kind()   # how hard this marketplace is (sim/realism.py)
         self.host_provider = host_provider
         self.request_log = RequestLog()
         self.requests_in_flight = 0   # API requests being answered now (a slow reply holds one for a while)
