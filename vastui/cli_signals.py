@@ -189,6 +189,11 @@ def _late(signum: int, frame: object) -> None:
 def signals_restored() -> Iterator[None]:
     """The process's own handlers for the stop signals, as they were before the block (``main`` wraps a command
     in it: ``stopping_on_signals(..., quiet_after=True)`` leaves the late-signal handler behind)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():   # only the main thread has handlers to set
+        yield
+        return
     saved = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     try:
         yield
