@@ -73,12 +73,15 @@ class SshRunner:
         self._holds: dict[tuple[str, int], int] = {}
         self.connections_opened = 0      # SSH handshakes made (a held host should need one)
 
-    async def connect(self, host: str, port: int) -> asyncssh.SSHClientConnection:
-        """One SSH connection, with the recorded host key enforced (or recorded now, on first contact)."""
+    async def connect(self, host: str, port: int, *,
+                      siblings: Sequence[tuple[str, int]] = ()) -> asyncssh.SSHClientConnection:
+        """One SSH connection, with the recorded host key enforced (or recorded now, on first contact). A first
+        contact trusts a key recorded at ``siblings`` (the instance's other endpoints), if any (``known_hosts.py``)."""
         where = f"{host}:{port}"
         # One first contact per address at a time (so a key is recorded once); other hosts are not held up.
         async with self._tofu_locks.setdefault((host, port), asyncio.Lock()):
-            trusted = self.known_hosts.trusted(host, port)
+            recorded = bool(self.known_hosts.lookup(host, port))
+            trusted = self.known_hosts.trusted(host, port, also=[s for s in siblings if s != (host, port)])
             try:
                 conn = await asyncssh.connect(
                     host, port, known_hosts=trusted, username=self._username, config=[],
@@ -88,7 +91,7 @@ class SshRunner:
             except _SSH_ERRORS as exc:
                 raise _translate(exc, where) from exc
             self.connections_opened += 1
-            if trusted is None:
+            if not recorded:
                 key = conn.get_server_host_key()
                 if key is None:
                     conn.close()
@@ -101,16 +104,24 @@ class SshRunner:
     async def hold(self, host: str, port: int, *, deadline_s: float) -> AsyncIterator[None]:
         """Wait (up to ``deadline_s``) until ``host`` accepts SSH, then keep that one connection for every call
         to the host inside the block; it is closed when the last hold on the host ends."""
-        key = (host, port)
-        if key not in self._held:
-            conn = await self.connect_within(host, port, deadline_s=deadline_s)
+        async with self.hold_first([(host, port)], deadline_s=deadline_s):
+            yield
+
+    @contextlib.asynccontextmanager
+    async def hold_first(self, endpoints: Sequence[tuple[str, int]], *,
+                         deadline_s: float) -> AsyncIterator[tuple[str, int]]:
+        """``hold`` on the first of ``endpoints`` (one instance's addresses, in order) that accepts SSH within
+        ``deadline_s``; yields the endpoint every call inside the block must use."""
+        key = next((endpoint for endpoint in endpoints if endpoint in self._held), None)
+        if key is None:
+            conn, key = await self.connect_first(endpoints, deadline_s=deadline_s)
             if key in self._held:          # another hold connected meanwhile: keep theirs
                 conn.close()
             else:
                 self._held[key] = conn
         self._holds[key] = self._holds.get(key, 0) + 1
         try:
-            yield
+            yield key
         finally:
             self._holds[key] -= 1
             if self._holds[key] <= 0:
@@ -161,23 +172,45 @@ class SshRunner:
 
         A changed host key is refused at once; refused keys are retried (keys reach new instances late).
         """
-        conn = await self.connect_within(host, port, deadline_s=deadline_s)
+        await self.wait_ready_first([(host, port)], deadline_s=deadline_s)
+
+    async def wait_ready_first(self, endpoints: Sequence[tuple[str, int]], *,
+                               deadline_s: float) -> tuple[str, int]:
+        """``wait_ready`` over one instance's endpoints in order; returns the first that accepted."""
+        conn, endpoint = await self.connect_first(endpoints, deadline_s=deadline_s)
         conn.close()
         await conn.wait_closed()
+        return endpoint
 
     async def connect_within(self, host: str, port: int, *, deadline_s: float) -> asyncssh.SSHClientConnection:
         """``connect``, retried every ``retry_interval_s`` until it works or ``deadline_s`` has passed."""
+        conn, _endpoint = await self.connect_first([(host, port)], deadline_s=deadline_s)
+        return conn
+
+    async def connect_first(self, endpoints: Sequence[tuple[str, int]], *,
+                            deadline_s: float) -> tuple[asyncssh.SSHClientConnection, tuple[str, int]]:
+        """Try each endpoint in order, round after round every ``retry_interval_s``, until one accepts or
+        ``deadline_s`` has passed. A refused connection, a dropped handshake (sshd not up yet) and a refused key
+        (keys reach new instances late) are retried; a changed host key ends it at once. At the deadline the
+        error names each endpoint's last reason."""
+        endpoints = list(dict.fromkeys(endpoints))
+        if not endpoints:
+            raise RemoteError("the instance has no SSH endpoint yet", title="Not reachable")
         deadline = self.clock.now() + deadline_s
         while True:
-            try:
-                return await self.connect(host, port)
-            except HostKeyMismatch:
-                raise
-            except RemoteError as exc:
-                if self.clock.now() + self._retry_interval_s > deadline:
-                    raise RemoteTimeout(f"{host}:{port} did not accept SSH within {deadline_s:g} s: {exc}",
-                                        title="SSH not ready") from exc
-                log.debug("waiting for SSH on %s:%d: %s", host, port, exc)
+            reasons: list[str] = []
+            for host, port in endpoints:
+                try:
+                    return await self.connect(host, port, siblings=endpoints), (host, port)
+                except HostKeyMismatch:
+                    raise
+                except RemoteError as exc:
+                    reasons.append(str(exc))
+                    log.debug("waiting for SSH on %s:%d: %s", host, port, exc)
+            if self.clock.now() + self._retry_interval_s > deadline:
+                names = " or ".join(f"{host}:{port}" for host, port in endpoints)
+                raise RemoteTimeout(f"{names} did not accept SSH within {deadline_s:g} s: {'; '.join(reasons)}",
+                                    title="SSH not ready")
             await self.clock.sleep(self._retry_interval_s)
 
     async def run_command(self, host: str, port: int, argv: Sequence[str], *,
