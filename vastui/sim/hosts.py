@@ -96,6 +96,7 @@ class _HostServer(asyncssh.SSHServer):
         self._conn = conn
         self._host.connections.add(conn)
         if self._host.sshd_at is not None and self._pool.now() < self._host.sshd_at:
+            self._pool.refused += 1
             conn.abort()   # the port is mapped but sshd is not up yet: the connection closes before the banner
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -111,8 +112,10 @@ class _HostServer(asyncssh.SSHServer):
     def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
         """Checked against the host's current key list, so keys attached later work at the next login."""
         offered = key.export_public_key().split()[:2]
-        return any(line.encode().split()[:2] == offered for line in self._pool.accepted_keys(self._host)
-                   if line.strip())
+        accepted = any(line.encode().split()[:2] == offered for line in self._pool.accepted_keys(self._host)
+                       if line.strip())
+        self._pool.refused += not accepted
+        return accepted
 
 
 class SshHostPool:
@@ -131,6 +134,7 @@ class SshHostPool:
         self._hosts: dict[int, _Host] = {}
         self._cuts: dict[int, list[str]] = {}   # instance -> upcoming exec requests to cut: "before" / "after"
         self._sftp_cuts: dict[int, int] = {}    # instance -> upcoming SFTP sessions to cut
+        self.refused = 0   # logins turned away: sshd not up yet, or a key not (yet) in authorized_keys
 
     # --- HostProvider -------------------------------------------------------------------------------------------
     async def start_host(self, *, instance_id: int, machine: Any, authorized_keys: list[str]) -> tuple[str, int]:
