@@ -216,7 +216,7 @@ async def _cmd_ssh_run(args: argparse.Namespace) -> int:
                           f"{instance.actual_status or 'provisioning'})", title="Not reachable")
     keys = [settings.ssh_key_path] if settings.ssh_key_path else []
     runner = SshRunner(known_hosts=settings.known_hosts_path, client_keys=keys, use_agent=not keys)
-    # Direct first when the row offers it, then the proxy; refusals are retried until --wait (docs/api-notes.md §4a).
+    # Direct first when the row offers it, then the proxy; refusals are retried until --wait (docs/api-notes.md §3.12).
     host, port = await runner.wait_ready_first(endpoints, deadline_s=args.wait)
     status = await runner.stream_command(host, port, command,
                                          on_stdout=lambda text: print(text, end="", flush=True),

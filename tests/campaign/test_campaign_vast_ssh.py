@@ -1,7 +1,7 @@
-"""A whole campaign against a simulator whose SSH is as Vast.ai's (docs/api-notes.md §4a; vast-api.md §4: "ssh_host/
-ssh_port are a proxy (sshN.vast.ai); direct access needs ports["22/tcp"] and a direct runtype. Keys reach a new
-instance late and Vast rewrites authorized_keys; sshd can come up after running"): the campaign still decides, and
-leaves nothing alive."""
+"""A whole campaign against a simulator whose SSH is as Vast.ai's (docs/api-notes.md §3.12, after vast-ai/docs:
+"ssh_host/ssh_port are a proxy (sshN.vast.ai); direct access needs ports["22/tcp"] and a direct runtype. Keys reach a
+new instance late and Vast rewrites authorized_keys; sshd can come up after running"): the campaign still decides,
+and leaves nothing alive."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ VAST_SSH = Realism(ssh_proxy=True, ssh_keys_late=True, sshd_late=True)
 @pytest.mark.slow
 async def test_a_campaign_survives_vast_ssh_and_leaves_nothing_alive(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    # Keys two to three simulated minutes late (well inside what is seen on Vast.ai, and inside the manifest's
+    # Keys two to three simulated minutes late (longer than the usual draw, inside the manifest's
     # 600 s readiness deadline): at x300 that is most of a wall second, so the candidates' first logins meet
     # a host that still refuses them (the count of refusals below proves the rule was met).
     monkeypatch.setattr(sshpaths, "KEYS_LATE_S", (120.0, 180.0))

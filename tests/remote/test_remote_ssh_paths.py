@@ -1,11 +1,12 @@
-"""SSH as Vast.ai does it (docs/api-notes.md §4a): a proxy endpoint in ``ssh_host``/``ssh_port``, direct access
+"""SSH as Vast.ai does it (docs/api-notes.md §3.12): a proxy endpoint in ``ssh_host``/``ssh_port``, direct access
 only when asked for on a machine with open ports, the account's keys arriving late in an ``authorized_keys`` the
 platform rewrites, and sshd accepting a little after ``running`` — survived by the client, which tries an
 instance's endpoints in order and retries refusals until its readiness deadline.
 
-Source of every rule: vast-api.md §4 ("SSH: ssh_host/ssh_port are a proxy (sshN.vast.ai); direct access needs
-ports["22/tcp"] and a direct runtype. Keys reach a new instance late and Vast rewrites authorized_keys; sshd can
-come up after running."), §3.4 (runtype values), §3.13 (ssh-url), §6 (instance JSON).
+Source of every rule: docs/api-notes.md §3.12, which cites vast-ai/docs and public threads ("ssh_host/ssh_port are
+a proxy (sshN.vast.ai); direct access needs ports["22/tcp"] and a direct runtype; keys reach a new instance late and
+Vast rewrites authorized_keys; sshd can come up after running"), the official CLI's runtype flags (§3.4) and its
+ssh-url (§3.12).
 
 The simulator and the runner share a FakeClock that moves only when the runner sleeps between tries, so every
 "late" is decided by the simulated clock, never by how busy this machine is.
@@ -37,7 +38,7 @@ from vastui.vast.client import DEFAULT_RUNTYPE, HttpVastClient, ssh_key_target
 from vastui.vast.models import Instance
 
 SEED = 7
-PROXY_ONLY = "ssh_proxy"   # what `vastai create instance --ssh` sends (vast-api.md §3.4)
+PROXY_ONLY = "ssh_proxy"   # what `vastai create instance --ssh` sends (the official CLI; docs/api-notes.md §3.4)
 
 
 @dataclasses.dataclass
@@ -101,8 +102,8 @@ async def rig(tmp_path: Path, realism: Realism) -> AsyncIterator[Rig]:
 
 
 async def test_a_proxy_only_instance_is_reached_through_its_proxy(rig: Rig, client_key: ClientKey) -> None:
-    # vast-api.md §4 and §3.4: `--ssh` alone asks for "ssh_proxy"; the row then maps no 22/tcp, and ssh_host/ssh_port
-    # (the proxy) is the only way in.
+    # docs/api-notes.md §3.12 and §3.4 (vast-ai/docs; the official CLI's flags): `--ssh` alone asks for "ssh_proxy";
+    # the row then maps no 22/tcp, and ssh_host/ssh_port (the proxy) is the only way in.
     await rig.register(client_key.public)
     instance = await rig.rent(runtype=PROXY_ONLY)
     assert instance.direct_ssh_port is None
@@ -116,8 +117,9 @@ async def test_a_proxy_only_instance_is_reached_through_its_proxy(rig: Rig, clie
 
 
 async def test_a_machine_without_open_ports_offers_only_its_proxy(rig: Rig, client_key: ClientKey) -> None:
-    # vast-api.md §4: direct access needs a direct runtype *and* ports the machine opened; a seeded share of the
-    # simulated machines list direct_port_count 0, and their instances are reached through the proxy alone.
+    # docs/api-notes.md §3.12 (vast-ai/docs and public threads): direct access needs a direct runtype *and* ports the
+    # machine opened; a seeded share of the simulated machines list direct_port_count 0, and their instances are
+    # reached through the proxy alone.
     await rig.register(client_key.public)
     instance = await rig.rent(runtype=DEFAULT_RUNTYPE, open_ports=False)
     assert instance.direct_ssh_port is None
@@ -126,8 +128,9 @@ async def test_a_machine_without_open_ports_offers_only_its_proxy(rig: Rig, clie
 
 
 async def test_direct_is_preferred_and_the_proxy_used_when_direct_refuses(rig: Rig, client_key: ClientKey) -> None:
-    # vast-api.md §3.13: direct (public_ipaddr + ports["22/tcp"]) when the row has it, else the proxy; §4: the proxy
-    # is always there. A closed direct port must not strand the instance: the proxy is the next endpoint.
+    # docs/api-notes.md §3.12 (the official CLI's ssh-url): direct (public_ipaddr + ports["22/tcp"]) when the row has
+    # it, else the proxy; vast-ai/docs: the proxy is always there. A closed direct port must not strand the instance:
+    # the proxy is the next endpoint.
     await rig.register(client_key.public)
     instance = await rig.rent(runtype=DEFAULT_RUNTYPE)
     endpoints = instance.ssh_endpoints()
@@ -165,8 +168,9 @@ async def test_a_proxy_that_shows_another_key_than_the_direct_path_is_refused(ri
 
 @pytest.mark.parametrize("realism", [Realism(ssh_keys_late=True)], indirect=True)
 async def test_a_key_that_reaches_the_host_late_is_retried_until_accepted(rig: Rig, client_key: ClientKey) -> None:
-    # vast-api.md §4: "Keys reach a new instance late": the first login after running is refused, and the client
-    # keeps trying until the readiness deadline instead of failing the instance.
+    # docs/api-notes.md §3.12 (vast-ai/docs and public threads): "Keys reach a new instance late": the first login
+    # after running is refused, and the client keeps trying until the readiness deadline instead of failing the
+    # instance.
     await rig.register(client_key.public)
     instance = await rig.rent()
     (host, port), = instance.ssh_endpoints()
@@ -182,8 +186,8 @@ async def test_a_key_that_reaches_the_host_late_is_retried_until_accepted(rig: R
 
 @pytest.mark.parametrize("realism", [Realism(ssh_keys_late=True)], indirect=True)
 async def test_a_key_never_registered_fails_at_the_deadline_with_the_reason(rig: Rig, client_key: ClientKey) -> None:
-    # vast-api.md §4 and §3.14: only the account's (or attached) keys are written to authorized_keys; a key that was
-    # never registered is refused every time, and the deadline's error says so.
+    # docs/api-notes.md §3.12 and §3.13 (vast-ai/docs): only the account's (or attached) keys are written to
+    # authorized_keys; a key that was never registered is refused every time, and the deadline's error says so.
     await rig.register(client_key.public)
     stranger = make_key(rig.tmp, "stranger")
     instance = await rig.rent()
@@ -196,8 +200,8 @@ async def test_a_key_never_registered_fails_at_the_deadline_with_the_reason(rig:
 
 @pytest.mark.parametrize("realism", [Realism(sshd_late=True)], indirect=True)
 async def test_sshd_that_comes_up_after_running_is_waited_for(rig: Rig, client_key: ClientKey) -> None:
-    # vast-api.md §4: "sshd can come up after running": the port takes the connection and closes it before the
-    # banner; the client retries until sshd answers.
+    # docs/api-notes.md §3.12 (vast-ai/docs and public threads): "sshd can come up after running": the port takes the
+    # connection and closes it before the banner; the client retries until sshd answers.
     await rig.register(client_key.public)
     instance = await rig.rent()
     (host, port), = instance.ssh_endpoints()
@@ -212,8 +216,9 @@ async def test_sshd_that_comes_up_after_running_is_waited_for(rig: Rig, client_k
 
 @pytest.mark.parametrize("realism", [Realism(ssh_keys_late=True)], indirect=True)
 async def test_attaching_a_key_rewrites_authorized_keys(rig: Rig, client_key: ClientKey) -> None:
-    # vast-api.md §4: "Vast rewrites authorized_keys": a key attached later reaches the host, and a line put into
-    # the file by hand is gone after the rewrite (the file is replaced, not appended to).
+    # docs/api-notes.md §3.12 (vast-ai/docs and public threads): "Vast rewrites authorized_keys": a key attached later
+    # reaches the host, and a line put into the file by hand is gone after the rewrite (the file is replaced, not
+    # appended to).
     await rig.register(client_key.public)
     instance = await rig.rent()
     await rig.runner(client_key.path).wait_ready_first(instance.ssh_endpoints(), deadline_s=KEYS_LATE_S[1] + 30)

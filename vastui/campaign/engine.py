@@ -327,7 +327,7 @@ class CampaignEngine(Measuring):
         connected = False
         try:
             # One SSH connection for this instance's whole life: uploads, agent runs, commands and stops. Its
-            # endpoints (direct, then the proxy) are tried in turn until one accepts (docs/api-notes.md §4a).
+            # endpoints (direct, then the proxy) are tried in turn until one accepts (docs/api-notes.md §3.12).
             async with self.ctx.executor.hold_first(endpoints,
                                                     deadline_s=self.manifest.budget.readiness_min_s) as (host, port):
                 connected = True

@@ -5,7 +5,7 @@ runner refuses it (``HostKeyMismatch``). Rented hosts come and go and their SSH 
 forgets an instance's entry once the instance is destroyed. Lines use OpenSSH's format (``[host]:port type key``),
 so ``ssh -o UserKnownHostsFile=...`` can share the file.
 
-One instance can be reached at two addresses (Vast's proxy and a direct port, docs/api-notes.md §4a); both lead to
+One instance can be reached at two addresses (Vast's proxy and a direct port, docs/api-notes.md §3.12); both lead to
 the container's own sshd, so both present its one host key. Entries stay keyed by address (what is reused, and
 what ``forget`` must drop exactly), but a first contact at one address of an instance trusts the key already
 recorded at its other address (``also``): a proxy that shows another key than the direct path did is refused as a

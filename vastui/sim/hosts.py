@@ -6,7 +6,7 @@ NVML state, the host key, a ``python3`` that plays the image's interpreter). Com
 this machine with an environment that points the real agent at the simulated NVML and follows the market's
 clock. A DIES_MID_RUN workload takes its host down: every process is killed and the server goes away.
 
-With ``Realism`` on (``sim/sshpaths.py``, docs/api-notes.md §4a) a host also listens on a second loopback port, the
+With ``Realism`` on (``sim/sshpaths.py``, docs/api-notes.md §3.12) a host also listens on a second loopback port, the
 proxy endpoint the row names in ``ssh_host``/``ssh_port`` (a real TCP path to the same sshd, same host key); the
 direct port can be refused; the account's keys are accepted only once the platform has written them into
 ``root/.ssh/authorized_keys`` (a seeded delay; every later key change replaces the file); and sshd drops every

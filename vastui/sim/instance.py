@@ -104,7 +104,7 @@ class InstanceState:
     pull_done_at: float | None = None       # when the image pull in progress ends (logged then)
     host: str | None = None
     port: int | None = None
-    proxy_host: str | None = None    # Realism.ssh_proxy: the row's ssh_host/ssh_port (docs/api-notes.md §4a)
+    proxy_host: str | None = None    # Realism.ssh_proxy: the row's ssh_host/ssh_port (docs/api-notes.md §3.12)
     proxy_port: int | None = None
     direct_ssh: bool = True          # whether the row maps 22/tcp (with a proxy: only when direct was asked)
     authorized_keys: list[str] = field(default_factory=list)  # live list shared with the host provider

@@ -205,7 +205,7 @@ class Market:
 
     def _route_ssh(self, st: InstanceState) -> None:
         """Vast's SSH paths: the row names the proxy; direct only for a direct runtype on a machine with open
-        ports (docs/api-notes.md §4a)."""
+        ports (docs/api-notes.md §3.12)."""
         st.direct_ssh = direct_allowed(runtype=st.request.runtype, machine=st.machine)
         if isinstance(self.host_provider, ProxiesSsh):
             st.proxy_host, st.proxy_port = self.host_provider.proxy_endpoint(instance_id=st.id) or (None, None)

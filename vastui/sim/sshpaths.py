@@ -1,4 +1,4 @@
-"""How a simulated instance is reached over SSH when ``Realism`` asks for Vast.ai's ways (docs/api-notes.md §4a).
+"""How a simulated instance is reached over SSH when ``Realism`` asks for Vast.ai's ways (docs/api-notes.md §3.12).
 
 On Vast.ai the row's ``ssh_host``/``ssh_port`` is a proxy (``sshN.vast.ai``) that forwards to the container's
 sshd; a direct path (``public_ipaddr`` and ``ports["22/tcp"]``) exists only when the create asked for a direct

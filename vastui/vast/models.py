@@ -307,7 +307,7 @@ class Instance:
         """Where to SSH, in the order to try: the direct mapping first when the runtype asked for it, then the proxy
         (``ssh_host``/``ssh_port``, one port up for a jupyter runtype); a direct mapping the runtype did not ask
         for comes last. ``vastai ssh-url`` picks direct alone and never falls back; a direct port can be closed
-        while the proxy works, so both are offered (docs/api-notes.md §3.13, §4a)."""
+        while the proxy works, so both are offered (docs/api-notes.md §3.12)."""
         runtype = (self.image_runtype or "").split()
         direct = ((self.public_ipaddr, self.direct_ssh_port)
                   if self.public_ipaddr and self.direct_ssh_port else None)
