@@ -14,16 +14,20 @@ The simulator and the runner share a FakeClock that moves only when the runner s
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncssh
 import pytest
 from fakes import FakeClock
-from remote_support import SIM_API_KEY, ClientKey, grant
+from remote_support import SIM_API_KEY, SIM_SCALE, ClientKey, grant, rent_running
 
 from vastui.approval import Action, instance_target, offer_target
+from vastui.clock import ScaledClock
 from vastui.config import Secret
 from vastui.errors import HostKeyMismatch, RemoteError, RemoteTimeout
 from vastui.remote.runner import SshRunner
@@ -236,3 +240,33 @@ async def test_attaching_a_key_rewrites_authorized_keys(rig: Rig, client_key: Cl
     with pytest.raises(RemoteTimeout, match="refused our SSH key"):
         await rig.runner(by_hand.path, known_hosts="kh-hand").wait_ready_first(instance.ssh_endpoints(),
                                                                                deadline_s=5)
+
+
+@pytest.mark.slow
+async def test_ssh_run_falls_back_to_the_proxy_when_the_direct_port_refuses(client_key: ClientKey,
+                                                                            tmp_path: Path) -> None:
+    # docs/api-notes.md §3.12: `vastai ssh-url` would hand out the direct port alone; `vastui ssh-run` tries the
+    # instance's proxy next, in a real process against the simulated marketplace.
+    clock = ScaledClock(scale=SIM_SCALE)
+    realism = Realism(ssh_proxy=True)
+    pool = SshHostPool(base_dir=tmp_path / "hosts", clock=clock, realism=realism, seed=SEED)
+    market = build_market(SEED, clock=clock, api_key=SIM_API_KEY, host_provider=pool, realism=realism)
+    try:
+        async with SimServer(market) as server:
+            async with HttpVastClient(base_url=server.url, api_key=Secret(SIM_API_KEY), clock=clock) as client:
+                instance_id, _, (host, port) = await rent_running(client, market, client_key.public,
+                                                                  label="ssh-run-proxy")
+                instance = await client.show_instance(instance_id)
+            assert instance is not None and len(instance.ssh_endpoints()) == 2
+            assert (host, port) == instance.ssh_endpoints()[0] == (instance.public_ipaddr, instance.direct_ssh_port)
+            pool.refuse_direct(instance_id=instance_id)
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "vastui", "ssh-run", "--url", server.url, "--api-key", SIM_API_KEY,
+                "--ssh-key", str(client_key.path), str(instance_id), "--", "echo", "via the proxy",
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(os.environ))
+            out, err = await asyncio.wait_for(proc.communicate(), 120)
+            assert proc.returncode == 0, err.decode()
+            assert out.decode() == "via the proxy\n"
+    finally:
+        await market.aclose()
+        await pool.close()
