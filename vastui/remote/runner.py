@@ -198,19 +198,19 @@ class SshRunner:
             raise RemoteError("the instance has no SSH endpoint yet", title="Not reachable")
         deadline = self.clock.now() + deadline_s
         while True:
-            reasons: list[str] = []
+            reasons: list[RemoteError] = []
             for host, port in endpoints:
                 try:
                     return await self.connect(host, port, siblings=endpoints), (host, port)
                 except HostKeyMismatch:
                     raise
                 except RemoteError as exc:
-                    reasons.append(str(exc))
+                    reasons.append(exc)
                     log.debug("waiting for SSH on %s:%d: %s", host, port, exc)
             if self.clock.now() + self._retry_interval_s > deadline:
                 names = " or ".join(f"{host}:{port}" for host, port in endpoints)
-                raise RemoteTimeout(f"{names} did not accept SSH within {deadline_s:g} s: {'; '.join(reasons)}",
-                                    title="SSH not ready")
+                raise RemoteTimeout(f"{names} did not accept SSH within {deadline_s:g} s: "
+                                    f"{'; '.join(map(str, reasons))}", title="SSH not ready") from reasons[-1]
             await self.clock.sleep(self._retry_interval_s)
 
     async def run_command(self, host: str, port: int, argv: Sequence[str], *,
