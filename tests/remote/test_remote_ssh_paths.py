@@ -270,3 +270,22 @@ async def test_ssh_run_falls_back_to_the_proxy_when_the_direct_port_refuses(clie
     finally:
         await market.aclose()
         await pool.close()
+
+
+async def test_a_held_direct_connection_that_drops_comes_back_through_the_proxy(rig: Rig,
+                                                                               client_key: ClientKey) -> None:
+    # docs/api-notes.md §3.12: the proxy stays when the direct port goes; a held instance's calls carry on over it.
+    await rig.register(client_key.public)
+    instance = await rig.rent(runtype=DEFAULT_RUNTYPE)
+    direct, proxy = instance.ssh_endpoints()
+    runner = rig.runner(client_key.path)
+    async with runner.hold_first([direct, proxy], deadline_s=300) as chosen:
+        assert chosen == direct
+        rig.pool.refuse_direct(instance_id=instance.id)
+        assert rig.pool.drop_connections(instance_id=instance.id) == 1
+        # an upload reconnects after a drop (a one-shot command would report the drop, the next one reconnect)
+        await runner.put_file(*chosen, data=b"x", remote_path="after-the-drop")
+        result = await runner.run_command(*chosen, ["echo", "still here"])
+        assert result.stdout == "still here\n"
+    assert (rig.pool.root_dir(instance_id=instance.id) / "after-the-drop").read_bytes() == b"x"
+    assert runner.connections_opened == 2

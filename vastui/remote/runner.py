@@ -71,6 +71,8 @@ class SshRunner:
         self._tofu_locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._held: dict[tuple[str, int], asyncssh.SSHClientConnection] = {}
         self._holds: dict[tuple[str, int], int] = {}
+        # A held endpoint's way back after a drop: itself first, then its instance's other endpoints.
+        self._routes: dict[tuple[str, int], list[tuple[str, int]]] = {}
         self.connections_opened = 0      # SSH handshakes made (a held host should need one)
 
     async def connect(self, host: str, port: int, *,
@@ -111,7 +113,9 @@ class SshRunner:
     async def hold_first(self, endpoints: Sequence[tuple[str, int]], *,
                          deadline_s: float) -> AsyncIterator[tuple[str, int]]:
         """``hold`` on the first of ``endpoints`` (one instance's addresses, in order) that accepts SSH within
-        ``deadline_s``; yields the endpoint every call inside the block must use."""
+        ``deadline_s``; yields the endpoint every call inside the block must use. A connection to it that drops
+        is reopened at it, or else at the instance's next endpoint that accepts (a direct port that closes
+        mid-run leaves the proxy)."""
         key = next((endpoint for endpoint in endpoints if endpoint in self._held), None)
         if key is None:
             conn, key = await self.connect_first(endpoints, deadline_s=deadline_s)
@@ -120,12 +124,14 @@ class SshRunner:
             else:
                 self._held[key] = conn
         self._holds[key] = self._holds.get(key, 0) + 1
+        self._routes.setdefault(key, [key, *(e for e in dict.fromkeys(endpoints) if e != key)])
         try:
             yield key
         finally:
             self._holds[key] -= 1
             if self._holds[key] <= 0:
                 del self._holds[key]
+                self._routes.pop(key, None)
                 held = self._held.pop(key, None)
                 if held is not None:
                     held.close()
@@ -140,9 +146,23 @@ class SshRunner:
             return await self.connect(host, port), True
         held = self._held.get(key)
         if held is None or held.is_closed():
-            held = await self.connect(host, port)
+            held = await self._reopen(key)
             self._held[key] = held
         return held, False
+
+    async def _reopen(self, key: tuple[str, int]) -> asyncssh.SSHClientConnection:
+        """One try along a held endpoint's route (itself, then its instance's other endpoints); the endpoint's own
+        error when none accepts."""
+        route = self._routes.get(key, [key])
+        errors: list[RemoteError] = []
+        for host, port in route:
+            try:
+                return await self.connect(host, port, siblings=route)
+            except HostKeyMismatch:
+                raise
+            except RemoteError as exc:
+                errors.append(exc)
+        raise errors[0]
 
     async def _reconnect_within(self, host: str, port: int, *,
                                 deadline_s: float) -> tuple[asyncssh.SSHClientConnection, bool]:
@@ -151,7 +171,7 @@ class SshRunner:
         held = self._held.get(key)
         if key in self._holds and held is not None and not held.is_closed():
             return held, False             # another channel has reconnected already
-        conn = await self.connect_within(host, port, deadline_s=deadline_s)
+        conn, _endpoint = await self.connect_first(self._routes.get(key, [key]), deadline_s=deadline_s)
         if key not in self._holds:
             return conn, True
         self._held[key] = conn
