@@ -210,14 +210,14 @@ async def _cmd_ssh_run(args: argparse.Namespace) -> int:
         instance = await client.show_instance(args.instance)
     if instance is None:
         raise NotFound(f"there is no instance {args.instance}")
-    endpoint = instance.ssh_endpoint()
-    if endpoint is None:
+    endpoints = instance.ssh_endpoints()
+    if not endpoints:
         raise RemoteError(f"instance {args.instance} has no SSH endpoint yet (status "
                           f"{instance.actual_status or 'provisioning'})", title="Not reachable")
     keys = [settings.ssh_key_path] if settings.ssh_key_path else []
     runner = SshRunner(known_hosts=settings.known_hosts_path, client_keys=keys, use_agent=not keys)
-    host, port = endpoint
-    await runner.wait_ready(host, port, deadline_s=args.wait)
+    # Direct first when the row offers it, then the proxy; refusals are retried until --wait (docs/api-notes.md §3.12).
+    host, port = await runner.wait_ready_first(endpoints, deadline_s=args.wait)
     status = await runner.stream_command(host, port, command,
                                          on_stdout=lambda text: print(text, end="", flush=True),
                                          on_stderr=lambda text: print(text, end="", file=sys.stderr, flush=True))

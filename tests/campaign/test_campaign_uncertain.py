@@ -69,6 +69,9 @@ class HostsNeverAnswer:
     def hold(self, host: str, port: int, *, deadline_s: float) -> Any:
         raise RemoteError(f"{host}:{port} never answered")
 
+    def hold_first(self, endpoints: Sequence[tuple[str, int]], *, deadline_s: float) -> Any:
+        raise RemoteError(f"{endpoints} never answered")
+
     async def put_chunks(self, host: str, port: int, *, open_chunks: Any, remote_path: str) -> None:
         raise RemoteError("unreachable")
 

@@ -276,7 +276,7 @@ async def wait_running(ctx: CandidateContext, run: CandidateRun) -> Instance:
                                                   instance_id=run.instance_id, status=str(last_status)))
         if instance.actual_status is InstanceStatus.RUNNING and run.running_seen_at is None:
             run.running_seen_at = ctx.clock.now()
-        if instance.actual_status is InstanceStatus.RUNNING and instance.ssh_endpoint() is not None:
+        if instance.actual_status is InstanceStatus.RUNNING and instance.ssh_endpoints():
             return instance
         if instance.actual_status in DEAD_STATUSES:
             raise CandidateFailed(f"instance {run.instance_id} went {instance.actual_status} while loading",

@@ -321,14 +321,15 @@ class CampaignEngine(Measuring):
             return
         instance = await wait_running(self.ctx, run)
         await read_loading(self.ctx, run)
-        endpoint = instance.ssh_endpoint()
-        assert endpoint is not None
-        host, port = endpoint
+        endpoints = instance.ssh_endpoints()
+        assert endpoints
         self.ctx.phase(run, CandidatePhase.SSH)
         connected = False
         try:
-            # One SSH connection for this instance's whole life: uploads, agent runs, commands and stops.
-            async with self.ctx.executor.hold(host, port, deadline_s=self.manifest.budget.readiness_min_s):
+            # One SSH connection for this instance's whole life: uploads, agent runs, commands and stops. Its
+            # endpoints (direct, then the proxy) are tried in turn until one accepts (docs/api-notes.md §3.12).
+            async with self.ctx.executor.hold_first(endpoints,
+                                                    deadline_s=self.manifest.budget.readiness_min_s) as (host, port):
                 connected = True
                 await self._on_host(run, host, port)
         except RemoteError as exc:
@@ -453,8 +454,8 @@ class CampaignEngine(Measuring):
                                                    instance_id=run.instance_id))
                 await self.ctx.store.record_transition(instance_id=run.instance_id,
                                                        state=InstanceState.DESTROY_REQUESTED, at=self.clock.now())
-                if run.instance is not None and (endpoint := run.instance.ssh_endpoint()) is not None:
-                    # the address goes back to the market: its next instance will present a key of its own
+                for endpoint in run.instance.ssh_endpoints() if run.instance is not None else []:
+                    # the addresses go back to the market: its next instance will present a key of its own
                     self.ctx.executor.forget_host(*endpoint)
         except VastuiError as exc:
             log.warning("destroying %s failed (final teardown retries): %s", run.instance_id, exc)

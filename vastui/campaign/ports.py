@@ -54,6 +54,11 @@ class HostExecutor(Protocol):
         """Wait until the host accepts SSH, then reuse that one connection for every call inside the block."""
         ...
 
+    def hold_first(self, endpoints: Sequence[tuple[str, int]], *,
+                   deadline_s: float) -> AbstractAsyncContextManager[tuple[str, int]]:
+        """``hold`` on the first of one instance's endpoints (in order) that accepts SSH; yields that endpoint."""
+        ...
+
     async def put_chunks(self, host: str, port: int, *, open_chunks: Callable[[], Iterable[bytes]],
                          remote_path: str) -> None:
         """Stream ``open_chunks()`` to ``remote_path`` atomically; an error the source raises ends it unwritten."""

@@ -4,11 +4,18 @@ The first contact with ``host:port`` records its key; every later contact must p
 runner refuses it (``HostKeyMismatch``). Rented hosts come and go and their SSH ports are reused, so the campaign
 forgets an instance's entry once the instance is destroyed. Lines use OpenSSH's format (``[host]:port type key``),
 so ``ssh -o UserKnownHostsFile=...`` can share the file.
+
+One instance can be reached at two addresses (Vast's proxy and a direct port, docs/api-notes.md §3.12); both lead to
+the container's own sshd, so both present its one host key. Entries stay keyed by address (what is reused, and
+what ``forget`` must drop exactly), but a first contact at one address of an instance trusts the key already
+recorded at its other address (``also``): a proxy that shows another key than the direct path did is refused as a
+changed key, not recorded as a new host.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import asyncssh
@@ -38,9 +45,15 @@ class KnownHosts:
                 keys.append(f"{fields[1]} {fields[2]}")
         return keys
 
-    def trusted(self, host: str, port: int) -> asyncssh.SSHKnownHosts | None:
-        """The recorded keys as asyncssh trusts them, or None when ``host:port`` was never seen."""
+    def trusted(self, host: str, port: int, *,
+                also: Sequence[tuple[str, int]] = ()) -> asyncssh.SSHKnownHosts | None:
+        """The recorded keys as asyncssh trusts them, or None when ``host:port`` was never seen. A never-seen
+        address trusts the keys recorded for the first of ``also`` (the same instance's other addresses) seen."""
         keys = self.lookup(host, port)
+        for other in also:
+            if keys:
+                break
+            keys = self.lookup(*other)
         if not keys:
             return None
         pattern = host_pattern(host, port)

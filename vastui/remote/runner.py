@@ -71,14 +71,19 @@ class SshRunner:
         self._tofu_locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._held: dict[tuple[str, int], asyncssh.SSHClientConnection] = {}
         self._holds: dict[tuple[str, int], int] = {}
+        # A held endpoint's way back after a drop: itself first, then its instance's other endpoints.
+        self._routes: dict[tuple[str, int], list[tuple[str, int]]] = {}
         self.connections_opened = 0      # SSH handshakes made (a held host should need one)
 
-    async def connect(self, host: str, port: int) -> asyncssh.SSHClientConnection:
-        """One SSH connection, with the recorded host key enforced (or recorded now, on first contact)."""
+    async def connect(self, host: str, port: int, *,
+                      siblings: Sequence[tuple[str, int]] = ()) -> asyncssh.SSHClientConnection:
+        """One SSH connection, with the recorded host key enforced (or recorded now, on first contact). A first
+        contact trusts a key recorded at ``siblings`` (the instance's other endpoints), if any (``known_hosts.py``)."""
         where = f"{host}:{port}"
         # One first contact per address at a time (so a key is recorded once); other hosts are not held up.
         async with self._tofu_locks.setdefault((host, port), asyncio.Lock()):
-            trusted = self.known_hosts.trusted(host, port)
+            recorded = bool(self.known_hosts.lookup(host, port))
+            trusted = self.known_hosts.trusted(host, port, also=[s for s in siblings if s != (host, port)])
             try:
                 conn = await asyncssh.connect(
                     host, port, known_hosts=trusted, username=self._username, config=[],
@@ -88,7 +93,7 @@ class SshRunner:
             except _SSH_ERRORS as exc:
                 raise _translate(exc, where) from exc
             self.connections_opened += 1
-            if trusted is None:
+            if not recorded:
                 key = conn.get_server_host_key()
                 if key is None:
                     conn.close()
@@ -101,20 +106,32 @@ class SshRunner:
     async def hold(self, host: str, port: int, *, deadline_s: float) -> AsyncIterator[None]:
         """Wait (up to ``deadline_s``) until ``host`` accepts SSH, then keep that one connection for every call
         to the host inside the block; it is closed when the last hold on the host ends."""
-        key = (host, port)
-        if key not in self._held:
-            conn = await self.connect_within(host, port, deadline_s=deadline_s)
+        async with self.hold_first([(host, port)], deadline_s=deadline_s):
+            yield
+
+    @contextlib.asynccontextmanager
+    async def hold_first(self, endpoints: Sequence[tuple[str, int]], *,
+                         deadline_s: float) -> AsyncIterator[tuple[str, int]]:
+        """``hold`` on the first of ``endpoints`` (one instance's addresses, in order) that accepts SSH within
+        ``deadline_s``; yields the endpoint every call inside the block must use. A connection to it that drops
+        is reopened at it, or else at the instance's next endpoint that accepts (a direct port that closes
+        mid-run leaves the proxy)."""
+        key = next((endpoint for endpoint in endpoints if endpoint in self._held), None)
+        if key is None:
+            conn, key = await self.connect_first(endpoints, deadline_s=deadline_s)
             if key in self._held:          # another hold connected meanwhile: keep theirs
                 conn.close()
             else:
                 self._held[key] = conn
         self._holds[key] = self._holds.get(key, 0) + 1
+        self._routes.setdefault(key, [key, *(e for e in dict.fromkeys(endpoints) if e != key)])
         try:
-            yield
+            yield key
         finally:
             self._holds[key] -= 1
             if self._holds[key] <= 0:
                 del self._holds[key]
+                self._routes.pop(key, None)
                 held = self._held.pop(key, None)
                 if held is not None:
                     held.close()
@@ -129,9 +146,23 @@ class SshRunner:
             return await self.connect(host, port), True
         held = self._held.get(key)
         if held is None or held.is_closed():
-            held = await self.connect(host, port)
+            held = await self._reopen(key)
             self._held[key] = held
         return held, False
+
+    async def _reopen(self, key: tuple[str, int]) -> asyncssh.SSHClientConnection:
+        """One try along a held endpoint's route (itself, then its instance's other endpoints); the endpoint's own
+        error when none accepts."""
+        route = self._routes.get(key, [key])
+        errors: list[RemoteError] = []
+        for host, port in route:
+            try:
+                return await self.connect(host, port, siblings=route)
+            except HostKeyMismatch:
+                raise
+            except RemoteError as exc:
+                errors.append(exc)
+        raise errors[0]
 
     async def _reconnect_within(self, host: str, port: int, *,
                                 deadline_s: float) -> tuple[asyncssh.SSHClientConnection, bool]:
@@ -140,7 +171,7 @@ class SshRunner:
         held = self._held.get(key)
         if key in self._holds and held is not None and not held.is_closed():
             return held, False             # another channel has reconnected already
-        conn = await self.connect_within(host, port, deadline_s=deadline_s)
+        conn, _endpoint = await self.connect_first(self._routes.get(key, [key]), deadline_s=deadline_s)
         if key not in self._holds:
             return conn, True
         self._held[key] = conn
@@ -161,23 +192,45 @@ class SshRunner:
 
         A changed host key is refused at once; refused keys are retried (keys reach new instances late).
         """
-        conn = await self.connect_within(host, port, deadline_s=deadline_s)
+        await self.wait_ready_first([(host, port)], deadline_s=deadline_s)
+
+    async def wait_ready_first(self, endpoints: Sequence[tuple[str, int]], *,
+                               deadline_s: float) -> tuple[str, int]:
+        """``wait_ready`` over one instance's endpoints in order; returns the first that accepted."""
+        conn, endpoint = await self.connect_first(endpoints, deadline_s=deadline_s)
         conn.close()
         await conn.wait_closed()
+        return endpoint
 
     async def connect_within(self, host: str, port: int, *, deadline_s: float) -> asyncssh.SSHClientConnection:
         """``connect``, retried every ``retry_interval_s`` until it works or ``deadline_s`` has passed."""
+        conn, _endpoint = await self.connect_first([(host, port)], deadline_s=deadline_s)
+        return conn
+
+    async def connect_first(self, endpoints: Sequence[tuple[str, int]], *,
+                            deadline_s: float) -> tuple[asyncssh.SSHClientConnection, tuple[str, int]]:
+        """Try each endpoint in order, round after round every ``retry_interval_s``, until one accepts or
+        ``deadline_s`` has passed. A refused connection, a dropped handshake (sshd not up yet) and a refused key
+        (keys reach new instances late) are retried; a changed host key ends it at once. At the deadline the
+        error names each endpoint's last reason."""
+        endpoints = list(dict.fromkeys(endpoints))
+        if not endpoints:
+            raise RemoteError("the instance has no SSH endpoint yet", title="Not reachable")
         deadline = self.clock.now() + deadline_s
         while True:
-            try:
-                return await self.connect(host, port)
-            except HostKeyMismatch:
-                raise
-            except RemoteError as exc:
-                if self.clock.now() + self._retry_interval_s > deadline:
-                    raise RemoteTimeout(f"{host}:{port} did not accept SSH within {deadline_s:g} s: {exc}",
-                                        title="SSH not ready") from exc
-                log.debug("waiting for SSH on %s:%d: %s", host, port, exc)
+            reasons: list[RemoteError] = []
+            for host, port in endpoints:
+                try:
+                    return await self.connect(host, port, siblings=endpoints), (host, port)
+                except HostKeyMismatch:
+                    raise
+                except RemoteError as exc:
+                    reasons.append(exc)
+                    log.debug("waiting for SSH on %s:%d: %s", host, port, exc)
+            if self.clock.now() + self._retry_interval_s > deadline:
+                names = " or ".join(f"{host}:{port}" for host, port in endpoints)
+                raise RemoteTimeout(f"{names} did not accept SSH within {deadline_s:g} s: "
+                                    f"{'; '.join(map(str, reasons))}", title="SSH not ready") from reasons[-1]
             await self.clock.sleep(self._retry_interval_s)
 
     async def run_command(self, host: str, port: int, argv: Sequence[str], *,

@@ -18,7 +18,9 @@ def translate(exc: BaseException, where: str) -> RemoteError:
         return HostKeyMismatch(f"{where} presented a host key that differs from the one recorded on first "
                                f"contact; refusing to connect ({exc})", title="Host key changed")
     if isinstance(exc, asyncssh.PermissionDenied):
-        return RemoteError(f"{where} refused our SSH key ({exc.reason})", title="SSH key refused")
+        return RemoteError(f"{where} refused our SSH key ({exc.reason}); only keys registered on the account (or "
+                           f"attached to the instance) are accepted, and they reach a new instance late",
+                           title="SSH key refused")
     if isinstance(exc, TimeoutError):
         return RemoteTimeout(f"{where} did not answer in time", title="SSH timeout")
     if isinstance(exc, asyncssh.Error):

@@ -31,6 +31,7 @@ from vastui.remote.runner import SshRunner
 from vastui.sim.chaos import Chaos
 from vastui.sim.factory import DEMO_API_KEY, build_market_with_hosts
 from vastui.sim.market import Market
+from vastui.sim.realism import Realism
 from vastui.sim.server import SimServer
 from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient, ssh_key_target
@@ -61,10 +62,11 @@ def operator_key(directory: Path) -> Path:
 
 @contextlib.asynccontextmanager
 async def demo_world(*, seed: int, time_scale: float, work_dir: Path, chaos: Chaos | None = None,
-                     api_key: str = DEMO_API_KEY) -> AsyncIterator[tuple[SimServer, ScaledClock]]:
+                     api_key: str = DEMO_API_KEY,
+                     realism: Realism | None = None) -> AsyncIterator[tuple[SimServer, ScaledClock]]:
     clock = ScaledClock(scale=time_scale)
     market, pool = build_market_with_hosts(seed, clock=clock, hosts_dir=work_dir / "hosts", chaos=chaos,
-                                           api_key=api_key)
+                                           api_key=api_key, realism=realism)
     try:
         async with SimServer(market) as server:
             yield server, clock
@@ -105,7 +107,7 @@ class DemoSession:
 @contextlib.asynccontextmanager
 async def open_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_dir: Path | None = None,
                     manifest_path: Path = DEMO_MANIFEST, chaos: Chaos | None = None,
-                    api_key: str = DEMO_API_KEY) -> AsyncIterator[DemoSession]:
+                    api_key: str = DEMO_API_KEY, realism: Realism | None = None) -> AsyncIterator[DemoSession]:
     """Serve a seeded simulated market, connect the real client, SSH runner and store to it, plan the demo
     campaign; close everything on exit (a started campaign should be awaited or aborted before that).
     ``api_key`` is the key the market accepts and the client sends (tests use a recognisable fake one)."""
@@ -115,7 +117,7 @@ async def open_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_d
         # One store per demo run: each demo is a fresh simulated world whose instance ids start over.
         db_path = (data_dir or work) / "demo" / f"demo-seed{seed}-{int(time.time())}.sqlite3"
         async with demo_world(seed=seed, time_scale=time_scale, work_dir=work, chaos=chaos,
-                              api_key=api_key) as (server, clock):
+                              api_key=api_key, realism=realism) as (server, clock):
             key_path = operator_key(work)
             secret = Secret(api_key)
             store = await SqliteStore.open(db_path)
@@ -138,13 +140,14 @@ async def run_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_di
                    on_event: Callable[[Event], None] = lambda _e: None,
                    on_market: Callable[[Market], Awaitable[None]] | None = None,
                    chaos: Chaos | None = None,
-                   on_start: Callable[[CampaignHandle], None] = lambda _h: None) -> DemoResult:
+                   on_start: Callable[[CampaignHandle], None] = lambda _h: None,
+                   realism: Realism | None = None) -> DemoResult:
     """Run the demo campaign headless, its printed plan approved as a whole. ``on_event`` sees every event in
     order; ``on_market`` sees the simulated market (hidden truth, billing, request log) after the campaign and
     before the world is closed — the tests judge the campaign with it; ``on_start`` gets the campaign's handle as
     soon as it starts."""
     async with open_demo(seed=seed, time_scale=time_scale, data_dir=data_dir, manifest_path=manifest_path,
-                         chaos=chaos) as demo:
+                         chaos=chaos, realism=realism) as demo:
         on_plan(demo.plan_text)
         stop = demo.services.bus.listen(on_event)
         try:

@@ -37,7 +37,7 @@ def build_market_with_hosts(seed: int, *, clock: Clock, hosts_dir: Path, api_key
     """
     from vastui.sim.hosts import SshHostPool  # asyncssh only for those who want hosts
 
-    pool = SshHostPool(base_dir=hosts_dir, clock=clock, realism=realism)
+    pool = SshHostPool(base_dir=hosts_dir, clock=clock, realism=realism, seed=seed)
     market = build_market(seed, clock=clock, api_key=api_key, n_machines=n_machines,
                           initial_credit_usd=initial_credit_usd, host_provider=pool, chaos=chaos, realism=realism)
     pool.on_host_died = market.mark_offline

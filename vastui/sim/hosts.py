@@ -5,6 +5,12 @@ Each host has its own directory: ``root/`` is the instance's filesystem (command
 NVML state, the host key, a ``python3`` that plays the image's interpreter). Commands run as real subprocesses of
 this machine with an environment that points the real agent at the simulated NVML and follows the market's
 clock. A DIES_MID_RUN workload takes its host down: every process is killed and the server goes away.
+
+With ``Realism`` on (``sim/sshpaths.py``, docs/api-notes.md §3.12) a host also listens on a second loopback port, the
+proxy endpoint the row names in ``ssh_host``/``ssh_port`` (a real TCP path to the same sshd, same host key); the
+direct port can be refused; the account's keys are accepted only once the platform has written them into
+``root/.ssh/authorized_keys`` (a seeded delay; every later key change replaces the file); and sshd drops every
+connection until a seeded moment after the host started.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from vastui.remote.agent import (ENV_MIN_SAMPLE_WALL_S, ENV_NVML_MODULE, ENV_TIM
 from vastui.sim import hostenv
 from vastui.sim.physics import HostSpec
 from vastui.sim.realism import Realism
+from vastui.sim.sshpaths import keys_delay_s, sshd_delay_s
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +70,14 @@ class _Host:
     commands: set[asyncio.Task[None]] = field(default_factory=set)
     watcher: asyncio.Task[None] | None = None
     died: bool = False
+    proxy: asyncssh.SSHAcceptor | None = None   # the proxy endpoint's listener (Realism.ssh_proxy)
+    keys_at: float | None = None          # Realism.ssh_keys_late: when the platform writes authorized_keys
+    keys_placed: bool = False
+    sshd_at: float | None = None          # Realism.sshd_late: connections before this clock time are dropped
+
+    @property
+    def keys_file(self) -> Path:
+        return self.root / ".ssh" / "authorized_keys"
 
     @property
     def died_file(self) -> Path:
@@ -72,13 +87,17 @@ class _Host:
 class _HostServer(asyncssh.SSHServer):
     """Per-connection server object: tracks connections (for drops and death) and applies the current keys."""
 
-    def __init__(self, host: _Host) -> None:
+    def __init__(self, host: _Host, pool: SshHostPool) -> None:
         self._host = host
+        self._pool = pool
         self._conn: asyncssh.SSHServerConnection | None = None
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self._conn = conn
         self._host.connections.add(conn)
+        if self._host.sshd_at is not None and self._pool.now() < self._host.sshd_at:
+            self._pool.refused += 1
+            conn.abort()   # the port is mapped but sshd is not up yet: the connection closes before the banner
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._conn is not None:
@@ -93,7 +112,10 @@ class _HostServer(asyncssh.SSHServer):
     def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
         """Checked against the host's current key list, so keys attached later work at the next login."""
         offered = key.export_public_key().split()[:2]
-        return any(line.encode().split()[:2] == offered for line in self._host.authorized_keys if line.strip())
+        accepted = any(line.encode().split()[:2] == offered for line in self._pool.accepted_keys(self._host)
+                       if line.strip())
+        self._pool.refused += not accepted
+        return accepted
 
 
 class SshHostPool:
@@ -101,8 +123,9 @@ class SshHostPool:
 
     def __init__(self, *, base_dir: Path, clock: Clock, python: str | None = None,
                  on_host_died: HostDied | None = None, bind_host: str = "127.0.0.1",
-                 realism: Realism | None = None) -> None:
+                 realism: Realism | None = None, seed: int = 0) -> None:
         self._base = base_dir
+        self._seed = seed
         self._clock = clock
         self.realism = realism or Realism.kind()
         self._python = python or sys.executable
@@ -111,6 +134,7 @@ class SshHostPool:
         self._hosts: dict[int, _Host] = {}
         self._cuts: dict[int, list[str]] = {}   # instance -> upcoming exec requests to cut: "before" / "after"
         self._sftp_cuts: dict[int, int] = {}    # instance -> upcoming SFTP sessions to cut
+        self.refused = 0   # logins turned away: sshd not up yet, or a key not (yet) in authorized_keys
 
     # --- HostProvider -------------------------------------------------------------------------------------------
     async def start_host(self, *, instance_id: int, machine: Any, authorized_keys: list[str]) -> tuple[str, int]:
@@ -120,18 +144,72 @@ class SshHostPool:
         host = _Host(instance_id=instance_id, spec=HostSpec.from_machine(machine), root=host_dir / "root",
                      sim=host_dir / "sim", token=secrets.token_hex(8), authorized_keys=authorized_keys)
         self._prepare_dirs(host)
-        host.server = await asyncssh.create_server(
-            lambda: _HostServer(host), self._bind_host, 0,
-            server_host_keys=[self._host_key(host)], process_factory=lambda p: self._run(host, p),
-            sftp_factory=lambda chan: self._sftp(host, chan),
-            encoding=None, allow_scp=False, agent_forwarding=False, x11_forwarding=False,
-            allow_pty=False, config=[],
-        )
+        self._apply_realism(host)
+        host.server = await self._listen(host)
+        if self.realism.ssh_proxy:
+            host.proxy = await self._listen(host)
         host.watcher = asyncio.create_task(self._watch_death(host), name=f"sim-host-{instance_id}-death")
         self._hosts[instance_id] = host
         port = host.server.get_port()
         log.info("simulated host for instance %d listens on %s:%d", instance_id, self._bind_host, port)
         return self._bind_host, port
+
+    async def _listen(self, host: _Host) -> asyncssh.SSHAcceptor:
+        return await asyncssh.create_server(
+            lambda: _HostServer(host, self), self._bind_host, 0,
+            server_host_keys=[self._host_key(host)], process_factory=lambda p: self._run(host, p),
+            sftp_factory=lambda chan: self._sftp(host, chan),
+            encoding=None, allow_scp=False, agent_forwarding=False, x11_forwarding=False,
+            allow_pty=False, config=[],
+        )
+
+    def _apply_realism(self, host: _Host) -> None:
+        now = self._clock.now()
+        if self.realism.ssh_keys_late:
+            host.keys_at = now + keys_delay_s(seed=self._seed, instance_id=host.instance_id)
+            host.keys_file.unlink(missing_ok=True)
+        if self.realism.sshd_late:
+            host.sshd_at = now + sshd_delay_s(seed=self._seed, instance_id=host.instance_id)
+
+    def now(self) -> float:
+        """The simulator's clock (the hosts' delays are in simulated seconds)."""
+        return self._clock.now()
+
+    def proxy_endpoint(self, *, instance_id: int) -> tuple[str, int] | None:
+        """The proxy endpoint of a running host, or None when proxies are off (``Realism.ssh_proxy``)."""
+        host = self._hosts.get(instance_id)
+        if host is None or host.proxy is None:
+            return None
+        return self._bind_host, host.proxy.get_port()
+
+    def refuse_direct(self, *, instance_id: int) -> None:
+        """Close the host's direct port (a closed firewall, a machine without open ports): connections to it are
+        refused; the proxy endpoint stays."""
+        host = self._hosts.get(instance_id)
+        if host is not None and host.server is not None and host.proxy is not None:
+            host.server.close()
+
+    def accepted_keys(self, host: _Host) -> list[str]:
+        """The keys sshd accepts now: the market's live list, or with late keys the ``authorized_keys`` file the
+        platform wrote (nothing before its time)."""
+        if host.keys_at is None:
+            return host.authorized_keys
+        if not host.keys_placed and self._clock.now() >= host.keys_at:
+            self._write_keys(host)
+        try:
+            return host.keys_file.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return []
+
+    def _write_keys(self, host: _Host) -> None:
+        """Replace ``authorized_keys`` with the instance's keys (as Vast does: the file is rewritten, so a line put
+        there by hand is gone)."""
+        host.keys_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = host.keys_file.with_name("authorized_keys.tmp")
+        tmp.write_text("".join(f"{line}\n" for line in host.authorized_keys), encoding="utf-8")
+        tmp.chmod(0o600)
+        tmp.replace(host.keys_file)
+        host.keys_placed = True
 
     async def stop_host(self, *, instance_id: int) -> None:
         """Take the instance's host down: its processes are killed, its connections cut, its server closed."""
@@ -147,7 +225,10 @@ class SshHostPool:
     # --- for the market's chaos and for tests --------------------------------------------------------------------
     def set_authorized_keys(self, *, instance_id: int, authorized_keys: list[str]) -> None:
         """Replace the keys a running host accepts from the next login on."""
-        self._hosts[instance_id].authorized_keys = authorized_keys
+        host = self._hosts[instance_id]
+        host.authorized_keys = authorized_keys
+        if host.keys_placed:
+            self._write_keys(host)
 
     def drop_connections(self, *, instance_id: int) -> int:
         """Cut every SSH connection to the host without a goodbye (an SSH drop); returns how many."""
@@ -294,10 +375,11 @@ class SshHostPool:
         _kill_processes(host.token)
         for conn in list(host.connections):
             conn.abort()
-        if host.server is not None:
-            host.server.close()
-            await host.server.wait_closed()
-            host.server = None
+        for server in (host.server, host.proxy):
+            if server is not None:
+                server.close()
+                await server.wait_closed()
+        host.server = host.proxy = None
         if drain:
             await self._drain(host)
 

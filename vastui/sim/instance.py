@@ -104,6 +104,9 @@ class InstanceState:
     pull_done_at: float | None = None       # when the image pull in progress ends (logged then)
     host: str | None = None
     port: int | None = None
+    proxy_host: str | None = None    # Realism.ssh_proxy: the row's ssh_host/ssh_port (docs/api-notes.md §3.12)
+    proxy_port: int | None = None
+    direct_ssh: bool = True          # whether the row maps 22/tcp (with a proxy: only when direct was asked)
     authorized_keys: list[str] = field(default_factory=list)  # live list shared with the host provider
     attached_keys: dict[int, str] = field(default_factory=dict)
     gpu_charged_usd: float = 0.0
@@ -153,7 +156,7 @@ def instance_row(state: InstanceState, *, now: float) -> dict[str, Any]:
     m = state.machine
     running = state.status is InstanceStatus.RUNNING
     ports: dict[str, list[dict[str, str]]] = {}
-    if running and state.host is not None and state.port is not None:
+    if running and state.host is not None and state.port is not None and state.direct_ssh:
         ports["22/tcp"] = [{"HostIp": "0.0.0.0", "HostPort": str(state.port)}]
         for offset, container in enumerate(state.request.extra_ports, start=1):
             ports[f"{container}/tcp"] = [{"HostIp": "0.0.0.0", "HostPort": str(state.port + offset)}]
@@ -175,7 +178,8 @@ def instance_row(state: InstanceState, *, now: float) -> dict[str, Any]:
         "mem_usage": 0.0 if running else None, "mem_limit": float(m.cpu_ram_mb), "vmem_usage": None,
         "inet_up": m.inet_up, "inet_down": m.inet_down,
         "inet_up_cost": m.inet_up_cost, "inet_down_cost": m.inet_down_cost,
-        "ssh_host": state.host if running else None, "ssh_port": state.port if running else None,
+        "ssh_host": (state.proxy_host or state.host) if running else None,
+        "ssh_port": (state.proxy_port or state.port) if running else None,
         "ssh_idx": str(state.id % 10), "public_ipaddr": state.host if running else None,
         "local_ipaddrs": "127.0.0.1" if running else None,
         "direct_port_start": state.port if running else None,

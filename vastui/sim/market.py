@@ -32,6 +32,7 @@ from vastui.sim.machine import Machine, World
 from vastui.sim.market_error import MarketError
 from vastui.sim.offers import HOURS_PER_MONTH, OfferBook
 from vastui.sim.request_log import RequestLog, RequestRecord
+from vastui.sim.sshpaths import direct_allowed, without_open_ports
 from vastui.sim.truth import Fault, MachineTruth
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,15 @@ class UpdatesKeys(Protocol):
     """A host provider that can change a running host's authorized keys (keys attached after the start)."""
 
     def set_authorized_keys(self, *, instance_id: int, authorized_keys: list[str]) -> None: ...
+
+
+@runtime_checkable
+class ProxiesSsh(Protocol):
+    """A host provider whose hosts also answer on a proxy endpoint, and can refuse their direct port."""
+
+    def proxy_endpoint(self, *, instance_id: int) -> tuple[str, int] | None: ...
+
+    def refuse_direct(self, *, instance_id: int) -> None: ...
 
 
 @runtime_checkable
@@ -74,10 +84,11 @@ class Market:
     def __init__(self, world: World, *, clock: Clock, api_key: str, initial_credit_usd: float = 500.0,
                  host_provider: HostProvider | None = None, chaos: Chaos | None = None,
                  realism: Realism | None = None) -> None:
-        self.world = world
         self.clock = clock
         self.chaos = chaos or Chaos()
         self.realism = realism or Realism.kind()   # how hard this marketplace is (sim/realism.py)
+        # With proxies, a seeded share of machines opened no ports: their instances are reached by proxy only.
+        self.world = world = without_open_ports(world) if self.realism.ssh_proxy else world
         self.host_provider = host_provider
         self.request_log = RequestLog()
         self.requests_in_flight = 0   # API requests being answered now (a slow reply holds one for a while)
@@ -189,9 +200,23 @@ class Market:
             halt(st, self.clock.now(), status=InstanceStatus.EXITED, why=f"container failed to start: {exc}")
             return
         st.host, st.port = host, int(port)
+        if self.realism.ssh_proxy:
+            self._route_ssh(st)
+
+    def _route_ssh(self, st: InstanceState) -> None:
+        """Vast's SSH paths: the row names the proxy; direct only for a direct runtype on a machine with open
+        ports (docs/api-notes.md §3.12)."""
+        st.direct_ssh = direct_allowed(runtype=st.request.runtype, machine=st.machine)
+        if isinstance(self.host_provider, ProxiesSsh):
+            st.proxy_host, st.proxy_port = self.host_provider.proxy_endpoint(instance_id=st.id) or (None, None)
+            if not st.direct_ssh:
+                self.host_provider.refuse_direct(instance_id=st.id)
+        elif st.port is not None:   # no real hosts: a placeholder proxy address
+            st.proxy_host, st.proxy_port = PLACEHOLDER_HOST, st.port + 1
 
     async def _stop_host(self, st: InstanceState) -> None:
         had_host, st.host, st.port = st.host is not None, None, None
+        st.proxy_host = st.proxy_port = None
         if self.host_provider is None or not had_host:
             return
         try:

@@ -30,6 +30,8 @@ class Realism:
 
     # --- SSH hosts ---------------------------------------------------------------------------------------------
     ssh_proxy: bool = False                   # instances reached through a proxy endpoint; direct only when asked
+    ssh_keys_late: bool = False               # the account's keys reach a host late; authorized_keys is rewritten
+    sshd_late: bool = False                   # sshd accepts a little after the row says running
 
     # --- rows and logs -----------------------------------------------------------------------------------------
     padded_strings: bool = False              # listing rows carry whitespace where the docs show it

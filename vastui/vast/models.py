@@ -299,13 +299,30 @@ class Instance:
         return self.actual_status is InstanceStatus.RUNNING
 
     def ssh_endpoint(self) -> tuple[str, int] | None:
-        """Where to SSH: the direct mapping when there is one, else the proxy (as ``vastai ssh-url`` does)."""
-        if self.public_ipaddr and self.direct_ssh_port:
-            return self.public_ipaddr, self.direct_ssh_port
+        """The first of ``ssh_endpoints()`` (what a table shows), or None while there is none."""
+        endpoints = self.ssh_endpoints()
+        return endpoints[0] if endpoints else None
+
+    def ssh_endpoints(self) -> list[tuple[str, int]]:
+        """Where to SSH, in the order to try: the direct mapping first when the runtype asked for it, then the proxy
+        (``ssh_host``/``ssh_port``, one port up for a jupyter runtype); a direct mapping the runtype did not ask
+        for comes last. ``vastai ssh-url`` picks direct alone and never falls back; a direct port can be closed
+        while the proxy works, so both are offered (docs/api-notes.md §3.12)."""
+        runtype = (self.image_runtype or "").split()
+        direct = ((self.public_ipaddr, self.direct_ssh_port)
+                  if self.public_ipaddr and self.direct_ssh_port else None)
+        proxy = None
         if self.ssh_host and self.ssh_port:
-            port = self.ssh_port + 1 if self.image_runtype and "jupyter" in self.image_runtype else self.ssh_port
-            return self.ssh_host, port
-        return None
+            jupyter = any("jupyter" in word for word in runtype)
+            proxy = (self.ssh_host, self.ssh_port + 1 if jupyter else self.ssh_port)
+        # A proxy-only runtype ("ssh_proxy", "jupyter_proxy ssh_proxy") did not ask for direct access.
+        direct_asked = "ssh_direc" in runtype or not any(word.endswith("_proxy") for word in runtype)
+        ordered = [direct, proxy] if direct_asked else [proxy, direct]
+        endpoints: list[tuple[str, int]] = []
+        for endpoint in ordered:
+            if endpoint is not None and endpoint not in endpoints:
+                endpoints.append(endpoint)
+        return endpoints
 
     @classmethod
     def from_api(cls, row: Mapping[str, object], *, where: str = "row") -> Instance:
