@@ -396,12 +396,14 @@ class CampaignEngine(Measuring):
             if run.phase is CandidatePhase.SKIPPED and ("not approved" in run.detail or
                                                          run.detail.startswith("budget")):
                 return False
+            # the rent's own refusal (e.g. scheduling could not place it) says more than "vanished"
+            why = (run.detail if still_there and run.phase is CandidatePhase.SKIPPED and run.detail
+                   else f"offer {candidate.offer.id} vanished")
             replacement = self._reserves.for_vanished(candidate)
             if replacement is None:
-                self.ctx.phase(run, CandidatePhase.SKIPPED, f"offer {candidate.offer.id} vanished; no reserve left")
+                self.ctx.phase(run, CandidatePhase.SKIPPED, f"{why}; no reserve left")
                 return False
-            self._stand_in(run, replacement, f"{run.cid}: offer {candidate.offer.id} vanished, trying reserve "
-                                             f"{replacement.offer.id}")
+            self._stand_in(run, replacement, f"{run.cid}: {why}, trying reserve {replacement.offer.id}")
 
     async def _fail(self, run: CandidateRun, exc: CandidateFailed) -> None:
         run.failure = str(exc)
