@@ -17,7 +17,7 @@ from vastui.sim.demo import open_demo
 from vastui.sim.instance import InstanceStatus
 from vastui.sim.lifecycle import halt
 from vastui.sim.realism import Realism
-from vastui.sim.turns import SCHEDULING_FAILURE, LifecycleOdds
+from vastui.sim.turns import OCI_FAILURE, SCHEDULING_FAILURE, LifecycleOdds
 
 TIME_SCALE = 300.0
 CREDIT_USD = 500.0
@@ -113,3 +113,46 @@ async def test_a_campaign_through_scheduling_null_shows_and_unknown_still_decide
     assert {"scheduling", "unknown", "running"} <= seen, seen
     failures = [c.outcome_detail for c in receipt.candidates if "unknown" in (c.outcome_detail or "")]
     assert failures == [], "a transient unknown failed a candidate"
+
+
+async def _all_rentals(tmp_path: Path, odds: LifecycleOdds) -> tuple[list[tuple[int, float, float]], list[str]]:
+    """A campaign where every rental takes ``odds``' turns: (id, when its row first read as failing — the runtime's
+    error, else its creation —, first destroy) per rental, and the receipt's failures."""
+    async with open_demo(seed=SEED, time_scale=TIME_SCALE, data_dir=tmp_path / "data",
+                         manifest_path=fast_manifest(tmp_path / "m", max_candidates=2)) as demo:
+        demo.market.realism = Realism(lifecycle_turns=True)
+        demo.market.lifecycle_odds = odds
+        result = await demo.start(plan_approved=True).result(abort_if_cancelled="test")
+        await demo.market.refresh()
+        assert demo.market.instance_ids() == []
+        destroyed = first_destroys(demo.market.request_log)
+        rentals = [(st.id, next((at for at, text in st.log_lines if text == OCI_FAILURE), st.created_at),
+                    destroyed[st.id]) for st in demo.market.every_instance()]
+    assert rentals and result.receipt.teardown_passed
+    return rentals, [c.outcome_detail for c in result.receipt.candidates if c.instance_id is not None]
+
+
+async def test_a_runtime_error_in_status_msg_fails_the_candidate_at_once_with_its_words(tmp_path: Path) -> None:
+    # vast-api.md §4: status_msg carries runtime errors ("OCI runtime ... failed") and the official self-test
+    # aborts on them: such an instance never runs, so waiting for its readiness deadline only bills it
+    rentals, failures = await _all_rentals(tmp_path, LifecycleOdds(**{**_calm(), "runtime_failure": 1.0}))
+    for _, failed_at, destroyed in rentals:   # within a few polls (10 s apart) of the error showing
+        assert destroyed - failed_at < 60.0, "a rental whose container cannot start was waited on"
+    assert failures and all("cannot start" in f and "OCI runtime create failed" in f for f in failures), failures
+
+
+async def test_an_unknown_that_outlasts_its_grace_fails_the_candidate(tmp_path: Path) -> None:
+    # vast-api.md §4: unknown is often transient, so it is waited on for UNKNOWN_GRACE_S, and no longer
+    from vastui.campaign.candidate import UNKNOWN_GRACE_S
+
+    odds = LifecycleOdds(**{**_calm(), "transient_unknown": 1.0, "unknown_after_s": (0.0, 0.0),
+                            "unknown_s": (100_000.0, 100_000.0)})
+    rentals, failures = await _all_rentals(tmp_path, odds)
+    for _, created, destroyed in rentals:
+        assert UNKNOWN_GRACE_S <= destroyed - created < UNKNOWN_GRACE_S + 300.0
+    assert failures and all("went unknown for" in f for f in failures), failures
+
+
+def _calm() -> dict[str, object]:
+    return {"scheduling": 0.0, "scheduling_failure": 0.0, "transient_unknown": 0.0, "null_first_show": 0.0,
+            "runtime_failure": 0.0}
