@@ -143,7 +143,8 @@ async def test_teardown_stops_at_once_on_a_rejected_key_and_says_so() -> None:
 # --- destroy --------------------------------------------------------------------------------------------------------
 
 async def test_the_documented_destroy_404_counts_as_gone() -> None:
-    # vast-ai/docs OpenAPI destroy_instance: 404 {"error": "not_found", "msg": "Instance not found"}
+    # vast-api.md §4 (destroy's 404 as other Vast clients record it): {"error": "not_found", "msg": "Instance not
+    # found"}, with no id in it; the vast-ai/docs OpenAPI shape "no_such_instance" is tested in test_vast_destroy_404
     clock = FakeClock()
     market = _market(clock, Realism(destroy_404_documented=True))
     instance_id = await _rent(market)
@@ -163,7 +164,7 @@ async def test_the_documented_destroy_404_counts_as_gone() -> None:
 # --- cancel_unavail ------------------------------------------------------------------------------------------------
 
 async def test_a_scheduling_failure_is_an_error_when_cancel_unavail_is_true() -> None:
-    # vast-ai/docs OpenAPI create_instance: cancel_unavail (true by default for on-demand) cancels a rental
+    # vast-ai/docs create-instance reference: cancel_unavail (true by default for on-demand) cancels a rental
     # that cannot be scheduled, so nothing is created and nothing bills
     clock = FakeClock()
     market = _market(clock, Realism(cancel_unavail=True), LifecycleOdds(scheduling_failure=1.0))
@@ -187,7 +188,7 @@ async def test_a_scheduling_failure_creates_a_stopped_instance_when_cancel_unava
 
 
 async def test_the_client_asks_for_cancel_unavail_so_a_failed_schedule_rents_nothing() -> None:
-    # vast-ai/docs OpenAPI create_instance and the CLI's help: vastui sends cancel_unavail true (docs/api-notes.md)
+    # vast-ai/docs create-instance reference and the CLI's help: vastui sends cancel_unavail true (api-notes §3.4)
     clock = FakeClock()
     market = _market(clock, Realism(cancel_unavail=True), LifecycleOdds(scheduling_failure=1.0))
     offer = next(m for m in market.world.machines if not market.is_rented(m)).offer_id

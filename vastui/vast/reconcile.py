@@ -20,7 +20,7 @@ RECONCILE_LOOKS = 3               # listings read after a create whose answer wa
 RECONCILE_WAIT_S = 10.0           # seconds between them (the marketplace may still be creating the instance)
 
 _NO_SUCH_INSTANCE_CODES = frozenset({"no_such_instance", "instance_not_found"})
-# Destroy's documented 404 (vast-ai/docs OpenAPI destroy_instance): {"error": "not_found", "msg": "Instance not found"}
+# Destroy's other 404 shape, with no id in it (docs/api-notes.md, "Keys and the instance lifecycle")
 DOCUMENTED_NOT_FOUND_CODE = "not_found"
 _DOCUMENTED_NOT_FOUND = re.compile(r"^\s*instance\s+not\s+found\.?\s*$", re.IGNORECASE)
 _GONE_WORDS = re.compile(r"not found|does not exist|doesn't exist|no longer exists|no such", re.IGNORECASE)
