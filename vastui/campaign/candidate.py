@@ -248,6 +248,8 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
                               bad_host=False) from exc
     except (CreateFailed, ApiError) as exc:
         await ctx.store.rule_out_intent(intent_id=intent.intent_id, at=ctx.clock.now(), reason=str(exc))
+        if isinstance(exc, AuthError):
+            raise   # not this offer's fault: the campaign stops (engine)
         ctx.phase(run, CandidatePhase.SKIPPED, f"offer {c.offer.id} could not be rented: {exc}")
         return False
     # Ours from this moment: teardown must be able to destroy it even if recording it fails below.

@@ -108,6 +108,10 @@ class Market:
     def accepts_key(self, key: str) -> bool:
         return hmac.compare_digest(key.encode(), self._api_key.encode())
 
+    def revoke_key(self, *, replacement: str) -> None:
+        """The account's API key is revoked and ``replacement`` issued (the operator's doing; tests: a revoked key)."""
+        self._api_key = replacement
+
     def truth_of(self, machine_id: int) -> MachineTruth:
         """Hidden truth of a machine, for the simulator's hosts and for tests judging decisions."""
         return self._by_machine[machine_id].truth
