@@ -175,7 +175,8 @@ def instance_row(state: InstanceState, *, now: float) -> dict[str, Any]:
     uptime_s = now - state.running_since if running and state.running_since is not None else 0.0
     return {
         "id": state.id, "machine_id": m.machine_id, "host_id": m.host_id,
-        "actual_status": "unknown" if state.reads_unknown(now) else state.status.value, "intended_status": state.intended,
+        "actual_status": "unknown" if state.reads_unknown(now) else state.status.value,
+        "intended_status": state.intended,
         "cur_state": state.intended, "next_state": state.intended, "status_msg": state.status_msg,
         "image_uuid": state.request.image, "image_args": list(state.request.args or []),
         "image_runtype": state.request.runtype, "label": state.label, "template_id": None,

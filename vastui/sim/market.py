@@ -276,11 +276,12 @@ class Market:
         if request.price is not None and request.price < machine.min_bid:
             raise MarketError(400, "bid_too_low", f"Bid ${request.price:.4f}/hr is below the minimum "
                                                   f"${machine.min_bid:.4f}/hr of offer {offer_id}.")
-        fate = draw_fate(seed=self.world.seed, instance_id=self._next_id, offer_id=offer_id, odds=self.lifecycle_odds,
-                         lifecycle=self.realism.lifecycle_turns, scheduling_failures=self.realism.cancel_unavail)
+        fate = draw_fate(seed=self.world.seed, instance_id=self._next_id, offer_id=offer_id,
+                         odds=self.lifecycle_odds, lifecycle=self.realism.lifecycle_turns,
+                         scheduling_failures=self.realism.cancel_unavail)
         if fate.scheduling_fails and request.cancel_unavail:
-            raise MarketError(400, "scheduling_failed", f"Offer {offer_id} could not be scheduled: {SCHEDULING_FAILURE} "
-                                                        f"(cancel_unavail).")
+            raise MarketError(400, "scheduling_failed",
+                              f"Offer {offer_id} could not be scheduled: {SCHEDULING_FAILURE} (cancel_unavail).")
         drawn = self.chaos.draw_instance_fault(self._next_id)
         if drawn is not None and drawn.fault in _TRUTH_FAULTS:
             truth = dataclasses.replace(machine.truth, fault=_TRUTH_FAULTS[drawn.fault], fault_after_s=None)

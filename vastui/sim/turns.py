@@ -47,7 +47,8 @@ class Fate:
     runtime_fails: bool = False
 
 
-def draw_fate(*, seed: int, instance_id: int, offer_id: int, odds: LifecycleOdds, lifecycle: bool, scheduling_failures: bool) -> Fate:
+def draw_fate(*, seed: int, instance_id: int, offer_id: int, odds: LifecycleOdds, lifecycle: bool,
+              scheduling_failures: bool) -> Fate:
     """The fate of one rental: ``lifecycle`` switches the transient turns on, ``scheduling_failures`` the failures.
 
     The offer is part of the seed: a create refused on one machine draws afresh on another, the same again on it."""
