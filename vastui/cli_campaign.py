@@ -216,7 +216,7 @@ async def _with_services(args: argparse.Namespace, body: Callable[[Services], Aw
     store.register_secret(settings.api_key.key)
     try:
         async with HttpVastClient(base_url=settings.url, api_key=settings.api_key.key, clock=clock,
-                                  audit=store) as client:
+                                  audit=store, key_source=settings.api_key.source) as client:
             if key_check is not None:
                 await _check_key(args, key_check, client, settings, store, clock)
             services = await _services(args, settings, store, client, clock)

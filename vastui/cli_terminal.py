@@ -108,7 +108,8 @@ def vast_client(args: argparse.Namespace, *, audit: AuditSink | None = None,
         raise ConfigError("no Vast API key: pass --api-key, set VAST_API_KEY, or write it to "
                           "~/.config/vastai/vast_api_key (the simulator prints its key when it starts)",
                           title="No API key")
-    return HttpVastClient(base_url=settings.url, api_key=settings.api_key.key, clock=clock or MarketClock(), audit=audit)
+    return HttpVastClient(base_url=settings.url, api_key=settings.api_key.key, clock=clock or MarketClock(), audit=audit,
+                         key_source=settings.api_key.source)
 
 
 class _HeldLines:

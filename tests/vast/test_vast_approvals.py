@@ -38,7 +38,7 @@ CASES = [
          "PUT", b"/api/v0/asks/5/",
          {"client_id": "me", "image": "pytorch/pytorch", "env": {}, "price": None, "disk": 20.0, "label": "x",
           "extra": None, "onstart": None, "image_login": None, "python_utf8": False, "lang_utf8": False,
-          "use_jupyter_lab": False, "jupyter_dir": None, "force": False, "cancel_unavail": False,
+          "use_jupyter_lab": False, "jupyter_dir": None, "force": False, "cancel_unavail": True,
           "template_hash_id": None, "user": None, "runtype": "ssh_direc ssh_proxy"},
          {"success": True, "new_contract": 1001, "instance_api_key": "ik-secret-123456"}),
     Case("destroy", Action.DESTROY_INSTANCE, "instance:1",

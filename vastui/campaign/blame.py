@@ -39,6 +39,7 @@ class HaltReason(enum.StrEnum):
 
     WORKLOAD_FAILS = "workload_fails"
     INPUT_CHANGED = "input_changed"
+    KEY_REJECTED = "key_rejected"      # the marketplace rejected the API key: no request can succeed until it is fixed
 
 
 @dataclass(frozen=True, slots=True)

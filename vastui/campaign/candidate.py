@@ -12,6 +12,7 @@ import contextlib
 import enum
 import functools
 import json
+import re
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 from dataclasses import dataclass, field
@@ -36,7 +37,18 @@ from vastui.vast.models import Instance, InstanceStatus
 
 POLL_S = 10.0
 DEADLINE_CHECK_S = 30.0   # campaign-clock seconds between looks at the deadline while a phase emits nothing
-DEAD_STATUSES = frozenset({InstanceStatus.EXITED, InstanceStatus.OFFLINE, InstanceStatus.UNKNOWN})
+DEAD_STATUSES = frozenset({InstanceStatus.EXITED, InstanceStatus.OFFLINE})
+# ``unknown`` means "no recent heartbeat" and is often transient on the real service (the official self-test keeps
+# waiting on it); an instance that reads unknown this long in a row while loading is taken for dead. Two minutes:
+# several polls (POLL_S) of a lapse the simulator and the live service show for seconds, well inside any readiness
+# deadline, so a dead host is not waited on for the whole of it.
+UNKNOWN_GRACE_S = 120.0
+# ``show instance`` may answer ``{"instances": null}`` right after a create, before the row exists; so many null
+# answers in a row (before any row was seen) are waited out, a poll apart, before the instance counts as vanished.
+NULL_SHOWS_AFTER_CREATE = 3
+# Error words in ``status_msg`` while loading (pull and runtime errors: "OCI runtime create failed", "... failed"):
+# the official self-test aborts on them, and such an instance never runs.
+STATUS_MSG_ERROR = re.compile(r"\b(error|failed|failure|oci runtime)\b", re.IGNORECASE)
 BAD_HOST_TTL_S = 7 * 24 * 3600.0
 
 
@@ -236,6 +248,8 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
                               bad_host=False) from exc
     except (CreateFailed, ApiError) as exc:
         await ctx.store.rule_out_intent(intent_id=intent.intent_id, at=ctx.clock.now(), reason=str(exc))
+        if isinstance(exc, AuthError):
+            raise   # not this offer's fault: the campaign stops (engine)
         ctx.phase(run, CandidatePhase.SKIPPED, f"offer {c.offer.id} could not be rented: {exc}")
         return False
     # Ours from this moment: teardown must be able to destroy it even if recording it fails below.
@@ -250,12 +264,17 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
 
 
 async def wait_running(ctx: CandidateContext, run: CandidateRun) -> Instance:
-    """Poll until ``running``; exited/offline/unknown or a missed readiness deadline fail the candidate."""
+    """Poll until ``running``. Transient turns are waited out (a null first answer, ``scheduling``, ``unknown``
+    within ``UNKNOWN_GRACE_S``); exited/offline, a rental created ``stopped`` (scheduling could not place it), a
+    runtime error in ``status_msg``, or a missed readiness deadline fail the candidate at once (docs/api-notes.md,
+    "Keys and the instance lifecycle")."""
     assert run.instance_id is not None
     ctx.phase(run, CandidatePhase.LOADING)
     deadline_s = readiness_deadline_s(ctx.manifest, predicted_pull=run.candidate.predicted_pull_s)
     started = ctx.clock.now()
     last_status: InstanceStatus | None = None
+    nulls = 0
+    unknown_since: float | None = None
     while True:
         try:
             instance = await ctx.market.show_instance(run.instance_id)
@@ -265,7 +284,11 @@ async def wait_running(ctx: CandidateContext, run: CandidateRun) -> Instance:
             await ctx.clock.sleep(ctx.poll_s)
             continue
         if instance is None:
-            raise CandidateFailed(f"instance {run.instance_id} vanished while loading", bad_host=True)
+            nulls += 1
+            if run.instance is not None or nulls > NULL_SHOWS_AFTER_CREATE:
+                raise CandidateFailed(f"instance {run.instance_id} vanished while loading", bad_host=True)
+            await ctx.clock.sleep(ctx.poll_s)   # not readable yet right after the create: ask again
+            continue
         run.instance = instance
         run.rented_at = instance.start_date
         if instance.actual_status != last_status:
@@ -278,16 +301,31 @@ async def wait_running(ctx: CandidateContext, run: CandidateRun) -> Instance:
             run.running_seen_at = ctx.clock.now()
         if instance.actual_status is InstanceStatus.RUNNING and instance.ssh_endpoints():
             return instance
-        if instance.actual_status in DEAD_STATUSES:
-            raise CandidateFailed(f"instance {run.instance_id} went {instance.actual_status} while loading",
-                                  bad_host=True, evidence={"status": str(instance.actual_status),
-                                                           "status_msg": instance.status_msg})
+        unknown_since = (unknown_since or ctx.clock.now()) if instance.actual_status is InstanceStatus.UNKNOWN else None
+        _judge_loading(run.instance_id, instance, unknown_s=0.0 if unknown_since is None
+                       else ctx.clock.now() - unknown_since)
         waited = ctx.clock.now() - started
         if waited > deadline_s:
             raise CandidateFailed(f"not running after {waited / 60:.1f} min (deadline {deadline_s / 60:.1f} min)",
                                   bad_host=True, evidence={"waited_s": round(waited), "deadline_s": deadline_s,
                                                            "status": str(instance.actual_status)})
         await ctx.clock.sleep(ctx.poll_s)
+
+
+def _judge_loading(instance_id: int, instance: Instance, *, unknown_s: float) -> None:
+    """Raise CandidateFailed when a loading instance's row says it will not run; return when it may still."""
+    status, msg = instance.actual_status, (instance.status_msg or "").strip()
+    evidence = {"status": str(status), "status_msg": instance.status_msg}
+    if status is InstanceStatus.STOPPED:
+        raise CandidateFailed(f"instance {instance_id} came up stopped: scheduling could not place the rental "
+                              f"({msg or 'no status message'}); destroyed at once, not billed to the readiness "
+                              f"deadline", bad_host=False, evidence=evidence)
+    if status in DEAD_STATUSES or (status is InstanceStatus.UNKNOWN and unknown_s > UNKNOWN_GRACE_S):
+        lapse = f" for {unknown_s:.0f} s" if status is InstanceStatus.UNKNOWN else ""
+        raise CandidateFailed(f"instance {instance_id} went {status}{lapse} while loading"
+                              + (f": {msg}" if msg else ""), bad_host=True, evidence=evidence)
+    if status is not InstanceStatus.RUNNING and STATUS_MSG_ERROR.search(msg):
+        raise CandidateFailed(f"instance {instance_id} cannot start: {msg[:300]}", bad_host=True, evidence=evidence)
 
 
 async def read_loading(ctx: CandidateContext, run: CandidateRun) -> None:

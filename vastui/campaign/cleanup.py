@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from vastui.approval import Action, ApprovalRequest, Approver, instance_target
 from vastui.clock import Clock, clock_scale
-from vastui.errors import ApiError, ApprovalRequired, NotFound
+from vastui.errors import ApiError, ApprovalRequired, AuthError, NotFound
 from vastui.events import EventBus, InstanceConfirmedGone, InstanceDestroyed, Notice
 from vastui.campaign.ports import Marketplace
 from vastui.vast.models import Answered
@@ -40,6 +40,7 @@ class TeardownReport:
     refused: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     destroy_sent_at: dict[int, float] = field(default_factory=dict)   # first destroy this teardown sent, per id
+    key_rejected: str | None = None   # the marketplace rejected the API key: teardown stopped (retrying cannot help)
 
     @property
     def is_clean(self) -> bool:
@@ -91,11 +92,25 @@ class _Teardown:
     misses: dict[int, list[float]] = field(default_factory=dict)
     seen: dict[int, int] = field(default_factory=dict)
 
+    def reject_key(self, exc: AuthError) -> None:
+        """The API key was rejected: no retry can help, so the teardown stops and says what may still bill."""
+        if self.report.key_rejected is None:
+            self.report.key_rejected = exc.message
+            text = (f"{exc.title}: teardown stopped, every instance not yet proven gone may still be billing "
+                    f"(fix the key, then run the teardown again): {exc.message}")
+            self.report.errors.append(text)
+            self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.campaign_id, level="error", text=text))
+
     async def destroy(self, instance_id: int) -> bool:
         """Send one destroy (approved); False when refused. A failed call leaves it to the listings."""
+        if self.report.key_rejected is not None:
+            return True   # kept pending: reported as possibly alive
         try:
             sent = await destroy_with_approval(client=self.client, approver=self.approver, instance_id=instance_id,
                                                campaign_id=self.campaign_id, reason=self.reason)
+        except AuthError as exc:
+            self.reject_key(exc)
+            return True
         except ApiError as exc:
             self.report.errors.append(f"destroy {instance_id}: {exc}")
             self.seen[instance_id] = RESEND_AFTER_LISTINGS - 1  # sent again as soon as a listing shows it
@@ -110,6 +125,9 @@ class _Teardown:
         """One listing round; False when the listing failed or was incomplete (it proves nothing)."""
         try:
             listing = await self.client.list_instances()
+        except AuthError as exc:
+            self.reject_key(exc)
+            return False
         except ApiError as exc:
             self.report.errors.append(f"listing failed: {exc}")
             return False
@@ -170,7 +188,7 @@ async def teardown(*, client: Marketplace, approver: Approver, clock: Clock, bus
 
 async def _poll(state: _Teardown, *, poll_s: float, max_rounds: int, patience_s: float) -> None:
     rounds, outage_wait, last_complete = 0, poll_s, state.clock.now()
-    while state.pending and rounds < max_rounds:
+    while state.pending and rounds < max_rounds and state.report.key_rejected is None:
         wait = poll_s
         if await state.listing():
             rounds, outage_wait, last_complete = rounds + 1, poll_s, state.clock.now()
@@ -180,5 +198,5 @@ async def _poll(state: _Teardown, *, poll_s: float, max_rounds: int, patience_s:
             return
         else:
             wait, outage_wait = outage_wait, min(outage_wait * 2, max(MAX_OUTAGE_WAIT_S, poll_s))
-        if state.pending:
+        if state.pending and state.report.key_rejected is None:
             await state.clock.sleep(wait)

@@ -22,7 +22,7 @@ from vastui.bench.select import Decision, EliminationReason, Finalist, Race, Rac
 from vastui.bench.stats import Interval, Verdict
 from vastui.bench.tuned import TunedEvidence, decide_with_tuned_evidence
 from vastui.bench.tuning import tuned_cost_estimate
-from vastui.campaign.blame import BadHostMark, Halt, WorkloadJudge
+from vastui.campaign.blame import BadHostMark, Halt, HaltReason, WorkloadJudge
 from vastui.campaign.candidate import (BAD_HOST_TTL_S, CandidateContext, CandidateFailed, CandidatePhase, CandidateRun,
                                        Variant, canary, read_loading, rent, stage_inputs, wait_running)
 from vastui.campaign.charges import bill_of, hopeless_reason, prior_cost_inputs
@@ -35,7 +35,7 @@ from vastui.campaign.report import attribution_of
 from vastui.campaign.reserves import Reserves
 from vastui.campaign.tuning import TuningOutcome, tune
 from vastui.clock import Clock
-from vastui.errors import ApiError, RemoteError, StoreError, VastuiError
+from vastui.errors import ApiError, AuthError, RemoteError, StoreError, VastuiError
 from vastui.events import CampaignFinished, EventBus, InstanceDestroyed, Notice
 from vastui.events_live import CampaignPhaseChanged
 from vastui.store import SqliteStore
@@ -247,6 +247,9 @@ class CampaignEngine(Measuring):
                 await self._life(run)
             except CandidateFailed as exc:
                 await self._fail(run, exc)
+            except AuthError as exc:   # no request can succeed with this key: stop renting, say why
+                await self._fail(run, CandidateFailed(str(exc), bad_host=False))
+                await self._halt(Halt(HaltReason.KEY_REJECTED, f"{exc.title}: {exc.message}"))
             except (RemoteError, VastuiError) as exc:
                 await self._fail(run, CandidateFailed(str(exc), bad_host=False))
             except asyncio.CancelledError:
@@ -303,8 +306,12 @@ class CampaignEngine(Measuring):
         self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="error",
                                 text=f"campaign stopped: {halt.describe()}"))
         current = asyncio.current_task()
+        # A rent in flight when the key is rejected is left to end by itself: cancelled, its instance could only be
+        # found by a listing, which the rejected key cannot read; let be, its id is known and reported.
+        spared = {CandidatePhase.WAITING} | ({CandidatePhase.RENTING} if halt.reason is HaltReason.KEY_REJECTED
+                                             else set())
         for run, task in zip(self.runs, self._tasks, strict=True):
-            if task is not current and run.phase is not CandidatePhase.WAITING:
+            if task is not current and run.phase not in spared:
                 task.cancel()   # one still waiting for a slot skips itself when it gets one
 
     async def _stopped_by_abort(self, run: CandidateRun) -> None:
@@ -397,12 +404,14 @@ class CampaignEngine(Measuring):
             if run.phase is CandidatePhase.SKIPPED and ("not approved" in run.detail or
                                                          run.detail.startswith("budget")):
                 return False
+            # the rent's own refusal (e.g. scheduling could not place it) says more than "vanished"
+            why = (run.detail if still_there and run.phase is CandidatePhase.SKIPPED and run.detail
+                   else f"offer {candidate.offer.id} vanished")
             replacement = self._reserves.for_vanished(candidate)
             if replacement is None:
-                self.ctx.phase(run, CandidatePhase.SKIPPED, f"offer {candidate.offer.id} vanished; no reserve left")
+                self.ctx.phase(run, CandidatePhase.SKIPPED, f"{why}; no reserve left")
                 return False
-            self._stand_in(run, replacement, f"{run.cid}: offer {candidate.offer.id} vanished, trying reserve "
-                                             f"{replacement.offer.id}")
+            self._stand_in(run, replacement, f"{run.cid}: {why}, trying reserve {replacement.offer.id}")
 
     async def _fail(self, run: CandidateRun, exc: CandidateFailed) -> None:
         run.failure = str(exc)

@@ -14,11 +14,13 @@ from typing import Any
 from vastui.bench.billing import storage_usd_per_hour
 from vastui.sim.machine import Machine
 from vastui.sim.market_error import MarketError
+from vastui.sim.turns import Fate
 
 
 class InstanceStatus(enum.StrEnum):
     """``actual_status`` values the simulator uses."""
 
+    SCHEDULING = "scheduling"   # waiting for the machine's resources before loading (Realism.lifecycle_turns)
     LOADING = "loading"
     RUNNING = "running"
     STOPPED = "stopped"
@@ -39,6 +41,7 @@ class CreateRequest:
     args: list[str] | None
     price: float | None
     template_hash_id: str | None
+    cancel_unavail: bool = True     # a scheduling failure: an error (True, the on-demand default) or a stopped instance
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> CreateRequest:
@@ -66,6 +69,7 @@ class CreateRequest:
             runtype=str(body.get("runtype") or "ssh"),
             args=[str(a) for a in args] if isinstance(args, list) else None,
             price=price, template_hash_id=None if template is None else str(template),
+            cancel_unavail=body.get("cancel_unavail") is not False,
         )
 
     @property
@@ -117,6 +121,17 @@ class InstanceState:
     discount_rate: float = 0.0
     bid_price: float | None = None
     log_lines: list[tuple[float, str]] = field(default_factory=list)
+    fate: Fate = field(default_factory=Fate)      # the turns this rental takes (sim/turns.py)
+    scheduled_at: float | None = None             # when a scheduling phase ends and loading begins
+    shows: int = 0                                # show-instance reads answered so far
+
+    def reads_unknown(self, now: float) -> bool:
+        """Whether the row reads ``unknown`` now: a transient lapse of heartbeats while loading or running."""
+        f = self.fate
+        if f.unknown_from is None or f.unknown_until is None:
+            return False
+        lapsed = self.created_at + f.unknown_from <= now < self.created_at + f.unknown_until
+        return lapsed and self.status in (InstanceStatus.LOADING, InstanceStatus.RUNNING)
 
     @property
     def gpu_dph(self) -> float:
@@ -163,7 +178,8 @@ def instance_row(state: InstanceState, *, now: float) -> dict[str, Any]:
     uptime_s = now - state.running_since if running and state.running_since is not None else 0.0
     return {
         "id": state.id, "machine_id": m.machine_id, "host_id": m.host_id,
-        "actual_status": state.status.value, "intended_status": state.intended,
+        "actual_status": "unknown" if state.reads_unknown(now) else state.status.value,
+        "intended_status": state.intended,
         "cur_state": state.intended, "next_state": state.intended, "status_msg": state.status_msg,
         "image_uuid": state.request.image, "image_args": list(state.request.args or []),
         "image_runtype": state.request.runtype, "label": state.label, "template_id": None,

@@ -15,6 +15,7 @@ from vastui.sim.account import Account
 from vastui.sim.images import image_size_mb, is_popular
 from vastui.sim.instance import InstanceState, InstanceStatus
 from vastui.sim.truth import Fault
+from vastui.sim.turns import OCI_FAILURE
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +38,17 @@ def discount_for(months: float) -> float:
 
 
 def advance(st: InstanceState, now: float, *, account: Account, pulled: set[tuple[int, str]]) -> None:
-    """Bring one instance up to ``now``: finish loading if its time has come, bill every second on the way."""
+    """Bring one instance up to ``now``: end a scheduling phase, finish loading if its time has come, bill every
+    second on the way."""
+    if st.status is InstanceStatus.SCHEDULING and st.scheduled_at is not None and st.scheduled_at <= now:
+        bill(st, until=st.scheduled_at, account=account)
+        begin_loading(st, st.scheduled_at, pull=True, pulled=pulled, account=account)
+        st.scheduled_at = None
     if st.pull_done_at is not None and st.pull_done_at <= now:
-        st.log(st.pull_done_at, f"Image pulled ({image_size_mb(st.request.image):.0f} MB); starting container.")
-        st.pull_done_at = None
+        pulled_at, st.pull_done_at = st.pull_done_at, None
+        st.log(pulled_at, f"Image pulled ({image_size_mb(st.request.image):.0f} MB); starting container.")
+        if st.fate.runtime_fails:
+            fail_runtime(st, pulled_at)
     while st.status is InstanceStatus.LOADING and st.ready_at is not None and st.ready_at <= now:
         bill(st, until=st.ready_at, account=account)
         st.status, st.running_since, st.ready_at = InstanceStatus.RUNNING, st.ready_at, None
@@ -114,3 +122,13 @@ def begin_loading(st: InstanceState, now: float, *, pull: bool, pulled: set[tupl
     st.pull_done_at = now + pull_s if pull_s > 0 else None
     st.status_msg = "Pulling image " + image if pull_s else "Starting container"
     st.log(now, f"{st.status_msg} ({'cached' if cached else f'{image_size_mb(image):.0f} MB'})")
+    if st.fate.runtime_fails:
+        st.ready_at = None                       # the container never starts
+        if st.pull_done_at is None:
+            fail_runtime(st, now)
+
+
+def fail_runtime(st: InstanceState, now: float) -> None:
+    """The container runtime cannot start it: it stays ``loading`` with the runtime's error in ``status_msg``."""
+    st.status_msg = OCI_FAILURE
+    st.log(now, OCI_FAILURE)

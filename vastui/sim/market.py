@@ -34,6 +34,7 @@ from vastui.sim.offers import HOURS_PER_MONTH, OfferBook
 from vastui.sim.request_log import RequestLog, RequestRecord
 from vastui.sim.sshpaths import direct_allowed, without_open_ports
 from vastui.sim.truth import Fault, MachineTruth
+from vastui.sim.turns import SCHEDULING_FAILURE, LifecycleOdds, draw_fate
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +90,7 @@ class Market:
         self.realism = realism or Realism.kind()   # how hard this marketplace is (sim/realism.py)
         # With proxies, a seeded share of machines opened no ports: their instances are reached by proxy only.
         self.world = world = without_open_ports(world) if self.realism.ssh_proxy else world
+        self.lifecycle_odds = LifecycleOdds()       # how often a rental's turns happen, when realism has them on
         self.host_provider = host_provider
         self.request_log = RequestLog()
         self.requests_in_flight = 0   # API requests being answered now (a slow reply holds one for a while)
@@ -116,6 +118,10 @@ class Market:
     # --- read-only accessors -------------------------------------------------------------------------------
     def accepts_key(self, key: str) -> bool:
         return hmac.compare_digest(key.encode(), self._api_key.encode())
+
+    def revoke_key(self, *, replacement: str) -> None:
+        """The account's API key is revoked and ``replacement`` issued (the operator's doing; tests: a revoked key)."""
+        self._api_key = replacement
 
     def truth_of(self, machine_id: int) -> MachineTruth:
         """Hidden truth of a machine, for the simulator's hosts and for tests judging decisions."""
@@ -159,7 +165,7 @@ class Market:
             self._chaos_strikes(st, now)
         if self.account.credit_usd <= 0:
             for st in self._instances.values():
-                if st.status in (InstanceStatus.RUNNING, InstanceStatus.LOADING):
+                if st.status in (InstanceStatus.RUNNING, InstanceStatus.LOADING, InstanceStatus.SCHEDULING):
                     halt(st, now, status=InstanceStatus.STOPPED, why="stopped: out of credit")
         await self._sync_hosts()
 
@@ -295,6 +301,12 @@ class Market:
         if request.price is not None and request.price < machine.min_bid:
             raise MarketError(400, "bid_too_low", f"Bid ${request.price:.4f}/hr is below the minimum "
                                                   f"${machine.min_bid:.4f}/hr of offer {offer_id}.")
+        fate = draw_fate(seed=self.world.seed, instance_id=self._next_id, offer_id=offer_id,
+                         odds=self.lifecycle_odds, lifecycle=self.realism.lifecycle_turns,
+                         scheduling_failures=self.realism.cancel_unavail)
+        if fate.scheduling_fails and request.cancel_unavail:
+            raise MarketError(400, "scheduling_failed",
+                              f"Offer {offer_id} could not be scheduled: {SCHEDULING_FAILURE} (cancel_unavail).")
         drawn = self.chaos.draw_instance_fault(self._next_id)
         if drawn is not None and drawn.fault in _TRUTH_FAULTS:
             truth = dataclasses.replace(machine.truth, fault=_TRUTH_FAULTS[drawn.fault], fault_after_s=None)
@@ -303,11 +315,17 @@ class Market:
             id=self._next_id, machine=machine, request=request, api_key=secrets.token_hex(32), created_at=now,
             status=InstanceStatus.LOADING, intended="running", ready_at=None, last_billed_at=now,
             label=request.label, bid_price=request.price,
-            authorized_keys=[key.public_key for key in self.account.ssh_keys.values()],
+            authorized_keys=[key.public_key for key in self.account.ssh_keys.values()], fate=fate,
         )
         self._next_id += 1
         st.log(now, f"Instance {st.id} created on machine {machine.machine_id} from offer {offer_id}.")
-        begin_loading(st, now, pull=True, pulled=self._pulled, account=self.account)
+        if fate.scheduling_fails:   # cancel_unavail false: the rental exists, stopped, and its disk bills
+            halt(st, now, status=InstanceStatus.STOPPED, why=SCHEDULING_FAILURE + "; created stopped")
+        elif fate.scheduling_s > 0:
+            st.status, st.scheduled_at, st.status_msg = InstanceStatus.SCHEDULING, now + fate.scheduling_s, "Scheduling"
+            st.log(now, "Scheduling: waiting for the machine's resources.")
+        else:
+            begin_loading(st, now, pull=True, pulled=self._pulled, account=self.account)
         self._instances[st.id] = st
         return st
 
@@ -336,12 +354,19 @@ class Market:
         async with self._lock:
             await self._advance()
             st = self._instances.get(instance_id)
-            return None if st is None else instance_row(st, now=self.clock.now())
+            if st is None:
+                return None
+            st.shows += 1
+            if st.shows == 1 and st.fate.null_first_show:   # the row is not readable yet right after the create
+                return None
+            return instance_row(st, now=self.clock.now())
 
     async def destroy(self, instance_ids: list[int]) -> None:
         """Destroy instances (all or none: every id must exist); billing stops, the offers are rentable again."""
         async with self._lock:
             await self._advance()
+            if self.realism.destroy_404_documented and any(i not in self._instances for i in instance_ids):
+                raise MarketError(404, "not_found", "Instance not found")   # the documented body, no id in it
             states = [self._get(i) for i in instance_ids]
             for st in states:
                 del self._instances[st.id]

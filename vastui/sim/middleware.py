@@ -83,7 +83,8 @@ class SimMiddleware:
             await self.app(scope, receive, send)
             return
         if not self._authorised(scope):
-            await error_response(401, "auth_error", "Invalid user key")(scope, receive, send)
+            status = 404 if self.market.realism.auth_error_404 else 401   # the real service often says 404
+            await error_response(status, "auth_error", "Invalid user key")(scope, receive, send)
             return
         if self.market.on_request is not None:
             self.market.on_request(scope["method"], path)

@@ -27,6 +27,9 @@ class Realism:
 
     # --- keys and the instance lifecycle -----------------------------------------------------------------------
     auth_error_404: bool = False              # a bad or revoked key is answered 404 {"error": "auth_error"}
+    cancel_unavail: bool = False              # seeded scheduling failures: an error, or a stopped instance if false
+    lifecycle_turns: bool = False             # scheduling phase, transient unknown, null first show, OCI failures
+    destroy_404_documented: bool = False      # destroying a missing instance: 404 {"error": "not_found"}
 
     # --- SSH hosts ---------------------------------------------------------------------------------------------
     ssh_proxy: bool = False                   # instances reached through a proxy endpoint; direct only when asked

@@ -75,12 +75,14 @@ class HttpVastClient:
 
     def __init__(self, *, base_url: str, api_key: Secret | None, clock: Clock,
                  transport: httpx.AsyncBaseTransport | None = None, timeout_s: float = 30.0,
-                 max_attempts: int = 4, audit: AuditSink | None = None) -> None:
+                 max_attempts: int = 4, audit: AuditSink | None = None, key_source: str | None = None) -> None:
+        """``key_source`` says where the key came from (``--api-key``, ``VAST_API_KEY``, the key file's path):
+        a rejected key's error names it."""
         self._clock = clock
         self._audit = audit
         self._wire = Wire(base_url=base_url, api_key=api_key, clock=clock, transport=transport,
                           timeout_s=timeout_s, policy=RetryPolicy(max_attempts=max_attempts),
-                          redactor=Redactor([api_key]))
+                          redactor=Redactor([api_key]), key_source=key_source)
 
     def __repr__(self) -> str:
         return f"HttpVastClient(base_url={redact_url_passwords(self._wire.base_url)!r}, api_key=<redacted>)"
@@ -194,7 +196,7 @@ class HttpVastClient:
             "client_id": "me", "image": image, "env": dict(env or {}), "price": None, "disk": float(disk_gib),
             "label": label, "extra": None, "onstart": onstart, "image_login": None, "python_utf8": False,
             "lang_utf8": False, "use_jupyter_lab": False, "jupyter_dir": None, "force": False,
-            "cancel_unavail": False, "template_hash_id": None, "user": None, "runtype": runtype,
+            "cancel_unavail": True, "template_hash_id": None, "user": None, "runtype": runtype,
         }
 
         async def rent() -> CreatedInstance:

@@ -20,6 +20,9 @@ RECONCILE_LOOKS = 3               # listings read after a create whose answer wa
 RECONCILE_WAIT_S = 10.0           # seconds between them (the marketplace may still be creating the instance)
 
 _NO_SUCH_INSTANCE_CODES = frozenset({"no_such_instance", "instance_not_found"})
+# Destroy's other 404 shape, with no id in it (docs/api-notes.md, "Keys and the instance lifecycle")
+DOCUMENTED_NOT_FOUND_CODE = "not_found"
+_DOCUMENTED_NOT_FOUND = re.compile(r"^\s*instance\s+not\s+found\.?\s*$", re.IGNORECASE)
 _GONE_WORDS = re.compile(r"not found|does not exist|doesn't exist|no longer exists|no such", re.IGNORECASE)
 
 
@@ -31,6 +34,8 @@ def says_no_such_instance(exc: NotFound, instance_id: int) -> bool:
     text = exc.server_message
     if "endpoint" in text.lower():
         return False
+    if exc.code == DOCUMENTED_NOT_FOUND_CODE and _DOCUMENTED_NOT_FOUND.match(text):
+        return True   # the documented body names no id: it answers the one instance the request named
     names_it = re.search(rf"\binstance\s+(?:id\s+)?#?{instance_id}\b", text, re.IGNORECASE) is not None
     return names_it and _GONE_WORDS.search(text) is not None
 

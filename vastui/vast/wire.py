@@ -34,6 +34,7 @@ from vastui.vast.backoff import RetryPolicy, is_retryable_status, parse_retry_af
 _log = logging.getLogger("vastui.vast")
 _VERSIONED = re.compile(r"^/api/v\d+/")
 QUOTA_CODE = "search_quota_exceeded"
+AUTH_CODE = "auth_error"   # a bad or revoked key, often answered 404 rather than 401 (docs/api-notes.md, "Keys")
 
 
 class GarbledReply(ApiError):
@@ -63,9 +64,10 @@ class Wire:
 
     def __init__(self, *, base_url: str, api_key: Secret | None, clock: Clock,
                  transport: httpx.AsyncBaseTransport | None, timeout_s: float, policy: RetryPolicy,
-                 redactor: Redactor) -> None:
+                 redactor: Redactor, key_source: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
+        self._key_source = key_source   # where the key came from (--api-key, VAST_API_KEY, a file): safe to show
         self._clock = clock
         self._policy = policy
         self.redact = redactor
@@ -193,9 +195,10 @@ class Wire:
                     attempts: int) -> ApiError:
         tried = f" after {attempts} attempts" if attempts > 1 else ""
         text = f"{what}: HTTP {status}{tried}: {message}"
-        if status in (401, 403):
-            return AuthError(self.redact(f"{text} (check the API key for {self.base_url})"), status=status,
-                             code=code, title="API key rejected")
+        if status in (401, 403) or is_key_rejection(status, code, message):
+            source = f" (from {self._key_source})" if self._key_source else ""
+            return AuthError(self.redact(f"{text} — the API key was rejected{source}; check it for {self.base_url}"),
+                             status=status, code=code, title=f"API key rejected{source}")
         if status == 404:
             return NotFound(self.redact(text), status=status, code=code, server_message=self.redact(message)[:200])
         if status == 429 and code == QUOTA_CODE:
@@ -224,6 +227,12 @@ class Wire:
         except httpx.TransportError as exc:
             return 0, type(exc).__name__
         return response.status_code, response.text
+
+
+def is_key_rejection(status: int, code: str | None, message: str) -> bool:
+    """Whether an error answer says the API key is bad: 401/403, or the ``auth_error`` code (or its
+    "Invalid user key" text) on any status — the real service often answers a revoked key with 404."""
+    return status in (401, 403) or code == AUTH_CODE or (status == 404 and "invalid user key" in message.lower())
 
 
 def market_time_of(headers: httpx.Headers) -> tuple[float, float] | None:

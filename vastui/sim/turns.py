@@ -1,0 +1,64 @@
+"""The turns a real rental takes on its way to ``running`` (Realism's "keys and the instance lifecycle" group).
+
+Each rental draws its fate once, at create, from dice seeded by the world's seed and the instance id (so a run can
+be replayed, and one rental's draw never shifts another's): a ``scheduling`` phase before loading, a scheduling
+failure (an error, or a *stopped* instance when the create said ``cancel_unavail: false``), a transient ``unknown``
+("no recent heartbeat") for a poll or two, a null first ``show instance`` right after the create, and a container
+the runtime cannot start (``status_msg`` carries an "OCI runtime ... failed" error and it never runs). The sources
+are cited in docs/api-notes.md, "Keys and the instance lifecycle".
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+OCI_FAILURE = ("Error response from daemon: failed to create task for container: OCI runtime create failed: "
+               "runc create failed: unable to start container process: nvidia-container-cli: initialization "
+               "error: driver rpc error: failed")
+SCHEDULING_FAILURE = ("Scheduling failed: the machine does not have the resources free for this rental now")
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleOdds:
+    """How often each turn happens (per rental) and how long the transient ones last, in market seconds.
+
+    Tests may set their own (e.g. ``scheduling_failure=1.0``) on ``Market.lifecycle_odds``."""
+
+    scheduling: float = 0.5                  # a scheduling phase before loading
+    scheduling_s: tuple[float, float] = (3.0, 20.0)
+    scheduling_failure: float = 0.05         # scheduling cannot place the rental at all
+    transient_unknown: float = 0.3           # "unknown" for a while during loading or running
+    unknown_after_s: tuple[float, float] = (0.0, 60.0)   # from the create
+    unknown_s: tuple[float, float] = (5.0, 25.0)
+    null_first_show: float = 0.3             # the first show after the create answers {"instances": null}
+    runtime_failure: float = 0.03            # the container runtime cannot start it: never runs
+
+
+@dataclass(frozen=True, slots=True)
+class Fate:
+    """What one rental will go through (all zero/False: the kind path)."""
+
+    scheduling_s: float = 0.0
+    scheduling_fails: bool = False
+    unknown_from: float | None = None        # seconds after the create
+    unknown_until: float | None = None
+    null_first_show: bool = False
+    runtime_fails: bool = False
+
+
+def draw_fate(*, seed: int, instance_id: int, offer_id: int, odds: LifecycleOdds, lifecycle: bool,
+              scheduling_failures: bool) -> Fate:
+    """The fate of one rental: ``lifecycle`` switches the transient turns on, ``scheduling_failures`` the failures.
+
+    The offer is part of the seed: a create refused on one machine draws afresh on another, the same again on it."""
+    rng = random.Random(f"{seed}:{instance_id}:{offer_id}:lifecycle")
+    rolls = [rng.random() for _ in range(5)]
+    spans = [rng.uniform(*odds.scheduling_s), rng.uniform(*odds.unknown_after_s), rng.uniform(*odds.unknown_s)]
+    fails = scheduling_failures and rolls[1] < odds.scheduling_failure
+    if not lifecycle:
+        return Fate(scheduling_fails=fails)
+    unknown = rolls[2] < odds.transient_unknown
+    return Fate(scheduling_s=spans[0] if rolls[0] < odds.scheduling else 0.0, scheduling_fails=fails,
+                unknown_from=spans[1] if unknown else None, unknown_until=spans[1] + spans[2] if unknown else None,
+                null_first_show=rolls[3] < odds.null_first_show, runtime_fails=rolls[4] < odds.runtime_failure)
