@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from vastui.cli_signals import Stopped, signals_restored, stopping_on_signals
+from vastui.cli_signals import ExitReport, Stopped, signals_restored, stopping_on_signals
 
 
 async def _until_cancelled(*, swallow: bool, ready: asyncio.Event) -> str:
@@ -69,9 +69,26 @@ def test_a_signal_after_the_work_is_quiet_until_the_command_restores_its_handler
             await sender
 
     before = signal.getsignal(signal.SIGINT)
-    with signals_restored():
+    report = ExitReport()
+    with signals_restored(report):
         with pytest.raises(Stopped):
             asyncio.run(main())
         os.kill(os.getpid(), signal.SIGINT)   # the second Ctrl-C, late: noted, not raised
         signal.raise_signal(signal.SIGTERM)   # and a late SIGTERM does not end the process
+        report.signals.clear()                # (a stopped command keeps its quiet handlers to the exit)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_command_stopped_by_a_signal_keeps_late_signals_quiet_to_the_exit() -> None:
+    """After `main` returns from a stopped command, the process only exits: a repeat of the signal landing then
+    must not kill it by the signal (exit -2 / -15 instead of 130 / 143)."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    report = ExitReport(signals=[signal.SIGINT])
+    try:
+        with signals_restored(report):
+            signal.signal(signal.SIGINT, signal.SIG_IGN)   # what the command's last moments left in place
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)

@@ -276,12 +276,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     # Output may vanish mid-command (a closed pipe or terminal): it is dropped, never raised into the work.
-    with guarded_output(), signals_restored():
-        report, token = install_exit_report()
-        try:
+    report, token = install_exit_report()
+    try:
+        with guarded_output(), signals_restored(report):
             return _run_handler(handler, args, report)
-        finally:
-            reset_exit_report(token)
+    finally:
+        reset_exit_report(token)
 
 
 def _run_handler(handler: Callable[[argparse.Namespace], object], args: argparse.Namespace,

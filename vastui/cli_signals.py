@@ -51,7 +51,8 @@ class ExitReport:
     instances (``watch``); ``main`` asks after the event loop ended, whichever way it ended."""
 
     describe: Callable[[], Leftover | None] | None = None
-    notes: list[str] = field(default_factory=list)
+    signals: list[int] = field(default_factory=list)   # the stop signals this command received
+
 
     def watch(self, describe: Callable[[], Leftover | None]) -> None:
         self.describe = describe
@@ -141,6 +142,7 @@ class _Interrupts:
 
     def __call__(self, signum: int) -> None:
         self.got.append(signum)
+        self._report.signals.append(signum)
         if len(self.got) == 1:
             if self._task is not None:
                 self._task.cancel()
@@ -181,14 +183,12 @@ def _stderr_line(text: str) -> None:
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _late(signum: int, frame: object) -> None:
-    """A signal after the event loop ended: the command is writing its last lines and exiting; nothing to stop."""
-
-
 @contextlib.contextmanager
-def signals_restored() -> Iterator[None]:
+def signals_restored(report: ExitReport) -> Iterator[None]:
     """The process's own handlers for the stop signals, as they were before the block (``main`` wraps a command
-    in it: ``stopping_on_signals(..., quiet_after=True)`` leaves the late-signal handler behind)."""
+    in it: ``stopping_on_signals(..., quiet_after=True)`` leaves them ignored) — unless the
+    command was stopped by a signal: then the process is on its way out, and a repeat of that signal arriving
+    after ``main`` returned must not kill it with the wrong exit status."""
     import threading
 
     if threading.current_thread() is not threading.main_thread():   # only the main thread has handlers to set
@@ -198,16 +198,17 @@ def signals_restored() -> Iterator[None]:
     try:
         yield
     finally:
-        for signum, handler in saved.items():
-            if handler is not None:
-                signal.signal(signum, handler)
+        if not report.signals:
+            for signum, handler in saved.items():
+                if handler is not None:
+                    signal.signal(signum, handler)
 
 
 async def stopping_on_signals(work: Coroutine[Any, Any, T], *, quiet_after: bool = False) -> T:
     """Run ``work``; SIGINT, SIGTERM and SIGHUP cancel it once, so what cleans up after a cancellation (a
     campaign's abort, teardown and receipt) runs to its end whatever signals follow (see the module's docstring).
 
-    ``quiet_after``: once the work is over, these signals are noted and ignored rather than restored to their
+    ``quiet_after``: once the work is over, these signals are ignored rather than restored to their
     defaults — the command is only printing its last lines (a second Ctrl-C must not turn them into a
     KeyboardInterrupt). The caller restores them (``signals_restored``)."""
     import asyncio  # here: `vastui --help` and the market commands load no event loop (tests/test_cli_startup.py)
@@ -234,7 +235,10 @@ async def stopping_on_signals(work: Coroutine[Any, Any, T], *, quiet_after: bool
         for signum in installed:
             loop.remove_signal_handler(signum)   # SIGINT goes back to KeyboardInterrupt...
             if quiet_after:
-                signal.signal(signum, _late)     # ...unless the command is only finishing
+                # ...unless the command is only finishing. Ignored by the kernel, not by a Python handler: the
+                # interpreter resets its own handlers to the default while it finalizes, and a repeat of the
+                # signal landing then would still kill the process (exit -2 instead of 130).
+                signal.signal(signum, signal.SIG_IGN)
 
 
 def run_async(work: Coroutine[Any, Any, T]) -> T:
