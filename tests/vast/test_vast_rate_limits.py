@@ -19,7 +19,7 @@ import pytest
 from fakes import FakeClock, FakeVastApi
 
 from vastui.approval import Action, Approval, ApprovalRequest, offer_target
-from vastui.clock import ScaledClock
+from vastui.clock import MarketClock, ScaledClock
 from vastui.config import Secret
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
@@ -204,6 +204,19 @@ async def test_the_pacer_counts_from_the_answer_not_the_send() -> None:
     async with pacer.turn("GET", "/api/v1/instances/"):
         pass
     assert clock.sleeps == pytest.approx([1.0 * SAFETY])
+
+
+async def test_the_pacer_is_not_fooled_when_the_marketplaces_clock_moves_its_own() -> None:
+    # the CLI's commands pace on a MarketClock, whose reading jumps when the first answer shows the marketplace's
+    # time (docs/api-notes.md §1.3); show_instances.yaml: one page per 1.0 s all the same
+    clock = MarketClock(scale=10.0)
+    pacer = Pacer(clock=clock)
+    async with pacer.turn("GET", "/api/v1/instances/"):
+        local = clock.local_now()
+        clock.observe(market_time=clock.now() + 86_400.0, resolution_s=0.0, sent_local=local, received_local=local)
+    async with pacer.turn("GET", "/api/v1/instances/"):
+        pass
+    assert clock.offset_s > 80_000 and pacer.waited_s > 0.5
 
 
 @pytest.fixture

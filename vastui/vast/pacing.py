@@ -8,7 +8,9 @@ Each endpoint has a lane: one request of it in flight at a time, and the next on
 allows *after the previous answer came back*. An answer comes back after its request arrived, so counting from the
 answer keeps the arrivals apart by at least the interval whatever the network's delays (on a simulator's x300
 clock a millisecond of jitter is a third of a simulated second). A threshold that a 429 names (``threshold=4.5``)
-and that is longer than the documented one is learnt for the lane. All waits are on the injected clock.
+and that is longer than the documented one is learnt for the lane. All waits are on the injected clock; a
+``MarketClock`` is read without its offset (``local_now``), which jumps when the marketplace's answers first show
+its time and would otherwise make a wait look already served.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from vastui.clock import Clock
+from vastui.clock import Clock, MarketClock
 
 SAFETY = 1.02          # waits are a little longer than the documented ones: clocks may differ in rate
 
@@ -113,16 +115,20 @@ class Pacer:
             return
         lane = self._lane(rule)
         async with lane.lock:
-            wait = lane.ready_at() - self._clock.now()
+            wait = lane.ready_at() - self._now()
             if wait > 0:
                 self.waited_s += wait
                 await self._clock.sleep(wait)
             try:
                 yield
             finally:
-                lane.answered.append(self._clock.now())
+                lane.answered.append(self._now())
                 while len(lane.answered) > rule.calls:
                     lane.answered.popleft()
+
+    def _now(self) -> float:
+        """The clock's steady reading: a ``MarketClock`` without the offset that its answers move."""
+        return self._clock.local_now() if isinstance(self._clock, MarketClock) else self._clock.now()
 
     def _lane(self, rule: PaceRule) -> _Lane:
         lane = self._lanes.get(rule.name)
