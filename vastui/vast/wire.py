@@ -30,7 +30,7 @@ from vastui.clock import SIM_CLOCK_HEADER, Clock, MarketClock
 from vastui.config import Redactor, Secret, redact_url_passwords
 from vastui.errors import ApiError, AuthError, NotFound, QuotaExceeded, RateLimited, TransportError
 from vastui.vast.backoff import RetryPolicy, is_retryable_status, parse_retry_after
-from vastui.vast.pacing import SAFETY, Pacer, threshold_in
+from vastui.vast.pacing import SAFETY, Pacer, PaceRule, threshold_in
 
 _log = logging.getLogger("vastui.vast")
 _VERSIONED = re.compile(r"^/api/v\d+/")
@@ -137,7 +137,8 @@ class Wire:
             retry_after = parse_retry_after(response.headers.get("Retry-After"))
             if response.status_code == 429:
                 limited += 1
-                delay = self._rate_limit_wait(method, full_path, response, retry_after, limited)
+                delay = self._rate_limit_wait(what, self.pacer.rule_for(method, full_path), response, retry_after,
+                                              limited)
                 if delay is None:
                     return self._decode(response, what, attempts=attempt)
                 await self._wait(what, attempt, delay, "HTTP 429", limited=limited)
@@ -158,13 +159,11 @@ class Wire:
         self._keep_time(response, sent)
         return response
 
-    def _rate_limit_wait(self, method: str, full_path: str, response: httpx.Response, retry_after: float | None,
-                         limited: int) -> float | None:
+    def _rate_limit_wait(self, what: str, rule: PaceRule | None, response: httpx.Response,
+                         retry_after: float | None, limited: int) -> float | None:
         """How long to wait before sending again after a plain 429 (None: give up). A ``Retry-After`` is honoured;
         without one (as Vast.ai answers), the ``threshold=`` its body names, else the endpoint's documented
         interval, else a backoff that starts at a second. A wait over ``max_retry_after_s`` raises."""
-        what = f"{method} {full_path}"
-        rule = self.pacer.rule_for(method, full_path)
         threshold = threshold_in(response.text)
         if retry_after is not None:
             delay = retry_after
