@@ -20,11 +20,13 @@ from pathlib import Path
 import pytest
 
 from campaign_support import fast_manifest
+from vastui.campaign.candidate import RATE_LIMITED, CandidatePhase
 from vastui.events import Event, Notice
 from vastui.sim.demo import open_demo
 from vastui.sim.instance import CreateRequest
 from vastui.sim.market import Market
-from vastui.sim.rate_limits import interval_violations
+from vastui.sim import middleware
+from vastui.sim.rate_limits import Limit, interval_violations, limit_of
 from vastui.sim.realism import Realism
 
 KEY = "rate-limited-campaign-key-91e0"
@@ -104,3 +106,38 @@ async def _vastui_leaks(url: str, tmp_path: Path) -> tuple[int, dict[str, object
         raise
     assert process.returncode is not None
     return process.returncode, json.loads(stdout), stderr.decode()
+
+
+@pytest.mark.slow
+async def test_creates_refused_by_rate_limits_burn_no_reserve_and_blame_no_offer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a 429 means the marketplace did nothing (rate-limits-and-errors.mdx): a create it keeps refusing is no sign
+    # that the offer is gone, so no reserve is rented in its place. Here the create endpoint's interval is made an
+    # hour long, and an arrival a moment before the campaign starts it: every create is refused.
+    create = limit_of("PUT", "/api/v0/asks/1/")
+    assert create is not None
+    hour = Limit(create.name, create.method, create.pattern, 1, 3600.0)
+    monkeypatch.setattr(middleware, "limit_of", lambda method, path: hour if hour.pattern.match(path)
+                        and method == "PUT" else limit_of(method, path))
+
+    async def creates_just_came(market: Market) -> None:
+        market.rate_limits.check(limit=hour, key=KEY, client="127.0.0.1", now=market.clock.now())
+
+    events: list[Event] = []
+    async with open_demo(seed=3, time_scale=TIME_SCALE, data_dir=tmp_path / "data", api_key=KEY,
+                         manifest_path=fast_manifest(tmp_path / "m", max_candidates=2),
+                         realism=Realism(rate_limits=True), prepare=creates_just_came) as demo:
+        stop = demo.services.bus.listen(events.append)
+        try:
+            async with asyncio.timeout(900):    # a guard against a hang, not a speed check
+                result = await demo.start(plan_approved=True).result(abort_if_cancelled="the test was interrupted")
+        finally:
+            stop()
+        instances = demo.market.instance_ids()
+        creates = [r.status for r in demo.market.request_log if r.method == "PUT" and "/asks/" in r.path]
+
+    assert instances == [] and creates and set(creates) == {429}
+    assert result.outcome.runs and all(r.phase is CandidatePhase.SKIPPED and r.detail.startswith(RATE_LIMITED)
+                                       for r in result.outcome.runs), [r.detail for r in result.outcome.runs]
+    notices = [e.text for e in events if isinstance(e, Notice)]
+    assert not [text for text in notices if "trying reserve" in text or "vanished" in text], notices
