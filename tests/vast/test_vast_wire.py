@@ -199,7 +199,9 @@ async def test_money_is_retried_only_when_refused(client: HttpVastClient, api: F
     assert len(api.requests) == 1
     api.script += [httpx.Response(429, json={"msg": "slow"}), httpx.Response(200, json={"success": True})]
     await client.transfer_credit("a@b.c", 5, approval=approve(Action.TRANSFER_CREDIT, recipient_target("a@b.c")))
-    assert len(api.requests) == 3 and clock.sleeps == pytest.approx([0.15])
+    # paced (transfer credit: one request per 2.5 s, vast-ai/docs OpenAPI transfer_credit.yaml x-rate-limit), then a
+    # 429 without Retry-After or threshold waits the endpoint's documented interval (rate-limits-and-errors.mdx)
+    assert len(api.requests) == 3 and clock.sleeps == pytest.approx([2.55, 2.55])
     assert json.loads(api.requests[-1].content) == {"sender": "me", "recipient": "a@b.c", "amount": 5.0}
 
 

@@ -26,7 +26,8 @@ from vastui.campaign.plan import CANARY_STEPS, DESTROY_MARGIN_S, Candidate, read
 from vastui.campaign.ports import HostExecutor, Marketplace, Record
 from vastui.campaign.startup import LoadingSplit, StartupParts, split_loading
 from vastui.clock import Clock
-from vastui.errors import ApiError, AuthError, CreateFailed, CreateUncertain, InputChanged, RemoteError, VastuiError
+from vastui.errors import (ApiError, AuthError, CreateFailed, CreateUncertain, InputChanged, RateLimited, RemoteError,
+                           VastuiError)
 from vastui.events import CandidatePhaseChanged, EventBus, InstanceRented, InstanceStatusChanged
 from vastui.campaign.live import record_event
 from vastui.remote.protocol import GpuSample, Phase, Progress, Result
@@ -214,6 +215,11 @@ def workload_argv(manifest: Manifest, *, variant: Variant, steps: int, seconds: 
     return ["env", *(f"{k}={v}" for k, v in sorted(env.items())), *manifest.workload.command]
 
 
+# A rent the marketplace refused with 429 even after the wire's paced retries: skipped, no reserve takes its place
+# (the reserve would meet the same limit), and the offer is not taken for gone.
+RATE_LIMITED = "rate limited"
+
+
 async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
     """Approve, write the intent, create. False when the offer is gone or the rent was refused (no spend)."""
     c = run.candidate
@@ -246,6 +252,11 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
         await ctx.store.fail_intent(intent_id=intent.intent_id, error=str(exc), at=ctx.clock.now())
         raise CandidateFailed(f"rent possibly happened (label {label}); teardown will look for it",
                               bad_host=False) from exc
+    except RateLimited as exc:  # the marketplace did nothing (docs/api-notes.md §1.4): the offer is not to blame
+        await ctx.store.rule_out_intent(intent_id=intent.intent_id, at=ctx.clock.now(), reason=str(exc))
+        ctx.phase(run, CandidatePhase.SKIPPED, f"{RATE_LIMITED}: nothing was rented, offer {c.offer.id} is not "
+                                               f"blamed: {exc}")
+        return False
     except (CreateFailed, ApiError) as exc:
         await ctx.store.rule_out_intent(intent_id=intent.intent_id, at=ctx.clock.now(), reason=str(exc))
         if isinstance(exc, AuthError):

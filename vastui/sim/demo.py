@@ -62,12 +62,16 @@ def operator_key(directory: Path) -> Path:
 
 @contextlib.asynccontextmanager
 async def demo_world(*, seed: int, time_scale: float, work_dir: Path, chaos: Chaos | None = None,
-                     api_key: str = DEMO_API_KEY,
-                     realism: Realism | None = None) -> AsyncIterator[tuple[SimServer, ScaledClock]]:
+                     api_key: str = DEMO_API_KEY, realism: Realism | None = None,
+                     prepare: Callable[[Market], Awaitable[None]] | None = None,
+                     ) -> AsyncIterator[tuple[SimServer, ScaledClock]]:
+    """The market served on loopback; ``prepare`` sees it before it serves (tests: an account's other instances)."""
     clock = ScaledClock(scale=time_scale)
     market, pool = build_market_with_hosts(seed, clock=clock, hosts_dir=work_dir / "hosts", chaos=chaos,
                                            api_key=api_key, realism=realism)
     try:
+        if prepare is not None:
+            await prepare(market)
         async with SimServer(market) as server:
             yield server, clock
     finally:
@@ -107,17 +111,19 @@ class DemoSession:
 @contextlib.asynccontextmanager
 async def open_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_dir: Path | None = None,
                     manifest_path: Path = DEMO_MANIFEST, chaos: Chaos | None = None,
-                    api_key: str = DEMO_API_KEY, realism: Realism | None = None) -> AsyncIterator[DemoSession]:
+                    api_key: str = DEMO_API_KEY, realism: Realism | None = None,
+                    prepare: Callable[[Market], Awaitable[None]] | None = None) -> AsyncIterator[DemoSession]:
     """Serve a seeded simulated market, connect the real client, SSH runner and store to it, plan the demo
     campaign; close everything on exit (a started campaign should be awaited or aborted before that).
-    ``api_key`` is the key the market accepts and the client sends (tests use a recognisable fake one)."""
+    ``api_key`` is the key the market accepts and the client sends (tests use a recognisable fake one);
+    ``realism`` how hard the market is (``sim/realism.py``); ``prepare`` sees the market before anything else."""
     manifest = load_manifest(manifest_path)
     with tempfile.TemporaryDirectory(prefix="vastui-demo-") as tmp:
         work = Path(tmp)
         # One store per demo run: each demo is a fresh simulated world whose instance ids start over.
         db_path = (data_dir or work) / "demo" / f"demo-seed{seed}-{int(time.time())}.sqlite3"
-        async with demo_world(seed=seed, time_scale=time_scale, work_dir=work, chaos=chaos,
-                              api_key=api_key, realism=realism) as (server, clock):
+        async with demo_world(seed=seed, time_scale=time_scale, work_dir=work, chaos=chaos, api_key=api_key,
+                              realism=realism, prepare=prepare) as (server, clock):
             key_path = operator_key(work)
             secret = Secret(api_key)
             store = await SqliteStore.open(db_path)

@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 from vastui.clock import Clock
 from vastui.sim.account import Account, validated_public_key
 from vastui.sim.chaos import Chaos, InstanceFault
+from vastui.sim.rate_limits import RateLimits
 from vastui.sim.realism import Realism
 from vastui.sim.instance import CreateRequest, InstanceState, InstanceStatus, instance_row
 from vastui.sim.lifecycle import Charges, advance, begin_loading, charge_bandwidth, discount_for, halt
@@ -93,6 +94,7 @@ class Market:
         self.lifecycle_odds = LifecycleOdds()       # how often a rental's turns happen, when realism has them on
         self.host_provider = host_provider
         self.request_log = RequestLog()
+        self.rate_limits = RateLimits(seed=world.seed)   # Vast.ai's per-endpoint intervals, when realism says so
         self.requests_in_flight = 0   # API requests being answered now (a slow reply holds one for a while)
         # Tests' hook: told (method, path) of each authorised API request as it arrives, before it is answered.
         self.on_request: Callable[[str, str], None] | None = None

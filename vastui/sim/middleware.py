@@ -1,7 +1,8 @@
 """The outer ASGI layer of the simulated API: path normalisation, the request log, Bearer auth and chaos.
 
 Order matters: the path is normalised first (a trailing ``/`` on ``--url`` makes the CLI send ``//api/...``),
-every request is logged whatever happens next, auth comes before chaos (a bad key is never rate limited), and
+every request is logged whatever happens next, auth comes before rate limits and chaos (a bad key is never rate
+limited), Vast.ai's documented rate limits (``Realism.rate_limits``, ``sim/rate_limits.py``) come next, and
 chaos comes before the routes so an injected error never applies a mutation, except a dropped connection,
 which by design happens after the work is done (the reply is what gets lost), and a slow reply, held either
 before the work (it lands after the client gave up) or after it (the answer comes too late). A redirect answers
@@ -23,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vastui.clock import SIM_CLOCK_HEADER
 from vastui.sim.market import Market
+from vastui.sim.rate_limits import limit_of
 from vastui.sim.request_log import RequestRecord
 from vastui.sim.responses import error_response
 
@@ -49,6 +51,10 @@ class SimMiddleware:
         path = re.sub(r"/{2,}", "/", scope["path"])
         scope = {**scope, "path": path, "raw_path": path.encode(), "state": dict(scope.get("state") or {})}
         status = [500]
+        arrived = float(self.market.clock.now())
+        client = scope.get("client")
+        scope["state"]["client"] = str(client[0]) if client else ""
+        scope["state"]["arrived"] = arrived
 
         async def tracking_send(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -64,7 +70,8 @@ class SimMiddleware:
             self.market.record(RequestRecord(
                 method=scope["method"], path=path, query=scope.get("query_string", b"").decode("latin-1"),
                 status=status[0], at=self.market.clock.now(),
-                target_ids=tuple(scope["state"].get("target_ids", ())),
+                target_ids=tuple(scope["state"].get("target_ids", ())), arrived_at=arrived,
+                client=scope["state"]["client"],
             ))
 
     def _clock_headers(self) -> list[tuple[bytes, bytes]]:
@@ -88,6 +95,11 @@ class SimMiddleware:
             return
         if self.market.on_request is not None:
             self.market.on_request(scope["method"], path)
+        if self.market.realism.rate_limits:
+            too_soon = self._too_soon(scope)
+            if too_soon is not None:
+                await too_soon(scope, receive, send)
+                return
         refusal = await self._chaos_refusal(path)
         if refusal is not None:
             await refusal(scope, receive, send)
@@ -102,10 +114,19 @@ class SimMiddleware:
         await self.app(scope, receive, send)
 
     def _authorised(self, scope: Scope) -> bool:
-        headers = dict(scope.get("headers") or [])
-        value = headers.get(b"authorization", b"").decode("latin-1")
-        scheme, _, key = value.partition(" ")
-        return scheme.lower() == "bearer" and bool(key.strip()) and self.market.accepts_key(key.strip())
+        key = _bearer_key(scope)
+        return bool(key) and self.market.accepts_key(key)
+
+    def _too_soon(self, scope: Scope) -> Response | None:
+        """A 429 when this request comes sooner than its endpoint's documented interval allows (no Retry-After)."""
+        limit = limit_of(scope["method"], scope["path"])
+        if limit is None:
+            return None
+        refusal = self.market.rate_limits.check(limit=limit, key=_bearer_key(scope), client=scope["state"]["client"],
+                                                now=scope["state"]["arrived"])
+        if refusal is None:
+            return None
+        return Response(refusal.body, status_code=429, media_type=refusal.media_type)
 
     async def _chaos_refusal(self, path: str) -> Any:
         chaos = self.market.chaos
@@ -156,6 +177,14 @@ class SimMiddleware:
         if messages:
             await send(messages[0])
         raise ChaosDrop("chaos: connection dropped after the request was applied")
+
+
+def _bearer_key(scope: Scope) -> str:
+    """The key of ``Authorization: Bearer <key>`` ("" when there is none)."""
+    headers = dict(scope.get("headers") or [])
+    value = headers.get(b"authorization", b"").decode("latin-1")
+    scheme, _, key = value.partition(" ")
+    return key.strip() if scheme.lower() == "bearer" else ""
 
 
 async def _redirect_to_self(scope: Scope, receive: Receive, send: Send) -> None:

@@ -18,6 +18,8 @@ class RequestRecord:
     status: int
     at: float            # market clock, when the answer was sent
     target_ids: tuple[int, ...] = ()
+    arrived_at: float | None = None   # market clock, when the request entered the API (rate limits count it)
+    client: str = ""     # the client's IP address (an identity of Vast.ai's rate limits; never the key)
 
     @property
     def target_id(self) -> int | None:

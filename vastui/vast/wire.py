@@ -30,6 +30,7 @@ from vastui.clock import SIM_CLOCK_HEADER, Clock, MarketClock
 from vastui.config import Redactor, Secret, redact_url_passwords
 from vastui.errors import ApiError, AuthError, NotFound, QuotaExceeded, RateLimited, TransportError
 from vastui.vast.backoff import RetryPolicy, is_retryable_status, parse_retry_after
+from vastui.vast.pacing import SAFETY, Pacer, PaceRule, threshold_in
 
 _log = logging.getLogger("vastui.vast")
 _VERSIONED = re.compile(r"^/api/v\d+/")
@@ -47,7 +48,8 @@ class NotSent(TransportError):
 
 class Retry(enum.Enum):
     """What may be sent again. IDEMPOTENT requests are retried on 429/502/503/504 and transport errors.
-    REFUSED_ONLY requests (create, money) are retried only on a plain 429, which means the server did not act."""
+    REFUSED_ONLY requests (create, money) are retried only on a plain 429, which means the server did not act
+    (every request is retried on a plain 429, up to ``RetryPolicy.max_rate_limited`` times)."""
 
     IDEMPOTENT = "idempotent"
     REFUSED_ONLY = "refused-only"
@@ -71,6 +73,7 @@ class Wire:
         self._clock = clock
         self._policy = policy
         self.redact = redactor
+        self.pacer = Pacer(clock=clock)   # one per API key, shared by every caller: see pacing.py
         # Redirects are followed, as the official CLI does; httpx drops the Authorization header when one leads to
         # another host or port (an upgrade to https on the same host keeps it; the CLI also keeps it for any
         # *.vast.ai host, vastui never sends the key to a host it was not given), and a loop ends after
@@ -88,8 +91,7 @@ class Wire:
 
     def url(self, path: str, params: Mapping[str, object] | None = None) -> str:
         """The full URL the official CLI would build for ``path`` and ``params``."""
-        full = path if _VERSIONED.match(path) else "/api/v0" + path
-        url = self.base_url + full
+        url = self.base_url + api_path(path)
         if params:
             url += "?" + "&".join(
                 f"{name}={quote_plus(value if isinstance(value, str) else json.dumps(value))}"
@@ -102,27 +104,29 @@ class Wire:
 
     async def call(self, method: str, path: str, *, params: Mapping[str, object] | None = None,
                    body: Mapping[str, object] | None = None, retry: Retry = Retry.IDEMPOTENT) -> object:
-        """Send, retrying as ``retry`` allows, and return the decoded JSON of a 2xx answer (else raise)."""
+        """Send when the endpoint's pace allows, retrying as ``retry`` allows, and return the decoded JSON of a 2xx
+        answer (else raise). A plain 429 (the server did nothing) is retried whatever ``retry`` says, after the
+        wait it asks for, up to ``RetryPolicy.max_rate_limited``; other failures count against ``max_attempts``."""
         what = f"{method} {path}"
         url = self.url(path, params)
+        full_path = api_path(path)
         headers = {"Authorization": f"Bearer {self._api_key.reveal()}"} if self._api_key else {}
         content = None
         if method != "GET":
             content = json.dumps(dict(body or {})).encode()
             headers["Content-Type"] = "application/json"
         attempt = 0
+        limited = 0
         while True:
             attempt += 1
-            sent = self._clock.local_now() if isinstance(self._clock, MarketClock) else 0.0
             try:
-                response = await asyncio.wait_for(self._http.request(method, url, content=content, headers=headers),
-                                                  self._whole_answer_s)
+                response = await self._send(method, full_path, url, content, headers)
             except (httpx.TransportError, TimeoutError) as exc:
                 if isinstance(exc, TimeoutError):
                     reason = f"no whole answer within {self._whole_answer_s:g} s (the server is sending too slowly)"
                 else:
                     reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                if retry is Retry.IDEMPOTENT and self._policy.has_attempts_left(attempt):
+                if retry is Retry.IDEMPOTENT and self._policy.has_attempts_left(attempt - limited):
                     await self._wait(what, attempt, None, reason)
                     continue
                 kind = NotSent if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) else TransportError
@@ -130,19 +134,58 @@ class Wire:
             except httpx.HTTPError as exc:
                 raise ApiError(self.redact(f"{what} failed: {type(exc).__name__}: {exc}")) from exc
             self.log(logging.DEBUG, f"{what} -> {response.status_code} (attempt {attempt})")
-            self._keep_time(response, sent)
             if not is_retryable_status(response.status_code) or self._is_quota(response):
                 return self._decode(response, what)
-            may_retry = retry is Retry.IDEMPOTENT or response.status_code == 429
             retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            if response.status_code == 429:
+                limited += 1
+                delay = self._rate_limit_wait(what, self.pacer.rule_for(method, full_path), response, retry_after,
+                                              limited)
+                if delay is None:
+                    return self._decode(response, what, attempts=attempt)
+                await self._wait(what, attempt, delay, "HTTP 429", limited=limited)
+                continue
             if retry_after is not None and retry_after > self._policy.max_retry_after_s:
-                raise RateLimited(self.redact(
-                    f"{what}: the marketplace asked us to wait {retry_after:.0f} s (HTTP {response.status_code}); "
-                    f"giving up instead of waiting over {self._policy.max_retry_after_s:.0f} s"),
-                    retry_after_s=retry_after, status=response.status_code)
-            if not (may_retry and self._policy.has_attempts_left(attempt)):
+                raise self._too_long(what, response.status_code, retry_after)
+            if not (retry is Retry.IDEMPOTENT and self._policy.has_attempts_left(attempt - limited)):
                 return self._decode(response, what, attempts=attempt)
             await self._wait(what, attempt, retry_after, f"HTTP {response.status_code}")
+
+    async def _send(self, method: str, full_path: str, url: str, content: bytes | None,
+                    headers: dict[str, str]) -> httpx.Response:
+        """One attempt, in the endpoint's turn (``pacing.py``), its answer read whole and its time kept."""
+        async with self.pacer.turn(method, full_path):
+            sent = self._clock.local_now() if isinstance(self._clock, MarketClock) else 0.0
+            response = await asyncio.wait_for(self._http.request(method, url, content=content, headers=headers),
+                                              self._whole_answer_s)
+        self._keep_time(response, sent)
+        return response
+
+    def _rate_limit_wait(self, what: str, rule: PaceRule | None, response: httpx.Response,
+                         retry_after: float | None, limited: int) -> float | None:
+        """How long to wait before sending again after a plain 429 (None: give up). A ``Retry-After`` is honoured;
+        without one (as Vast.ai answers), the ``threshold=`` its body names, else the endpoint's documented
+        interval, else a backoff that starts at a second. A wait over ``max_retry_after_s`` raises."""
+        threshold = threshold_in(response.text)
+        if retry_after is not None:
+            delay = retry_after
+        elif threshold is not None:
+            delay = threshold * SAFETY
+            if rule is not None and threshold <= self._policy.max_retry_after_s:
+                self.pacer.learn(rule, threshold)
+        elif rule is not None:
+            delay = self.pacer.interval_s(rule) * SAFETY
+        else:
+            delay = self._policy.rate_limit_backoff_s(limited - 1)
+        if delay > self._policy.max_retry_after_s:
+            raise self._too_long(what, 429, delay)
+        return delay if self._policy.has_rate_limit_tries_left(limited) else None
+
+    def _too_long(self, what: str, status: int, wait_s: float) -> RateLimited:
+        return RateLimited(self.redact(
+            f"{what}: the marketplace asked us to wait {wait_s:.0f} s (HTTP {status}); "
+            f"giving up instead of waiting over {self._policy.max_retry_after_s:.0f} s"),
+            retry_after_s=wait_s, status=status)
 
     def _keep_time(self, response: httpx.Response, sent_local: float) -> None:
         """Tell a ``MarketClock`` what the marketplace's clock read when it answered (an answer without a readable
@@ -154,10 +197,12 @@ class Wire:
             self._clock.observe(market_time=reading[0], resolution_s=reading[1], sent_local=sent_local,
                                 received_local=self._clock.local_now())
 
-    async def _wait(self, what: str, attempt: int, retry_after: float | None, reason: str) -> None:
+    async def _wait(self, what: str, attempt: int, retry_after: float | None, reason: str, *,
+                    limited: int = 0) -> None:
         delay = retry_after if retry_after is not None else self._policy.backoff_s(attempt - 1)
-        self.log(logging.WARNING, f"{what}: {reason}; retrying in {delay:.3g} s "
-                                  f"(attempt {attempt + 1} of {self._policy.max_attempts})")
+        bound = (f"rate limited {limited} of at most {self._policy.max_rate_limited} times" if limited
+                 else f"attempt {attempt + 1} of {self._policy.max_attempts}")
+        self.log(logging.WARNING, f"{what}: {reason}; retrying in {delay:.3g} s ({bound})")
         await self._clock.sleep(delay)
 
     @staticmethod
@@ -233,6 +278,11 @@ def is_key_rejection(status: int, code: str | None, message: str) -> bool:
     """Whether an error answer says the API key is bad: 401/403, or the ``auth_error`` code (or its
     "Invalid user key" text) on any status — the real service often answers a revoked key with 404."""
     return status in (401, 403) or code == AUTH_CODE or (status == 404 and "invalid user key" in message.lower())
+
+
+def api_path(path: str) -> str:
+    """``path`` as the API names it: ``/api/v0`` prepended unless it already names a version."""
+    return path if _VERSIONED.match(path) else "/api/v0" + path
 
 
 def market_time_of(headers: httpx.Headers) -> tuple[float, float] | None:
