@@ -88,7 +88,7 @@ async def test_a_rental_that_comes_up_stopped_ends_at_once_and_never_bills_its_r
 
 async def test_a_campaign_through_scheduling_null_shows_and_unknown_still_decides_and_leaves_nothing(
         tmp_path: Path) -> None:
-    # vast-api.md §4 (the official self-test waits on unknown and empty answers; the CLI's help names scheduling)
+    # docs/api-notes.md (keys and lifecycle) (the official self-test waits on unknown and empty answers; the CLI's help names scheduling)
     events: list[Event] = []
     # each turn lasts several polls (10 s apart) even at a slow machine's pace: a slower clock than the others
     async with open_demo(seed=SEED, time_scale=SLOWER_SCALE, data_dir=tmp_path / "data",
@@ -135,7 +135,7 @@ async def _all_rentals(tmp_path: Path, odds: LifecycleOdds) -> tuple[list[tuple[
 
 
 async def test_a_runtime_error_in_status_msg_fails_the_candidate_at_once_with_its_words(tmp_path: Path) -> None:
-    # vast-api.md §4: status_msg carries runtime errors ("OCI runtime ... failed") and the official self-test
+    # docs/api-notes.md (keys and lifecycle): status_msg carries runtime errors ("OCI runtime ... failed") and the official self-test
     # aborts on them: such an instance never runs, so waiting for its readiness deadline only bills it
     rentals, failures = await _all_rentals(tmp_path, LifecycleOdds(**{**_calm(), "runtime_failure": 1.0}))
     for _, failed_at, destroyed in rentals:   # within a few polls (10 s apart) of the error, not its deadline
@@ -144,7 +144,7 @@ async def test_a_runtime_error_in_status_msg_fails_the_candidate_at_once_with_it
 
 
 async def test_an_unknown_that_outlasts_its_grace_fails_the_candidate(tmp_path: Path) -> None:
-    # vast-api.md §4: unknown is often transient, so it is waited on for UNKNOWN_GRACE_S, and no longer
+    # docs/api-notes.md (keys and lifecycle): unknown is often transient, so it is waited on for UNKNOWN_GRACE_S, and no longer
     from vastui.campaign.candidate import UNKNOWN_GRACE_S
 
     odds = LifecycleOdds(**{**_calm(), "transient_unknown": 1.0, "unknown_after_s": (0.0, 0.0),

@@ -143,7 +143,7 @@ async def test_teardown_stops_at_once_on_a_rejected_key_and_says_so() -> None:
 # --- destroy --------------------------------------------------------------------------------------------------------
 
 async def test_the_documented_destroy_404_counts_as_gone() -> None:
-    # vast-api.md §4 (destroy's 404 as other Vast clients record it): {"error": "not_found", "msg": "Instance not
+    # docs/api-notes.md (keys and lifecycle) (destroy's 404 as other Vast clients record it): {"error": "not_found", "msg": "Instance not
     # found"}, with no id in it; the vast-ai/docs OpenAPI shape "no_such_instance" is tested in test_vast_destroy_404
     clock = FakeClock()
     market = _market(clock, Realism(destroy_404_documented=True))
@@ -218,7 +218,7 @@ async def test_a_rental_may_be_scheduling_before_it_loads() -> None:
 
 
 async def test_the_first_show_after_a_create_may_be_null() -> None:
-    # vast-api.md §4 (the official self-test, wait_for_instance, keeps waiting on empty answers)
+    # docs/api-notes.md (keys and lifecycle) (the official self-test, wait_for_instance, keeps waiting on empty answers)
     clock = FakeClock()
     market = _market(clock, Realism(lifecycle_turns=True), LifecycleOdds(**{**_never(), "null_first_show": 1.0}))
     instance_id = await _rent(market)
@@ -229,7 +229,7 @@ async def test_the_first_show_after_a_create_may_be_null() -> None:
 
 
 async def test_an_instance_may_read_unknown_for_a_while_and_come_back() -> None:
-    # vast-api.md §4: "unknown" is "no recent heartbeat", often transient (the official self-test waits on it)
+    # docs/api-notes.md (keys and lifecycle): "unknown" is "no recent heartbeat", often transient (the official self-test waits on it)
     clock = FakeClock()
     odds = LifecycleOdds(**{**_never(), "transient_unknown": 1.0, "unknown_after_s": (5.0, 5.0),
                             "unknown_s": (20.0, 20.0)})
@@ -245,7 +245,7 @@ async def test_an_instance_may_read_unknown_for_a_while_and_come_back() -> None:
 
 
 async def test_a_container_the_runtime_cannot_start_says_so_in_status_msg_and_never_runs() -> None:
-    # vast-api.md §4: status_msg carries runtime errors ("OCI runtime ... failed"); such an instance never runs
+    # docs/api-notes.md (keys and lifecycle): status_msg carries runtime errors ("OCI runtime ... failed"); such an instance never runs
     clock = FakeClock()
     market = _market(clock, Realism(lifecycle_turns=True), LifecycleOdds(**{**_never(), "runtime_failure": 1.0}))
     instance_id = await _rent(market)

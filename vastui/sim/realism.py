@@ -37,7 +37,7 @@ class Realism:
     sshd_late: bool = False                   # sshd accepts a little after the row says running
 
     # --- rows and logs -----------------------------------------------------------------------------------------
-    padded_strings: bool = False              # listing rows carry whitespace where the docs show it
+    # (none yet: whitespace-padded row strings and container-style logs are still to model, docs/api-notes.md)
 
     @classmethod
     def kind(cls) -> Realism:
