@@ -373,12 +373,14 @@ async def _disturb(mix: Mix, proc: asyncio.subprocess.Process, transport: asynci
         signum = signal.SIGINT if mix.seed % 2 == 0 else signal.SIGTERM   # Ctrl-C twice, or a manager's SIGTERMs
         proc.send_signal(signum)
         await asyncio.sleep(0.1)
-        proc.send_signal(signum)
+        with contextlib.suppress(ProcessLookupError):   # it may have finished between the two
+            proc.send_signal(signum)
         return False
     if mix.disturbance == BROKEN_PIPE:
         transport.close()   # `| head`: the reader is gone
         if mix.seed % 2 == 1:
-            proc.send_signal(signal.SIGINT)   # `| tee` and Ctrl-C: the reader dies with the signal
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGINT)   # `| tee` and Ctrl-C: the reader dies with the signal
         return True
     if mix.disturbance == FULL_DISK:
         await asyncio.to_thread(fill_disk, store_folder)
