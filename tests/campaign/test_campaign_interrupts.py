@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from campaign_support import fast_manifest
+from small_disk import CannotMount, fill_disk, small_disk
 from sim_process import VASTUI, alive, operator_key, register_key, sim_process
 from vastui.approval import Action
 from vastui.store import SqliteStore
@@ -141,29 +142,13 @@ def _start(command: list[str], *, output: str, stderr_file: Path) -> Iterator[Ru
         stop_reading()
 
 
-def _fill(folder: Path) -> None:
-    """Fill the filesystem under ``folder`` to the last byte (unbuffered: nothing is left to fail at close)."""
-    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        for size in (1 << 20, 4096, 1):
-            with contextlib.suppress(OSError):
-                while True:
-                    os.write(fd, b"\0" * size)
-    finally:
-        os.close(fd)
-
-
 @contextlib.contextmanager
 def _small_filesystem(folder: Path) -> Iterator[Path]:
-    folder.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)], capture_output=True,
-                          text=True)
-    if done.returncode != 0:   # the suite runs as root in CI; a machine without mount rights cannot do this case
-        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
     try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False)
+        with small_disk(folder) as mounted:
+            yield mounted
+    except CannotMount as exc:   # the suite runs as root in CI; a machine without mount rights cannot do this case
+        pytest.skip(f"cannot mount a small tmpfs here: {exc}")
 
 
 # Each case: how output is connected, and what happens at the race and at the teardown (None: nothing).
@@ -189,7 +174,7 @@ def _reader_exits_then_ctrl_c(run: Run, _folder: Path) -> None:
 
 
 def _disk_fills(_run: Run, folder: Path) -> None:
-    _fill(folder)
+    fill_disk(folder)
 
 
 async def _every_destroy_is_on_record(db: Path) -> None:

@@ -24,15 +24,15 @@ import os
 import re
 import signal
 import sqlite3
-import subprocess
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
+from small_disk import fill_disk, small_disk
 from chaos_mix import BROKEN_PIPE, CLIENT_TIMEOUT_S, DOUBLE_SIGNAL, FULL_DISK, KILL, Mix
 from vastui.approval import Action, Approval, ApprovalRequest, AuditRecord
 from vastui.campaign.handle import start_campaign
@@ -68,7 +68,6 @@ NOTHING_LOST = "every measurement kept"
 NO_WRONG_CHOICE = "no decision from a correctness failure"
 NO_TRACEBACK = "no traceback from a disturbed console"
 INVARIANTS = (NO_LEAK, NO_DOUBLE_RENT, ALL_APPROVED, NOTHING_LOST, NO_WRONG_CHOICE, NO_TRACEBACK)
-SMALL_DISK = "16m"   # the tmpfs a full_disk mix puts the store on
 
 
 @dataclass(slots=True)
@@ -214,36 +213,6 @@ async def run_in_process(mix: Mix, manifest: Path, work: Path, server: SimServer
     finally:
         await store.close()
     return (None if chosen_instance is None else str(chosen_instance)), db
-
-
-class CannotMount(Exception):
-    """A full_disk mix needs a small tmpfs, and this machine does not let the runner mount one (not root)."""
-
-
-@contextlib.contextmanager
-def small_disk(folder: Path) -> Iterator[Path]:
-    """A 16 MiB tmpfs at ``folder`` for a store whose disk is to fill up; unmounted afterwards."""
-    folder.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SMALL_DISK}", "tmpfs", str(folder)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise CannotMount(done.stderr.strip())
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False)
-
-
-def fill_disk(folder: Path) -> None:
-    """Fill the filesystem under ``folder`` to the last byte (unbuffered: nothing is left to fail at close)."""
-    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        for size in (1 << 20, 4096, 1):
-            with contextlib.suppress(OSError):
-                while True:
-                    os.write(fd, b"\0" * size)
-    finally:
-        os.close(fd)
 
 
 @dataclass(slots=True)
