@@ -118,3 +118,28 @@ async def test_a_wrong_output_host_is_still_marked_bad_once_another_canary_passe
     assert result.outcome.halt is None and result.receipt.decision.chosen is not None
     bad = await _bad_hosts(result)
     assert sorted(b.split(":")[0] for b in bad) == sorted(str(r.candidate.offer.machine_id) for r in wrong), bad
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change", ["symlink", "bytes"])
+async def test_an_input_swapped_before_the_first_rent_rents_nothing(tmp_path: Path, change: str) -> None:
+    """Swapped after the manifest loaded and the plan was printed, before any rent: the look before each rent
+    (``bench.inputs.check_pinned``) stops the campaign with no money spent."""
+    manifest_path = fast_manifest(tmp_path / "m", max_candidates=8)
+    (tmp_path / "secret.txt").write_bytes(SECRET)
+    canary_input = tmp_path / "m" / "resnet-canary.jsonl"
+
+    def swap(_plan_text: str) -> None:
+        if change == "symlink":
+            canary_input.unlink()
+            canary_input.symlink_to("../secret.txt")
+        else:
+            canary_input.write_bytes(canary_input.read_bytes() + b'{"id": "one record more"}\n')
+
+    result = await asyncio.wait_for(run_demo(seed=3, time_scale=300.0, data_dir=tmp_path / "data",
+                                             manifest_path=manifest_path, on_plan=swap), timeout=600)
+    why = "input 'resnet-canary.jsonl' changed since the manifest was loaded"
+    assert all(r.instance_id is None for r in result.outcome.runs), [(r.cid, r.phase) for r in result.outcome.runs]
+    assert result.outcome.halt is not None and why in result.receipt.decision.reason
+    assert result.receipt.decision.chosen is None and result.instances_left == 0
+    assert await _bad_hosts(result) == []

@@ -113,6 +113,12 @@ def _open_pinned(item: InputFile) -> int:
     return fd
 
 
+def check_pinned(item: InputFile) -> None:
+    """Raise ``InputChanged`` when the path no longer leads to the very file digested at load (replaced, resized,
+    a symlink put in place): the cheap look before money is spent on a rent; the bytes are checked at upload."""
+    os.close(_open_pinned(item))
+
+
 def pinned_chunks(item: InputFile, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
     """The input's bytes, in chunks, read from the file digested at load; raises ``InputChanged`` before the first
     chunk when the path now leads elsewhere or the file was replaced or resized, and after the last one when the

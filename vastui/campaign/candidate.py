@@ -18,7 +18,7 @@ from typing import Any
 from dataclasses import dataclass, field
 
 from vastui.approval import Action, ApprovalRequest, Approver, offer_target
-from vastui.bench.inputs import pinned_chunks
+from vastui.bench.inputs import check_pinned, pinned_chunks
 from vastui.bench.manifest import Manifest
 from vastui.campaign.blame import Failure, FailureKind
 from vastui.campaign.measure import BlockMeter, MeasuredBlock
@@ -227,6 +227,11 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
     """Approve, write the intent, create. False when the offer is gone or the rent was refused (no spend)."""
     c = run.candidate
     ctx.phase(run, CandidatePhase.RENTING)
+    for item in ctx.manifest.workload.inputs:   # an input swapped since the load stops the campaign before a rent
+        try:
+            check_pinned(item)
+        except InputChanged as exc:
+            raise CandidateFailed(str(exc), bad_host=False, failure=Failure(FailureKind.INPUT_CHANGED)) from exc
     request = ApprovalRequest(action=Action.CREATE_INSTANCE, target=offer_target(c.offer.id),
                               summary=f"rent offer {c.offer.id} ({c.profile_name}) at ${c.offer.dph_total:.3f}/h "
                                       f"for at most {c.time_cap_s / 60:.0f} min",
