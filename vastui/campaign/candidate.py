@@ -223,8 +223,18 @@ def workload_argv(manifest: Manifest, *, variant: Variant, steps: int, seconds: 
 RATE_LIMITED = "rate limited"
 
 
-async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
-    """Approve, write the intent, create. False when the offer is gone or the rent was refused (no spend)."""
+class RentOutcome(enum.StrEnum):
+    """How a rent ended: the engine decides on this, never on the phase's text."""
+
+    RENTED = "rented"
+    NOT_APPROVED = "not approved"      # the operator (or the plan's rules) refused it
+    OVER_BUDGET = "over budget"        # granted, but the budget could no longer hold its worst case
+    RATE_LIMITED = "rate limited"      # the marketplace did nothing; the offer is not to blame
+    REFUSED = "refused"                # the marketplace refused this offer (gone, or scheduling could not place it)
+
+
+async def rent(ctx: CandidateContext, run: CandidateRun) -> RentOutcome:
+    """Approve, write the intent, create. Anything but ``RENTED``: nothing was spent (the phase says why)."""
     c = run.candidate
     ctx.phase(run, CandidatePhase.RENTING)
     for item in ctx.manifest.workload.inputs:   # an input swapped since the load stops the campaign before a rent
@@ -241,11 +251,11 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
     approval = await ctx.approver.request(request)
     if approval is None:
         ctx.phase(run, CandidatePhase.SKIPPED, "rent not approved")
-        return False
+        return RentOutcome.NOT_APPROVED
     if not ctx.reserve(run):   # spend is reserved when the rent is granted, not while it waits for an answer
         ctx.phase(run, CandidatePhase.SKIPPED, f"budget: granted, but ${c.max_spend_usd:.2f} more could now "
                                                f"exceed the budget")
-        return False
+        return RentOutcome.OVER_BUDGET
     label = ctx.label(c)
     now = ctx.clock.now()
     run.deadline_at = now + c.time_cap_s
@@ -264,13 +274,13 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
         await ctx.store.rule_out_intent(intent_id=intent.intent_id, at=ctx.clock.now(), reason=str(exc))
         ctx.phase(run, CandidatePhase.SKIPPED, f"{RATE_LIMITED}: nothing was rented, offer {c.offer.id} is not "
                                                f"blamed: {exc}")
-        return False
+        return RentOutcome.RATE_LIMITED
     except (CreateFailed, ApiError) as exc:
         await ctx.store.rule_out_intent(intent_id=intent.intent_id, at=ctx.clock.now(), reason=str(exc))
         if isinstance(exc, AuthError):
             raise   # not this offer's fault: the campaign stops (engine)
         ctx.phase(run, CandidatePhase.SKIPPED, f"offer {c.offer.id} could not be rented: {exc}")
-        return False
+        return RentOutcome.REFUSED
     # Ours from this moment: teardown must be able to destroy it even if recording it fails below.
     run.instance_id = created.instance_id
     ctx.on_owned(created.instance_id)
@@ -279,7 +289,7 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> bool:
     ctx.bus.publish(InstanceRented(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
                                    offer_id=c.offer.id, instance_id=created.instance_id, dph_total=c.offer.dph_total,
                                    deadline_at=run.deadline_at))
-    return True
+    return RentOutcome.RENTED
 
 
 async def wait_running(ctx: CandidateContext, run: CandidateRun) -> Instance:

@@ -23,8 +23,8 @@ from vastui.bench.stats import Interval, Verdict
 from vastui.bench.tuned import TunedEvidence, decide_with_tuned_evidence
 from vastui.bench.tuning import tuned_cost_estimate
 from vastui.campaign.blame import BadHostMark, Halt, HaltReason, WorkloadJudge
-from vastui.campaign.candidate import (BAD_HOST_TTL_S, RATE_LIMITED, CandidateContext, CandidateFailed, CandidatePhase,
-                                       CandidateRun, Variant, canary, read_loading, rent, stage_inputs, wait_running)
+from vastui.campaign.candidate import (BAD_HOST_TTL_S, CandidateContext, CandidateFailed, CandidatePhase, CandidateRun,
+                                       RentOutcome, Variant, canary, read_loading, rent, stage_inputs, wait_running)
 from vastui.campaign.charges import bill_of, hopeless_reason, prior_cost_inputs
 from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, teardown
 from vastui.campaign.live import decision_event
@@ -395,17 +395,18 @@ class CampaignEngine(Measuring):
                 still_there = bool(await self.ctx.market.search_offers(f"id={candidate.offer.id}"))
             except ApiError:  # a spent search quota, a storm: the check is a shortcut, the rent's answer says it
                 still_there = True
+            outcome = RentOutcome.REFUSED
             if still_there:
-                if await rent(self.ctx, run):
+                outcome = await rent(self.ctx, run)
+                if outcome is RentOutcome.RENTED:
                     self._rented_local[run.cid] = self.clock.now()
                     return True
                 self._rented_local.pop(run.cid, None)
             self._committed_usd.pop(run.cid, None)
-            if run.phase is CandidatePhase.SKIPPED and ("not approved" in run.detail or
-                                                         run.detail.startswith(("budget", RATE_LIMITED))):
-                return False
+            if outcome in (RentOutcome.NOT_APPROVED, RentOutcome.OVER_BUDGET, RentOutcome.RATE_LIMITED):
+                return False   # nothing wrong with the offer: no reserve takes its place
             # the rent's own refusal (e.g. scheduling could not place it) says more than "vanished"
-            why = (run.detail if still_there and run.phase is CandidatePhase.SKIPPED and run.detail
+            why = (run.detail if still_there and outcome is RentOutcome.REFUSED and run.detail
                    else f"offer {candidate.offer.id} vanished")
             replacement = self._reserves.for_vanished(candidate)
             if replacement is None:
