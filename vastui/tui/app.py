@@ -28,6 +28,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input
 
+from vastui.campaign.adhoc import AdhocOwner, is_adhoc
 from vastui.campaign.watch import LeakReport, find_leaks
 from vastui.errors import VastuiError
 from vastui.events import Notice
@@ -42,6 +43,7 @@ from vastui.tui.messages import (CampaignDrawn, CampaignEnded, LogsFailed, LogsF
                                  SourceRefreshed)
 from vastui.tui.proposal import ProposalApprover
 from vastui.tui.registry import ViewSpec, check_registry, default_views
+from vastui.tui.rentals import RentalsQuit
 from vastui.tui.services import ConsoleSettings, Services
 from vastui.tui.state import ConsoleState, InstancePage, OfferPage
 from vastui.tui.themes import BASE_THEME, check_theme, theme_names, theme_paths
@@ -81,7 +83,10 @@ class VastuiApp(App[None]):
         self.approver: ProposalApprover = (approver(self) if approver is not None else DialogApprover(
             self, clock=services.clock, money_confirm_over_usd=self.settings.money_confirm_over_usd))
         self.actions = ConsoleActions(market=services.market, approver=self.approver, clock=services.clock,
-                                      settings=self.settings, audit=services.audit)
+                                      settings=self.settings, audit=services.audit,
+                                      owner=None if services.store is None
+                                      else AdhocOwner(store=services.store, clock=services.clock))
+        self.rentals = RentalsQuit(self)   # the quit without a campaign: asks while what it rented bills
         intervals = {Source.OFFERS: self.settings.offers_interval_s, Source.INSTANCES: self.settings.instances_interval_s,
                      Source.ACCOUNT: self.settings.account_interval_s, Source.LEAKS: self.settings.leaks_interval_s}
         self._intervals = intervals
@@ -201,7 +206,7 @@ class VastuiApp(App[None]):
     @staticmethod
     async def _latest_workload(store: SqliteStore) -> str | None:
         """The workload of the most recent campaign: whose measurements the offers table shows by default."""
-        campaigns = await store.campaigns()
+        campaigns = [c for c in await store.campaigns() if not is_adhoc(c)]
         latest = max(campaigns, key=lambda c: c.created_at, default=None)
         return None if latest is None else latest.manifest_digest
 

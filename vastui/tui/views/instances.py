@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Log, Static
 
+from vastui.campaign.adhoc import renter_of
 from vastui.campaign.watch import REASON_TEXT, Leak, campaign_of_label
 from vastui.tui.cells import accrued_usd, num, usd
 from vastui.tui.dialogs.prompt import PromptScreen
@@ -129,7 +130,8 @@ class InstancesView(ConsoleView):
         else:
             verdict = "ok" if state.leaks.is_complete else "?"
         cells: list[Cell] = [
-            MARK if inst.id in self.marked else "", str(inst.id), inst.label or "-", campaign or "-",
+            MARK if inst.id in self.marked else "", str(inst.id), inst.label or "-",
+            renter_of(campaign) or campaign or "-",
             f"{num(inst.num_gpus, 'd')}x {inst.gpu_name or '?'}", status, format_age(now - since),
             usd(inst.dph_total), accrued_usd(accrued), usd(inst.storage_total_cost, 4) if stopped else "-",
             deadline, verdict,

@@ -17,6 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Input, Static
 
 from vastui.errors import QueryError
+from vastui.tui.actions import ConsoleActions, Outcome
 from vastui.store.records import BadHost, HostKnowledge
 from vastui.tui.cells import duration, gib_from_mb, num
 from vastui.tui.knowledge import MeasuredCost, measured_cost
@@ -216,4 +217,12 @@ class OffersView(ConsoleView):
         if not offers:
             self.notify("mark offers with space first", severity="warning")
             return
-        self.console.perform(lambda actions: actions.rent(offers))
+        self.console.perform(lambda actions: self._rent(actions, offers))
+
+    async def _rent(self, actions: ConsoleActions, offers: list[Offer]) -> Outcome:
+        """Rent; the offers that became instances are unmarked (an offer that comes back later is not)."""
+        outcome = await actions.rent(offers)
+        if outcome.offers_rented:
+            self.marked -= set(outcome.offers_rented)
+            self.rerender()
+        return outcome
