@@ -60,7 +60,8 @@ async def test_the_demo_campaign_runs_to_its_decision_with_approvals_by_keypress
             gpus = app.query_one(GpusView)
             await wait_until(pilot, lambda: len(gpus.table.keys_in_order) > 0, what="GPU rows")
             row = gpus.table.cells_of(gpus.table.keys_in_order[0])
-            assert row is not None and str(row[4]).endswith("%") and any(ch in str(row[5]) for ch in "▁▂▃▄▅▆▇█")
+            assert row is not None and str(row[4]).endswith("%") and row[5] == "nvml"
+            assert any(ch in str(row[6]) for ch in "▁▂▃▄▅▆▇█")
             await pilot.press("7")
             bench = app.query_one(BenchmarksView)
             await wait_until(pilot, lambda: any(c[3] != "-" for k in bench.table.keys_in_order

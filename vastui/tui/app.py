@@ -45,7 +45,7 @@ from vastui.tui.proposal import ProposalApprover
 from vastui.tui.registry import ViewSpec, check_registry, default_views
 from vastui.tui.rentals import RentalsQuit
 from vastui.tui.services import ConsoleSettings, Services
-from vastui.tui.state import ConsoleState, InstancePage, OfferPage
+from vastui.tui.state import ConsoleState, InstancePage, OfferPage, note_gone
 from vastui.tui.themes import BASE_THEME, check_theme, theme_names, theme_paths
 from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.statusbar import StatusBar
@@ -235,7 +235,8 @@ class VastuiApp(App[None]):
         if isinstance(payload, OfferPage):
             state = dataclasses.replace(state, offers=payload)
         elif isinstance(payload, InstancePage):
-            state = dataclasses.replace(state, instances=payload)
+            state = dataclasses.replace(state, instances=payload,
+                                        gone=note_gone(state.instances, state.gone, payload))
             if not payload.listing.is_complete:  # shown as INCOMPLETE; the source is not healthy either
                 health[message.source] = health[message.source].failed(
                     message.at, f"instance listing incomplete: {payload.listing.error}")
