@@ -70,6 +70,14 @@ def racing(state: ConsoleState) -> ConsoleState:
     return dataclasses.replace(state, campaign=racing_picture())
 
 
+def racing_c2_not_destroyed(state: ConsoleState) -> ConsoleState:
+    """The race before c2's destroy went out: its input-bound GPU is still live (and flagged)."""
+    picture = racing_picture()
+    snapshot = dataclasses.replace(picture.snapshot, instances=tuple(
+        dataclasses.replace(i, destroy_sent_at=None) for i in picture.snapshot.instances))
+    return dataclasses.replace(state, campaign=dataclasses.replace(picture, snapshot=snapshot))
+
+
 def finished(state: ConsoleState) -> ConsoleState:
     picture, end, page = finished_pictures()
     return dataclasses.replace(state, campaign=picture, campaign_end=end, receipts=page)
@@ -80,6 +88,10 @@ def test_campaign_with_pending_approvals(snap_compare: Callable[..., bool]) -> N
 
 
 def test_gpus_with_one_input_bound_gpu_flagged(snap_compare: Callable[..., bool]) -> None:
+    assert snap_compare(console("gpus"), terminal_size=SIZE, run_before=scene(racing_c2_not_destroyed))
+
+
+def test_gpus_with_a_destroyed_instance_greyed_below_the_live_ones(snap_compare: Callable[..., bool]) -> None:
     assert snap_compare(console("gpus"), terminal_size=SIZE, run_before=scene(racing))
 
 
