@@ -21,7 +21,7 @@ from vastui.bench.stats import Interval
 from vastui.campaign.snapshot import CandidateState
 from vastui.events import Band
 from vastui.events_live import StandingRow
-from vastui.tui.campaign_cells import pct, per_1k, short, span
+from vastui.tui.campaign_cells import cost_per_1k, pct, short, span
 from vastui.tui.campaign_state import CampaignPicture
 from vastui.tui.cells import num
 from vastui.tui.state import ConsoleState
@@ -59,7 +59,8 @@ def live_cells(c: CandidateState, row: StandingRow | None) -> tuple[Cell, ...]:
                ("FAILED: " + short(c.detail, 24) if c.phase == "failed" else "-"))
     return (c.candidate_id, c.gpu_name, c.phase, "-" if tput is None else f"{tput:,.0f}", "-", "-", num(util, ".0f"),
             pct(wait), f"-/-/{span(c.warmup_s)}" if c.warmup_s is not None else "-",
-            per_1k(row.cost_per_unit_usd if row else None), correct, limit.replace("_", "-"))
+            "-" if row is None else cost_per_1k(row.cost_per_unit_usd, is_measured=row.is_measured), correct,
+            limit.replace("_", "-"))
 
 
 def receipt_cells(r: CandidateReport) -> tuple[Cell, ...]:
@@ -69,9 +70,11 @@ def receipt_cells(r: CandidateReport) -> tuple[Cell, ...]:
     correct = "FAILED: " + short(r.outcome_detail, 24) if str(r.outcome) == "failed" and not r.blocks else (
         "passed" if r.is_measured else "-")
     limit = "-" if r.attribution is None else str(r.attribution.bottleneck).replace("_", "-")
-    return (r.candidate_id, f"{r.gpu_name} ×{r.num_gpus}", str(r.outcome), _interval(r.throughput),
+    tput = _interval(r.throughput) if r.is_measured or r.throughput is None else f"~{r.throughput.point:,.0f} prior"
+    return (r.candidate_id, f"{r.gpu_name} ×{r.num_gpus}", str(r.outcome), tput,
             "-" if lat is None else f"{lat.p50_ms:,.0f}", "-" if lat is None else f"{lat.p95_ms:,.0f}",
-            num(r.gpu_util_pct, ".0f"), pct(r.data_wait_share), startup, per_1k(_band(r.cost_per_unit)), correct,
+            num(r.gpu_util_pct, ".0f"), pct(r.data_wait_share), startup,
+            cost_per_1k(_band(r.cost_per_unit), is_measured=r.is_measured), correct,
             limit)
 
 

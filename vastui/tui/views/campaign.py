@@ -18,7 +18,7 @@ from textual.widgets import Static
 from vastui.campaign.broker import PendingApproval
 from vastui.campaign.snapshot import CampaignSnapshot, CandidateState, DecisionState, InstanceCleanup
 from vastui.events_live import StandingRow
-from vastui.tui.campaign_cells import per_1k, short, since_start, span
+from vastui.tui.campaign_cells import cost_per_1k, per_1k, short, since_start, span, throughput_cell
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture
 from vastui.tui.cells import num, usd
 from vastui.tui.state import ConsoleState
@@ -90,8 +90,9 @@ def candidate_cells(c: CandidateState, s: CampaignSnapshot, row: StandingRow | N
     phase: Cell = phase_text if c.phase not in ("failed", "eliminated") else Text(phase_text, style="bold red")
     return (lead + c.candidate_id, f"{gpus} @{c.offer_id}", usd(c.dph_usd), prior,
             short(planned.hypothesis if planned else "", 14), phase, num(c.instance_id, "d"), str(len(c.blocks)),
-            "-" if row is None or row.throughput_units_per_s is None else f"{row.throughput_units_per_s:,.0f}",
-            per_1k(row.cost_per_unit_usd if row else None), row.slo if row else "-", short(note, 16))
+            "-" if row is None else throughput_cell(row.throughput_units_per_s, is_measured=row.is_measured),
+            "-" if row is None else cost_per_1k(row.cost_per_unit_usd, is_measured=row.is_measured),
+            row.slo if row else "-", short(note, 16))
 
 
 def cleanup_cells(i: InstanceCleanup, start: float | None) -> tuple[Cell, ...]:
