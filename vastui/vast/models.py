@@ -293,6 +293,7 @@ class Instance:
     cuda_max_good: float | None
     driver_version: str | None
     storage_total_cost: float | None = None   # $/hr of the disk alone (what a stopped instance still bills)
+    uptime_mins: float | None = None          # minutes running since it last started (the marketplace's count)
 
     @property
     def is_running(self) -> bool:
@@ -340,6 +341,7 @@ class Instance:
             direct_port_start=r.int_("direct_port_start"), direct_port_end=r.int_("direct_port_end"),
             geolocation=r.str_("geolocation"), cuda_max_good=r.float_("cuda_max_good"),
             driver_version=r.str_("driver_version"), storage_total_cost=r.float_("storage_total_cost"),
+            uptime_mins=r.float_("uptime_mins"),
         )
 
 

@@ -7,6 +7,7 @@ Keys act on the marked rows (or the cursor row): destroy, stop, start, label, pr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
@@ -31,6 +32,40 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("status", "status"), ("since", "in status"), ("dph", "$/h"), ("accrued", "accrued"),
     ("storage", "storage $/h"), ("deadline", "deadline"), ("leak", "leak"),
 )
+
+
+# statuses an instance holds from its rent until it first runs: ``start_date`` is when they began
+SINCE_RENT = frozenset({"provisioning", InstanceStatus.CREATED, InstanceStatus.LOADING, InstanceStatus.SCHEDULING})
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSince:
+    """Since when an instance is in ``status``, on the marketplace's clock: from its own figures (``uptime_mins``
+    while running, ``start_date`` until it first runs) or from the listing that first showed the change; None
+    when the console met it already in that status with nothing to date it (shown as at least since then)."""
+
+    status: str
+    since: float | None
+    first_seen: float
+
+
+def status_since(inst: Instance, previous: StatusSince | None, *, listed_at: float) -> StatusSince:
+    status = str(inst.actual_status or "provisioning")
+    if inst.actual_status is InstanceStatus.RUNNING and inst.uptime_mins is not None:
+        return StatusSince(status, listed_at - 60.0 * inst.uptime_mins, listed_at)
+    if previous is not None and previous.status == status:
+        return previous
+    if previous is not None:   # changed while the console watched: the listing that first showed it
+        return StatusSince(status, listed_at, listed_at)
+    if status in SINCE_RENT and inst.start_date is not None:
+        return StatusSince(status, inst.start_date, listed_at)
+    return StatusSince(status, None, listed_at)
+
+
+def since_text(since: StatusSince, now: float) -> str:
+    if since.since is None:
+        return f"≥{format_age(max(0.0, now - since.first_seen))}"
+    return format_age(max(0.0, now - since.since))
 
 
 def merge_log(seen: list[str], text: str) -> list[str]:
@@ -65,7 +100,7 @@ class InstancesView(ConsoleView):
         self.leaks: dict[int, Leak] = {}
         self.logs_of: int | None = None
         self.log_lines: list[str] = []
-        self._since: dict[int, tuple[str, float]] = {}
+        self._since: dict[int, StatusSince] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("Instances", classes="view-title", id="instances-title")
@@ -90,10 +125,8 @@ class InstancesView(ConsoleView):
         self.page = page
         self.leaks = {leak.instance_id: leak for leak in state.leaks.leaks} if state.leaks else {}
         listing = page.listing
-        for inst in listing.instances:
-            status = str(inst.actual_status or "provisioning")
-            if self._since.get(inst.id, ("", 0.0))[0] != status:
-                self._since[inst.id] = (status, page.at)
+        self._since = {inst.id: status_since(inst, self._since.get(inst.id), listed_at=page.at)
+                       for inst in listing.instances}
         ids = [inst.id for inst in listing.instances]
         self.marked &= set(ids)
         rows = {str(inst.id): self._cells(inst, state, now) for inst in listing.instances}
@@ -113,7 +146,7 @@ class InstancesView(ConsoleView):
         assert self.page is not None
         intent = self.page.intents.get(inst.id)
         campaign = intent.campaign_id if intent is not None else campaign_of_label(inst.label)
-        status, since = self._since.get(inst.id, (str(inst.actual_status or "provisioning"), now))
+        since = self._since[inst.id]
         accrued = None
         if inst.dph_total is not None and inst.start_date is not None:
             accrued = inst.dph_total * max(0.0, now - inst.start_date) / 3600.0
@@ -132,7 +165,7 @@ class InstancesView(ConsoleView):
         cells: list[Cell] = [
             MARK if inst.id in self.marked else "", str(inst.id), inst.label or "-",
             renter_of(campaign) or campaign or "-",
-            f"{num(inst.num_gpus, 'd')}x {inst.gpu_name or '?'}", status, format_age(now - since),
+            f"{num(inst.num_gpus, 'd')}x {inst.gpu_name or '?'}", since.status, since_text(since, now),
             usd(inst.dph_total), accrued_usd(accrued), usd(inst.storage_total_cost, 4) if stopped else "-",
             deadline, verdict,
         ]
