@@ -9,7 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from console_support import rent_outside, sim_console, wait_for
+import httpx
+from console_support import FAST, KEY, rent_outside, sim_console, wait_for
+
+from vastui.clock import MarketClock, ScaledClock, market_scale
+from vastui.config import Secret
+from vastui.events import EventBus
+from vastui.sim.app import create_app
+from vastui.sim.factory import build_market
+from vastui.tui.app import VastuiApp
+from vastui.tui.services import Services
+from vastui.tui.widgets.statusbar import StatusBar
+from vastui.vast.client import HttpVastClient
 
 from vastui.tui.views.instances import COLUMNS, InstancesView, StatusSince, since_text, status_since
 from vastui.vast.models import Instance, InstanceStatus
@@ -59,3 +70,23 @@ async def test_a_console_opened_late_shows_how_long_an_instance_has_really_run(t
             assert cells is not None
             shown = str(cells[SINCE])
             assert shown.endswith("m") and int(shown[:-1]) >= 3, shown   # not the seconds since the console opened
+
+
+@pytest.mark.slow
+async def test_a_console_on_a_scaled_simulator_labels_its_durations_as_simulated(tmp_path: Path) -> None:
+    """``vastui console`` builds a plain ``MarketClock`` (scale 1): the simulator's answers say how fast its clock
+    runs, and the status bar says ``sim ×120`` in every view."""
+    market = build_market(7, clock=ScaledClock(scale=120.0), api_key=KEY, n_machines=30)
+    clock = MarketClock()
+    async with HttpVastClient(base_url="http://sim.test", api_key=Secret(KEY), clock=clock,
+                              transport=httpx.ASGITransport(app=create_app(market))) as client:
+        app = VastuiApp(services=Services(market=client, clock=clock, bus=EventBus()), settings=FAST)
+        async with app.run_test(size=(160, 48)) as pilot:
+            bar = app.query_one(StatusBar)
+            await wait_for(pilot, lambda: app.state.user is not None, what="the first answers")
+            app.refresh_status()
+            assert bar.plain_text.startswith("sim ×120 ")
+            assert clock.scale == 1.0, "told, not steered: the console's waits are unchanged"
+    await market.aclose()
+    plain = MarketClock()   # a marketplace that announces nothing: no label
+    assert market_scale(plain) == 1.0

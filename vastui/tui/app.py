@@ -30,6 +30,7 @@ from textual.widgets import ContentSwitcher, Footer, Input
 
 from vastui.campaign.adhoc import AdhocOwner, is_adhoc
 from vastui.campaign.watch import LeakReport, find_leaks
+from vastui.clock import market_scale
 from vastui.errors import VastuiError
 from vastui.events import Notice
 from vastui.tui.actions import ConsoleActions, Outcome
@@ -291,7 +292,8 @@ class VastuiApp(App[None]):
 
     def refresh_status(self) -> None:
         if self._status_bar is not None and self._status_bar.is_mounted:
-            self._status_bar.show(self.state, now=self.services.clock.now(), readonly=self.settings.readonly)
+            self._status_bar.show(self.state, now=self.services.clock.now(), readonly=self.settings.readonly,
+                                  scale=market_scale(self.services.clock))
 
     # --- actions --------------------------------------------------------------------------------------------------
 

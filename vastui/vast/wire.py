@@ -26,7 +26,7 @@ from urllib.parse import quote_plus
 import httpx
 
 from vastui import __version__
-from vastui.clock import SIM_CLOCK_HEADER, Clock, MarketClock
+from vastui.clock import SIM_CLOCK_HEADER, SIM_SCALE_HEADER, Clock, MarketClock
 from vastui.config import Redactor, Secret, redact_url_passwords
 from vastui.errors import ApiError, AuthError, NotFound, QuotaExceeded, RateLimited, TransportError
 from vastui.vast.backoff import RetryPolicy, is_retryable_status, parse_retry_after
@@ -196,6 +196,9 @@ class Wire:
         if reading is not None:
             self._clock.observe(market_time=reading[0], resolution_s=reading[1], sent_local=sent_local,
                                 received_local=self._clock.local_now())
+        scale = sim_scale_of(response.headers)
+        if scale is not None:
+            self._clock.announced_scale = scale
 
     async def _wait(self, what: str, attempt: int, retry_after: float | None, reason: str, *,
                     limited: int = 0) -> None:
@@ -307,6 +310,18 @@ def market_time_of(headers: httpx.Headers) -> tuple[float, float] | None:
     if stamp.tzinfo is None:       # "-0000": UTC with no zone said
         stamp = stamp.replace(tzinfo=dt.UTC)
     return stamp.timestamp(), 1.0
+
+
+def sim_scale_of(headers: httpx.Headers) -> float | None:
+    """The scale a simulator announces for its clock (a test-rig bridge, like its precise time); None otherwise."""
+    values = headers.get_list(SIM_SCALE_HEADER)
+    if len(values) != 1:
+        return None
+    try:
+        scale = float(values[0])
+    except ValueError:
+        return None
+    return scale if math.isfinite(scale) and scale > 0 else None
 
 
 MAX_SERVER_TEXT = 160                 # characters of a server's own words kept in an error

@@ -16,8 +16,9 @@ def _money(value: float | None) -> str:
     return "?" if value is None else f"${value:,.2f}"
 
 
-def status_text(state: ConsoleState, *, now: float, readonly: bool) -> Text:
-    """Two lines: money and leaks; then freshness per source and the current API error, if any."""
+def status_text(state: ConsoleState, *, now: float, readonly: bool, scale: float = 1.0) -> Text:
+    """Two lines: money and leaks; then freshness per source and the current API error, if any. On a scaled
+    marketplace clock (a simulator) the first line says so: every duration shown is simulated time."""
     user = state.user
     burn = state.burn_usd_per_h
     runway = state.runway_h
@@ -26,6 +27,9 @@ def status_text(state: ConsoleState, *, now: float, readonly: bool) -> Text:
     line = Text()
     if readonly:
         line.append("READ-ONLY ", style="bold reverse")
+    if scale != 1.0:
+        line.append(f"sim ×{scale:g}", style="bold reverse")
+        line.append(" ")
     line.append(f"credit {_money(user.credit if user else None)}  ")
     line.append(f"burn {'?' if burn is None else f'${burn:,.3f}/h'}  ")
     line.append(f"runway {runway_text}  ")
@@ -65,7 +69,7 @@ class StatusBar(Static):
         super().__init__("", id="status-bar", markup=False)
         self.plain_text = ""
 
-    def show(self, state: ConsoleState, *, now: float, readonly: bool) -> None:
-        text = status_text(state, now=now, readonly=readonly)
+    def show(self, state: ConsoleState, *, now: float, readonly: bool, scale: float = 1.0) -> None:
+        text = status_text(state, now=now, readonly=readonly, scale=scale)
         self.plain_text = text.plain
         self.update(text)
