@@ -46,7 +46,7 @@ from vastui.tui.proposal import ProposalApprover
 from vastui.tui.registry import ViewSpec, check_registry, default_views
 from vastui.tui.rentals import RentalsQuit
 from vastui.tui.services import ConsoleSettings, Services
-from vastui.tui.state import ConsoleState, InstancePage, OfferPage, note_gone
+from vastui.tui.state import AccountPage, ConsoleState, InstancePage, OfferPage, note_gone, transfers_of
 from vastui.tui.themes import BASE_THEME, check_theme, theme_names, theme_paths
 from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.statusbar import StatusBar
@@ -150,7 +150,7 @@ class VastuiApp(App[None]):
     def _start_feeds(self) -> None:
         fetches: dict[Source, Callable[[], Awaitable[object]]] = {
             Source.OFFERS: self._fetch_offers, Source.INSTANCES: self._fetch_instances,
-            Source.ACCOUNT: self.services.market.get_user,
+            Source.ACCOUNT: self._fetch_account,
         }
         if self.services.store is not None:
             fetches[Source.LEAKS] = self._fetch_leaks
@@ -220,6 +220,13 @@ class VastuiApp(App[None]):
                     intents[owned.intent.instance_id] = owned.intent
         return InstancePage(listing=listing, intents=intents, at=self.services.clock.now())
 
+    async def _fetch_account(self) -> User | AccountPage:
+        user = await self.services.market.get_user()
+        store = self.services.store
+        if store is None:
+            return user
+        return AccountPage(user=user, transfers=await transfers_of(store))
+
     async def _fetch_leaks(self) -> object:
         assert self.services.store is not None
         report = await find_leaks(market=self.services.market, store=self.services.store, clock=self.services.clock)
@@ -243,6 +250,8 @@ class VastuiApp(App[None]):
                     message.at, f"instance listing incomplete: {payload.listing.error}")
         elif isinstance(payload, User):
             state = dataclasses.replace(state, user=payload)
+        elif isinstance(payload, AccountPage):
+            state = dataclasses.replace(state, user=payload.user, transfers=payload.transfers)
         elif isinstance(payload, LeakReport):
             state = dataclasses.replace(state, leaks=payload)
         self.state = state

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from vastui.approval import Action
 from vastui.campaign.watch import LeakReport
 from vastui.store.records import BadHost, HostKnowledge, Intent
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, ReceiptPage
 from vastui.tui.health import Source, SourceHealth
 from vastui.vast.models import Instance, InstanceListing, InstanceStatus, Offer, User
+
+if TYPE_CHECKING:
+    from vastui.store import SqliteStore
 
 GONE_KEPT = 50      # destroyed or vanished instances remembered for the greyed history (newest kept)
 
@@ -35,6 +40,34 @@ class InstancePage:
     listing: InstanceListing
     intents: dict[int, Intent]
     at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """One credit transfer this account sent, as the audit log recorded its call: when, to whom, and the outcome."""
+
+    at: float
+    recipient: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class AccountPage:
+    """One account refresh: the user, and the transfers the store's audit log holds (newest first)."""
+
+    user: User
+    transfers: tuple[Transfer, ...]
+
+
+TRANSFERS_SHOWN = 20
+
+
+async def transfers_of(store: SqliteStore) -> tuple[Transfer, ...]:
+    """The credit transfers the audit log recorded (each call's outcome; not the approvals), newest first."""
+    calls = [r for r in await store.audit_records()
+             if r.action is Action.TRANSFER_CREDIT and r.kind == "call"]
+    return tuple(Transfer(at=r.at, recipient=r.target.removeprefix("recipient:"), outcome=r.outcome)
+                 for r in reversed(calls[-TRANSFERS_SHOWN:]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +103,7 @@ class ConsoleState:
     campaign_end: CampaignEnd | None = None        # how it ended (receipt), once it has
     receipts: ReceiptPage | None = None            # past campaigns from the store
     gone: dict[int, GoneInstance] = field(default_factory=dict)   # instances listed before, missing since
+    transfers: tuple[Transfer, ...] | None = None  # credit sent, from the audit log (None: no store to read)
 
     @property
     def burn_usd_per_h(self) -> float | None:
