@@ -28,7 +28,7 @@ from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.keyed_table import Cell, KeyedTable
 from vastui.vast.models import Instance
 
-HISTORY = 30
+HISTORY = 24
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("cand", "cand"), ("inst", "instance"), ("gpu", "gpu"), ("work", "work"), ("util", "util"), ("src", "src"),
     ("util_hist", "util history"), ("mem", "mem MiB"), ("power", "power W"), ("power_hist", "power history"),
@@ -38,6 +38,8 @@ INPUT_BOUND = "INPUT-BOUND"
 NVML = "nvml"      # the agent's samples, per GPU
 API = "api"        # the marketplace's gpu_util, per instance
 GREY = "dim"
+LEGEND = (f"src: {NVML} = the agent's samples per GPU, {API} = the marketplace's gpu_util per instance · "
+          "data-wait: share of recent step time spent waiting for input")
 
 
 def clock_time(at: float) -> str:
@@ -176,13 +178,11 @@ class GpusView(ConsoleView):
         if picture is None and state.instances is None:
             return
         rows = gpu_rows(state)
-        of_campaign = "" if picture is None else f" (campaign {picture.snapshot.campaign_id})"
-        history = f"; {len(rows.history)} destroyed, greyed below" if rows.history else ""
+        of_campaign = "" if picture is None else f" · campaign {picture.snapshot.campaign_id}"
+        history = f" · {len(rows.history)} destroyed (greyed below)" if rows.history else ""
         self.query_one("#gpus-title", Static).update(
-            f"GPUs: {rows.live_gpus} on {rows.live_instances} live instance(s){of_campaign}{history} — src: "
-            f"{NVML} = the agent's samples per GPU, {API} = the marketplace's gpu_util per instance; data-wait: "
-            "share of the candidate's recent step time spent waiting for input")
+            f"GPUs: {rows.live_gpus} on {rows.live_instances} live instance(s){of_campaign}{history}")
         both = rows.live | rows.history
         self.table.sync(both, list(both))
-        flags = "" if picture is None else flags_text(picture, set(rows.live))
-        self.query_one("#gpus-flags", Static).update(flags)
+        flags = "" if picture is None else flags_text(picture, set(rows.live)) + "\n"
+        self.query_one("#gpus-flags", Static).update(f"{flags}{LEGEND}")
