@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from console_support import confirm_dialog, sim_console, wait_for
+from console_support import confirm_dialog, destroys, sim_console, wait_for
 from textual.widgets import Button
 
 from vastui.campaign.watch import find_leaks
@@ -85,6 +85,31 @@ async def test_a_console_rent_is_owned_and_quitting_while_it_bills_asks(tmp_path
         assert [r for r in sim.requests() if r.method == "DELETE"] == []
         assert (await find_leaks(market=sim.client, store=sim.store, clock=sim.clock)).leaks == ()
         assert app.actions.owner is not None and app.actions.owner.campaign_id not in await sim.store.campaign_owners()
+
+
+@pytest.mark.slow
+async def test_quitting_can_destroy_what_the_console_rented_through_the_usual_dialog(tmp_path: Path) -> None:
+    async with sim_console(tmp_path) as sim:
+        app = sim.app
+        async with app.run_test(size=(160, 48)) as pilot:
+            view = app.query_one(OffersView)
+            await wait_for(pilot, lambda: len(view.table.keys_in_order) > 0, what="offers")
+            view.table.focus()
+            view.table.move_cursor(row=0)
+            await pilot.press("r")
+            await confirm_dialog(pilot, app)
+            await wait_for(pilot, lambda: bool(app.outcomes) and bool(app.outcomes[-1].done), what="the rent")
+            instance_id = app.outcomes[-1].done[0]
+            await pilot.press("q")
+            await wait_for(pilot, lambda: isinstance(app.screen, ChoiceDialog), what="the quit question")
+            app.screen.query_one("#choice-destroy", Button).press()
+            await confirm_dialog(pilot, app)     # the destroy's own dialog, Cancel focused as always
+            await wait_for(pilot, lambda: not app.is_running, what="the console to quit after the destroy")
+        assert destroys(sim.requests()) == [instance_id]
+        owner = app.actions.owner
+        assert owner is not None and owner.campaign_id is not None
+        campaign = await sim.store.campaign(owner.campaign_id)
+        assert campaign is not None and not campaign.is_active   # nothing left billing: the ad-hoc campaign ended
 
 
 @pytest.mark.slow
