@@ -102,15 +102,17 @@ class _Row:
         return value
 
     def str_(self, name: str, *, required: bool = False) -> str | None:
+        """A string field, stripped: real listing rows carry stray whitespace (an address ending in a newline), and
+        the official CLI strips every string it reads (docs/api-notes.md §3.2)."""
         value = self._row.get(name)
         if type(value) is str:
-            return value
+            return value.strip()
         value = self._get(name, required, "a string")
         if value is None:
             return None
         if not isinstance(value, str):
             raise self._bad(name, "a string")
-        return value
+        return value.strip()
 
     def req_str(self, name: str) -> str:
         value = self.str_(name, required=True)
