@@ -62,6 +62,9 @@ class VastuiApp(App[None]):
 
     TITLE = "vastui"
     CSS_PATH: ClassVar[list[str | PurePath]] = [Path(__file__).with_name("layout.tcss"), *theme_paths()]
+    # the screen gets -narrow below 100 columns and -short below 32 rows: layout.tcss compacts the views there
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"), (32, "-tall")]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("colon", "open_command", "View…", key_display=":", priority=True),
         Binding("question_mark", "help", "Help", key_display="?"),

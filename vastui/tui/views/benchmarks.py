@@ -33,6 +33,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("p95", "p95 ms"), ("util", "GPU util"), ("wait", "data-wait"), ("startup", "startup pull/ready/warm"),
     ("cost", "$/1k accepted [interval]"), ("correct", "correctness"), ("limit", "bottleneck"),
 )
+# dropped first to fit a narrow terminal: throughput and cost per 1k stay to the last
+DROP_ORDER = ("startup", "p95", "correct", "gpu", "util", "p50", "wait", "limit")
 Series = tuple[tuple[str, tuple[tuple[float, float], ...]], ...]
 
 
@@ -92,7 +94,7 @@ class BenchmarksView(ConsoleView):
     def compose(self) -> ComposeResult:
         yield Static("Benchmarks: no campaign measured yet", id="bench-title", classes="view-title", markup=False)
         yield PlotextPlot(id="bench-plot")
-        yield KeyedTable(columns=COLUMNS, id="bench-table")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, id="bench-table")
 
     @property
     def table(self) -> KeyedTable:

@@ -38,6 +38,10 @@ CLEANUP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("inst", "instance"), ("cand", "cand"), ("offer", "offer"), ("dph", "$/h"), ("rented", "rented"),
     ("deadline", "deadline"), ("status", "last status"), ("destroyed", "destroyed"), ("gone", "proven gone"),
 )
+# dropped first to fit a narrow terminal (what is asked, its cap and its expiry stay; the phase and cost stay)
+APPROVAL_DROP = ("summary", "action", "deadline", "target")
+CANDIDATE_DROP = ("hypothesis", "note", "inst", "blocks", "prior", "slo", "gpu")
+CLEANUP_DROP = ("offer", "dph", "rented", "deadline", "status")
 ACTIVE_PHASES = frozenset({"renting", "loading", "ssh", "canary", "measuring", "tuning"})
 
 
@@ -124,10 +128,10 @@ class CampaignView(ConsoleView):
         yield Static("Campaign: none followed (start one with `vastui demo` or `vastui campaign run`)",
                      id="campaign-title", classes="campaign-line", markup=False)
         yield Static("Approvals: none pending", id="campaign-queue-title", classes="view-title", markup=False)
-        yield KeyedTable(columns=APPROVAL_COLUMNS, id="campaign-approvals")
-        yield KeyedTable(columns=CANDIDATE_COLUMNS, id="campaign-candidates")
+        yield KeyedTable(columns=APPROVAL_COLUMNS, drop_order=APPROVAL_DROP, id="campaign-approvals")
+        yield KeyedTable(columns=CANDIDATE_COLUMNS, drop_order=CANDIDATE_DROP, id="campaign-candidates")
         yield Static("", id="campaign-decision", markup=False)
-        yield KeyedTable(columns=CLEANUP_COLUMNS, id="campaign-cleanup")
+        yield KeyedTable(columns=CLEANUP_COLUMNS, drop_order=CLEANUP_DROP, id="campaign-cleanup")
 
     @property
     def approvals(self) -> KeyedTable:

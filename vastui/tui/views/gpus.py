@@ -23,6 +23,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("util_hist", "util history"), ("mem", "mem MiB"), ("power", "power W"), ("power_hist", "power history"),
     ("wait", "data-wait"), ("limit", "limit"),
 )
+# dropped first to fit a narrow terminal: utilisation, data-wait and the limit stay to the last
+DROP_ORDER = ("power_hist", "util_hist", "inst", "power", "work", "mem")
 INPUT_BOUND = "INPUT-BOUND"
 
 
@@ -68,7 +70,7 @@ class GpusView(ConsoleView):
 
     def compose(self) -> ComposeResult:
         yield Static("GPUs: no campaign instance reports yet", id="gpus-title", classes="view-title", markup=False)
-        yield KeyedTable(columns=COLUMNS, id="gpus-table")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, id="gpus-table")
         yield Static("", id="gpus-flags", markup=False)
 
     @property

@@ -30,6 +30,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("status", "status"), ("since", "in status"), ("dph", "$/h"), ("accrued", "accrued"),
     ("storage", "storage $/h"), ("deadline", "deadline"), ("leak", "leak"),
 )
+# dropped first to fit a narrow terminal: accrued, deadline and leak stay to the last
+DROP_ORDER = ("storage", "campaign", "label", "since", "dph", "gpu")
 
 
 def merge_log(seen: list[str], text: str) -> list[str]:
@@ -69,7 +71,7 @@ class InstancesView(ConsoleView):
     def compose(self) -> ComposeResult:
         yield Static("Instances", classes="view-title", id="instances-title")
         yield Static("", id="instances-warning", classes="warning-line", markup=False)
-        yield KeyedTable(columns=COLUMNS, id="instances-table")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, id="instances-table")
         yield Log(id="logs-pane", max_lines=5000)
 
     @property

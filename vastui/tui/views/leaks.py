@@ -25,6 +25,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("mark", " "), ("id", "id"), ("label", "label"), ("reason", "reason"), ("campaign", "campaign"),
     ("status", "status"), ("burn", "burn $/h"), ("accrued", "accrued"), ("detail", "detail"),
 )
+# dropped first to fit a narrow terminal: the reason, burn and accrued stay to the last
+DROP_ORDER = ("detail", "campaign", "label", "status")
 
 
 class LeaksView(ConsoleView):
@@ -44,7 +46,7 @@ class LeaksView(ConsoleView):
     def compose(self) -> ComposeResult:
         yield Static("Leaks", classes="view-title", id="leaks-title")
         yield Static("waiting for the first leak check…", id="leaks-summary", classes="warning-line", markup=False)
-        yield KeyedTable(columns=COLUMNS, id="leaks-table")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, id="leaks-table")
 
     @property
     def table(self) -> KeyedTable:

@@ -36,6 +36,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("cpu", "CPU"), ("ram", "RAM GB"), ("disk", "disk GB"), ("location", "location"), ("max_dur", "max dur"),
     ("measured", "measured $/1k"), ("bad", "bad host"),
 )
+# dropped first to fit a narrow terminal: price, measured cost and a bad host stay to the last
+DROP_ORDER = ("max_dur", "pcie", "disk", "cpu", "ram", "inet", "dlperf", "location", "reliability", "dlperf_usd")
 
 
 def _f(value: float | None) -> float:
@@ -95,7 +97,7 @@ class OffersView(ConsoleView):
         yield Input(placeholder="filter: gpu_name=RTX_4090 num_gpus>=2 reliability>0.98 -o dph+",
                     id="offers-filter", classes="filter-bar")
         yield Static("", id="offers-error", classes="inline-error", markup=False)
-        yield KeyedTable(columns=COLUMNS, id="offers-table")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, id="offers-table")
 
     @property
     def table(self) -> KeyedTable:

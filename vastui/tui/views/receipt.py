@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Markdown, Static
 
 from vastui.tui.campaign_state import PastCampaign, ReceiptPage
@@ -40,8 +40,8 @@ class ReceiptView(ConsoleView):
 
     def compose(self) -> ComposeResult:
         yield Static("Receipts: reading the store…", id="receipt-title", classes="view-title", markup=False)
-        with Horizontal(id="receipt-panes"):
-            yield KeyedTable(columns=COLUMNS, id="receipt-list")
+        with Vertical(id="receipt-panes"):
+            yield KeyedTable(columns=COLUMNS, drop_order=("created", "phase"), id="receipt-list")
             with VerticalScroll(id="receipt-body"):
                 yield Markdown(NO_RECEIPT, id="receipt-markdown")
 
