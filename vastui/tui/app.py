@@ -38,12 +38,12 @@ from vastui.tui.dialogs.confirm import DialogApprover
 from vastui.tui.dialogs.help import HelpScreen
 from vastui.tui.feeds import Wake, poll
 from vastui.tui.health import Source, SourceHealth
-from vastui.tui.messages import (CampaignDrawn, CampaignEnded, LogsFailed, LogsFetched, ReceiptsLoaded, SourceFailed,
-                                 SourceRefreshed)
+from vastui.tui.messages import (ActivityRead, CampaignDrawn, CampaignEnded, LogsFailed, LogsFetched, ReceiptsLoaded,
+                                 SourceFailed, SourceRefreshed)
 from vastui.tui.proposal import ProposalApprover
 from vastui.tui.registry import ViewSpec, check_registry, default_views
 from vastui.tui.services import ConsoleSettings, Services
-from vastui.tui.state import ConsoleState, InstancePage, OfferPage
+from vastui.tui.state import ActivityPage, ConsoleState, InstancePage, OfferPage
 from vastui.tui.themes import BASE_THEME, check_theme, theme_names, theme_paths
 from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.statusbar import StatusBar
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 ApproverFactory = Callable[["VastuiApp"], ProposalApprover]
 LOG_TAIL_LINES = 500
+ACTIVITY_RECORDS = 500
 
 
 class VastuiApp(App[None]):
@@ -63,8 +64,8 @@ class VastuiApp(App[None]):
     TITLE = "vastui"
     CSS_PATH: ClassVar[list[str | PurePath]] = [Path(__file__).with_name("layout.tcss"), *theme_paths()]
     # the screen gets -narrow below 100 columns and -short below 32 rows: layout.tcss compacts the views there
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (100, "-wide")]
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"), (32, "-tall")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("colon", "open_command", "View…", key_display=":", priority=True),
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -92,6 +93,7 @@ class VastuiApp(App[None]):
                                           for s, i in intervals.items() if s is not Source.LEAKS
                                           or services.store is not None})
         self._wakes = {source: Wake() for source in Source}
+        self._activity_wake = Wake()
         self.offers_body: dict[str, object] = build_search_body(
             self.settings.offers_query, order=self.settings.offers_order, limit=self.settings.offers_limit)
         self.current_view = self.settings.initial_view
@@ -151,6 +153,7 @@ class VastuiApp(App[None]):
         }
         if self.services.store is not None:
             fetches[Source.LEAKS] = self._fetch_leaks
+            self._run_activity_feed(self.services.store)
         for source, fetch in fetches.items():
             self._run_feed(source, fetch)
         self.run_worker(self._follow_bus(), name="bus", group="bus", exclusive=True, exit_on_error=False)
@@ -182,9 +185,40 @@ class VastuiApp(App[None]):
                         name=f"feed-{source}", group=f"feed-{source}", exclusive=True, exit_on_error=False)
 
     def wake(self, *sources: Source) -> None:
-        """Refresh these sources now (all when none given)."""
+        """Refresh these sources now (all when none given); the audit log too, since whatever asked for a refresh
+        has usually just been audited."""
         for source in sources or tuple(Source):
             self._wakes[source].set()
+        self._activity_wake.set()
+
+    @property
+    def has_store(self) -> bool:
+        return self.services.store is not None
+
+    def _run_activity_feed(self, store: SqliteStore) -> None:
+        """The audit log for the Activity view: read with the instances' rhythm, and at once after any action."""
+        clock = self.services.clock
+
+        async def fetch() -> ActivityPage:
+            records = await store.latest_audit_records(limit=ACTIVITY_RECORDS)
+            return ActivityPage(records=tuple(records), at=clock.now())
+
+        def fail(exc: VastuiError) -> None:
+            self.log.warning(f"the audit log could not be read: {exc.message}")
+
+        def deliver(page: ActivityPage) -> None:
+            self.post_message(ActivityRead(page))
+
+        self.run_worker(poll(fetch=fetch, deliver=deliver, fail=fail,
+                             clock=clock, interval_s=self.settings.instances_interval_s, wake=self._activity_wake,
+                             live=self.settings.live),
+                        name="feed-activity", group="feed-activity", exclusive=True, exit_on_error=False)
+
+    @on(ActivityRead)
+    def _activity(self, message: ActivityRead) -> None:
+        self.state = dataclasses.replace(self.state, activity=message.page)
+        if self.current_view == "activity":
+            self.render_current()
 
     async def _fetch_offers(self) -> OfferPage:
         offers = tuple(await self.services.market.search_offers_body(self.offers_body))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vastui.approval import AuditRecord
 from vastui.campaign.watch import LeakReport
 from vastui.store.records import BadHost, HostKnowledge, Intent
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, ReceiptPage
@@ -35,6 +36,14 @@ class InstancePage:
 
 
 @dataclass(frozen=True, slots=True)
+class ActivityPage:
+    """The latest records of the audit log, newest first, and when they were read."""
+
+    records: tuple[AuditRecord, ...]
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class ConsoleState:
     offers: OfferPage | None = None
     instances: InstancePage | None = None
@@ -44,6 +53,7 @@ class ConsoleState:
     campaign: CampaignPicture | None = None        # the campaign the console follows, as last drawn
     campaign_end: CampaignEnd | None = None        # how it ended (receipt), once it has
     receipts: ReceiptPage | None = None            # past campaigns from the store
+    activity: ActivityPage | None = None           # the audit log's latest records (needs a store)
 
     @property
     def burn_usd_per_h(self) -> float | None:
