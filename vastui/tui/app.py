@@ -26,7 +26,7 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer, Input
+from textual.widgets import ContentSwitcher, DataTable, Footer, Input
 
 from vastui.campaign.watch import LeakReport, find_leaks
 from vastui.errors import VastuiError
@@ -35,17 +35,20 @@ from vastui.tui.actions import ConsoleActions, Outcome
 from vastui.tui.campaign_control import CampaignControl
 from vastui.tui.campaign_feed import CampaignSource
 from vastui.tui.dialogs.confirm import DialogApprover
-from vastui.tui.dialogs.help import HelpScreen
+from vastui.tui.dialogs.help import TABLE_KEYS, HelpScreen, HelpSection
 from vastui.tui.feeds import Wake, poll
 from vastui.tui.health import Source, SourceHealth
 from vastui.tui.messages import (ActivityRead, CampaignDrawn, CampaignEnded, LogsFailed, LogsFetched, ReceiptsLoaded,
                                  SourceFailed, SourceRefreshed)
 from vastui.tui.proposal import ProposalApprover
+from vastui.tui.palette import TEXTUAL_LEFT_OUT, console_commands
 from vastui.tui.registry import ViewSpec, check_registry, default_views
 from vastui.tui.services import ConsoleSettings, Services
 from vastui.tui.state import ActivityPage, ConsoleState, InstancePage, OfferPage
 from vastui.tui.themes import BASE_THEME, check_theme, theme_names, theme_paths
 from vastui.tui.views.base import ConsoleView, focus_now
+from vastui.tui.view_memory import ViewMemory
+from vastui.tui.widgets.command_bar import QUIT_WORDS, CommandBar, resolve
 from vastui.tui.widgets.statusbar import StatusBar
 from vastui.vast.models import Offer, User
 from vastui.vast.query import build_search_body
@@ -102,6 +105,7 @@ class VastuiApp(App[None]):
         self._view_widgets: dict[str, ConsoleView] = {}
         self._status_bar: StatusBar | None = None
         self.control = CampaignControl(self, campaign)
+        self.memory = ViewMemory(self.settings.view_memory_path)
         for spec in self.views:
             self._bindings.bind(spec.key, f"show_view('{spec.name}')", description=spec.title, show=False,
                                 priority=True)
@@ -109,8 +113,9 @@ class VastuiApp(App[None]):
     # --- layout ---------------------------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        self._command_bar = Input(placeholder=":view  (" + ", ".join(v.name for v in self.views) + ")",
-                                  id="command-bar")
+        names = [v.name for v in self.views]
+        self._command_bar = CommandBar(commands=[*names, "quit"], id="command-bar",
+                                       placeholder=":view  (" + ", ".join(names) + ")  Tab completes")
         yield self._command_bar
         initial = self.current_view if any(v.name == self.current_view for v in self.views) else self.views[0].name
         self.current_view = initial
@@ -398,8 +403,8 @@ class VastuiApp(App[None]):
         event.stop()
         bar = self._command_bar
         bar.remove_class("-open")
-        name = event.value.strip().lstrip(":").strip().lower()
-        if name in ("q", "quit"):
+        name = resolve(event.value, [v.name for v in self.views])
+        if name in QUIT_WORDS:
             self.control.ask_quit()
             return
         self.action_show_view(name) if name else self.view(self.current_view).focus_main()
@@ -421,17 +426,25 @@ class VastuiApp(App[None]):
         self.wake()
 
     def action_help(self) -> None:
-        keys = [(b.binding.key_display or self.get_key_display(b.binding), b.binding.description)
-                for b in self.screen.active_bindings.values()
-                if b.enabled and b.binding.description and not b.binding.action.startswith("show_view")]
-        keys += [(spec.key, f"view {spec.title} (:{spec.name})") for spec in self.views]
-        self.push_screen(HelpScreen(title=f"Keys — {self.current_view}", keys=keys))
+        """The view's own keys first, then the tables' and the global ones, then what the view's columns mean."""
+        view = self.view(self.current_view)
+        own: list[tuple[str, str]] = []
+        everywhere: list[tuple[str, str]] = []
+        for active in self.screen.active_bindings.values():
+            binding = active.binding
+            if not active.enabled or not binding.description or binding.action.startswith("show_view"):
+                continue
+            if isinstance(active.node, DataTable):
+                continue  # the tables' keys are one short section, not twenty lines
+            row = (binding.key_display or self.get_key_display(binding), binding.description)
+            (own if active.node is view else everywhere).append(row)
+        everywhere += [(spec.key, f"view {spec.title} (:{spec.name})") for spec in self.views]
+        spec = next(s for s in self.views if s.name == self.current_view)
+        self.push_screen(HelpScreen(title=f"Help — {spec.title} (:{spec.name})", sections=[
+            HelpSection(f"{spec.title} keys", tuple(own)), HelpSection("In every table", TABLE_KEYS),
+            HelpSection("Everywhere", tuple(everywhere)),
+            HelpSection("Columns", tuple(type(view).COLUMN_NOTES))]))
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        for spec in self.views:
-            yield SystemCommand(f"View: {spec.title}", f"switch to :{spec.name} (key {spec.key})",
-                                lambda name=spec.name: self.action_show_view(name))
-        for name in theme_names():
-            yield SystemCommand(f"vastui theme: {name}", f"the {name} theme (themes/{name}.tcss)",
-                                lambda name=name: self.apply_theme(name))
+        yield from (c for c in super().get_system_commands(screen) if c.title not in TEXTUAL_LEFT_OUT)
+        yield from console_commands(self)

@@ -7,6 +7,7 @@ The records are read from the store by the console's worker; without a store the
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -24,7 +25,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 # dropped first to fit a narrow terminal: what happened, to what, and how it ended stay to the last
 DROP_ORDER = ("by", "campaign", "at", "action")
-COLUMN_NOTES: tuple[tuple[str, str], ...] = (
+NOTES: tuple[tuple[str, str], ...] = (
     ("what", "approved / refused / expired (an approval's answer), sending (a mutating call about to go out), "
              "done (the call's outcome)"),
     ("target", "what the action is on: offer:ID for a rent, instance:ID for the rest"),
@@ -61,6 +62,7 @@ def activity_cells(record: AuditRecord, *, now: float) -> tuple[Cell, ...]:
 
 class ActivityView(ConsoleView):
     view_name = "activity"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = NOTES
 
     def compose(self) -> ComposeResult:
         yield Static("Activity: reading the audit log…", id="activity-title", classes="view-title", markup=False)

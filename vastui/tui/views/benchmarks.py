@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.widgets import Static
@@ -86,6 +87,13 @@ def series_of(picture: CampaignPicture) -> Series:
 
 class BenchmarksView(ConsoleView):
     view_name = "benchmarks"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("u/s [interval]", "throughput in units per second, with its interval once the receipt is written"),
+        ("startup", "image pull / readiness / warm-up times"),
+        ("$/1k accepted", "cost per 1,000 accepted units: point [interval]"),
+        ("plot", "one line per candidate on a time axis of measured time only (idle gaps cut out, ┆ marks a "
+                 "cut); ✕ marks an elimination"),
+    )
 
     def __init__(self) -> None:
         super().__init__()

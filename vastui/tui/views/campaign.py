@@ -113,6 +113,15 @@ def cleanup_cells(i: InstanceCleanup, start: float | None) -> tuple[Cell, ...]:
 
 class CampaignView(ConsoleView):
     view_name = "campaign"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("cost cap", "the most the request can spend once approved (its $/h until its deadline)"),
+        ("expires in", "how long the request waits for an answer before it counts as refused"),
+        ("prior", "the throughput guessed before measuring (* : from the provider's dlperf, not measured)"),
+        ("phase, for", "the candidate's phase and how long it has been in it"),
+        ("u/s", "measured throughput, units per second (median of its blocks)"),
+        ("$/1k accepted", "cost per 1,000 accepted units: point [interval]"),
+        ("proven gone", "destroyed, then missed by two complete instance listings"),
+    )
     MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset({"approve", "refuse", "approve_plan"})
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("a", "approve", "Approve"),

@@ -4,6 +4,8 @@ while it idles) is flagged, with the bottleneck's next move under the table."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
@@ -67,6 +69,12 @@ def flags_text(picture: CampaignPicture) -> str:
 
 class GpusView(ConsoleView):
     view_name = "gpus"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("work", "what the GPU is doing for the campaign (canary, race, tuning)"),
+        ("util", "GPU utilisation now, from the agent's NVML samples"),
+        ("data-wait", "share of the candidate's recent step time spent waiting for input"),
+        ("limit", "the bottleneck judged from util and data-wait (INPUT-BOUND: fix the data path first)"),
+    )
 
     def compose(self) -> ComposeResult:
         yield Static("GPUs: no campaign instance reports yet", id="gpus-title", classes="view-title", markup=False)

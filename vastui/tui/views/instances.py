@@ -47,6 +47,14 @@ def merge_log(seen: list[str], text: str) -> list[str]:
 
 class InstancesView(ConsoleView):
     view_name = "instances"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("campaign", "the campaign that owns the instance (its intent in the store, or its vastui label)"),
+        ("in status", "how long it has been in its current status"),
+        ("accrued", "what it has billed since it started, at its current $/h"),
+        ("storage $/h", "what a stopped instance still bills for its disk"),
+        ("deadline", "when its campaign must have destroyed it (PAST: overdue)"),
+        ("leak", "ok, unowned (nobody in this store rented it) or LEAK and why (the leak watcher's verdict)"),
+    )
     MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset({"destroy", "stop", "start", "label", "prepay"})
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space", "mark", "Mark"),

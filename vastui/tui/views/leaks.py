@@ -31,6 +31,11 @@ DROP_ORDER = ("detail", "campaign", "label", "status")
 
 class LeaksView(ConsoleView):
     view_name = "leaks"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("reason", "why it is a leak: its campaign finished, its deadline passed, or no campaign owns it"),
+        ("burn $/h", "what it bills per hour while it stays"),
+        ("accrued", "what it has billed so far"),
+    )
     MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset({"destroy"})
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space", "mark", "Mark"),

@@ -7,6 +7,7 @@ when it has one). Receipts are read by the console's worker, never here.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import ClassVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -31,6 +32,10 @@ def campaign_cells(c: PastCampaign, *, followed: str | None) -> tuple[Cell, ...]
 
 class ReceiptView(ConsoleView):
     view_name = "receipt"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("campaign", "▶ marks the campaign the console follows; Enter shows the receipt of the row"),
+        ("receipt", "whether the campaign finished and wrote its receipt"),
+    )
 
     def __init__(self) -> None:
         super().__init__()
