@@ -40,6 +40,8 @@ START = 1_796_000_000.0            # a fixed moment: ages and deadlines are the 
 SEED = 11
 DIGEST = "sha256:" + "5" * 64
 SIZE = (160, 48)
+SIZES = ((80, 24), (120, 30), (160, 48), (200, 60))      # the size classes every view is pictured at
+SIZE_IDS = [f"{w}x{h}" for w, h in SIZES]
 
 
 class FrozenClock:

@@ -193,3 +193,23 @@ async def test_sort_shows_on_the_header_and_filter_and_sort_survive_a_restart(sc
         settings = again.settings
         assert again.offers_body == build_search_body("num_gpus>=2", order=settings.offers_order,
                                                       limit=settings.offers_limit)
+
+
+class SqueezeApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield KeyedTable(columns=COLUMNS, drop_order=("extra",), squeeze="note", id="t")
+
+
+async def test_the_squeeze_column_shortens_with_an_ellipsis_when_dropping_is_not_enough() -> None:
+    app = SqueezeApp()
+    async with app.run_test(size=(50, 20)) as pilot:
+        table = app.query_one(KeyedTable)
+        table.sync({"1": cells(1, "18,000 / 24,564")}, ["1"])
+        await pilot.pause()
+        assert table.shown_columns == ("id", "mem", "note")
+        note = str(table.get_row("1")[2])
+        assert note.endswith("…") and len(note) < 30
+        assert table.virtual_size.width <= table.size.width   # nothing runs off the right edge
+        await pilot.resize_terminal(120, 20)
+        await wait_for(pilot, lambda: len(table.shown_columns) == 4, what="every column back")
+        assert str(table.get_row("1")[2]) == "n" * 30

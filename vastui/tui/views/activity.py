@@ -66,7 +66,7 @@ class ActivityView(ConsoleView):
 
     def compose(self) -> ComposeResult:
         yield Static("Activity: reading the audit log…", id="activity-title", classes="view-title", markup=False)
-        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, id="activity-table")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, squeeze="outcome", id="activity-table")
 
     @property
     def table(self) -> KeyedTable:

@@ -140,7 +140,7 @@ class CampaignView(ConsoleView):
         yield KeyedTable(columns=APPROVAL_COLUMNS, drop_order=APPROVAL_DROP, id="campaign-approvals")
         yield KeyedTable(columns=CANDIDATE_COLUMNS, drop_order=CANDIDATE_DROP, id="campaign-candidates")
         yield Static("", id="campaign-decision", markup=False)
-        yield KeyedTable(columns=CLEANUP_COLUMNS, drop_order=CLEANUP_DROP, id="campaign-cleanup")
+        yield KeyedTable(columns=CLEANUP_COLUMNS, drop_order=CLEANUP_DROP, squeeze="gone", id="campaign-cleanup")
 
     @property
     def approvals(self) -> KeyedTable:

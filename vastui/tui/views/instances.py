@@ -79,7 +79,7 @@ class InstancesView(ConsoleView):
     def compose(self) -> ComposeResult:
         yield Static("Instances", classes="view-title", id="instances-title")
         yield Static("", id="instances-warning", classes="warning-line", markup=False)
-        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, id="instances-table")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, squeeze="leak", id="instances-table")
         yield Log(id="logs-pane", max_lines=5000)
 
     @property

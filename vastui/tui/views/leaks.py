@@ -51,7 +51,7 @@ class LeaksView(ConsoleView):
     def compose(self) -> ComposeResult:
         yield Static("Leaks", classes="view-title", id="leaks-title")
         yield Static("waiting for the first leak check…", id="leaks-summary", classes="warning-line", markup=False)
-        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, id="leaks-table")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, squeeze="reason", id="leaks-table")
 
     @property
     def table(self) -> KeyedTable:

@@ -107,7 +107,7 @@ class OffersView(ConsoleView):
         yield Input(placeholder="filter: gpu_name=RTX_4090 num_gpus>=2 reliability>0.98 -o dph+",
                     id="offers-filter", classes="filter-bar")
         yield Static("", id="offers-error", classes="inline-error", markup=False)
-        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, id="offers-table")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, squeeze="bad", id="offers-table")
 
     @property
     def table(self) -> KeyedTable:

@@ -7,8 +7,10 @@ scroll offset is untouched, so a live table can be read while it refreshes.
 
 Fitting: a column widens when a refreshed cell is wider than it (a value that grows is never cut). When the
 columns together are wider than the table, the columns named in ``drop_order`` are hidden, first named first,
-until the rest fit; they come back when the terminal is wide enough again. Hiding or showing a column rebuilds the
-table once (a resize, or a value that grew past the room left), never on an ordinary refresh.
+until the rest fit; they come back when the terminal is wide enough again. If what is left is still too wide, the
+``squeeze`` column (a long free text: a reason, an outcome) gives up the difference, its cells shortened with "…"
+(never below ``SQUEEZE_MIN`` cells). Hiding or showing a column, or squeezing it more or less, rebuilds the table
+once (a resize, or a value that grew past the room left), never on an ordinary refresh.
 
 Keys: besides the arrows, PageUp/PageDown and Home/End, ``j``/``k`` move down/up and ``g``/``G`` go to the first/last
 row, as in k9s and lazydocker.
@@ -30,6 +32,7 @@ from textual.widgets._data_table import CellKey, ColumnKey, RowKey
 Cell = str | Text
 SCROLLBAR = 2          # the vertical scrollbar's width, kept free so the last column is never under it
 ASCENDING, DESCENDING = "▲", "▼"
+SQUEEZE_MIN = 6
 
 
 def cell_width(cell: Cell) -> int:
@@ -46,14 +49,16 @@ class KeyedTable(DataTable[Cell]):
         Binding("G", "scroll_bottom", "Last row", show=False),
     ]
 
-    def __init__(self, *, columns: Sequence[tuple[str, str]], drop_order: Sequence[str] = (), id: str | None = None,
-                 classes: str | None = None) -> None:
+    def __init__(self, *, columns: Sequence[tuple[str, str]], drop_order: Sequence[str] = (),
+                 squeeze: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)
         self._column_spec = tuple(columns)
-        unknown = set(drop_order) - {key for key, _ in columns}
+        unknown = {*drop_order, *([squeeze] if squeeze else [])} - {key for key, _ in columns}
         if unknown:
             raise ValueError(f"drop_order names columns the table does not have: {sorted(unknown)}")
         self._drop_order = tuple(drop_order)
+        self._squeeze = squeeze
+        self._limit: int | None = None      # the squeeze column's width now (None: not squeezed)
         self._cells: dict[str, tuple[Cell, ...]] = {}
         self._order: list[str] = []
         self._widths = {key: cell_len(label) for key, label in self._column_spec}   # widest cell seen, per column
@@ -61,7 +66,7 @@ class KeyedTable(DataTable[Cell]):
         self._sort: tuple[str, bool] | None = None
 
     def on_mount(self) -> None:
-        self._shown = self._fitting(self.size.width)
+        self._shown, self._limit = self._fitting(self.size.width)
         for key in self._shown:
             self.add_column(self._label(key), key=key)
 
@@ -107,11 +112,12 @@ class KeyedTable(DataTable[Cell]):
             return f"{label} {DESCENDING if self._sort[1] else ASCENDING}"
         return label
 
-    def _fitting(self, width: int) -> tuple[str, ...]:
-        """The columns that fit in ``width`` cells, dropping in ``drop_order`` (a width of 0: not laid out yet)."""
+    def _fitting(self, width: int) -> tuple[tuple[str, ...], int | None]:
+        """The columns that fit in ``width`` cells, dropping in ``drop_order``, and the squeeze column's width when
+        it must be shortened (a width of 0: not laid out yet)."""
         shown = list(self.column_keys)
         if width <= 0:
-            return tuple(shown)
+            return tuple(shown), None
         room = width - SCROLLBAR
         pad = 2 * self.cell_padding
         total = sum(self._widths[key] + pad + (2 if self._sort and self._sort[0] == key else 0) for key in shown)
@@ -120,20 +126,32 @@ class KeyedTable(DataTable[Cell]):
                 break
             shown.remove(key)
             total -= self._widths[key] + pad
-        return tuple(shown)
+        limit = None
+        if total > room and self._squeeze in shown:
+            limit = max(SQUEEZE_MIN, self._widths[self._squeeze] - (total - room))
+        return tuple(shown), limit
+
+    def _shown_cell(self, column: str, cell: Cell) -> Cell:
+        """``cell`` as it fits its column now: the squeezed column's long cells end in "…"."""
+        limit = self._limit
+        if column != self._squeeze or limit is None or cell_width(cell) <= limit:
+            return cell
+        text = cell.copy() if isinstance(cell, Text) else Text(cell)
+        text.truncate(limit, overflow="ellipsis")
+        return text
 
     def on_resize(self, event: Resize) -> None:
         self._refit()
 
     def _refit(self) -> None:
         wanted = self._fitting(self.size.width)
-        if wanted != self._shown:
-            self._rebuild(wanted)
+        if wanted != (self._shown, self._limit):
+            self._rebuild(*wanted)
 
-    def _rebuild(self, shown: tuple[str, ...]) -> None:
-        """Show the ``shown`` columns: one clear and reload (only when the set of columns changes)."""
+    def _rebuild(self, shown: tuple[str, ...], limit: int | None) -> None:
+        """Show the ``shown`` columns: one clear and reload (only when the columns or the squeeze change)."""
         keep_cursor = self.cursor_key
-        self._shown = shown
+        self._shown, self._limit = shown, limit
         index = [self.column_keys.index(key) for key in shown]
         with self.app.batch_update():
             self.clear(columns=True)
@@ -141,7 +159,7 @@ class KeyedTable(DataTable[Cell]):
                 self.add_column(self._label(key), key=key)
             for key in self._order:
                 cells = self._cells[key]
-                self.add_row(*(cells[i] for i in index), key=key)
+                self.add_row(*(self._shown_cell(shown[n], cells[i]) for n, i in enumerate(index)), key=key)
             if keep_cursor is not None:
                 self.move_cursor(row=self._order.index(keep_cursor), animate=False)
 
@@ -162,7 +180,8 @@ class KeyedTable(DataTable[Cell]):
                 old = self._cells.get(key)
                 if old is None:
                     self._grow(columns, cells)
-                    self.add_row(*(cells[i] for i in index), key=key)
+                    self.add_row(*(self._shown_cell(self._shown[n], cells[i]) for n, i in enumerate(index)),
+                                 key=key)
                 elif old != cells:
                     for column, before, after in zip(columns, old, cells, strict=True):
                         if before != after:
@@ -174,8 +193,8 @@ class KeyedTable(DataTable[Cell]):
                 at = self._order.index(keep_cursor)
                 if at != self.cursor_row:
                     self.move_cursor(row=at, animate=False, scroll=False)
-        if self.is_mounted and self._fitting(self.size.width) != self._shown:
-            self._rebuild(self._fitting(self.size.width))
+        if self.is_mounted:
+            self._refit()
 
     def _grow(self, columns: Sequence[str], cells: Sequence[Cell]) -> None:
         for column, cell in zip(columns, cells, strict=True):
@@ -190,6 +209,8 @@ class KeyedTable(DataTable[Cell]):
             self._widths[column] = width
         if not visible:
             return
+        cell = self._shown_cell(column, cell)
+        width = cell_width(cell)
         self.update_cell(key, column, cell)
         shown = self.columns[ColumnKey(column)]
         if width > shown.content_width:
