@@ -59,6 +59,8 @@ if TYPE_CHECKING:
 ApproverFactory = Callable[["VastuiApp"], ProposalApprover]
 LOG_TAIL_LINES = 500
 ACTIVITY_RECORDS = 500
+HELP_LEFT_OUT = frozenset({"app.focus_next", "app.focus_previous", "focus_next", "focus_previous", "screen.copy_text",
+                           "copy_text"})
 
 
 class VastuiApp(App[None]):
@@ -434,10 +436,12 @@ class VastuiApp(App[None]):
             binding = active.binding
             if not active.enabled or not binding.description or binding.action.startswith("show_view"):
                 continue
-            if isinstance(active.node, DataTable):
-                continue  # the tables' keys are one short section, not twenty lines
+            if isinstance(active.node, DataTable) or binding.action in HELP_LEFT_OUT:
+                continue  # the tables' keys are one short section, not twenty lines; Textual's focus keys go too
             row = (binding.key_display or self.get_key_display(binding), binding.description)
-            (own if active.node is view else everywhere).append(row)
+            rows = own if active.node is view else everywhere
+            if row[1] not in {description for _, description in rows}:
+                rows.append(row)
         everywhere += [(spec.key, f"view {spec.title} (:{spec.name})") for spec in self.views]
         spec = next(s for s in self.views if s.name == self.current_view)
         self.push_screen(HelpScreen(title=f"Help — {spec.title} (:{spec.name})", sections=[

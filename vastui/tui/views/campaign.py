@@ -54,9 +54,11 @@ def headline(picture: CampaignPicture, end: CampaignEnd | None, *, now: float) -
         f" · aborted: {s.abort_reason}" if s.abort_reason else "")
     lost = f" · {picture.events_lost} events lost (redrawn from the snapshot)" if picture.events_lost else ""
     error = f" · FAILED: {s.error or (end.error if end else '')}" if s.error or (end and end.error) else ""
+    # two lines on purpose: one that wraps at 160 columns reads as a broken layout
     return (f"Campaign {s.campaign_id} · {plan.workload} · {stage}{abort}{error} · spent {usd(spend.spent_usd, 2)} "
-            f"of {usd(spend.budget_usd, 2)} budget (held for live rentals {usd(spend.reserved_usd, 2)}; plan worst "
-            f"case {usd(plan.spend_cap_usd, 2)}, expected {usd(plan.expected_spend_usd, 2)}){deadline}{lost}")
+            f"of {usd(spend.budget_usd, 2)} budget{deadline}{lost}\n"
+            f"  held for live rentals {usd(spend.reserved_usd, 2)} · plan worst case {usd(plan.spend_cap_usd, 2)}, "
+            f"expected {usd(plan.expected_spend_usd, 2)}")
 
 
 def decision_text(decision: DecisionState | None, snapshot: CampaignSnapshot) -> str:
@@ -80,7 +82,7 @@ def approval_cells(p: PendingApproval, *, now: float) -> tuple[Cell, ...]:
     gpu = f"{p.gpu_name} ×{p.num_gpus}" if p.gpu_name else "-"
     return (p.request_id, str(p.action), p.target, gpu, usd(p.dph_usd), usd(p.cost_cap_usd, 2),
             "-" if p.deadline_at is None else f"in {span(p.deadline_at - now)}", span(p.expires_at - now),
-            short(p.summary, 60))
+            p.summary)
 
 
 def candidate_cells(c: CandidateState, s: CampaignSnapshot, row: StandingRow | None) -> tuple[Cell, ...]:
@@ -93,9 +95,9 @@ def candidate_cells(c: CandidateState, s: CampaignSnapshot, row: StandingRow | N
     phase_text = f"{c.phase} {span(c.time_in_phase_s)}"
     phase: Cell = phase_text if c.phase not in ("failed", "eliminated") else Text(phase_text, style="bold red")
     return (lead + c.candidate_id, f"{gpus} @{c.offer_id}", usd(c.dph_usd), prior,
-            short(planned.hypothesis if planned else "", 14), phase, num(c.instance_id, "d"), str(len(c.blocks)),
+            short(planned.hypothesis if planned else "", 32), phase, num(c.instance_id, "d"), str(len(c.blocks)),
             "-" if row is None or row.throughput_units_per_s is None else f"{row.throughput_units_per_s:,.0f}",
-            per_1k(row.cost_per_unit_usd if row else None), row.slo if row else "-", short(note, 16))
+            per_1k(row.cost_per_unit_usd if row else None), row.slo if row else "-", note or "-")
 
 
 def cleanup_cells(i: InstanceCleanup, start: float | None) -> tuple[Cell, ...]:
@@ -137,8 +139,8 @@ class CampaignView(ConsoleView):
         yield Static("Campaign: none followed (start one with `vastui demo` or `vastui campaign run`)",
                      id="campaign-title", classes="campaign-line", markup=False)
         yield Static("Approvals: none pending", id="campaign-queue-title", classes="view-title", markup=False)
-        yield KeyedTable(columns=APPROVAL_COLUMNS, drop_order=APPROVAL_DROP, id="campaign-approvals")
-        yield KeyedTable(columns=CANDIDATE_COLUMNS, drop_order=CANDIDATE_DROP, id="campaign-candidates")
+        yield KeyedTable(columns=APPROVAL_COLUMNS, drop_order=APPROVAL_DROP, squeeze="summary", id="campaign-approvals")
+        yield KeyedTable(columns=CANDIDATE_COLUMNS, drop_order=CANDIDATE_DROP, squeeze="note", id="campaign-candidates")
         yield Static("", id="campaign-decision", markup=False)
         yield KeyedTable(columns=CLEANUP_COLUMNS, drop_order=CLEANUP_DROP, squeeze="gone", id="campaign-cleanup")
 
