@@ -447,7 +447,7 @@ class VastuiApp(App[None]):
         self.push_screen(HelpScreen(title=f"Help — {spec.title} (:{spec.name})", sections=[
             HelpSection(f"{spec.title} keys", tuple(own)), HelpSection("In every table", TABLE_KEYS),
             HelpSection("Everywhere", tuple(everywhere)),
-            HelpSection("Columns", tuple(type(view).COLUMN_NOTES))]))
+            HelpSection("Columns", tuple(type(view).COLUMN_NOTES), is_keys=False)]))
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from (c for c in super().get_system_commands(screen) if c.title not in TEXTUAL_LEFT_OUT)

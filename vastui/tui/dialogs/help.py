@@ -23,6 +23,7 @@ TABLE_KEYS: tuple[tuple[str, str], ...] = (
 class HelpSection:
     heading: str
     rows: tuple[tuple[str, str], ...]     # (key or column, what it does or means)
+    is_keys: bool = True                  # False: the rows explain columns, not keys
 
 
 def section_text(section: HelpSection) -> str:
@@ -41,6 +42,11 @@ class HelpScreen(ModalScreen[None]):
         super().__init__(classes="help-screen")
         self.title_text = title
         self.sections = tuple(s for s in sections if s.rows)
+
+    @property
+    def keys(self) -> tuple[tuple[str, str], ...]:
+        """Every (key, what it does) pair shown, in order."""
+        return tuple(row for s in self.sections if s.is_keys for row in s.rows)
 
     @property
     def text(self) -> str:
