@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from vastui.approval import Action
+from vastui.approval import Action, AuditRecord
 from vastui.campaign.watch import LeakReport
 from vastui.store.records import BadHost, HostKnowledge, Intent
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, ReceiptPage
@@ -93,6 +93,14 @@ def note_gone(previous: InstancePage | None, gone: Mapping[int, GoneInstance],
 
 
 @dataclass(frozen=True, slots=True)
+class ActivityPage:
+    """The latest records of the audit log, newest first, and when they were read."""
+
+    records: tuple[AuditRecord, ...]
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class ConsoleState:
     offers: OfferPage | None = None
     instances: InstancePage | None = None
@@ -104,6 +112,7 @@ class ConsoleState:
     receipts: ReceiptPage | None = None            # past campaigns from the store
     gone: dict[int, GoneInstance] = field(default_factory=dict)   # instances listed before, missing since
     transfers: tuple[Transfer, ...] | None = None  # credit sent, from the audit log (None: no store to read)
+    activity: ActivityPage | None = None           # the audit log's latest records (needs a store)
 
     @property
     def burn_usd_per_h(self) -> float | None:

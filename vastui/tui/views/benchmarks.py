@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
@@ -27,12 +29,15 @@ from vastui.tui.cells import num
 from vastui.tui.state import ConsoleState
 from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.keyed_table import Cell, KeyedTable
+from vastui.tui.widgets.throughput_axis import ELIMINATED_COLOUR, Rgb, colour_of, hex_of, time_axis
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("cand", "cand"), ("gpu", "gpu"), ("state", "state"), ("tput", "u/s [interval]"), ("p50", "p50 ms"),
     ("p95", "p95 ms"), ("util", "GPU util"), ("wait", "data-wait"), ("startup", "startup pull/ready/warm"),
     ("cost", "$/1k accepted [interval]"), ("correct", "correctness"), ("limit", "bottleneck"),
 )
+# dropped first to fit a narrow terminal: throughput and cost per 1k stay to the last
+DROP_ORDER = ("startup", "p95", "correct", "gpu", "util", "p50", "wait", "limit")
 Series = tuple[tuple[str, tuple[tuple[float, float], ...]], ...]
 
 
@@ -85,8 +90,25 @@ def series_of(picture: CampaignPicture) -> Series:
                  for c in picture.snapshot.candidates if c.blocks)
 
 
+def legend(colours: dict[str, Rgb], *, eliminated: bool) -> Text:
+    """The plot's legend, on its own line under the plot (plotext's own is drawn over the lines)."""
+    text = Text()
+    for cid, rgb in colours.items():
+        text.append("━━ ", style=hex_of(rgb)).append(cid).append("   ")
+    if eliminated:
+        text.append("✕", style=f"bold {hex_of(ELIMINATED_COLOUR)}").append(" eliminated")
+    return text
+
+
 class BenchmarksView(ConsoleView):
     view_name = "benchmarks"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("u/s [interval]", "throughput in units per second, with its interval once the receipt is written"),
+        ("startup", "image pull / readiness / warm-up times"),
+        ("$/1k accepted", "cost per 1,000 accepted units: point [interval]"),
+        ("plot", "one line per candidate on a time axis of measured time only (idle gaps cut out, ┆ marks a "
+                 "cut); ✕ marks an elimination"),
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -95,7 +117,8 @@ class BenchmarksView(ConsoleView):
     def compose(self) -> ComposeResult:
         yield Static("Benchmarks: no campaign measured yet", id="bench-title", classes="view-title", markup=False)
         yield PlotextPlot(id="bench-plot")
-        yield KeyedTable(columns=COLUMNS, id="bench-table")
+        yield Static("", id="bench-legend")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, id="bench-table")
 
     @property
     def table(self) -> KeyedTable:
@@ -137,16 +160,22 @@ class BenchmarksView(ConsoleView):
         if (series, eliminated) == self._drawn:
             return
         self._drawn = (series, eliminated)
+        axis = time_axis([x for _, points in series for x, _ in points])
         plt = self.plot.plt
         plt.clear_data()
         plt.clear_figure()
-        plt.title("throughput per candidate (units/s) — x marks an elimination")
-        plt.xlabel("minutes since the campaign started")
-        last = {cid: points[-1][1] for cid, points in series if points}
+        plt.title("throughput per candidate (units/s)")
+        cut = f" — {len(axis.cuts)} idle gap(s) cut out" if axis.cuts else ""
+        plt.xlabel(f"minutes since the campaign started, measured time only{cut}")
+        colours = {cid: colour_of(i) for i, cid in enumerate(cid for cid, _ in series)}
+        last = {cid: points[-1] for cid, points in series if points}
         for cid, points in series:
-            plt.plot([x for x, _ in points], [y for _, y in points], label=cid, marker="braille")
+            plt.plot([axis.x(x) for x, _ in points], [y for _, y in points], marker="braille", color=colours[cid])
         for cid, minute in eliminated:
-            if cid in last:
-                plt.vline(minute, "red")
-                plt.scatter([minute], [last[cid]], marker="x", color="red")
+            if cid in last:   # a marker where its line ends, not a full-height line that reads as a frame
+                plt.scatter([axis.x(min(minute, last[cid][0]))], [last[cid][1]], marker="✕",
+                            color=ELIMINATED_COLOUR)
+        if axis.cuts:
+            plt.xticks(*axis.ticks())
         self.plot.refresh()
+        self.query_one("#bench-legend", Static).update(legend(colours, eliminated=bool(eliminated)))

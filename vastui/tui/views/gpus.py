@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -34,6 +35,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("util_hist", "util history"), ("mem", "mem MiB"), ("power", "power W"), ("power_hist", "power history"),
     ("wait", "data-wait"), ("limit", "limit"),
 )
+# dropped first to fit a narrow terminal: utilisation, data-wait and the limit stay to the last
+DROP_ORDER = ("power_hist", "util_hist", "inst", "power", "work", "mem")
 INPUT_BOUND = "INPUT-BOUND"
 NVML = "nvml"      # the agent's samples, per GPU
 API = "api"        # the marketplace's gpu_util, per instance
@@ -160,10 +163,16 @@ def flags_text(picture: CampaignPicture, live: set[str]) -> str:
 
 class GpusView(ConsoleView):
     view_name = "gpus"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("work", "what the GPU is doing for the campaign (canary, race, tuning)"),
+        ("util", "GPU utilisation now, from the agent's NVML samples"),
+        ("data-wait", "share of the candidate's recent step time spent waiting for input"),
+        ("limit", "the bottleneck judged from util and data-wait (INPUT-BOUND: fix the data path first)"),
+    )
 
     def compose(self) -> ComposeResult:
         yield Static("GPUs: no instance listed yet", id="gpus-title", classes="view-title", markup=False)
-        yield KeyedTable(columns=COLUMNS, id="gpus-table")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, id="gpus-table")
         yield Static("", id="gpus-flags", markup=False)
 
     @property

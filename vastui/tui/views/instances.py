@@ -32,6 +32,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("status", "status"), ("since", "in status"), ("dph", "$/h"), ("accrued", "accrued"),
     ("storage", "storage $/h"), ("deadline", "deadline"), ("leak", "leak"),
 )
+# dropped first to fit a narrow terminal: accrued, deadline and leak stay to the last
+DROP_ORDER = ("storage", "campaign", "label", "since", "dph", "gpu")
 
 
 # statuses an instance holds from its rent until it first runs: ``start_date`` is when they began
@@ -81,6 +83,14 @@ def merge_log(seen: list[str], text: str) -> list[str]:
 
 class InstancesView(ConsoleView):
     view_name = "instances"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("campaign", "the campaign that owns the instance (its intent in the store, or its vastui label)"),
+        ("in status", "how long it has been in its current status"),
+        ("accrued", "what it has billed since it started, at its current $/h"),
+        ("storage $/h", "what a stopped instance still bills for its disk"),
+        ("deadline", "when its campaign must have destroyed it (PAST: overdue)"),
+        ("leak", "ok, unowned (nobody in this store rented it) or LEAK and why (the leak watcher's verdict)"),
+    )
     MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset({"destroy", "stop", "start", "label", "prepay"})
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space", "mark", "Mark"),
@@ -105,7 +115,7 @@ class InstancesView(ConsoleView):
     def compose(self) -> ComposeResult:
         yield Static("Instances", classes="view-title", id="instances-title")
         yield Static("", id="instances-warning", classes="warning-line", markup=False)
-        yield KeyedTable(columns=COLUMNS, id="instances-table")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, squeeze="leak", id="instances-table")
         yield Log(id="logs-pane", max_lines=5000)
 
     @property

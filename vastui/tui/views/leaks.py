@@ -28,10 +28,17 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("mark", " "), ("id", "id"), ("label", "label"), ("reason", "reason"), ("campaign", "campaign"),
     ("status", "status"), ("burn", "burn $/h"), ("accrued", "accrued"), ("detail", "detail"),
 )
+# dropped first to fit a narrow terminal: the reason, burn and accrued stay to the last
+DROP_ORDER = ("detail", "campaign", "label", "status")
 
 
 class LeaksView(ConsoleView):
     view_name = "leaks"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("reason", "why it is a leak: its campaign finished, its deadline passed, or no campaign owns it"),
+        ("burn $/h", "what it bills per hour while it stays"),
+        ("accrued", "what it has billed so far"),
+    )
     MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset({"destroy"})
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space", "mark", "Mark"),
@@ -47,7 +54,7 @@ class LeaksView(ConsoleView):
     def compose(self) -> ComposeResult:
         yield Static("Leaks", classes="view-title", id="leaks-title")
         yield Static("waiting for the first leak check…", id="leaks-summary", classes="warning-line", markup=False)
-        yield KeyedTable(columns=COLUMNS, id="leaks-table")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, squeeze="reason", id="leaks-table")
 
     @property
     def table(self) -> KeyedTable:
