@@ -6,6 +6,7 @@ instances rented by hand and a store at the CLI's own path."""
 
 from __future__ import annotations
 
+import dataclasses
 import asyncio
 import fcntl
 import json
@@ -26,18 +27,26 @@ from fakes import FakeClock
 from vastui.config import load_settings
 from vastui.sim.factory import build_market
 from vastui.sim.instance import CreateRequest
+from vastui.sim.realism import Realism
+from vastui.sim.turns import LifecycleOdds
 from vastui.sim.market import Market
 from vastui.sim.server import SimServer
 from vastui.store import SqliteStore
 
 KEY = "leaks-layout-key-7777"
+# Every realism rule but the rate limits: this market's clock stands still (the tests move it by hand), and a
+# minimum interval measured on a clock that never moves would refuse every second request for ever.
+FROZEN_CLOCK_REALISM = dataclasses.replace(Realism.vast(), rate_limits=False)
 HOUR = 3600.0
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 @pytest.fixture
 def market() -> Market:
-    return build_market(7, clock=FakeClock(start=time.time() - 2 * HOUR), api_key=KEY, n_machines=120)
+    market = build_market(7, clock=FakeClock(start=time.time() - 2 * HOUR), api_key=KEY, n_machines=120,
+                          realism=FROZEN_CLOCK_REALISM)
+    market.lifecycle_odds = LifecycleOdds.never()   # the rentals are set-up here; the leak report is under test
+    return market
 
 
 @pytest.fixture

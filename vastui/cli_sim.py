@@ -34,10 +34,10 @@ def add_sim_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--chaos", metavar="PROFILE", choices=("flaky", "storm", "quota"),
                    help="inject faults, seeded by --seed and counted (printed at stop): flaky (a few 429s, 5xx, "
                         "taken offers, dropped replies), storm (many of each) or quota (searches refused)")
-    p.add_argument("--realism", choices=("vast", "kind"), default="kind",
-                   help="how hard the marketplace is: vast (rate limits without Retry-After, 404 for a bad key, "
-                        "proxy SSH, late keys, transient states, as docs/api-notes.md cites) or kind (the older, "
-                        "kinder one; default for now, until every part of vast is in)")
+    p.add_argument("--realism", choices=("vast", "kind"), default="vast",
+                   help="how hard the marketplace is: vast (the default: rate limits without Retry-After, 404 for a "
+                        "bad key, proxy SSH, late keys, transient states, container logs, padded rows, as "
+                        "docs/api-notes.md cites) or kind (every rule off; only for the fastest unit tests)")
     p.set_defaults(handler=_cmd_sim)
 
 

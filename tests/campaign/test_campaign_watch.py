@@ -4,6 +4,7 @@ watcher's events, and ``vastui leaks --destroy`` with its approvals and audit lo
 
 from __future__ import annotations
 
+import dataclasses
 import asyncio
 import io
 import json
@@ -36,12 +37,17 @@ from vastui.events import Event, EventBus, LeakFound, LeaksChecked, Notice
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.sim.instance import CreateRequest
+from vastui.sim.realism import Realism
+from vastui.sim.turns import LifecycleOdds
 from vastui.sim.market import Market
 from vastui.sim.server import SimServer
 from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient
 
 KEY = "watch-sim-key-5555"
+# Every realism rule but the rate limits: this market's clock stands still (the tests move it by hand), and a
+# minimum interval measured on a clock that never moves would refuse every second request for ever.
+FROZEN_CLOCK_REALISM = dataclasses.replace(Realism.vast(), rate_limits=False)
 HOUR = 3600.0
 
 
@@ -65,7 +71,10 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def market(clock: FakeClock) -> Market:
-    return build_market(7, clock=clock, api_key=KEY, n_machines=120)
+    market = build_market(7, clock=clock, api_key=KEY, n_machines=120,
+                          realism=FROZEN_CLOCK_REALISM)
+    market.lifecycle_odds = LifecycleOdds.never()   # the rentals are set-up here; the watcher is under test
+    return market
 
 
 @pytest.fixture
@@ -337,7 +346,10 @@ async def test_destroy_leaks_takes_exactly_the_approved_ids_and_proves_them_gone
 @pytest.fixture
 def wall_market() -> Market:
     """A market on a clock two hours behind the wall clock: ``cli_world`` rents, then moves it to the wall time."""
-    return build_market(7, clock=FakeClock(start=time.time() - 2 * HOUR), api_key=KEY, n_machines=120)
+    market = build_market(7, clock=FakeClock(start=time.time() - 2 * HOUR), api_key=KEY, n_machines=120,
+                          realism=FROZEN_CLOCK_REALISM)
+    market.lifecycle_odds = LifecycleOdds.never()
+    return market
 
 
 @pytest.fixture

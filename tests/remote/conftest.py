@@ -15,6 +15,12 @@ from vastui.sim.factory import build_market
 from vastui.sim.hosts import SshHostPool
 from vastui.sim.market import Market
 from vastui.sim.server import SimServer
+from vastui.sim.realism import Realism
+
+# A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
+# the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).
+KIND = Realism.kind()
+
 
 
 @pytest.fixture
@@ -28,7 +34,8 @@ def client_key(tmp_path: Path) -> ClientKey:
 
 @pytest.fixture
 async def pool(tmp_path: Path) -> AsyncIterator[SshHostPool]:
-    hosts = SshHostPool(base_dir=tmp_path / "hosts", clock=ScaledClock(scale=SIM_SCALE))
+    hosts = SshHostPool(base_dir=tmp_path / "hosts", clock=ScaledClock(scale=SIM_SCALE),
+                         realism=KIND)
     try:
         yield hosts
     finally:
@@ -44,8 +51,8 @@ def runner(tmp_path: Path, client_key: ClientKey) -> SshRunner:
 @pytest.fixture
 async def sim(tmp_path: Path) -> AsyncIterator[tuple[Market, SshHostPool, SimServer]]:
     clock = ScaledClock(scale=SIM_SCALE)
-    pool = SshHostPool(base_dir=tmp_path / "hosts", clock=clock)
-    market = build_market(7, clock=clock, api_key=SIM_API_KEY, host_provider=pool)
+    pool = SshHostPool(base_dir=tmp_path / "hosts", clock=clock, realism=KIND)
+    market = build_market(7, clock=clock, api_key=SIM_API_KEY, host_provider=pool, realism=KIND)
 
     pool.on_host_died = market.mark_offline
     try:

@@ -28,6 +28,12 @@ from vastui.sim.server import SimServer
 from vastui.sim.truth import Fault
 from vastui.vast.client import HttpVastClient, ssh_key_target
 from vastui.vast.models import InstanceStatus
+from vastui.sim.realism import Realism
+
+# A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
+# the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).
+KIND = Realism.kind()
+
 
 pytestmark = pytest.mark.slow  # seconds of real processes or pictures: the full suite runs them
 
@@ -77,8 +83,8 @@ async def test_rent_run_and_measure_through_the_simulated_marketplace(
 
 async def test_a_host_that_dies_mid_run_takes_its_instance_offline(client_key: ClientKey, tmp_path: Path) -> None:
     clock = ScaledClock(scale=200.0)  # the fault comes minutes into the run: run the clock fast
-    pool = SshHostPool(base_dir=tmp_path / "hosts", clock=clock)
-    market = build_market(7, clock=clock, api_key=SIM_API_KEY, host_provider=pool)
+    pool = SshHostPool(base_dir=tmp_path / "hosts", clock=clock, realism=KIND)
+    market = build_market(7, clock=clock, api_key=SIM_API_KEY, host_provider=pool, realism=KIND)
     pool.on_host_died = market.mark_offline
     doomed = min((m for m in market.world.machines if m.truth.fault is Fault.DIES_MID_RUN and m.rentable
                   and not m.rented and m.num_gpus == 1), key=lambda m: m.truth.fault_after_s or 0.0)

@@ -15,6 +15,12 @@ from fakes import FakeClock
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.sim.market import Market
+from vastui.sim.realism import Realism
+
+# A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
+# the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).
+KIND = Realism.kind()
+
 
 KEY = "sk-sim-test-key-123"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -28,7 +34,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def market(clock: FakeClock) -> Market:
-    return build_market(7, clock=clock, api_key=KEY, initial_credit_usd=1000.0)
+    return build_market(7, clock=clock, api_key=KEY, initial_credit_usd=1000.0, realism=KIND)
 
 
 @pytest.fixture

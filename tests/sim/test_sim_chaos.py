@@ -23,6 +23,12 @@ from vastui.sim.server import SimServer
 from vastui.sim.truth import Fault
 from vastui.sim.world import generate_world
 from vastui.vast.client import HttpVastClient
+from vastui.sim.realism import Realism
+
+# A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
+# the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).
+KIND = Realism.kind()
+
 
 KEY = "sk-sim-chaos-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -65,7 +71,7 @@ def market(clock: FakeClock, hosts: DroppingHosts) -> Market:
     free = dataclasses.replace(world, machines=[dataclasses.replace(m, rented=False, rentable=True, truth=dataclasses
                                                                     .replace(m.truth, fault=Fault.NONE))
                                                 for m in world.machines])
-    return Market(free, clock=clock, api_key=KEY, initial_credit_usd=1000.0, host_provider=hosts)
+    return Market(free, clock=clock, api_key=KEY, initial_credit_usd=1000.0, host_provider=hosts, realism=KIND)
 
 
 @pytest.fixture
@@ -136,7 +142,7 @@ async def test_a_reply_slower_than_the_client_timeout_is_lost_but_its_work_is_do
     world = generate_world(7, now=WallClock().now())
     free = dataclasses.replace(world, machines=[dataclasses.replace(m, rented=False, rentable=True)
                                                 for m in world.machines])
-    market = Market(free, clock=WallClock(), api_key=KEY, initial_credit_usd=1000.0,
+    market = Market(free, clock=WallClock(), api_key=KEY, initial_credit_usd=1000.0, realism=KIND,
                     chaos=Chaos(slow_reply_rate=1.0, slow_reply_s=0.6, seed=1))
     async with SimServer(market, poll=False) as server:
         async with httpx.AsyncClient(base_url=server.url, timeout=0.2) as raw:

@@ -52,7 +52,7 @@ async def test_the_sim_key_can_come_from_a_file(tmp_path: Path) -> None:
     path.chmod(0o600)
     proc, lines = await start_sim("--api-key-file", str(path))
     try:
-        assert await accepted_keys(lines) == {KEY: 200, DEMO_API_KEY: 401}
+        assert await accepted_keys(lines) == {KEY: 200, DEMO_API_KEY: 404}   # a key it does not know: 404 auth_error (§1.2)
         assert not any(KEY in line for line in lines) and any(str(path) in line for line in lines)
     finally:
         out, err = await stop_sim(proc)
@@ -62,7 +62,7 @@ async def test_the_sim_key_can_come_from_a_file(tmp_path: Path) -> None:
 async def test_the_sim_key_can_come_from_the_environment() -> None:
     proc, lines = await start_sim(env={"VASTUI_SIM_API_KEY": KEY})
     try:
-        assert await accepted_keys(lines) == {KEY: 200, DEMO_API_KEY: 401}
+        assert await accepted_keys(lines) == {KEY: 200, DEMO_API_KEY: 404}   # a key it does not know: 404 auth_error (§1.2)
         assert not any(KEY in line for line in lines) and any("VASTUI_SIM_API_KEY" in line for line in lines)
     finally:
         await stop_sim(proc)

@@ -16,6 +16,12 @@ from vastui.sim.market import Market
 from vastui.sim.market_error import MarketError
 from vastui.sim.truth import Fault
 from vastui.sim.world import generate_world
+from vastui.sim.realism import Realism
+
+# A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
+# the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).
+KIND = Realism.kind()
+
 
 BIG_IMAGE = "example/trainer:1"   # unknown image: 6 GB, never pre-cached
 
@@ -74,7 +80,8 @@ def provider() -> FakeHostProvider:
 
 @pytest.fixture
 def market(clock: FakeClock, provider: FakeHostProvider) -> Market:
-    return Market(_free_world(), clock=clock, api_key="k", initial_credit_usd=100.0, host_provider=provider)
+    return Market(_free_world(), clock=clock, api_key="k", initial_credit_usd=100.0, host_provider=provider,
+                  realism=KIND)
 
 
 async def test_loading_lasts_the_pull_time_then_running_with_a_host(market: Market, clock: FakeClock,
@@ -215,7 +222,7 @@ async def test_prepay_pays_first_at_a_discount(market: Market, clock: FakeClock)
 
 
 async def test_running_out_of_credit_stops_instances(clock: FakeClock) -> None:
-    market = Market(_free_world(), clock=clock, api_key="k", initial_credit_usd=1.0)
+    market = Market(_free_world(), clock=clock, api_key="k", initial_credit_usd=1.0, realism=KIND)
     machine = max((m for m in market.world.machines if m.truth.fault is Fault.NONE), key=lambda m: m.dph_base)
     st = await market.create_instance(machine.offer_id, _request())
     clock.advance(86400)

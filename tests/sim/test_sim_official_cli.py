@@ -25,6 +25,12 @@ from vastui.sim.instance import InstanceStatus
 from vastui.sim.market import Market
 from vastui.sim.offers import offer_row
 from vastui.sim.server import SimServer
+from vastui.sim.realism import Realism
+
+# A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
+# the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).
+KIND = Realism.kind()
+
 
 KEY = "sk-compat-0123456789"
 VASTAI = Path(sys.executable).parent / "vastai"
@@ -78,7 +84,8 @@ class Sim:
 async def sim(tmp_path: Path) -> AsyncIterator[Sim]:
     assert VASTAI.exists(), "the official CLI (vastai==1.9.1) is a test dependency"
     # 1000x: image pulls take seconds of wall time, and the CLI's 0.3 s log polls find results ready.
-    market = build_market(7, clock=ScaledClock(scale=1000.0), api_key=KEY, initial_credit_usd=5000.0)
+    market = build_market(7, clock=ScaledClock(scale=1000.0), api_key=KEY, initial_credit_usd=5000.0,
+                          realism=KIND)
     home = tmp_path / "cli-home"
     home.mkdir()
     async with SimServer(market, port=0) as server:

@@ -112,16 +112,20 @@ async def test_vastui_sim_command_serves_rents_with_ssh_hosts_and_stops_on_sigte
             r = await client.put(f"/api/v0/asks/{offer_id}/", json={"image": "pytorch/pytorch", "disk": 10},
                                  headers=auth)
             instance_id = r.json()["new_contract"]
+            # the realistic default: a first show may be null, the rental may schedule and read `unknown` a while,
+            # and a poll sooner than the endpoint's interval is answered 429 (docs/api-notes.md §1.4, lifecycle)
             async with asyncio.timeout(30):
                 while True:
-                    row = (await client.get(f"/api/v0/instances/{instance_id}/", headers=auth)).json()["instances"]
-                    if row["actual_status"] != "loading":
+                    answer = await client.get(f"/api/v0/instances/{instance_id}/", headers=auth)
+                    row = answer.json()["instances"] if answer.status_code == 200 else None
+                    if row is not None and row["actual_status"] not in (None, "created", "scheduling", "loading",
+                                                                        "unknown"):
                         break
                     await asyncio.sleep(0.1)
         assert row["actual_status"] == "running", row["status_msg"]
-        # a real SSH server answers on the published port
-        reader, writer = await asyncio.open_connection(row["public_ipaddr"],
-                                                       int(row["ports"]["22/tcp"][0]["HostPort"]))
+        # a real SSH server answers on the endpoint the row gives: the proxy's (`ssh_host`, `ssh_port`), as a
+        # rental that did not ask for direct ports is reached (docs/api-notes.md §3.12); strings may be padded
+        reader, writer = await asyncio.open_connection(row["ssh_host"].strip(), int(row["ssh_port"]))
         async with asyncio.timeout(10):
             banner = await reader.readline()
         writer.close()
@@ -139,7 +143,8 @@ async def test_vastui_sim_with_own_key_does_not_print_it() -> None:
         async with httpx.AsyncClient(base_url=_url(lines)) as client:
             ok = await client.get("/api/v0/users/current", headers={"Authorization": "Bearer my-secret-key"})
             demo = await client.get("/api/v0/users/current", headers={"Authorization": f"Bearer {DEMO_API_KEY}"})
-            assert ok.status_code == 200 and demo.status_code == 401
+            # a key the simulator does not know: 404 auth_error, as the real service often answers (§1.2)
+            assert ok.status_code == 200 and demo.status_code == 404 and demo.json()["error"] == "auth_error"
     finally:
         await _stop(proc)
 

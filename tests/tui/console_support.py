@@ -32,6 +32,12 @@ from vastui.tui.app import VastuiApp
 from vastui.tui.dialogs.confirm import ConfirmDialog
 from vastui.tui.services import ConsoleSettings, Services
 from vastui.vast.client import HttpVastClient
+from vastui.sim.realism import Realism
+
+# A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
+# the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).
+KIND = Realism.kind()
+
 
 KEY = "console-sim-key-0123456789"
 SCALE = 60.0            # simulated seconds per wall second
@@ -88,7 +94,8 @@ async def sim_console(tmp_path: Path, *, settings: ConsoleSettings = FAST, seed:
     transport has no network timeouts).
     """
     clock = ScaledClock(scale=SCALE)
-    market = build_market(seed, clock=clock, api_key=KEY, n_machines=n_machines, initial_credit_usd=1000.0)
+    market = build_market(seed, clock=clock, api_key=KEY, n_machines=n_machines, initial_credit_usd=1000.0,
+                          realism=KIND)
     store = await SqliteStore.open(tmp_path / "console.sqlite3")
     async with AsyncExitStack() as stack:
         if over_socket:

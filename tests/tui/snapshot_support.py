@@ -34,6 +34,12 @@ from vastui.tui.state import ActivityPage, ConsoleState, InstancePage, OfferPage
 from vastui.tui.widgets.statusbar import StatusBar
 from vastui.vast.client import HttpVastClient
 from vastui.vast.query import build_search_body
+from vastui.sim.realism import Realism
+
+# A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
+# the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).
+KIND = Realism.kind()
+
 
 KEY = "snapshot-sim-key-24680"
 START = 1_796_000_000.0            # a fixed moment: ages and deadlines are the same in every run
@@ -145,7 +151,8 @@ async def _audit(store: SqliteStore, *, rented: int, stopped: int) -> None:
 async def capture_scene_async(tmp_path: Path) -> Scene:
     """The scene, from inside a running event loop."""
     clock = FrozenClock()
-    market = build_market(SEED, clock=clock, api_key=KEY, n_machines=120, initial_credit_usd=750.0)
+    market = build_market(SEED, clock=clock, api_key=KEY, n_machines=120, initial_credit_usd=750.0,
+                          realism=KIND)
     store = await SqliteStore.open(tmp_path / "scene.sqlite3")
     client = HttpVastClient(base_url="http://sim.test", api_key=Secret(KEY), clock=clock,
                             transport=httpx.ASGITransport(app=create_app(market)))

@@ -259,7 +259,7 @@ async def test_a_container_the_runtime_cannot_start_says_so_in_status_msg_and_ne
 async def test_the_kind_simulator_takes_none_of_these_turns() -> None:
     # the default (kind) realism keeps the older behaviour: 401 for a bad key, straight to loading
     clock = FakeClock()
-    market = build_market(21, clock=clock, api_key=KEY, n_machines=40)
+    market = build_market(21, clock=clock, api_key=KEY, n_machines=40, realism=Realism.kind())
     market.lifecycle_odds = LifecycleOdds(scheduling=1.0, scheduling_failure=1.0, transient_unknown=1.0,
                                           null_first_show=1.0, runtime_failure=1.0)
     instance_id = await _rent(market, cancel_unavail=False)

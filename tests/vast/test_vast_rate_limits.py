@@ -105,7 +105,7 @@ async def test_each_endpoint_and_the_kind_simulator_are_their_own() -> None:
     async with raw(market) as http:
         for name in ENDPOINTS:
             assert (await send(http, name)).status_code != 429, name
-    kind = build_market(7, clock=clock, api_key=KEY)
+    kind = build_market(7, clock=clock, api_key=KEY, realism=Realism.kind())
     async with raw(kind) as http:
         for _ in range(3):
             assert (await send(http, "create instance")).status_code != 429

@@ -23,6 +23,12 @@ from vastui.sim.market import Market
 from vastui.sim.server import SimServer
 from vastui.vast.client import CreateFailed, CreateUncertain, HttpVastClient
 from vastui.vast.models import InstanceStatus, Offer
+from vastui.sim.realism import Realism
+
+# A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
+# the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).
+KIND = Realism.kind()
+
 
 KEY = "sim-key-0123456789abcdef"
 QUERY = "gpu_name=RTX_4090 num_gpus>=2 reliability>0.98"
@@ -70,7 +76,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def market(clock: FakeClock) -> Market:
-    return build_market(7, clock=clock, api_key=KEY)
+    return build_market(7, clock=clock, api_key=KEY, realism=KIND)
 
 
 @pytest.fixture

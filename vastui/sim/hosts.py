@@ -127,7 +127,7 @@ class SshHostPool:
         self._base = base_dir
         self._seed = seed
         self._clock = clock
-        self.realism = realism or Realism.kind()
+        self.realism = realism or Realism.vast()
         self._python = python or sys.executable
         self.on_host_died = on_host_died   # settable after construction: the market is built with the pool
         self._bind_host = bind_host

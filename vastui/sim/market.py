@@ -88,7 +88,7 @@ class Market:
                  realism: Realism | None = None) -> None:
         self.clock = clock
         self.chaos = chaos or Chaos()
-        self.realism = realism or Realism.kind()   # how hard this marketplace is (sim/realism.py)
+        self.realism = realism or Realism.vast()   # how hard this marketplace is (sim/realism.py)
         # With proxies, a seeded share of machines opened no ports: their instances are reached by proxy only.
         self.world = world = without_open_ports(world) if self.realism.ssh_proxy else world
         self.lifecycle_odds = LifecycleOdds()       # how often a rental's turns happen, when realism has them on

@@ -1,10 +1,12 @@
-"""How hard the simulated marketplace is: ``Realism.vast()`` models what the real Vast.ai does (each rule is cited
-in docs/api-notes.md), ``Realism.kind()`` is the older, kinder marketplace kept for the fastest unit tests.
+"""How hard the simulated marketplace is: ``Realism.vast()`` — the default everywhere (``vastui sim``, the demo, the
+chaos runs, the decision benchmark, any ``Market`` built without saying) — models what the real Vast.ai does, each
+rule cited in docs/api-notes.md; ``Realism.kind()`` switches every rule off, for the fastest unit tests that must
+say so by name.
 
 The simulator must never be kinder than Vast.ai where it matters: a behaviour found on the real service goes here,
 with its source, and the client is made to survive it. Each group of fields belongs to one part of the simulator
-(the API's middleware, the instance lifecycle, the SSH hosts, the rows and logs); a field's default is the kind
-behaviour, ``vast()`` switches every group on. Frequencies are drawn from the simulator's own seeded dice.
+(the API's middleware, the instance lifecycle, the SSH hosts, the rows and logs); a field's default is off (the
+kind behaviour), ``vast()`` switches every group on. Frequencies are drawn from the simulator's own seeded dice.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class Realism:
 
     @classmethod
     def kind(cls) -> Realism:
-        """The kinder simulator: every rule off (only for the fastest unit tests, named as such)."""
+        """Every rule off: only for the fastest unit tests, which ask for it by name."""
         return cls()
 
     @classmethod

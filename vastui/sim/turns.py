@@ -34,6 +34,12 @@ class LifecycleOdds:
     null_first_show: float = 0.3             # the first show after the create answers {"instances": null}
     runtime_failure: float = 0.03            # the container runtime cannot start it: never runs
 
+    @classmethod
+    def never(cls) -> LifecycleOdds:
+        """No rental takes a turn: for tests whose rentals are set-up, not what they test."""
+        return cls(scheduling=0.0, scheduling_failure=0.0, transient_unknown=0.0, null_first_show=0.0,
+                   runtime_failure=0.0)
+
 
 @dataclass(frozen=True, slots=True)
 class Fate:
