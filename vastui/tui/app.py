@@ -32,8 +32,10 @@ from vastui.campaign.watch import LeakReport, find_leaks
 from vastui.errors import VastuiError
 from vastui.events import Notice
 from vastui.tui.actions import ConsoleActions, Outcome
+from vastui.tui.approval_desk import ANSWER_ACTIONS, POPUP_ACTION, ApprovalDesk
 from vastui.tui.campaign_control import CampaignControl
 from vastui.tui.campaign_feed import CampaignSource
+from vastui.tui.dialogs.approvals import ApprovalsScreen
 from vastui.tui.dialogs.confirm import DialogApprover
 from vastui.tui.dialogs.help import HelpScreen
 from vastui.tui.feeds import Wake, poll
@@ -68,6 +70,11 @@ class VastuiApp(App[None]):
         Binding("ctrl+r", "refresh", "Refresh"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),   # asks first while a campaign runs
+        # a followed campaign's approvals, from any view (shown only while something is pending: see ApprovalDesk)
+        Binding("a", "approve_oldest", "Approve oldest"),
+        Binding("x", "refuse_oldest", "Refuse oldest"),
+        Binding("A", "approve_plan", "Approve plan", key_display="A"),
+        Binding("ctrl+a", "approvals", "Approvals"),
     ]
 
     def __init__(self, *, services: Services, settings: ConsoleSettings | None = None,
@@ -97,6 +104,7 @@ class VastuiApp(App[None]):
         self._view_widgets: dict[str, ConsoleView] = {}
         self._status_bar: StatusBar | None = None
         self.control = CampaignControl(self, campaign)
+        self.desk = ApprovalDesk(self)
         for spec in self.views:
             self._bindings.bind(spec.key, f"show_view('{spec.name}')", description=spec.title, show=False,
                                 priority=True)
@@ -262,6 +270,8 @@ class VastuiApp(App[None]):
     @on(ReceiptsLoaded)
     def _campaign(self, message: CampaignDrawn | CampaignEnded | ReceiptsLoaded) -> None:
         self.state = self.control.fold(self.state, message)
+        if not isinstance(message, ReceiptsLoaded):
+            self.desk.noticed(self.state)
         self.render_current()
         if isinstance(message, CampaignEnded):
             self.wake(Source.INSTANCES, Source.ACCOUNT, Source.LEAKS)
@@ -285,7 +295,8 @@ class VastuiApp(App[None]):
 
     def refresh_status(self) -> None:
         if self._status_bar is not None and self._status_bar.is_mounted:
-            self._status_bar.show(self.state, now=self.services.clock.now(), readonly=self.settings.readonly)
+            self._status_bar.show(self.state, now=self.services.clock.now(), readonly=self.settings.readonly,
+                                  pending=self.desk.digest())
 
     # --- actions --------------------------------------------------------------------------------------------------
 
@@ -338,7 +349,21 @@ class VastuiApp(App[None]):
         screen only, and not while a text field has focus (there they are text)."""
         if action in ("open_command", "show_view"):
             return self.screen is self.screen_stack[0] and not isinstance(self.focused, Input)
+        if action in ANSWER_ACTIONS or action == POPUP_ACTION:
+            return self.desk.offers(action)
         return True
+
+    def action_approve_oldest(self) -> None:
+        self.desk.answer_oldest(approve=True)
+
+    def action_refuse_oldest(self) -> None:
+        self.desk.answer_oldest(approve=False)
+
+    def action_approve_plan(self) -> None:
+        self.control.ask_approve_plan()
+
+    def action_approvals(self) -> None:
+        self.push_screen(ApprovalsScreen(self.desk))
 
     def action_show_view(self, name: str) -> None:
         if not any(v.name == name for v in self.views):
@@ -387,6 +412,9 @@ class VastuiApp(App[None]):
         keys = [(b.binding.key_display or self.get_key_display(b.binding), b.binding.description)
                 for b in self.screen.active_bindings.values()
                 if b.enabled and b.binding.description and not b.binding.action.startswith("show_view")]
+        if not any(key == "ctrl+a" for key, _ in keys):
+            keys += [("a x A", "approve oldest · refuse oldest · approve the plan (any view, while requests wait)"),
+                     ("ctrl+a", "the approvals pop-up: pending requests with their facts")]
         keys += [(spec.key, f"view {spec.title} (:{spec.name})") for spec in self.views]
         self.push_screen(HelpScreen(title=f"Keys — {self.current_view}", keys=keys))
 

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from vastui.campaign.handle import CampaignResult
 from vastui.campaign.snapshot import CampaignSnapshot
+from vastui.clock import Clock
 from vastui.events import CandidateEliminated, Event, EventBus, EventsLost, Subscription
 from vastui.events_live import ProgressReported
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture
@@ -26,13 +27,18 @@ QUEUE_SIZE = 20_000
 
 
 class ApprovalAnswers(Protocol):
-    """What a view may answer (``ApprovalBroker`` has it)."""
+    """What a view may answer (``ApprovalBroker`` has it); ``wall`` is the clock the requests' expiries are on."""
+
+    @property
+    def wall(self) -> Clock: ...
 
     def approve(self, request_id: str, *, by: str = ...) -> bool: ...
 
     def refuse(self, request_id: str, *, by: str = ..., reason: str = ...) -> bool: ...
 
     def approve_plan(self, *, by: str = ...) -> int: ...
+
+    def stop_asking(self, reason: str) -> int: ...
 
 
 class CampaignSource(Protocol):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from vastui.tui.approval_desk import PendingDigest
 from vastui.tui.health import Source, format_age
 from vastui.tui.state import ConsoleState
 
@@ -16,8 +17,9 @@ def _money(value: float | None) -> str:
     return "?" if value is None else f"${value:,.2f}"
 
 
-def status_text(state: ConsoleState, *, now: float, readonly: bool) -> Text:
-    """Two lines: money and leaks; then freshness per source and the current API error, if any."""
+def status_text(state: ConsoleState, *, now: float, readonly: bool, pending: PendingDigest | None = None) -> Text:
+    """Two lines: pending approvals (first, so a narrow terminal never cuts them), money and leaks; then freshness
+    per source and the current API error, if any."""
     user = state.user
     burn = state.burn_usd_per_h
     runway = state.runway_h
@@ -26,6 +28,10 @@ def status_text(state: ConsoleState, *, now: float, readonly: bool) -> Text:
     line = Text()
     if readonly:
         line.append("READ-ONLY ", style="bold reverse")
+    if pending is not None:
+        line.append(f"⚑ {pending.count} APPROVAL{'S' if pending.count != 1 else ''} PENDING "
+                    f"(oldest {format_age(pending.oldest_waited_s)}) a·x·ctrl+a", style="bold reverse yellow")
+        line.append("  ")
     line.append(f"credit {_money(user.credit if user else None)}  ")
     line.append(f"burn {'?' if burn is None else f'${burn:,.3f}/h'}  ")
     line.append(f"runway {runway_text}  ")
@@ -65,7 +71,7 @@ class StatusBar(Static):
         super().__init__("", id="status-bar", markup=False)
         self.plain_text = ""
 
-    def show(self, state: ConsoleState, *, now: float, readonly: bool) -> None:
-        text = status_text(state, now=now, readonly=readonly)
+    def show(self, state: ConsoleState, *, now: float, readonly: bool, pending: PendingDigest | None = None) -> None:
+        text = status_text(state, now=now, readonly=readonly, pending=pending)
         self.plain_text = text.plain
         self.update(text)
