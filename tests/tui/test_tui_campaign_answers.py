@@ -81,7 +81,7 @@ async def test_refusing_one_rent_leaves_its_candidate_out_and_abort_during_the_r
 
 
 async def test_an_unanswered_approval_expires_and_is_audited_as_refused(tmp_path: Path) -> None:
-    async with campaign_console(tmp_path, seed=5, expiry_s=300.0) as console:
+    async with campaign_console(tmp_path, seed=5, expiry_s=3.0) as console:   # wall seconds
         app = console.app
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_until(pilot, lambda: pending_count(console) > 0, what="the first approval request")
