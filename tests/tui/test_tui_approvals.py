@@ -93,7 +93,9 @@ async def test_expiry_follows_the_wall_clock_not_a_simulator_at_x120(tmp_path: P
                              what="the market clock past the old, simulated expiry")
             await pilot.pause(0.3)
             assert request.request_id in {p.request_id for p in console.handle.broker.pending()}
+            assert request.request_id in {p.request_id for p in app.desk.answerable()}, "still within its time"
             assert not any(isinstance(e, ApprovalExpired) for e in console.events)
+            app.render_current()   # what the queue shows now, not what it showed before the jump
             cells = console.view.approvals.cells_of(request.request_id)
             assert cells is not None and str(cells[7]) == "15m", "it still has its whole 15 minutes"
 
