@@ -413,8 +413,8 @@ class VastuiApp(App[None]):
                 for b in self.screen.active_bindings.values()
                 if b.enabled and b.binding.description and not b.binding.action.startswith("show_view")]
         if not any(key == "ctrl+a" for key, _ in keys):
-            keys += [("a x A", "approve oldest · refuse oldest · approve the plan (any view, while requests wait)"),
-                     ("ctrl+a", "the approvals pop-up: pending requests with their facts")]
+            keys += [("a x A", "approve / refuse the oldest, approve the plan (any view)"),
+                     ("^a", "approvals pop-up: pending requests and their facts")]
         keys += [(spec.key, f"view {spec.title} (:{spec.name})") for spec in self.views]
         self.push_screen(HelpScreen(title=f"Keys — {self.current_view}", keys=keys))
 

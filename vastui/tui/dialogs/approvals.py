@@ -24,7 +24,7 @@ from vastui.tui.cells import usd
 from vastui.tui.widgets.keyed_table import Cell, KeyedTable
 
 COLUMNS: tuple[tuple[str, str], ...] = (
-    ("id", "id"), ("what", "what"), ("where", "offer/instance"), ("gpu", "gpu"), ("dph", "$/h"),
+    ("id", "id"), ("what", "what"), ("where", "target"), ("gpu", "gpu"), ("dph", "$/h"),
     ("cap", "cost cap"), ("waited", "waited"), ("expires", "expires in"),
 )
 VERBS = {"create_instance": "rent", "destroy_instance": "destroy", "stop_instance": "stop",
