@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from vastui.tui.app import VastuiApp
 
 EXPIRED_KEPT = 20          # expired requests the pop-up still shows, newest last
+TOASTED = 3                # requests listed in one arrival toast
 ANSWER_ACTIONS = frozenset({"approve_oldest", "refuse_oldest", "approve_plan"})
 POPUP_ACTION = "approvals"
 
@@ -110,13 +111,20 @@ class ApprovalDesk:
                 self._app.notify(f"{facts(p)} — expired unanswered after {span(p.expires_wall_s - p.asked_wall_s)}; "
                                  "it counts as refused", title="Approval expired", severity="warning", timeout=30)
         arrived = [p for p in listed if p.request_id not in self._seen]
-        for p in arrived:
-            self._app.notify(f"{facts(p)}\nexpires in {span(p.expires_in_s(now))} — a approve oldest · x refuse · "
-                             "ctrl+a list", title="Approval needed", severity="warning", timeout=20)
-        if arrived:
+        if arrived:   # one toast per burst: a campaign often asks for several rents at once
+            shown = [facts(p) for p in arrived[:TOASTED]]
+            more = [f"… and {len(arrived) - TOASTED} more"] if len(arrived) > TOASTED else []
+            title = "Approval needed" if len(arrived) == 1 else f"{len(arrived)} approvals needed"
+            self._app.notify("\n".join([*shown, *more, f"expire in {span(self._expiry_s(arrived[0]))} · a approve "
+                                         "oldest · x refuse · ctrl+a list"]),
+                             title=title, severity="warning", timeout=20)
             self._app.bell()
         self._seen = {p.request_id: p for p in listed}
         self.sync_keys()
+
+    @staticmethod
+    def _expiry_s(p: PendingApproval) -> float:
+        return p.expires_wall_s - p.asked_wall_s
 
     def sync_keys(self) -> None:
         """Refresh the footer when what it should offer changed (pending or not, popup or not)."""

@@ -145,7 +145,7 @@ class CampaignView(ConsoleView):
                      id="campaign-title", classes="campaign-line", markup=False)
         yield Static("Approvals: none pending", id="campaign-queue-title", classes="view-title", markup=False)
         yield KeyedTable(columns=APPROVAL_COLUMNS, id="campaign-approvals")
-        yield KeyedTable(columns=CANDIDATE_COLUMNS, id="campaign-candidates")
+        yield KeyedTable(columns=CANDIDATE_COLUMNS, id="campaign-candidates", grow=("phase",))
         yield Static("", id="campaign-decision", markup=False)
         yield KeyedTable(columns=CLEANUP_COLUMNS, id="campaign-cleanup")
 

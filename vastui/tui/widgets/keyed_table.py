@@ -19,12 +19,14 @@ Cell = str | Text
 
 
 class KeyedTable(DataTable[Cell]):
-    """``sync(rows, order)`` makes the table show exactly ``rows`` (key -> cells) in ``order``."""
+    """``sync(rows, order)`` makes the table show exactly ``rows`` (key -> cells) in ``order``. Columns named in
+    ``grow`` widen when an updated cell needs it (for small tables whose text changes length, never hot columns)."""
 
     def __init__(self, *, columns: Sequence[tuple[str, str]], id: str | None = None,
-                 classes: str | None = None) -> None:
+                 classes: str | None = None, grow: Sequence[str] = ()) -> None:
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)
         self._column_spec = tuple(columns)
+        self._grow = frozenset(grow)
         self._cells: dict[str, tuple[Cell, ...]] = {}
         self._order: list[str] = []
 
@@ -66,7 +68,7 @@ class KeyedTable(DataTable[Cell]):
                 elif old != cells:
                     for column, before, after in zip(columns, old, cells, strict=True):
                         if before != after:
-                            self.update_cell(key, column, after)
+                            self.update_cell(key, column, after, update_width=column in self._grow)
                 self._cells[key] = cells
             if list(order) != self._order or vanished:
                 self._apply_order(order)
