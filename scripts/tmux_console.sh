@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Drive the console in a real terminal, as an operator would: start `vastui sim`, open `vastui console` against it
-# in tmux at 160x48, visit every view, filter offers (a bad query, then a good one), mark two offers and rent them
+# in tmux at 160x48 (or the size given), visit every view, filter offers (a bad query, then a good one), mark two offers and rent them
 # through the dialog (typing the count), watch them run, destroy both (typing the count), quit, and check that the
 # simulator lists no instance afterwards. Every step checks the captured screen text; any miss exits non-zero.
 #
-#   scripts/tmux_console.sh            # uses .venv/bin/vastui
+#   scripts/tmux_console.sh            # 160x48; uses .venv/bin/vastui
+#   scripts/tmux_console.sh 80x24      # the smallest terminal the console is made for
 #   VASTUI=vastui scripts/tmux_console.sh
 set -euo pipefail
+size="${1:-160x48}"
+[[ "$size" =~ ^([0-9]+)x([0-9]+)$ ]] || { echo "usage: $0 [COLSxROWS]   (e.g. 80x24; default 160x48)" >&2; exit 2; }
+cols="${BASH_REMATCH[1]}"
+rows="${BASH_REMATCH[2]}"
 cd "$(dirname "$0")/.."
 VASTUI=${VASTUI:-.venv/bin/vastui}
 command -v tmux >/dev/null || { echo "tmux_console: tmux is not installed" >&2; exit 2; }
@@ -91,8 +96,8 @@ url=$(grep -o 'VAST_URL=[^ ]*' "$work/sim.out" | head -1 | cut -d= -f2)
 export VAST_URL="$url"
 echo "ok: simulator at $url"
 
-# 2. the console in a 160x48 terminal
-tmux new-session -d -s "$session" -x 160 -y 48 "env VASTUI_DATA_DIR='$VASTUI_DATA_DIR' VASTUI_CONFIG_DIR='$VASTUI_CONFIG_DIR' VAST_API_KEY='$VAST_API_KEY' VAST_URL='$VAST_URL' $VASTUI console; echo console-exited-\$?; sleep 30"
+# 2. the console in a terminal of the size asked (160x48 by default)
+tmux new-session -d -s "$session" -x "$cols" -y "$rows" "env VASTUI_DATA_DIR='$VASTUI_DATA_DIR' VASTUI_CONFIG_DIR='$VASTUI_CONFIG_DIR' VAST_API_KEY='$VAST_API_KEY' VAST_URL='$VAST_URL' $VASTUI console; echo console-exited-\$?; sleep 30"
 wait_screen "Offers: [0-9]+ shown" "offers listed"
 wait_screen "credit" "the status bar shows the credit"
 screen | grep -q "$VAST_API_KEY" && fail "the API key is on the screen"
@@ -142,4 +147,4 @@ keys q; wait_screen "console-exited-0" "the console quit cleanly" 20
 left=$("$VASTUI" instances --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["instances"]))')
 [ "$left" = "0" ] || fail "the simulator still lists $left instance(s)"
 echo "ok: the simulator lists 0 instances"
-echo "tmux_console: PASSED"
+echo "tmux_console: PASSED at ${cols}x${rows}"

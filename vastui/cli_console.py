@@ -66,11 +66,13 @@ async def run_console(args: argparse.Namespace) -> int:
     from vastui.tui.app import VastuiApp
     from vastui.tui.services import ConsoleSettings, Services
     from vastui.tui.themes import check_theme
+    from vastui.tui.view_memory import FILE_NAME as VIEW_MEMORY_FILE
 
     settings = load_settings(url=args.url, api_key=args.api_key)
     theme = check_theme(args.theme or settings.theme or "dark")
     console = ConsoleSettings(readonly=bool(args.readonly), theme=theme,
-                              money_confirm_over_usd=settings.money_confirm_over_usd)
+                              money_confirm_over_usd=settings.money_confirm_over_usd,
+                              view_memory_path=settings.config_dir / VIEW_MEMORY_FILE)
     clock = MarketClock()   # the marketplace's time, from its answers: accrued cost and deadlines are on it
     async with await SqliteStore.open(settings.db_path) as store, vast_client(args, audit=store,
                                                                               clock=clock) as client:

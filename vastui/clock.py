@@ -69,6 +69,9 @@ class ScaledClock:
 # The simulator's own reading of its clock, with sub-second digits, on every answer: a bridge for the test rig (a
 # simulator run at x120 moves two minutes within one second of ``Date``), not something the Vast.ai API sends.
 SIM_CLOCK_HEADER = "X-Vastui-Sim-Clock"
+# ... and how fast that clock runs (simulated seconds per real second), so a console can say its durations are
+# simulated. Telling, not steering: a ``MarketClock`` keeps the scale it was built with (its waits stay as asked).
+SIM_SCALE_HEADER = "X-Vastui-Sim-Scale"
 
 
 class MarketClock:
@@ -89,6 +92,7 @@ class MarketClock:
         self._high = math.inf
         self._offset = 0.0
         self.answers_seen = 0
+        self.announced_scale: float | None = None   # what the simulator's answers say its clock's scale is
 
     def local_now(self) -> float:
         """The local clock alone (no offset): what ``observe`` takes its send and receive moments on."""
@@ -122,6 +126,14 @@ class MarketClock:
         self._low, self._high = low, high
         self._offset = (low + high) / 2.0
         self.answers_seen += 1
+
+
+def market_scale(clock: Clock) -> float:
+    """How fast the marketplace's clock runs against the real one, as far as this process knows: what a simulator
+    announced, else the clock's own scale (``clock_scale``). For labelling durations, never for waiting."""
+    if isinstance(clock, MarketClock) and clock.announced_scale is not None:
+        return clock.announced_scale
+    return clock_scale(clock)
 
 
 def clock_scale(clock: Clock) -> float:

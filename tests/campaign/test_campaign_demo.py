@@ -115,7 +115,7 @@ async def test_demo_campaign_is_correct_clean_and_approved(seed: int, tmp_path: 
 
 @pytest.mark.slow
 async def test_campaign_stops_renting_when_the_next_rental_could_exceed_the_budget(tmp_path: Path) -> None:
-    budget = 0.05
+    budget = 0.06      # one rental at 32 GiB of disk fits, two do not
     manifest_path = fast_manifest(tmp_path / "m", budget_usd=budget)
     facts = MarketFacts()
     result = await run_demo(seed=3, time_scale=TIME_SCALE, data_dir=tmp_path / "data",

@@ -220,6 +220,20 @@ def test_unrentable_offers_are_excluded_with_a_reason(manifest: Manifest) -> Non
     assert taken.id not in plan.offer_ids
 
 
+def test_an_offer_without_the_disk_a_rental_takes_is_excluded(manifest: Manifest) -> None:
+    """Every rental takes RENTED_DISK_GIB of disk: an offer with less free disk cannot be rented at that size."""
+    from vastui.campaign.startup import RENTED_DISK_GIB
+    rows = world_rows()
+    small = plan_for(manifest, offers_of(rows)).candidates[0].offer
+    for row in rows:
+        if row["id"] == small.id:
+            row["disk_space"] = RENTED_DISK_GIB - 2
+    plan = plan_for(manifest, offers_of(rows))
+    reason = {e.offer_id: e.reason for e in plan.excluded}[small.id]
+    assert "30 GB of free disk" in reason and f"{RENTED_DISK_GIB:g} GiB" in reason
+    assert small.id not in plan.offer_ids
+
+
 def test_the_querys_numeric_filters_are_rechecked_client_side(manifest: Manifest, offers: list[Offer]) -> None:
     """method.md (Shortlist): "Check numeric filters client-side too: server-side filters have been reported to drop
     silently." Here the server dropped every filter (the whole world comes back): no candidate or reserve may break
@@ -468,3 +482,37 @@ def test_a_cheap_gpu_whose_dlperf_falls_well_short_of_the_slo_floor_goes_after_o
     assert slow.prior_cost_per_unit_usd < fast.prior_cost_per_unit_usd     # the cheaper prior cost ...
     assert [c.offer.machine_id for c in plan.candidates] == [9601]        # ... yet it goes second
     assert "short of the SLO floor" in slow.hypothesis and "short of" not in fast.hypothesis
+
+
+async def test_the_shortlist_search_prices_offers_at_the_disk_a_rental_takes(manifest: Manifest,
+                                                                              store: SqliteStore) -> None:
+    """The approval's price must include the storage actually rented: the search asks the marketplace to price
+    ``dph_total`` at RENTED_DISK_GIB (``allocated_storage``), not the CLI's 5 GB default."""
+    import json
+    import types
+
+    import httpx
+    from fakes import FakeClock
+
+    from vastui.campaign.session import plan_campaign
+    from vastui.campaign.startup import RENTED_DISK_GIB
+    from vastui.config import Secret
+    from vastui.sim.app import create_app
+    from vastui.sim.factory import build_market
+    from vastui.vast.client import HttpVastClient
+
+    clock = FakeClock()
+    inner = httpx.ASGITransport(app=create_app(build_market(SEED, clock=clock, api_key="plan-key", n_machines=60)))
+    bodies: list[dict[str, object]] = []
+
+    class Recording(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            if request.url.path == "/api/v0/bundles/":
+                bodies.append(json.loads(await request.aread()))
+            return await inner.handle_async_request(request)
+
+    async with HttpVastClient(base_url="http://sim.test", api_key=Secret("plan-key"), clock=clock,
+                              transport=Recording()) as client:
+        services = types.SimpleNamespace(market=client, store=store, clock=clock)
+        plan = await plan_campaign(services, manifest=manifest, campaign_id="cdisk")  # type: ignore[arg-type]
+    assert plan.candidates and [body["allocated_storage"] for body in bodies] == [RENTED_DISK_GIB]

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from textual.pilot import Pilot
 
-from vastui.approval import Action, Approval, ApprovalRequest, instance_target
+from vastui.approval import Action, Approval, ApprovalRequest, AuditRecord, instance_target, offer_target
 from vastui.campaign.watch import find_leaks
 from vastui.config import Secret
 from vastui.events import EventBus
@@ -30,7 +30,7 @@ from vastui.store import RunStatus, SqliteStore
 from vastui.tui.app import VastuiApp
 from vastui.tui.health import Source, SourceHealth
 from vastui.tui.services import ConsoleSettings, Services
-from vastui.tui.state import ConsoleState, InstancePage, OfferPage
+from vastui.tui.state import ActivityPage, ConsoleState, InstancePage, OfferPage
 from vastui.tui.widgets.statusbar import StatusBar
 from vastui.vast.client import HttpVastClient
 from vastui.vast.query import build_search_body
@@ -40,6 +40,8 @@ START = 1_796_000_000.0            # a fixed moment: ages and deadlines are the 
 SEED = 11
 DIGEST = "sha256:" + "5" * 64
 SIZE = (160, 48)
+SIZES = ((80, 24), (120, 30), (160, 48), (200, 60))      # the size classes every view is pictured at
+SIZE_IDS = [f"{w}x{h}" for w, h in SIZES]
 
 
 class FrozenClock:
@@ -116,6 +118,30 @@ async def _knowledge(store: SqliteStore, offers: list[Any]) -> None:
                                 recorded_at=START - 3600, expires_at=START + 6 * 86400)
 
 
+async def _audit(store: SqliteStore, *, rented: int, stopped: int) -> None:
+    """What the Activity view shows: a rent approved and sent, one refused, one expired, a stop sent and done."""
+    records = [
+        AuditRecord(at=START + 5, kind="approval", action=Action.CREATE_INSTANCE, target=offer_target(rented),
+                    approval_id="ap-1", granted_by="console dialog", outcome="rent offer: 1x RTX 4090 at $0.404/h"),
+        AuditRecord(at=START + 6, kind="sending", action=Action.CREATE_INSTANCE, target=offer_target(rented),
+                    approval_id="ap-1", granted_by="console dialog", outcome="create_instance sending"),
+        AuditRecord(at=START + 8, kind="call", action=Action.CREATE_INSTANCE, target=offer_target(rented),
+                    approval_id="ap-1", granted_by="console dialog", outcome="ok: instance created"),
+        AuditRecord(at=START + 60, kind="declined", action=Action.CREATE_INSTANCE, target=offer_target(rented + 1),
+                    approval_id=None, granted_by=None, outcome="rent for candidate c3 — refused: by the operator",
+                    campaign_id="crun"),
+        AuditRecord(at=START + 1200, kind="declined", action=Action.CREATE_INSTANCE, target=offer_target(rented + 2),
+                    approval_id=None, granted_by=None, outcome="rent for candidate r1 — expired: no answer in 15m "
+                    "(counts as refused)", campaign_id="crun"),
+        AuditRecord(at=START + 1810, kind="approval", action=Action.STOP_INSTANCE, target=instance_target(stopped),
+                    approval_id="ap-2", granted_by="test", outcome="stop the gone campaign's instance"),
+        AuditRecord(at=START + 1811, kind="call", action=Action.STOP_INSTANCE, target=instance_target(stopped),
+                    approval_id="ap-2", granted_by="test", outcome="ok"),
+    ]
+    for record in records:
+        await store.record_audit(record)
+
+
 async def capture_scene_async(tmp_path: Path) -> Scene:
     """The scene, from inside a running event loop."""
     clock = FrozenClock()
@@ -136,6 +162,8 @@ async def capture_scene_async(tmp_path: Path) -> Scene:
         await market.refresh()
         offers = await client.search_offers_body(build_search_body("", order="score-", limit=60))
         await _knowledge(store, offers)
+        await _audit(store, rented=offers[0].id, stopped=stopped)
+        activity = ActivityPage(records=tuple(await store.latest_audit_records(limit=100)), at=clock.now())
         now = clock.now()
         knowledge = {(k.machine_id, k.gpu_name, k.num_gpus): k for k in await store.host_knowledge(
             workload_digest=DIGEST, machine_ids=sorted({o.machine_id for o in offers}))}
@@ -148,7 +176,7 @@ async def capture_scene_async(tmp_path: Path) -> Scene:
         health = {s: SourceHealth(source=s, stale_after_s=120.0).ok(now - 4.0) for s in Source}
         state = ConsoleState(offers=OfferPage(offers=tuple(offers), knowledge=knowledge, bad_hosts=bad, at=now),
                              instances=InstancePage(listing=listing, intents=intents, at=now), user=user,
-                             leaks=leaks, health=health)
+                             leaks=leaks, health=health, activity=activity)
         leaked = next(lk.instance_id for lk in leaks.leaked)
         del unowned
         return Scene(state=state, now=now, leaked_id=leaked, stopped_id=stopped)

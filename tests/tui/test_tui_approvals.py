@@ -60,11 +60,11 @@ async def test_an_approval_arriving_in_another_view_is_counted_announced_and_app
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.press(key)
             assert app.current_view == view
-            await wait_until(pilot, lambda: answerable(console) > 0 and "PENDING" in status(console),
+            await wait_until(pilot, lambda: answerable(console) > 0 and "TO APPROVE" in status(console),
                              what="a request counted on the status bar")
             assert app.current_view == view, "nothing switched the view for the operator"
             count = answerable(console)
-            assert f"{count} APPROVAL" in status(console) and "oldest" in status(console)
+            assert f"{count} TO APPROVE, oldest" in status(console)
             assert bells, "the bell rang when the request arrived"
             assert any("pproval" in n.title and "needed" in n.title for n in app._notifications), "a toast said so"
             assert app.check_action("approve_oldest", ()) is True, "the footer offers a"
@@ -107,7 +107,7 @@ async def test_expiry_follows_the_wall_clock_not_a_simulator_at_x120(tmp_path: P
             await wait_until(pilot, lambda: any(p.request_id == request.request_id for p in app.desk.expired),
                              what="the console to keep it as expired")
             assert granted_by(console, request.request_id) is None
-            assert "PENDING" not in status(console) or answerable(console) > 0
+            assert "TO APPROVE" not in status(console) or answerable(console) > 0
             await pilot.press("ctrl+a")
             await wait_until(pilot, lambda: isinstance(app.screen, ApprovalsScreen), what="the approvals pop-up")
             popup = app.screen

@@ -58,9 +58,11 @@ async def test_the_demo_campaign_runs_to_its_decision_with_approvals_by_keypress
             # while the race runs, GPUs and Benchmarks fill
             await pilot.press("6")
             gpus = app.query_one(GpusView)
-            await wait_until(pilot, lambda: len(gpus.table.keys_in_order) > 0, what="GPU rows")
-            row = gpus.table.cells_of(gpus.table.keys_in_order[0])
-            assert row is not None and str(row[4]).endswith("%") and any(ch in str(row[5]) for ch in "▁▂▃▄▅▆▇█")
+            await wait_until(pilot, lambda: any(not k.startswith("api/") for k in gpus.table.keys_in_order),
+                             what="GPU rows the agent samples")
+            row = gpus.table.cells_of(next(k for k in gpus.table.keys_in_order if not k.startswith("api/")))
+            assert row is not None and str(row[4]).endswith("%") and row[5] == "nvml"
+            assert any(ch in str(row[6]) for ch in "▁▂▃▄▅▆▇█")
             await pilot.press("7")
             bench = app.query_one(BenchmarksView)
             await wait_until(pilot, lambda: any(c[3] != "-" for k in bench.table.keys_in_order

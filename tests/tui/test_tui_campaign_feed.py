@@ -98,7 +98,27 @@ async def test_recent_data_wait_and_elimination_moments_come_from_the_stream() -
     assert picture.data_wait_share == {"c2": 0.5}
     assert picture.eliminated_at == {"c2": NOW + 5}
     [starved] = [g for g in picture.snapshot.gpus if g.candidate == "c2"]
-    assert str(picture.gpu_attribution(starved).bottleneck) == "input_bound"
+    assert picture.gpu_attribution(starved) is None, "no verdict before readings agree on one"
+    for i in range(3):   # three readings in a row agree: a verdict
+        derived.apply(SampleTaken(at=NOW + 10 + i, campaign_id=CID, candidate="c2", gpu_index=0, util_pct=36.0,
+                                  mem_used_mib=1.0))
+    verdict = derived.picture(racing_snapshot()).gpu_attribution(starved)
+    assert verdict is not None and str(verdict.bottleneck) == "input_bound"
+
+
+async def test_a_gpu_idle_between_trials_gets_no_verdict_however_high_its_data_wait() -> None:
+    derived = Derived(CID)
+    derived.apply(ProgressReported(at=NOW, campaign_id=CID, candidate="c1", instance_id=1, purpose="tuning",
+                                   units=1, accepted=1, data_wait_s=0.135, compute_s=0.865, steps=1,
+                                   units_total=1, accepted_total=1))
+    for i in range(20):
+        derived.apply(SampleTaken(at=NOW + i, campaign_id=CID, candidate="c1", gpu_index=0, util_pct=0.0,
+                                  mem_used_mib=1.0))
+    snapshot = racing_snapshot()
+    idle = dataclasses.replace(snapshot.gpus[0], util_pct=0.0)
+    picture = derived.picture(dataclasses.replace(snapshot, gpus=(idle, *snapshot.gpus[1:])))
+    assert picture.verdicts["c1/0"].attribution is None and picture.verdicts["c1/0"].is_idle
+    assert picture.gpu_attribution(idle) is None
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from console_support import confirm_dialog, dialog, sim_console, wait_for, with_settings
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from vastui.approval import Action, ApprovalRequest, instance_target
 from vastui.cli import main
@@ -49,7 +49,8 @@ async def test_views_help_command_bar_and_themes(tmp_path: Path) -> None:
                            what="the bus notice as a notification")
 
             names = {c.title for c in app.get_system_commands(app.screen)}
-            assert {"View: Offers", "View: Leaks", "vastui theme: light", "vastui theme: dark"} <= names
+            assert {"View: Offers", "View: Leaks", "Theme: light", "Theme: dark"} <= names
+            assert "Theme" not in names   # Textual's own picker: its themes are not this console's
             bar = app.query_one(StatusBar)
             dark_bg = bar.styles.background
             app.apply_theme("light")
@@ -129,3 +130,8 @@ async def test_transfer_credit_needs_the_typed_amount(tmp_path: Path) -> None:
                                               for r in sim.requests()), what="the transfer")
             bar = app.query_one(StatusBar)
             await wait_for(pilot, lambda: "credit $970.00" in bar.plain_text, what="the new credit")
+            await wait_for(pilot, lambda: bool(app.outcomes), what="the transfer's outcome")
+            assert app.outcomes[-1].summary() == "transferred $30.00 to friend@example.com"   # the toast's words
+            body = app.query_one("#account-body", Static)
+            await wait_for(pilot, lambda: "to friend@example.com  ok: $30.00 sent" in str(body.render()),
+                           what="the transfer in the account's history")

@@ -1,4 +1,5 @@
-"""How the console looks: each view of part 1, the confirmation dialog, and both themes, on a fixed scene.
+"""How the console looks: each view of part 1 and the Activity view at 80x24, 120x30, 160x48 and 200x60, the rent
+and transfer dialogs at the same sizes, and both themes, on a fixed scene.
 
 The scene comes from a seeded simulator read over real HTTP and frozen in time (``snapshot_support``), so a picture
 changes only when the console's rendering does. Update the pictures after a deliberate change with
@@ -10,9 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from snapshot_support import SIZE, Scene, SceneApp, capture_scene, scene_app
+from snapshot_support import SIZE, SIZE_IDS, SIZES, Scene, SceneApp, capture_scene, scene_app
 from textual.pilot import Pilot
 
+from vastui.tui.dialogs.confirm import ConfirmDialog
+from vastui.tui.views.activity import ActivityView
 from vastui.tui.views.instances import InstancesView
 from vastui.tui.views.leaks import LeaksView
 from vastui.tui.views.offers import OffersView
@@ -36,19 +39,21 @@ def test_the_scene_has_what_the_pictures_show(scene: Scene) -> None:
 
 def rows_shown(app: SceneApp, view: str) -> int:
     """How many rows the view's table holds (the account view has none)."""
-    kinds = {"offers": OffersView, "instances": InstancesView, "leaks": LeaksView}
+    kinds = {"offers": OffersView, "instances": InstancesView, "leaks": LeaksView, "activity": ActivityView}
     return len(app.query_one(kinds[view]).table.keys_in_order) if view in kinds else -1
 
 
-@pytest.mark.parametrize("view", ["offers", "instances", "leaks", "account"])
-def test_each_view_in_the_dark_theme(view: str, scene: Scene, snap_compare) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+@pytest.mark.parametrize("view", ["offers", "instances", "leaks", "account", "activity"])
+def test_each_view_at_each_size(view: str, size: tuple[int, int], scene: Scene,
+                                snap_compare) -> None:  # type: ignore[no-untyped-def]
     app = scene_app(scene, view=view)
 
     async def shown(pilot: Pilot[None]) -> None:
         await app.wait_shown(pilot)
         assert rows_shown(app, view) != 0
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=shown)
+    assert snap_compare(app, terminal_size=size, run_before=shown)
 
 
 @pytest.mark.parametrize("view", ["offers", "instances"])
@@ -57,20 +62,41 @@ def test_the_light_theme(view: str, scene: Scene, snap_compare) -> None:  # type
     assert snap_compare(app, terminal_size=SIZE, run_before=app.wait_shown)
 
 
-def test_the_rent_dialog_for_two_marked_offers(scene: Scene, snap_compare) -> None:  # type: ignore[no-untyped-def]
+async def _wait_for_dialog(app: SceneApp, pilot: Pilot[None]) -> None:
+    for _ in range(100):
+        if isinstance(app.screen, ConfirmDialog):
+            break
+        await pilot.pause(0.02)
+    await pilot.pause()
+    assert isinstance(app.screen, ConfirmDialog)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+def test_the_rent_dialog_for_two_marked_offers(size: tuple[int, int], scene: Scene,
+                                               snap_compare) -> None:  # type: ignore[no-untyped-def]
     app = scene_app(scene)
 
     async def mark_two_and_rent(pilot: Pilot[None]) -> None:
         await app.wait_shown(pilot)
         await pilot.press("space", "down", "space", "r")
-        for _ in range(100):
-            if app.screen is not app.screen_stack[0]:
-                break
-            await pilot.pause(0.02)
-        await pilot.pause()
+        await _wait_for_dialog(app, pilot)
         assert len(app.query_one(OffersView).marked) == 2
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=mark_two_and_rent)
+    assert snap_compare(app, terminal_size=size, run_before=mark_two_and_rent)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+def test_the_transfer_dialog(size: tuple[int, int], scene: Scene, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app = scene_app(scene, view="account")
+
+    async def transfer(pilot: Pilot[None]) -> None:
+        await app.wait_shown(pilot)
+        await pilot.press("t", *"ops@example.com", "enter")
+        await pilot.pause()
+        await pilot.press(*"75", "enter")   # above the typed-amount threshold: the dialog asks for it typed
+        await _wait_for_dialog(app, pilot)
+
+    assert snap_compare(app, terminal_size=size, run_before=transfer)
 
 
 def test_readonly_shows_no_mutating_keys(scene: Scene, snap_compare) -> None:  # type: ignore[no-untyped-def]

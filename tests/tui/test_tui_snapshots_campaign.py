@@ -1,5 +1,5 @@
-"""Snapshot tests of the campaign control room: Campaign with approvals pending, GPUs with one input-bound GPU
-flagged, Benchmarks mid-race, and the Receipt of a finished campaign. Fixed theme, frozen clock, canned state
+"""Snapshot tests of the campaign control room at 80x24, 120x30, 160x48 and 200x60: Campaign with approvals pending,
+GPUs with one input-bound GPU flagged, Benchmarks mid-race, and the Receipt of a finished campaign. Fixed theme, frozen clock, canned state
 (``campaign_canned``), a marketplace that answers the same thing every time: the pictures never change."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import pytest
 
 pytestmark = pytest.mark.slow  # seconds of real processes or pictures: the full suite runs them
 
-SIZE = (160, 48)
+SIZES = ((80, 24), (120, 30), (160, 48), (200, 60))
+SIZE_IDS = [f"{w}x{h}" for w, h in SIZES]
 
 
 class FrozenClock:
@@ -70,22 +71,31 @@ def racing(state: ConsoleState) -> ConsoleState:
     return dataclasses.replace(state, campaign=racing_picture())
 
 
+def racing_c2_not_destroyed(state: ConsoleState) -> ConsoleState:
+    """The race before c2's destroy went out: its input-bound GPU is still live (and flagged)."""
+    picture = racing_picture()
+    snapshot = dataclasses.replace(picture.snapshot, instances=tuple(
+        dataclasses.replace(i, destroy_sent_at=None) for i in picture.snapshot.instances))
+    return dataclasses.replace(state, campaign=dataclasses.replace(picture, snapshot=snapshot))
+
+
 def finished(state: ConsoleState) -> ConsoleState:
     picture, end, page = finished_pictures()
     return dataclasses.replace(state, campaign=picture, campaign_end=end, receipts=page)
 
 
-def test_campaign_with_pending_approvals(snap_compare: Callable[..., bool]) -> None:
-    assert snap_compare(console("campaign"), terminal_size=SIZE, run_before=scene(racing))
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+@pytest.mark.parametrize("view", ["campaign", "gpus", "benchmarks"])
+def test_mid_race(view: str, size: tuple[int, int], snap_compare: Callable[..., bool]) -> None:
+    """Campaign with approvals pending, GPUs with the destroyed c2 greyed below the live ones, Benchmarks with an
+    elimination."""
+    assert snap_compare(console(view), terminal_size=size, run_before=scene(racing))
 
 
 def test_gpus_with_one_input_bound_gpu_flagged(snap_compare: Callable[..., bool]) -> None:
-    assert snap_compare(console("gpus"), terminal_size=SIZE, run_before=scene(racing))
+    assert snap_compare(console("gpus"), terminal_size=(160, 48), run_before=scene(racing_c2_not_destroyed))
 
 
-def test_benchmarks_while_the_race_runs(snap_compare: Callable[..., bool]) -> None:
-    assert snap_compare(console("benchmarks"), terminal_size=SIZE, run_before=scene(racing))
-
-
-def test_receipt_of_a_finished_campaign(snap_compare: Callable[..., bool]) -> None:
-    assert snap_compare(console("receipt"), terminal_size=SIZE, run_before=scene(finished))
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+def test_receipt_of_a_finished_campaign(size: tuple[int, int], snap_compare: Callable[..., bool]) -> None:
+    assert snap_compare(console("receipt"), terminal_size=size, run_before=scene(finished))

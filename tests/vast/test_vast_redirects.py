@@ -64,3 +64,35 @@ async def test_an_upgrade_to_https_on_the_same_host_keeps_the_key() -> None:
     async with _client(api) as client:
         assert (await client.get_user()).id == 7
     assert api.requests[1].url.scheme == "https" and api.requests[1].headers.get("authorization") == f"Bearer {KEY}"
+
+
+VAST_BASE = "https://console.vast.ai"
+
+
+def _vast_client(api: FakeVastApi) -> HttpVastClient:
+    return HttpVastClient(base_url=VAST_BASE, api_key=Secret(KEY), clock=FakeClock(), transport=api.transport())
+
+
+async def test_a_redirect_to_another_vast_ai_host_keeps_the_key() -> None:
+    # The official CLI sends its key to any *.vast.ai host a redirect names (docs/api-notes.md §9); vastui does too,
+    # over https only.
+    api = FakeVastApi()
+    api.script = [httpx.Response(307, headers={"Location": "https://cloud.vast.ai/api/v0/users/current"}),
+                  httpx.Response(200, json=USER)]
+    async with _vast_client(api) as client:
+        assert (await client.get_user()).id == 7
+    assert api.requests[1].url.host == "cloud.vast.ai"
+    assert api.requests[1].headers.get("authorization") == f"Bearer {KEY}"
+
+
+@pytest.mark.parametrize("elsewhere", ["http://cloud.vast.ai/api/v0/users/current",
+                                       "https://vast.ai.example.com/api/v0/users/current",
+                                       "https://notvast.ai/api/v0/users/current"])
+async def test_a_redirect_from_vast_ai_elsewhere_drops_the_key(elsewhere: str) -> None:
+    api = FakeVastApi()
+    api.script = [httpx.Response(302, headers={"Location": elsewhere}),
+                  httpx.Response(401, json={"error": "auth", "msg": "no key"})]
+    async with _vast_client(api) as client:
+        with pytest.raises(AuthError):
+            await client.get_user()
+    assert str(api.requests[1].url) == elsewhere and "authorization" not in api.requests[1].headers

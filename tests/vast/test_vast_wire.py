@@ -330,3 +330,25 @@ async def test_a_server_that_trickles_its_answer_ends_in_a_timeout_not_a_hang() 
         stop.set()
         server.close()
         await server.wait_closed()
+
+
+async def test_daemon_logs_are_asked_for_as_the_cli_asks(client: HttpVastClient, api: FakeVastApi) -> None:
+    # The options are strings on the wire (docs/api-notes.md §3.11): tail "20", daemon_logs "true".
+    api.script += [httpx.Response(200, json={"success": True, "result_url": "http://bucket.test/logs/d"}),
+                   httpx.Response(200, text="daemon line\n")]
+    assert await client.request_logs(3, tail=20, daemon=True) == "daemon line\n"
+    assert json.loads(api.requests[0].content) == {"tail": "20", "daemon_logs": "true"}
+
+
+async def test_calls_that_change_something_wait_as_long_as_the_cli(client: HttpVastClient, api: FakeVastApi) -> None:
+    # The official CLI gives every call 120 s (docs/api-notes.md §9); vastui's reads keep 30 s, and a call that
+    # changes something gets the CLI's 120 s, so a slow create is waited for instead of made uncertain.
+    from vastui.approval import instance_target
+    api.script.append(httpx.Response(200, json={"id": 1, "username": "op", "credit": 1.0}))
+    await client.get_user()
+    api.script.append(offers_reply())
+    await client.search_offers("gpu_name=RTX_4090")
+    await client.label_instance(5, "x", approval=approve(Action.LABEL_INSTANCE, instance_target(5)))
+    timeouts = {f"{r.method} {r.url.path}": r.extensions["timeout"]["read"] for r in api.requests}
+    assert timeouts == {"GET /api/v0/users/current": 30.0, "POST /api/v0/bundles/": 30.0,
+                        "PUT /api/v0/instances/5/": 120.0}

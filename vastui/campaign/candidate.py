@@ -24,7 +24,7 @@ from vastui.campaign.blame import Failure, FailureKind
 from vastui.campaign.measure import BlockMeter, MeasuredBlock
 from vastui.campaign.plan import CANARY_STEPS, DESTROY_MARGIN_S, Candidate, readiness_deadline_s
 from vastui.campaign.ports import HostExecutor, Marketplace, Record
-from vastui.campaign.startup import LoadingSplit, StartupParts, split_loading
+from vastui.campaign.startup import RENTED_DISK_GIB, LoadingSplit, StartupParts, split_loading
 from vastui.clock import Clock
 from vastui.errors import (ApiError, AuthError, CreateFailed, CreateUncertain, InputChanged, RateLimited, RemoteError,
                            VastuiError)
@@ -139,8 +139,11 @@ class CandidateRun:
     def startup_parts(self) -> StartupParts:
         overhead = (max(0.0, self.ready_at - self.running_at)
                     if self.ready_at is not None and self.running_at is not None else None)
-        return StartupParts(pull_s=self.loading.pull_s if self.loading else None,
-                            readiness_s=self.loading.readiness_s if self.loading else None,
+        pull_s = self.loading.pull_s if self.loading else None
+        readiness_s = self.loading.readiness_s if self.loading else None
+        if readiness_s is None and pull_s is not None and self.loading_s is not None:
+            readiness_s = max(0.0, self.loading_s - pull_s)    # the log said when the pull ended, not the start
+        return StartupParts(pull_s=pull_s, readiness_s=readiness_s,
                             loading_s=self.loading_s, workload_init_s=self.workload_init_s,
                             console_overhead_s=overhead)
 
@@ -264,7 +267,7 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> RentOutcome:
                                            deadline_at=run.deadline_at)
     try:
         created = await ctx.market.create_instance(offer_id=c.offer.id, image=ctx.manifest.workload.image,
-                                                   disk_gib=32.0, label=label, approval=approval)
+                                                   disk_gib=RENTED_DISK_GIB, label=label, approval=approval)
     except CreateUncertain as exc:
         run.uncertain_label = label
         await ctx.store.fail_intent(intent_id=intent.intent_id, error=str(exc), at=ctx.clock.now())
@@ -358,16 +361,19 @@ def _judge_loading(instance_id: int, instance: Instance, *, unknown_s: float) ->
 
 
 async def read_loading(ctx: CandidateContext, run: CandidateRun) -> None:
-    """Pull and readiness from the instance's log; a log that cannot be had leaves loading unsplit."""
+    """Pull and readiness from the instance's log: the container daemon's first (it stamps the pull's end), then
+    the instance's own; a log that cannot be had, or says nothing of either, leaves loading unsplit."""
     if run.instance_id is None or run.rented_at is None:
         return
-    try:
-        text = await ctx.market.request_logs(run.instance_id)
-    except VastuiError:
-        return
-    split = split_loading(text, created_at=run.rented_at)
-    if split.running_at is not None:
-        run.loading = split
+    for daemon in (True, False):
+        try:
+            text = await ctx.market.request_logs(run.instance_id, daemon=daemon)
+        except VastuiError:
+            continue
+        split = split_loading(text, created_at=run.rented_at)
+        if split.running_at is not None or split.pull_s is not None:
+            run.loading = split
+            return
 
 
 async def stage_inputs(ctx: CandidateContext, host: str, port: int) -> None:

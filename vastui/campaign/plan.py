@@ -167,6 +167,8 @@ def _rejection(offer: Offer, manifest: Manifest, bad: dict[int, BadHost],
         return f"${offer.dph_total:.2f}/h over the ${shortlist.max_dph:.2f}/h cap"
     if offer.rentable is False:
         return "not rentable"
+    if offer.disk_space is not None and offer.disk_space < DISK_GIB:
+        return f"{offer.disk_space:g} GB of free disk, less than the {DISK_GIB:g} GiB a rental takes"
     failed = _failed_filter(offer, filters)
     if failed:
         return failed

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest
-from vastui.campaign.startup import rates_of
+from vastui.campaign.startup import RENTED_DISK_GIB, rates_of
 from vastui.store.records import HostKnowledge
 from vastui.vast.models import Offer
 
@@ -33,7 +33,7 @@ SLO_SHORTFALL_PRIOR = 0.7
 READINESS_PRIOR_S = 60.0
 # Effective pull speed as a share of the advertised inet_down (docs/simulator.md, Hidden truth: 0.3-0.6).
 PULL_EFFICIENCY_PRIOR = 0.45
-DISK_GIB = 32.0
+DISK_GIB = RENTED_DISK_GIB
 # Multi-GPU without NVLink rarely scales linearly (docs/simulator.md: 2x ~1.6-1.8x on consumer cards): the prior
 # assumes this share of linear speed-up per doubling until a run measures it.
 MULTI_GPU_EFFICIENCY_PRIOR = 0.85

@@ -22,6 +22,7 @@ from vastui.campaign.engine import CampaignEngine, CampaignOutcome
 from vastui.campaign.plan import Plan, build_plan
 from vastui.campaign.ports import HostExecutor, Marketplace
 from vastui.campaign.report import build_receipt
+from vastui.campaign.startup import RENTED_DISK_GIB
 from vastui.clock import Clock, clock_scale
 from vastui.config import Redactor
 from vastui.errors import CampaignError
@@ -52,7 +53,8 @@ def new_campaign_id() -> str:
 
 async def plan_campaign(services: Services, *, manifest: Manifest, campaign_id: str) -> Plan:
     """Search with the manifest's query, join host knowledge and bad hosts, shortlist. Spends nothing."""
-    offers = await services.market.search_offers(manifest.shortlist.query, order="dlperf_usd-", limit=SEARCH_LIMIT)
+    offers = await services.market.search_offers(manifest.shortlist.query, order="dlperf_usd-", limit=SEARCH_LIMIT,
+                                                 storage_gib=RENTED_DISK_GIB)
     knowledge = await services.store.host_knowledge(workload_digest=manifest.digest,
                                                      machine_ids=sorted({o.machine_id for o in offers}))
     bad = await services.store.bad_hosts(now=services.clock.now())

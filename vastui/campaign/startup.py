@@ -21,10 +21,16 @@ from dataclasses import dataclass
 from vastui.bench import billing
 from vastui.vast.models import Offer
 
-_STAMPED = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(.*)$")
+# A line that starts with a time stamp: the platform's (microseconds) or the container daemon's (RFC 3339 with up
+# to nanoseconds, ``Z`` or an offset).
+_STAMPED = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:?\d\d)?\s+(.*)$")
 _PULLED = re.compile(r"Image pulled \((\d+(?:\.\d+)?) MB\)")
+_DOWNLOADED = "Status: Downloaded newer image for"    # the daemon's summary at the end of a pull
+_UP_TO_DATE = "Status: Image is up to date for"       # the image was cached: nothing pulled
 _RUNNING = "Container started"
-SEARCH_STORAGE_GIB = 5.0          # the disk a search prices into dph_total when it asks for no other
+# The disk every campaign rental takes, and so the disk its shortlist search prices into ``dph_total`` and filters
+# on: an offer with less free disk cannot be rented at this size, and a price at a smaller disk understates storage.
+RENTED_DISK_GIB = 32.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,41 +43,59 @@ class LoadingSplit:
     pulled_gb: float | None
 
 
-def _stamp(text: str) -> float:
-    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ" if "." in text else "%Y-%m-%dT%H:%M:%SZ") \
-        .replace(tzinfo=dt.UTC).timestamp()
+def _stamp(day_time: str, fraction: str | None, zone: str | None) -> float:
+    at = dt.datetime.strptime(day_time, "%Y-%m-%dT%H:%M:%S")
+    offset = dt.timedelta(0)
+    if zone not in (None, "Z"):
+        assert zone is not None
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        offset = sign * dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    seconds = at.replace(tzinfo=dt.UTC).timestamp() - offset.total_seconds()
+    return seconds + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
 
 
 def split_loading(log_text: str, *, created_at: float) -> LoadingSplit:
-    """Read the pull's end and the container's start from an instance log (``vastai logs`` format).
+    """Read the pull's end and the container's start from an instance's log.
 
-    A log with a container start but no pull line means the image was cached: the pull took no time.
+    Two wordings are read: the platform's (``Image pulled (N MB)`` then ``Container started``) and the container
+    daemon's (``Status: Downloaded newer image for …``, or ``… is up to date`` for a cached image), which says when
+    the pull ended but neither its size nor when the container started. A log with a container start but no pull
+    line means the image was cached: the pull took no time. Whatever is not in the log is None; lines without a
+    time stamp (the container's own output) say nothing about time and are skipped.
     """
     pulled_at: float | None = None
     pulled_gb: float | None = None
+    cached = False
     running_at: float | None = None
     for line in log_text.splitlines():
         match = _STAMPED.match(line.strip())
         if match is None:
             continue
-        at, text = _stamp(match.group(1)), match.group(2)
-        if (size := _PULLED.search(text)) is not None and pulled_at is None:
+        at, text = _stamp(match.group(1), match.group(2), match.group(3)), match.group(4)
+        if pulled_at is None and (size := _PULLED.search(text)) is not None:
             pulled_at, pulled_gb = at, float(size.group(1)) / 1000.0
+        elif pulled_at is None and (_DOWNLOADED in text or _UP_TO_DATE in text):
+            pulled_at, cached = at, _UP_TO_DATE in text
         elif _RUNNING in text and running_at is None:
             running_at = at
+    if cached:
+        pulled_gb = 0.0
     if running_at is None:
-        return LoadingSplit(pull_s=None, readiness_s=None, running_at=None, pulled_gb=None)
+        return LoadingSplit(pull_s=None if pulled_at is None else max(0.0, pulled_at - created_at),
+                            readiness_s=None, running_at=None, pulled_gb=pulled_gb)
     pull_end = pulled_at if pulled_at is not None else created_at
     return LoadingSplit(pull_s=max(0.0, pull_end - created_at), readiness_s=max(0.0, running_at - pull_end),
-                        running_at=running_at, pulled_gb=pulled_gb if pulled_gb is not None else 0.0)
+                        running_at=running_at, pulled_gb=pulled_gb if pulled_at is not None else 0.0)
 
 
 def gpu_usd_per_hour(offer: Offer) -> float:
-    """The GPUs' price of an offer: ``dph_base``, else ``dph_total`` less the storage a search priced into it."""
+    """The GPUs' price of an offer: ``dph_base``, else ``dph_total`` less the storage its search priced into it
+    (campaign searches ask for ``RENTED_DISK_GIB``)."""
     if offer.dph_base is not None and offer.dph_base > 0:
         return offer.dph_base
     search_storage = billing.storage_usd_per_hour(storage_cost_usd_per_gb_month=offer.storage_cost or 0.0,
-                                                  disk_gb=SEARCH_STORAGE_GIB)
+                                                  disk_gb=RENTED_DISK_GIB)
     return max(0.0, offer.dph_total - search_storage)
 
 

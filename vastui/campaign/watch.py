@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from vastui.approval import Action, Approval, ApprovalRequest, Approver, instance_target
+from vastui.campaign.adhoc import is_adhoc
 from vastui.campaign.cleanup import TeardownReport, teardown
 from vastui.campaign.ports import Marketplace
 from vastui.clock import Clock
@@ -205,6 +206,9 @@ def _judge(instance: Instance, intent: Intent | None, campaigns: Mapping[str, Ca
     if campaign.phase == CRASHED_PHASE:
         return _leak(instance, LeakReason.CAMPAIGN_CRASHED, campaign_id, now,
                      f"campaign {campaign_id} crashed; `vastui campaign resume {campaign_id}` cleans it up")
+    if campaign_id in owner_gone and is_adhoc(campaign):   # rented by hand at a console that died without a word
+        return _leak(instance, LeakReason.CAMPAIGN_CRASHED, campaign_id, now,
+                     "the console that rented it by hand is gone; nothing will destroy it")
     if campaign_id in owner_gone:   # its phase says it runs, but the process that ran it is gone (campaign/owner.py)
         return _leak(instance, LeakReason.CAMPAIGN_CRASHED, campaign_id, now,
                      f"campaign {campaign_id}'s console is gone (phase {campaign.phase} left behind); "

@@ -120,7 +120,9 @@ class InstanceState:
     deposit_usd: float = 0.0
     discount_rate: float = 0.0
     bid_price: float | None = None
-    log_lines: list[tuple[float, str]] = field(default_factory=list)
+    log_lines: list[tuple[float, str]] = field(default_factory=list)      # the platform's own wording (kind logs)
+    daemon_lines: list[tuple[float, str]] = field(default_factory=list)   # the container daemon's (Realism.container_logs)
+    container_lines: list[str] = field(default_factory=list)              # the container's own output, unstamped
     fate: Fate = field(default_factory=Fate)      # the turns this rental takes (sim/turns.py)
     scheduled_at: float | None = None             # when a scheduling phase ends and loading begins
     shows: int = 0                                # show-instance reads answered so far
@@ -150,6 +152,9 @@ class InstanceState:
     def log(self, at: float, text: str) -> None:
         self.log_lines.append((at, text))
 
+    def daemon_log(self, at: float, text: str) -> None:
+        self.daemon_lines.append((at, text))
+
 
 INSTANCE_COLUMNS = frozenset({
     "id", "machine_id", "host_id", "actual_status", "intended_status", "cur_state", "next_state", "status_msg",
@@ -165,9 +170,24 @@ INSTANCE_COLUMNS = frozenset({
 })
 
 
-def instance_row(state: InstanceState, *, now: float) -> dict[str, Any]:
+def instance_row(state: InstanceState, *, now: float, padded: bool = False) -> dict[str, Any]:
     """The JSON row of ``GET /api/v1/instances/`` and ``show instance``; always with ``start_date`` and
-    list-of-pairs ``extra_env``, which the official CLI needs."""
+    list-of-pairs ``extra_env``, which the official CLI needs. ``padded`` (``Realism.padded_strings``) leaves the
+    stray whitespace real rows carry on their host strings and status (docs/api-notes.md §3.2)."""
+    row = _row(state, now=now)
+    if padded:
+        for name, pad in _PADDING.items():
+            if isinstance(row.get(name), str):
+                row[name] += pad
+        if row.get("local_ipaddrs") is not None:
+            row["local_ipaddrs"] = f"{row['local_ipaddrs']} 172.17.0.1 \n"
+    return row
+
+
+_PADDING = {"public_ipaddr": "\n", "ssh_host": " ", "status_msg": " \n", "image_uuid": " "}
+
+
+def _row(state: InstanceState, *, now: float) -> dict[str, Any]:
     m = state.machine
     running = state.status is InstanceStatus.RUNNING
     ports: dict[str, list[dict[str, str]]] = {}

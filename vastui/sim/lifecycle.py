@@ -8,6 +8,7 @@ storage from creation to destruction, the GPUs only while running, the image pul
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from vastui.bench import billing
@@ -47,6 +48,8 @@ def advance(st: InstanceState, now: float, *, account: Account, pulled: set[tupl
     if st.pull_done_at is not None and st.pull_done_at <= now:
         pulled_at, st.pull_done_at = st.pull_done_at, None
         st.log(pulled_at, f"Image pulled ({image_size_mb(st.request.image):.0f} MB); starting container.")
+        st.daemon_log(pulled_at, f"Digest: sha256:{_digest(st.request.image)}")
+        st.daemon_log(pulled_at, f"Status: Downloaded newer image for {st.request.image}")
         if st.fate.runtime_fails:
             fail_runtime(st, pulled_at)
     while st.status is InstanceStatus.LOADING and st.ready_at is not None and st.ready_at <= now:
@@ -55,6 +58,7 @@ def advance(st: InstanceState, now: float, *, account: Account, pulled: set[tupl
         st.status_msg = "success, running " + st.request.image
         pulled.add((st.machine.machine_id, st.request.image))
         st.log(st.running_since, "Container started; ssh ready.")
+        st.container_lines.append(CONTAINER_FIRST_LINE)
     bill(st, until=now, account=account)
 
 
@@ -122,6 +126,10 @@ def begin_loading(st: InstanceState, now: float, *, pull: bool, pulled: set[tupl
     st.pull_done_at = now + pull_s if pull_s > 0 else None
     st.status_msg = "Pulling image " + image if pull_s else "Starting container"
     st.log(now, f"{st.status_msg} ({'cached' if cached else f'{image_size_mb(image):.0f} MB'})")
+    if pull_s > 0:
+        st.daemon_log(now, f"{_tag(image)}: Pulling from {_repository(image)}")
+    elif pull:
+        st.daemon_log(now, f"Status: Image is up to date for {image}")
     if st.fate.runtime_fails:
         st.ready_at = None                       # the container never starts
         if st.pull_done_at is None:
@@ -132,3 +140,26 @@ def fail_runtime(st: InstanceState, now: float) -> None:
     """The container runtime cannot start it: it stays ``loading`` with the runtime's error in ``status_msg``."""
     st.status_msg = OCI_FAILURE
     st.log(now, OCI_FAILURE)
+    st.daemon_log(now, OCI_FAILURE)
+
+
+# What the container itself prints first on an SSH image (its init starting sshd); it carries no time stamp.
+CONTAINER_FIRST_LINE = "Starting OpenBSD Secure Shell server: sshd."
+
+
+def _repository(image: str) -> str:
+    """``pytorch/pytorch:2.4`` -> ``pytorch/pytorch``; a bare name is in ``library/`` as the daemon says."""
+    name = image.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]
+    return name if "/" in name else f"library/{name}"
+
+
+def _tag(image: str) -> str:
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return last.rsplit(":", 1)[1] if ":" in last else "latest"
+
+
+def _digest(image: str) -> str:
+    return hashlib.sha256(image.encode()).hexdigest()

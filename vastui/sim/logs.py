@@ -51,5 +51,24 @@ def render_log(lines: list[tuple[float, str]], *, tail: int | None, grep: str | 
     return "\n".join(rendered) + ("\n" if rendered else "")
 
 
+def render_container_log(*, daemon_lines: list[tuple[float, str]], container_lines: list[str], tail: int | None,
+                         grep: str | None, daemon: bool) -> str:
+    """Log text as the real service hands it out (``Realism.container_logs``, docs/api-notes.md §3.11): the
+    container's own output, unstamped, or with ``daemon_logs`` the container daemon's lines, stamped the way the
+    daemon stamps them (RFC 3339, nanoseconds). Nothing in either says "pulled N MB" or "container started"."""
+    rendered = ([f"{_stamp_ns(at)} {text}" for at, text in daemon_lines] if daemon else list(container_lines))
+    if grep:
+        rendered = [line for line in rendered if grep in line]
+    if tail is not None and tail >= 0:
+        rendered = rendered[-tail:] if tail else []
+    return "\n".join(rendered) + ("\n" if rendered else "")
+
+
+def _stamp_ns(at: float) -> str:
+    whole = int(at)
+    nanos = min(999_999_999, int(round((at - whole) * 1e9)))
+    return dt.datetime.fromtimestamp(whole, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
+
+
 def _stamp(at: float) -> str:
     return dt.datetime.fromtimestamp(at, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

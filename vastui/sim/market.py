@@ -28,7 +28,7 @@ from vastui.sim.realism import Realism
 from vastui.sim.instance import CreateRequest, InstanceState, InstanceStatus, instance_row
 from vastui.sim.lifecycle import Charges, advance, begin_loading, charge_bandwidth, discount_for, halt
 from vastui.sim.listing import list_instances
-from vastui.sim.logs import LogResults, render_log
+from vastui.sim.logs import LogResults, render_container_log, render_log
 from vastui.sim.machine import Machine, World
 from vastui.sim.market_error import MarketError
 from vastui.sim.offers import HOURS_PER_MONTH, OfferBook
@@ -343,7 +343,7 @@ class Market:
         async with self._lock:
             await self._advance()
             now = self.clock.now()
-            return [instance_row(self._instances[i], now=now) for i in sorted(self._instances)]
+            return [instance_row(self._instances[i], now=now, padded=self.realism.padded_strings) for i in sorted(self._instances)]
 
     async def list_instances(self, *, select_filters: Any, order_by: Any, limit: Any, after_token: str | None,
                              select_cols: Any) -> dict[str, Any]:
@@ -361,7 +361,7 @@ class Market:
             st.shows += 1
             if st.shows == 1 and st.fate.null_first_show:   # the row is not readable yet right after the create
                 return None
-            return instance_row(st, now=self.clock.now())
+            return instance_row(st, now=self.clock.now(), padded=self.realism.padded_strings)
 
     async def destroy(self, instance_ids: list[int]) -> None:
         """Destroy instances (all or none: every id must exist); billing stops, the offers are rentable again."""
@@ -472,7 +472,11 @@ class Market:
         async with self._lock:
             await self._advance()
             st = self._get(instance_id)
-            text = render_log(st.log_lines, tail=tail, grep=grep, daemon=daemon, instance_id=st.id)
+            if self.realism.container_logs:
+                text = render_container_log(daemon_lines=st.daemon_lines, container_lines=st.container_lines,
+                                            tail=tail, grep=grep, daemon=daemon)
+            else:
+                text = render_log(st.log_lines, tail=tail, grep=grep, daemon=daemon, instance_id=st.id)
             return self._results.put(text, now=self.clock.now())
 
     def put_result(self, text: str) -> str:

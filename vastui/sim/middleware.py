@@ -9,7 +9,8 @@ before the work (it lands after the client gave up) or after it (the answer come
 307 to the same URL, as a moved API host would; the client must follow it with the same method and body.
 
 Every answer is stamped, as it leaves, with the market's own time: ``Date`` (as an HTTP server's clock would, to
-the second) and, for clients on a scaled clock, the same moment with its fraction (``SIM_CLOCK_HEADER``).
+the second) and, for clients on a scaled clock, the same moment with its fraction (``SIM_CLOCK_HEADER``) and the
+clock's scale (``SIM_SCALE_HEADER``), so a console can label simulated durations.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from vastui.clock import SIM_CLOCK_HEADER
+from vastui.clock import SIM_CLOCK_HEADER, SIM_SCALE_HEADER, clock_scale
 from vastui.sim.market import Market
 from vastui.sim.rate_limits import limit_of
 from vastui.sim.request_log import RequestRecord
@@ -77,7 +78,9 @@ class SimMiddleware:
     def _clock_headers(self) -> list[tuple[bytes, bytes]]:
         """The market's time as the answer leaves: ``Date`` to the second, and precisely (the test rig's bridge)."""
         now = float(self.market.clock.now())
-        headers = [(SIM_CLOCK_HEADER.lower().encode("latin-1"), repr(now).encode("latin-1"))]
+        headers = [(SIM_CLOCK_HEADER.lower().encode("latin-1"), repr(now).encode("latin-1")),
+                   (SIM_SCALE_HEADER.lower().encode("latin-1"),
+                    repr(clock_scale(self.market.clock)).encode("latin-1"))]
         try:
             headers.append((b"date", formatdate(now, usegmt=True).encode("latin-1")))
         except (OverflowError, ValueError, OSError):  # a test clock set past year 9999 has no HTTP date

@@ -37,7 +37,8 @@ class Realism:
     sshd_late: bool = False                   # sshd accepts a little after the row says running
 
     # --- rows and logs -----------------------------------------------------------------------------------------
-    # (none yet: whitespace-padded row strings and container-style logs are still to model, docs/api-notes.md)
+    container_logs: bool = False              # logs are the container's own output, or the daemon's with stamps
+    padded_strings: bool = False              # string fields of listing rows carry stray whitespace
 
     @classmethod
     def kind(cls) -> Realism:

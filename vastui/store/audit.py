@@ -129,6 +129,12 @@ class AuditTables(StoreBase):
         rows = await self._read("read the audit log", f"SELECT {_COLUMNS} FROM audit_log {where} ORDER BY id", params)
         return [_record(row) for row in rows]
 
+    async def latest_audit_records(self, *, limit: int) -> list[AuditRecord]:
+        """The ``limit`` most recent records of the whole audit log, newest first (the console's Activity view)."""
+        rows = await self._read("read the latest audit records",
+                                f"SELECT {_COLUMNS} FROM audit_log ORDER BY id DESC LIMIT ?", (limit,))
+        return [_record(row) for row in rows]
+
 
 def reserve_journal(path: Path, *, fresh: bool = False) -> None:
     """Make sure the journal's space exists (zeros); ``fresh`` clears what it held (folded into the log)."""

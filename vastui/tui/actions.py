@@ -20,8 +20,9 @@ from vastui.approval import (
     offer_target,
     recipient_target,
 )
+from vastui.campaign.adhoc import AdhocOwner
 from vastui.clock import Clock
-from vastui.errors import VastuiError
+from vastui.errors import CreateUncertain, VastuiError
 from vastui.tui.proposal import ProposalApprover, make_proposal
 from vastui.tui.services import ConsoleMarket, ConsoleSettings
 from vastui.vast.models import Instance, Offer
@@ -43,10 +44,14 @@ class Outcome:
     done: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     declined: bool = False
+    offers_rented: list[int] = field(default_factory=list)   # a rent's offers that became instances
+    sentence: str | None = None                              # what was done, in words, where ids say nothing
 
     def summary(self) -> str:
         if self.declined:
             return f"{self.action}: cancelled, nothing sent"
+        if self.sentence is not None and not self.errors:
+            return self.sentence
         ok = f"{self.action}: {len(self.done)} done" + (f" ({', '.join(map(str, self.done))})" if self.done else "")
         return ok + (f"; {len(self.errors)} failed: {'; '.join(self.errors)}" if self.errors else "")
 
@@ -55,8 +60,10 @@ class ConsoleActions:
     """Rent, destroy, stop, start, label, prepay and transfer — each asks ``approver`` first."""
 
     def __init__(self, *, market: ConsoleMarket, approver: ProposalApprover, clock: Clock,
-                 settings: ConsoleSettings, audit: AuditSink | None = None) -> None:
+                 settings: ConsoleSettings, audit: AuditSink | None = None,
+                 owner: AdhocOwner | None = None) -> None:
         self._market = market
+        self.owner = owner          # records each rent as an intent of the console's ad-hoc campaign (when a store)
         self._approver = approver
         self._clock = clock
         self._settings = settings
@@ -105,16 +112,35 @@ class ConsoleActions:
                         f"${total * hours:.2f}); image {self._settings.rent_image}, {self._settings.rent_disk_gib:g} GiB")
         outcome = Outcome(Action.CREATE_INSTANCE, declined=not approvals)
         for offer, approval in zip(offers, approvals, strict=False):
-            label = f"console-{offer.id}-{secrets.token_hex(3)}"
-            try:
-                made = await self._market.create_instance(offer_id=offer.id, image=self._settings.rent_image,
-                                                          disk_gib=self._settings.rent_disk_gib, label=label,
-                                                          approval=approval)
-            except VastuiError as exc:
-                outcome.errors.append(f"offer {offer.id}: {exc.message}")
-            else:
-                outcome.done.append(made.instance_id)
+            await self._rent_one(offer, approval, hours=hours, outcome=outcome)
         return outcome
+
+    async def _rent_one(self, offer: Offer, approval: Approval, *, hours: float, outcome: Outcome) -> None:
+        """One create, written as an intent of the ad-hoc campaign first (as a campaign does), then bound."""
+        intent = None
+        label = f"console-{offer.id}-{secrets.token_hex(3)}"
+        if self.owner is not None:
+            intent = await self.owner.intend(offer_id=offer.id, machine_id=offer.machine_id, dph_usd=offer.dph_total,
+                                             deadline_at=self._clock.now() + hours * 3600.0)
+            label = intent.label
+        try:
+            made = await self._market.create_instance(offer_id=offer.id, image=self._settings.rent_image,
+                                                      disk_gib=self._settings.rent_disk_gib, label=label,
+                                                      approval=approval)
+        except CreateUncertain as exc:   # it may exist: the intent stays owned, found by its label (watch.py)
+            outcome.errors.append(f"offer {offer.id}: {exc.message}")
+            if self.owner is not None and intent is not None:
+                await self.owner.maybe_rented(intent, exc.message)
+            return
+        except VastuiError as exc:
+            outcome.errors.append(f"offer {offer.id}: {exc.message}")
+            if self.owner is not None and intent is not None:
+                await self.owner.not_rented(intent, exc.message)
+            return
+        outcome.done.append(made.instance_id)
+        outcome.offers_rented.append(offer.id)
+        if self.owner is not None and intent is not None:
+            await self.owner.bound(intent, made.instance_id)
 
     async def destroy(self, instances: Sequence[Instance]) -> Outcome:
         return await self._per_instance(
@@ -205,7 +231,7 @@ class ConsoleActions:
             except VastuiError as exc:
                 outcome.errors.append(f"{recipient}: {exc.message}")
             else:
-                outcome.done.append(0)
+                outcome.sentence = f"transferred ${amount_usd:,.2f} to {recipient}"
         return outcome
 
 

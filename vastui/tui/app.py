@@ -26,9 +26,11 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer, Input
+from textual.widgets import ContentSwitcher, DataTable, Footer, Input
 
+from vastui.campaign.adhoc import AdhocOwner, is_adhoc
 from vastui.campaign.watch import LeakReport, find_leaks
+from vastui.clock import market_scale
 from vastui.errors import VastuiError
 from vastui.events import Notice
 from vastui.tui.actions import ConsoleActions, Outcome
@@ -37,17 +39,22 @@ from vastui.tui.campaign_control import CampaignControl
 from vastui.tui.campaign_feed import CampaignSource
 from vastui.tui.dialogs.approvals import ApprovalsScreen
 from vastui.tui.dialogs.confirm import DialogApprover
-from vastui.tui.dialogs.help import HelpScreen
+from vastui.tui.dialogs.help import TABLE_KEYS, HelpScreen, HelpSection
 from vastui.tui.feeds import Wake, poll
 from vastui.tui.health import Source, SourceHealth
-from vastui.tui.messages import (CampaignDrawn, CampaignEnded, LogsFailed, LogsFetched, ReceiptsLoaded, SourceFailed,
-                                 SourceRefreshed)
+from vastui.tui.messages import (ActivityRead, CampaignDrawn, CampaignEnded, LogsFailed, LogsFetched, ReceiptsLoaded,
+                                 SourceFailed, SourceRefreshed)
 from vastui.tui.proposal import ProposalApprover
+from vastui.tui.palette import TEXTUAL_LEFT_OUT, console_commands
 from vastui.tui.registry import ViewSpec, check_registry, default_views
+from vastui.tui.rentals import RentalsQuit
 from vastui.tui.services import ConsoleSettings, Services
-from vastui.tui.state import ConsoleState, InstancePage, OfferPage
+from vastui.tui.state import (AccountPage, ActivityPage, ConsoleState, InstancePage, OfferPage, note_gone,
+                              transfers_of)
 from vastui.tui.themes import BASE_THEME, check_theme, theme_names, theme_paths
 from vastui.tui.views.base import ConsoleView, focus_now
+from vastui.tui.view_memory import ViewMemory
+from vastui.tui.widgets.command_bar import QUIT_WORDS, CommandBar, resolve
 from vastui.tui.widgets.statusbar import StatusBar
 from vastui.vast.models import Offer, User
 from vastui.vast.query import build_search_body
@@ -57,6 +64,9 @@ if TYPE_CHECKING:
 
 ApproverFactory = Callable[["VastuiApp"], ProposalApprover]
 LOG_TAIL_LINES = 500
+ACTIVITY_RECORDS = 500
+HELP_LEFT_OUT = frozenset({"app.focus_next", "app.focus_previous", "focus_next", "focus_previous", "screen.copy_text",
+                           "copy_text"})
 
 
 class VastuiApp(App[None]):
@@ -64,6 +74,9 @@ class VastuiApp(App[None]):
 
     TITLE = "vastui"
     CSS_PATH: ClassVar[list[str | PurePath]] = [Path(__file__).with_name("layout.tcss"), *theme_paths()]
+    # the screen gets -narrow below 100 columns and -short below 32 rows: layout.tcss compacts the views there
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("colon", "open_command", "View…", key_display=":", priority=True),
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -88,7 +101,10 @@ class VastuiApp(App[None]):
         self.approver: ProposalApprover = (approver(self) if approver is not None else DialogApprover(
             self, clock=services.clock, money_confirm_over_usd=self.settings.money_confirm_over_usd))
         self.actions = ConsoleActions(market=services.market, approver=self.approver, clock=services.clock,
-                                      settings=self.settings, audit=services.audit)
+                                      settings=self.settings, audit=services.audit,
+                                      owner=None if services.store is None
+                                      else AdhocOwner(store=services.store, clock=services.clock))
+        self.rentals = RentalsQuit(self)   # the quit without a campaign: asks while what it rented bills
         intervals = {Source.OFFERS: self.settings.offers_interval_s, Source.INSTANCES: self.settings.instances_interval_s,
                      Source.ACCOUNT: self.settings.account_interval_s, Source.LEAKS: self.settings.leaks_interval_s}
         self._intervals = intervals
@@ -96,6 +112,7 @@ class VastuiApp(App[None]):
                                           for s, i in intervals.items() if s is not Source.LEAKS
                                           or services.store is not None})
         self._wakes = {source: Wake() for source in Source}
+        self._activity_wake = Wake()
         self.offers_body: dict[str, object] = build_search_body(
             self.settings.offers_query, order=self.settings.offers_order, limit=self.settings.offers_limit)
         self.current_view = self.settings.initial_view
@@ -105,6 +122,7 @@ class VastuiApp(App[None]):
         self._status_bar: StatusBar | None = None
         self.control = CampaignControl(self, campaign)
         self.desk = ApprovalDesk(self)
+        self.memory = ViewMemory(self.settings.view_memory_path)
         for spec in self.views:
             self._bindings.bind(spec.key, f"show_view('{spec.name}')", description=spec.title, show=False,
                                 priority=True)
@@ -112,8 +130,9 @@ class VastuiApp(App[None]):
     # --- layout ---------------------------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        self._command_bar = Input(placeholder=":view  (" + ", ".join(v.name for v in self.views) + ")",
-                                  id="command-bar")
+        names = [v.name for v in self.views]
+        self._command_bar = CommandBar(commands=[*names, "quit"], id="command-bar",
+                                       placeholder=":view  (" + ", ".join(names) + ")  Tab completes")
         yield self._command_bar
         initial = self.current_view if any(v.name == self.current_view for v in self.views) else self.views[0].name
         self.current_view = initial
@@ -152,10 +171,11 @@ class VastuiApp(App[None]):
     def _start_feeds(self) -> None:
         fetches: dict[Source, Callable[[], Awaitable[object]]] = {
             Source.OFFERS: self._fetch_offers, Source.INSTANCES: self._fetch_instances,
-            Source.ACCOUNT: self.services.market.get_user,
+            Source.ACCOUNT: self._fetch_account,
         }
         if self.services.store is not None:
             fetches[Source.LEAKS] = self._fetch_leaks
+            self._run_activity_feed(self.services.store)
         for source, fetch in fetches.items():
             self._run_feed(source, fetch)
         self.run_worker(self._follow_bus(), name="bus", group="bus", exclusive=True, exit_on_error=False)
@@ -187,9 +207,40 @@ class VastuiApp(App[None]):
                         name=f"feed-{source}", group=f"feed-{source}", exclusive=True, exit_on_error=False)
 
     def wake(self, *sources: Source) -> None:
-        """Refresh these sources now (all when none given)."""
+        """Refresh these sources now (all when none given); the audit log too, since whatever asked for a refresh
+        has usually just been audited."""
         for source in sources or tuple(Source):
             self._wakes[source].set()
+        self._activity_wake.set()
+
+    @property
+    def has_store(self) -> bool:
+        return self.services.store is not None
+
+    def _run_activity_feed(self, store: SqliteStore) -> None:
+        """The audit log for the Activity view: read with the instances' rhythm, and at once after any action."""
+        clock = self.services.clock
+
+        async def fetch() -> ActivityPage:
+            records = await store.latest_audit_records(limit=ACTIVITY_RECORDS)
+            return ActivityPage(records=tuple(records), at=clock.now())
+
+        def fail(exc: VastuiError) -> None:
+            self.log.warning(f"the audit log could not be read: {exc.message}")
+
+        def deliver(page: ActivityPage) -> None:
+            self.post_message(ActivityRead(page))
+
+        self.run_worker(poll(fetch=fetch, deliver=deliver, fail=fail,
+                             clock=clock, interval_s=self.settings.instances_interval_s, wake=self._activity_wake,
+                             live=self.settings.live),
+                        name="feed-activity", group="feed-activity", exclusive=True, exit_on_error=False)
+
+    @on(ActivityRead)
+    def _activity(self, message: ActivityRead) -> None:
+        self.state = dataclasses.replace(self.state, activity=message.page)
+        if self.current_view == "activity":
+            self.render_current()
 
     async def _fetch_offers(self) -> OfferPage:
         offers = tuple(await self.services.market.search_offers_body(self.offers_body))
@@ -209,7 +260,7 @@ class VastuiApp(App[None]):
     @staticmethod
     async def _latest_workload(store: SqliteStore) -> str | None:
         """The workload of the most recent campaign: whose measurements the offers table shows by default."""
-        campaigns = await store.campaigns()
+        campaigns = [c for c in await store.campaigns() if not is_adhoc(c)]
         latest = max(campaigns, key=lambda c: c.created_at, default=None)
         return None if latest is None else latest.manifest_digest
 
@@ -221,6 +272,13 @@ class VastuiApp(App[None]):
                 if owned.intent.instance_id is not None:
                     intents[owned.intent.instance_id] = owned.intent
         return InstancePage(listing=listing, intents=intents, at=self.services.clock.now())
+
+    async def _fetch_account(self) -> User | AccountPage:
+        user = await self.services.market.get_user()
+        store = self.services.store
+        if store is None:
+            return user
+        return AccountPage(user=user, transfers=await transfers_of(store))
 
     async def _fetch_leaks(self) -> object:
         assert self.services.store is not None
@@ -238,12 +296,15 @@ class VastuiApp(App[None]):
         if isinstance(payload, OfferPage):
             state = dataclasses.replace(state, offers=payload)
         elif isinstance(payload, InstancePage):
-            state = dataclasses.replace(state, instances=payload)
+            state = dataclasses.replace(state, instances=payload,
+                                        gone=note_gone(state.instances, state.gone, payload))
             if not payload.listing.is_complete:  # shown as INCOMPLETE; the source is not healthy either
                 health[message.source] = health[message.source].failed(
                     message.at, f"instance listing incomplete: {payload.listing.error}")
         elif isinstance(payload, User):
             state = dataclasses.replace(state, user=payload)
+        elif isinstance(payload, AccountPage):
+            state = dataclasses.replace(state, user=payload.user, transfers=payload.transfers)
         elif isinstance(payload, LeakReport):
             state = dataclasses.replace(state, leaks=payload)
         self.state = state
@@ -296,7 +357,7 @@ class VastuiApp(App[None]):
     def refresh_status(self) -> None:
         if self._status_bar is not None and self._status_bar.is_mounted:
             self._status_bar.show(self.state, now=self.services.clock.now(), readonly=self.settings.readonly,
-                                  pending=self.desk.digest())
+                                  scale=market_scale(self.services.clock), pending=self.desk.digest())
 
     # --- actions --------------------------------------------------------------------------------------------------
 
@@ -386,8 +447,8 @@ class VastuiApp(App[None]):
         event.stop()
         bar = self._command_bar
         bar.remove_class("-open")
-        name = event.value.strip().lstrip(":").strip().lower()
-        if name in ("q", "quit"):
+        name = resolve(event.value, [v.name for v in self.views])
+        if name in QUIT_WORDS:
             self.control.ask_quit()
             return
         self.action_show_view(name) if name else self.view(self.current_view).focus_main()
@@ -409,20 +470,30 @@ class VastuiApp(App[None]):
         self.wake()
 
     def action_help(self) -> None:
-        keys = [(b.binding.key_display or self.get_key_display(b.binding), b.binding.description)
-                for b in self.screen.active_bindings.values()
-                if b.enabled and b.binding.description and not b.binding.action.startswith("show_view")]
-        if not any(key == "ctrl+a" for key, _ in keys):
-            keys += [("a x A", "approve / refuse the oldest, approve the plan (any view)"),
-                     ("^a", "approvals pop-up: pending requests and their facts")]
-        keys += [(spec.key, f"view {spec.title} (:{spec.name})") for spec in self.views]
-        self.push_screen(HelpScreen(title=f"Keys — {self.current_view}", keys=keys))
+        """The view's own keys first, then the tables' and the global ones, then what the view's columns mean."""
+        view = self.view(self.current_view)
+        own: list[tuple[str, str]] = []
+        everywhere: list[tuple[str, str]] = []
+        for active in self.screen.active_bindings.values():
+            binding = active.binding
+            if not active.enabled or not binding.description or binding.action.startswith("show_view"):
+                continue
+            if isinstance(active.node, DataTable) or binding.action in HELP_LEFT_OUT:
+                continue  # the tables' keys are one short section, not twenty lines; Textual's focus keys go too
+            row = (binding.key_display or self.get_key_display(binding), binding.description)
+            rows = own if active.node is view else everywhere
+            if row[1] not in {description for _, description in rows}:
+                rows.append(row)
+        if not any(description == "Approvals" for _, description in everywhere):   # shown only while pending
+            everywhere += [("a x A", "approve / refuse the oldest, approve the plan (any view)"),
+                           ("^a", "approvals pop-up: pending requests and their facts")]
+        everywhere += [(spec.key, f"view {spec.title} (:{spec.name})") for spec in self.views]
+        spec = next(s for s in self.views if s.name == self.current_view)
+        self.push_screen(HelpScreen(title=f"Help — {spec.title} (:{spec.name})", sections=[
+            HelpSection(f"{spec.title} keys", tuple(own)), HelpSection("In every table", TABLE_KEYS),
+            HelpSection("Everywhere", tuple(everywhere)),
+            HelpSection("Columns", tuple(type(view).COLUMN_NOTES), is_keys=False)]))
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        for spec in self.views:
-            yield SystemCommand(f"View: {spec.title}", f"switch to :{spec.name} (key {spec.key})",
-                                lambda name=spec.name: self.action_show_view(name))
-        for name in theme_names():
-            yield SystemCommand(f"vastui theme: {name}", f"the {name} theme (themes/{name}.tcss)",
-                                lambda name=name: self.apply_theme(name))
+        yield from (c for c in super().get_system_commands(screen) if c.title not in TEXTUAL_LEFT_OUT)
+        yield from console_commands(self)

@@ -23,6 +23,21 @@ def per_1k(band: Band | None) -> str:
     return f"${PER * band.point:.3g} [{PER * band.low:.3g}–{high}]"
 
 
+def cost_per_1k(band: Band | None, *, is_measured: bool) -> str:
+    """A measured cost with its interval (``per_1k``); a prior as one marked number, never as an interval:
+    ``~$1.42 prior``. Nothing measured means there is no interval to show."""
+    if is_measured or band is None or not math.isfinite(band.point):
+        return per_1k(band)
+    return f"~${PER * band.point:.3g} prior"
+
+
+def throughput_cell(units_per_s: float | None, *, is_measured: bool) -> str:
+    """Units per second, marked ``~… prior`` when it is the plan's prior rather than a measurement."""
+    if units_per_s is None:
+        return "-"
+    return f"{units_per_s:,.0f}" if is_measured else f"~{units_per_s:,.0f} prior"
+
+
 def since_start(at: float | None, start: float | None) -> str:
     """``+4m12s`` after the campaign started; ``-`` when unknown."""
     if at is None or start is None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from textual.worker import Worker
 
+from vastui.campaign.adhoc import is_adhoc
 from vastui.errors import VastuiError
 from vastui.tui.approval_desk import facts
 from vastui.tui.campaign_feed import CampaignSource, follow_campaign
@@ -85,7 +86,8 @@ class CampaignControl:
         if store is None:
             return
         try:
-            campaigns = sorted(await store.campaigns(), key=lambda c: (c.created_at, c.campaign_id), reverse=True)
+            campaigns = sorted((c for c in await store.campaigns() if not is_adhoc(c)),
+                               key=lambda c: (c.created_at, c.campaign_id), reverse=True)
             past = []
             for campaign in campaigns[:RECEIPTS_SHOWN]:
                 receipt = await store.latest_receipt(campaign.campaign_id)
@@ -141,7 +143,7 @@ class CampaignControl:
         """``q``/``ctrl+c`` while the campaign runs: abort it (teardown, then quit), detach, or stay."""
         source = self.source
         if source is None or not self.is_running:
-            self._app.exit()
+            self._app.rentals.ask_quit()   # no campaign: asks only while instances rented here bill
             return
         if self.quit_when_ended:
             self._app.notify("tearing down: the console quits once every instance is proven gone")

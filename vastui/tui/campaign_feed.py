@@ -14,12 +14,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
+from vastui.bench.attribution import Readings
+from vastui.bench.hysteresis import VerdictTracker
 from vastui.campaign.handle import CampaignResult
 from vastui.campaign.snapshot import CampaignSnapshot
 from vastui.clock import Clock
-from vastui.events import CandidateEliminated, Event, EventBus, EventsLost, Subscription
+from vastui.events import CandidateEliminated, Event, EventBus, EventsLost, SampleTaken, Subscription
 from vastui.events_live import ProgressReported
-from vastui.tui.campaign_state import CampaignEnd, CampaignPicture
+from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, GpuVerdict
 
 DATA_WAIT_WINDOW = 5          # progress markers per candidate behind the "recent data-wait" figure
 REDRAW_INTERVAL_S = 0.25      # wall seconds between pictures: what an eye can follow
@@ -64,12 +66,14 @@ class CampaignSource(Protocol):
 
 
 class Derived:
-    """What the event stream says that the snapshot does not keep: recent data-wait, elimination moments."""
+    """What the event stream says that the snapshot does not keep: recent data-wait, elimination moments, and each
+    GPU's bottleneck verdict with hysteresis (``bench/hysteresis.py``: idle readings are not judged)."""
 
     def __init__(self, campaign_id: str) -> None:
         self.campaign_id = campaign_id
         self._windows: dict[str, deque[tuple[float, float]]] = {}
         self.eliminated_at: dict[str, float] = {}
+        self._trackers: dict[str, VerdictTracker] = {}
         self.lost = 0
         self.applied = 0
 
@@ -84,18 +88,30 @@ class Derived:
             window.append((event.data_wait_s, event.compute_s))
         elif isinstance(event, CandidateEliminated) and event.campaign_id == self.campaign_id:
             self.eliminated_at.setdefault(event.candidate, event.at)
+        elif isinstance(event, SampleTaken) and event.campaign_id == self.campaign_id:
+            key = f"{event.candidate}/{event.gpu_index}"
+            tracker = self._trackers.get(key)
+            if tracker is None:
+                tracker = self._trackers[key] = VerdictTracker()
+            tracker.observe(Readings(gpu_activity_pct=event.util_pct,
+                                     data_wait_share=self._share(self._windows.get(event.candidate))))
+
+    @staticmethod
+    def _share(window: deque[tuple[float, float]] | None) -> float | None:
+        if not window:
+            return None
+        wait = sum(w for w, _ in window)
+        total = wait + sum(c for _, c in window)
+        return wait / total if total > 0 else None
 
     def data_wait_share(self) -> dict[str, float | None]:
-        shares: dict[str, float | None] = {}
-        for candidate, window in self._windows.items():
-            wait = sum(w for w, _ in window)
-            total = wait + sum(c for _, c in window)
-            shares[candidate] = wait / total if total > 0 else None
-        return shares
+        return {candidate: self._share(window) for candidate, window in self._windows.items()}
 
     def picture(self, snapshot: CampaignSnapshot) -> CampaignPicture:
+        verdicts = {key: GpuVerdict(t.verdict, is_idle=t.is_idle) for key, t in self._trackers.items()}
         return CampaignPicture(snapshot=snapshot, data_wait_share=self.data_wait_share(),
-                               eliminated_at=dict(self.eliminated_at), events_lost=self.lost)
+                               eliminated_at=dict(self.eliminated_at), events_lost=self.lost,
+                               verdicts=verdicts, verdicts_from_stream=True)
 
 
 def drain(subscription: Subscription, derived: Derived) -> None:

@@ -9,8 +9,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vastui.bench.attribution import Attribution, Readings, attribute
+from vastui.bench.hysteresis import IDLE_GPU_ACTIVITY_PCT
 from vastui.bench.receipt import Receipt
 from vastui.campaign.snapshot import CampaignSnapshot, CampaignStage, CandidateState, GpuState
+
+
+def gpu_key(gpu: GpuState) -> str:
+    return f"{gpu.candidate}/{gpu.gpu_index}"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuVerdict:
+    """A GPU's standing bottleneck verdict (None: not judged yet) and whether its latest reading was idle."""
+
+    attribution: Attribution | None
+    is_idle: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +32,8 @@ class CampaignPicture:
     data_wait_share: dict[str, float | None] = field(default_factory=dict)   # candidate -> share of recent step time
     eliminated_at: dict[str, float] = field(default_factory=dict)             # candidate -> campaign clock
     events_lost: int = 0                                                      # dropped by the subscription so far
+    verdicts: dict[str, GpuVerdict] = field(default_factory=dict)            # gpu_key -> verdict with hysteresis
+    verdicts_from_stream: bool = False   # False: a picture drawn without the event stream (judged on one reading)
 
     @property
     def is_running(self) -> bool:
@@ -27,8 +42,17 @@ class CampaignPicture:
     def candidate(self, candidate_id: str) -> CandidateState | None:
         return next((c for c in self.snapshot.candidates if c.candidate_id == candidate_id), None)
 
-    def gpu_attribution(self, gpu: GpuState) -> Attribution:
-        """What limits this GPU now, from its utilisation and its candidate's recent data-wait."""
+    def gpu_is_idle(self, gpu: GpuState) -> bool:
+        return gpu.util_pct is not None and gpu.util_pct < IDLE_GPU_ACTIVITY_PCT
+
+    def gpu_attribution(self, gpu: GpuState) -> Attribution | None:
+        """What limits this GPU: its standing verdict (hysteresis over the stream's readings); None while it idles
+        or before a verdict held long enough. A picture without the stream judges the one reading it has."""
+        if self.gpu_is_idle(gpu):
+            return None
+        if self.verdicts_from_stream:
+            verdict = self.verdicts.get(gpu_key(gpu))
+            return None if verdict is None else verdict.attribution
         return attribute(Readings(gpu_activity_pct=gpu.util_pct,
                                   data_wait_share=self.data_wait_share.get(gpu.candidate)))
 

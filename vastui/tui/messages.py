@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.message import Message
 
 from vastui.tui.health import Source
+from vastui.tui.state import ActivityPage
 
 
 class SourceRefreshed(Message):
@@ -63,5 +64,13 @@ class ReceiptsLoaded(Message):
     """Past campaigns and their receipts were read from the store (``campaign_state.ReceiptPage``)."""
 
     def __init__(self, page: object) -> None:
+        super().__init__()
+        self.page = page
+
+
+class ActivityRead(Message):
+    """The audit log's latest records were read."""
+
+    def __init__(self, page: ActivityPage) -> None:
         super().__init__()
         self.page = page

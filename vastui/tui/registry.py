@@ -33,6 +33,7 @@ def check_registry(views: Sequence[ViewSpec]) -> tuple[ViewSpec, ...]:
 def default_views() -> tuple[ViewSpec, ...]:
     """The built-in views, in key order. Add a view here (one module per view in ``vastui/tui/views/``)."""
     from vastui.tui.views.account import AccountView
+    from vastui.tui.views.activity import ActivityView
     from vastui.tui.views.benchmarks import BenchmarksView
     from vastui.tui.views.campaign import CampaignView
     from vastui.tui.views.gpus import GpusView
@@ -50,4 +51,5 @@ def default_views() -> tuple[ViewSpec, ...]:
         ViewSpec("gpus", "6", "GPUs", GpusView),
         ViewSpec("benchmarks", "7", "Benchmarks", BenchmarksView),
         ViewSpec("receipt", "8", "Receipt", ReceiptView),
+        ViewSpec("activity", "9", "Activity", ActivityView),
     )

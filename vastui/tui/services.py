@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from vastui.approval import Approval, AuditSink
@@ -31,7 +32,7 @@ class ConsoleMarket(Protocol):
 
     async def get_user(self) -> User: ...
 
-    async def request_logs(self, instance_id: int, *, tail: int | None = None) -> str: ...
+    async def request_logs(self, instance_id: int, *, tail: int | None = None, daemon: bool = False) -> str: ...
 
     async def search_offers(self, query: str = "", *, order: str = "score-", type_: str = "on-demand",
                             limit: int | None = None, storage_gib: float = 5.0,
@@ -90,6 +91,7 @@ class ConsoleSettings:
     workload_digest: str | None = None        # whose measured $/1k units to show; None: the latest campaign's
     initial_view: str = "offers"
     campaign_redraw_s: float = 0.25           # wall seconds between two pictures of a followed campaign (at most)
+    view_memory_path: Path | None = None      # where each view's filter and sort are remembered; None: not kept
 
     def stale_after_s(self, interval_s: float) -> float:
         """A source is stale when its last good refresh is older than three of its intervals."""

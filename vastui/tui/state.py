@@ -6,13 +6,21 @@ here so the status bar, the account view and the tests agree on them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from vastui.approval import Action, AuditRecord
 from vastui.campaign.watch import LeakReport
 from vastui.store.records import BadHost, HostKnowledge, Intent
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, ReceiptPage
 from vastui.tui.health import Source, SourceHealth
-from vastui.vast.models import InstanceListing, InstanceStatus, Offer, User
+from vastui.vast.models import Instance, InstanceListing, InstanceStatus, Offer, User
+
+if TYPE_CHECKING:
+    from vastui.store import SqliteStore
+
+GONE_KEPT = 50      # destroyed or vanished instances remembered for the greyed history (newest kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +43,64 @@ class InstancePage:
 
 
 @dataclass(frozen=True, slots=True)
+class Transfer:
+    """One credit transfer this account sent, as the audit log recorded its call: when, to whom, and the outcome."""
+
+    at: float
+    recipient: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class AccountPage:
+    """One account refresh: the user, and the transfers the store's audit log holds (newest first)."""
+
+    user: User
+    transfers: tuple[Transfer, ...]
+
+
+TRANSFERS_SHOWN = 20
+
+
+async def transfers_of(store: SqliteStore) -> tuple[Transfer, ...]:
+    """The credit transfers the audit log recorded (each call's outcome; not the approvals), newest first."""
+    calls = [r for r in await store.audit_records()
+             if r.action is Action.TRANSFER_CREDIT and r.kind == "call"]
+    return tuple(Transfer(at=r.at, recipient=r.target.removeprefix("recipient:"), outcome=r.outcome)
+                 for r in reversed(calls[-TRANSFERS_SHOWN:]))
+
+
+@dataclass(frozen=True, slots=True)
+class GoneInstance:
+    """An instance a complete listing no longer shows: its last listed row, and that listing's time."""
+
+    instance: Instance
+    gone_at: float
+
+
+def note_gone(previous: InstancePage | None, gone: Mapping[int, GoneInstance],
+              page: InstancePage) -> dict[int, GoneInstance]:
+    """``gone`` after ``page``: what ``previous`` listed and a complete ``page`` does not is gone (at ``page.at``);
+    one listed again is not. An incomplete page proves nothing gone."""
+    present = page.listing.present_ids
+    result = {i: g for i, g in gone.items() if i not in present}
+    if previous is not None and page.listing.is_complete:
+        for inst in previous.listing.instances:
+            if inst.id not in present:
+                result.setdefault(inst.id, GoneInstance(inst, page.at))
+    newest = sorted(result.values(), key=lambda g: g.gone_at, reverse=True)[:GONE_KEPT]
+    return {g.instance.id: g for g in newest}
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityPage:
+    """The latest records of the audit log, newest first, and when they were read."""
+
+    records: tuple[AuditRecord, ...]
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class ConsoleState:
     offers: OfferPage | None = None
     instances: InstancePage | None = None
@@ -44,6 +110,9 @@ class ConsoleState:
     campaign: CampaignPicture | None = None        # the campaign the console follows, as last drawn
     campaign_end: CampaignEnd | None = None        # how it ended (receipt), once it has
     receipts: ReceiptPage | None = None            # past campaigns from the store
+    gone: dict[int, GoneInstance] = field(default_factory=dict)   # instances listed before, missing since
+    transfers: tuple[Transfer, ...] | None = None  # credit sent, from the audit log (None: no store to read)
+    activity: ActivityPage | None = None           # the audit log's latest records (needs a store)
 
     @property
     def burn_usd_per_h(self) -> float | None:

@@ -168,10 +168,18 @@ class HttpVastClient:
         keys = [self._parse(SshKey.from_api, row, f"row {i} of GET /ssh/") for i, row in enumerate(rows)]
         return [key for key in keys if not key.is_deleted]
 
-    async def request_logs(self, instance_id: int, *, tail: int | None = None) -> str:
-        """Ask for an instance's logs and poll the result URL (no auth, only HTTP 200 counts, bounded)."""
+    async def request_logs(self, instance_id: int, *, tail: int | None = None, daemon: bool = False) -> str:
+        """Ask for an instance's logs and poll the result URL (no auth, only HTTP 200 counts, bounded).
+
+        ``daemon`` asks for the container daemon's log (image pull, container errors) instead of the container's
+        own output; both options are strings on the wire, as the official CLI sends them (docs/api-notes.md §3.11)."""
         path = f"/instances/request_logs/{instance_id}/"
-        reply = await self._wire.call("PUT", path, body={} if tail is None else {"tail": str(tail)})
+        body: dict[str, object] = {}
+        if tail is not None:
+            body["tail"] = str(tail)
+        if daemon:
+            body["daemon_logs"] = "true"
+        reply = await self._wire.call("PUT", path, body=body)
         url = _field(reply, "result_url", str, f"PUT {path}")
         for _ in range(LOG_POLLS):
             await self._clock.sleep(LOG_POLL_INTERVAL_S)

@@ -102,15 +102,17 @@ class _Row:
         return value
 
     def str_(self, name: str, *, required: bool = False) -> str | None:
+        """A string field, stripped: real listing rows carry stray whitespace (an address ending in a newline), and
+        the official CLI strips every string it reads (docs/api-notes.md §3.2)."""
         value = self._row.get(name)
         if type(value) is str:
-            return value
+            return value.strip()
         value = self._get(name, required, "a string")
         if value is None:
             return None
         if not isinstance(value, str):
             raise self._bad(name, "a string")
-        return value
+        return value.strip()
 
     def req_str(self, name: str) -> str:
         value = self.str_(name, required=True)
@@ -293,6 +295,7 @@ class Instance:
     cuda_max_good: float | None
     driver_version: str | None
     storage_total_cost: float | None = None   # $/hr of the disk alone (what a stopped instance still bills)
+    uptime_mins: float | None = None          # minutes running since it last started (the marketplace's count)
 
     @property
     def is_running(self) -> bool:
@@ -340,6 +343,7 @@ class Instance:
             direct_port_start=r.int_("direct_port_start"), direct_port_end=r.int_("direct_port_end"),
             geolocation=r.str_("geolocation"), cuda_max_good=r.float_("cuda_max_good"),
             driver_version=r.str_("driver_version"), storage_total_cost=r.float_("storage_total_cost"),
+            uptime_mins=r.float_("uptime_mins"),
         )
 
 

@@ -26,7 +26,7 @@ from urllib.parse import quote_plus
 import httpx
 
 from vastui import __version__
-from vastui.clock import SIM_CLOCK_HEADER, Clock, MarketClock
+from vastui.clock import SIM_CLOCK_HEADER, SIM_SCALE_HEADER, Clock, MarketClock
 from vastui.config import Redactor, Secret, redact_url_passwords
 from vastui.errors import ApiError, AuthError, NotFound, QuotaExceeded, RateLimited, TransportError
 from vastui.vast.backoff import RetryPolicy, is_retryable_status, parse_retry_after
@@ -59,6 +59,16 @@ MAX_REDIRECTS = 5
 # httpx's timeout is per read: a server that sends a byte now and then never trips it. A whole answer (redirects
 # included) must come within this many times the per-read timeout, or the attempt counts as timed out.
 WHOLE_ANSWER_FACTOR = 2.0
+# A call that changes something (create, destroy, label, money) is given four times the reads' timeout, as the
+# official CLI gives every call 120 s against vastui's 30 s reads (docs/api-notes.md §9): a create that is slow to
+# answer is waited for rather than made "uncertain" and reconciled from listings.
+MUTATION_TIMEOUT_FACTOR = 4.0
+# Requests that are sent with PUT/POST but change nothing: they keep the reads' timeout.
+_READS_BY_BODY = ("/api/v0/bundles/", "/api/v0/search/asks/", "/api/v0/instances/request_logs/")
+
+
+def _is_vast_host(host: str) -> bool:
+    return host == "vast.ai" or host.endswith(".vast.ai")
 
 
 class Wire:
@@ -74,14 +84,12 @@ class Wire:
         self._policy = policy
         self.redact = redactor
         self.pacer = Pacer(clock=clock)   # one per API key, shared by every caller: see pacing.py
-        # Redirects are followed, as the official CLI does; httpx drops the Authorization header when one leads to
-        # another host or port (an upgrade to https on the same host keeps it; the CLI also keeps it for any
-        # *.vast.ai host, vastui never sends the key to a host it was not given), and a loop ends after
+        # Redirects are followed here (``_following_redirects``), as the official CLI follows them: the key stays
+        # on the origin it was given for and on https hosts of vast.ai, never anywhere else; a loop ends after
         # MAX_REDIRECTS in a one-line error.
-        self._whole_answer_s = timeout_s * WHOLE_ANSWER_FACTOR
+        self._timeout_s = timeout_s
         self._http = httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(timeout_s),
-                                       headers={"User-Agent": f"vastui/{__version__}"}, follow_redirects=True,
-                                       max_redirects=MAX_REDIRECTS)
+                                       headers={"User-Agent": f"vastui/{__version__}"}, follow_redirects=False)
 
     def __repr__(self) -> str:
         return f"Wire(base_url={redact_url_passwords(self.base_url)!r}, api_key={self._api_key!r})"
@@ -123,7 +131,8 @@ class Wire:
                 response = await self._send(method, full_path, url, content, headers)
             except (httpx.TransportError, TimeoutError) as exc:
                 if isinstance(exc, TimeoutError):
-                    reason = f"no whole answer within {self._whole_answer_s:g} s (the server is sending too slowly)"
+                    whole_s = self.timeout_for(method, full_path) * WHOLE_ANSWER_FACTOR
+                    reason = f"no whole answer within {whole_s:g} s (the server is sending too slowly)"
                 else:
                     reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 if retry is Retry.IDEMPOTENT and self._policy.has_attempts_left(attempt - limited):
@@ -154,12 +163,43 @@ class Wire:
     async def _send(self, method: str, full_path: str, url: str, content: bytes | None,
                     headers: dict[str, str]) -> httpx.Response:
         """One attempt, in the endpoint's turn (``pacing.py``), its answer read whole and its time kept."""
+        timeout_s = self.timeout_for(method, full_path)
         async with self.pacer.turn(method, full_path):
             sent = self._clock.local_now() if isinstance(self._clock, MarketClock) else 0.0
-            response = await asyncio.wait_for(self._http.request(method, url, content=content, headers=headers),
-                                              self._whole_answer_s)
+            request = self._http.build_request(method, url, content=content, headers=headers,
+                                               timeout=httpx.Timeout(timeout_s))
+            response = await asyncio.wait_for(self._following_redirects(request), timeout_s * WHOLE_ANSWER_FACTOR)
         self._keep_time(response, sent)
         return response
+
+    async def _following_redirects(self, request: httpx.Request) -> httpx.Response:
+        """Send, following up to MAX_REDIRECTS redirects. httpx drops the key when one leaves the origin; it is put
+        back only where the official CLI sends it too and it is safe to: an https host of vast.ai, when the key was
+        given for vast.ai (docs/api-notes.md §9)."""
+        response = await self._http.send(request)
+        for _ in range(MAX_REDIRECTS):
+            following = response.next_request
+            if following is None:
+                return response
+            await response.aclose()
+            if "Authorization" in request.headers and "Authorization" not in following.headers \
+                    and self._keeps_key_at(following.url):
+                following.headers["Authorization"] = request.headers["Authorization"]
+            request, response = following, await self._http.send(following)
+        if response.next_request is None:
+            return response
+        await response.aclose()
+        raise httpx.TooManyRedirects("Exceeded maximum allowed redirects.", request=request)
+
+    def _keeps_key_at(self, url: httpx.URL) -> bool:
+        base = httpx.URL(self.base_url)
+        return url.scheme == "https" and _is_vast_host(url.host) and _is_vast_host(base.host)
+
+    def timeout_for(self, method: str, full_path: str) -> float:
+        """The per-read timeout of one request: longer for a call that changes something."""
+        if method == "GET" or full_path.startswith(_READS_BY_BODY):
+            return self._timeout_s
+        return self._timeout_s * MUTATION_TIMEOUT_FACTOR
 
     def _rate_limit_wait(self, what: str, rule: PaceRule | None, response: httpx.Response,
                          retry_after: float | None, limited: int) -> float | None:
@@ -196,6 +236,9 @@ class Wire:
         if reading is not None:
             self._clock.observe(market_time=reading[0], resolution_s=reading[1], sent_local=sent_local,
                                 received_local=self._clock.local_now())
+        scale = sim_scale_of(response.headers)
+        if scale is not None:
+            self._clock.announced_scale = scale
 
     async def _wait(self, what: str, attempt: int, retry_after: float | None, reason: str, *,
                     limited: int = 0) -> None:
@@ -268,7 +311,7 @@ class Wire:
     async def fetch_result(self, url: str) -> tuple[int, str]:
         """GET a presigned result URL with no Authorization header; (status, text). Transport errors -> (0, why)."""
         try:
-            response = await self._http.get(url)
+            response = await self._http.get(url, follow_redirects=True)   # no key: any host may serve it
         except httpx.TransportError as exc:
             return 0, type(exc).__name__
         return response.status_code, response.text
@@ -307,6 +350,18 @@ def market_time_of(headers: httpx.Headers) -> tuple[float, float] | None:
     if stamp.tzinfo is None:       # "-0000": UTC with no zone said
         stamp = stamp.replace(tzinfo=dt.UTC)
     return stamp.timestamp(), 1.0
+
+
+def sim_scale_of(headers: httpx.Headers) -> float | None:
+    """The scale a simulator announces for its clock (a test-rig bridge, like its precise time); None otherwise."""
+    values = headers.get_list(SIM_SCALE_HEADER)
+    if len(values) != 1:
+        return None
+    try:
+        scale = float(values[0])
+    except ValueError:
+        return None
+    return scale if math.isfinite(scale) and scale > 0 else None
 
 
 MAX_SERVER_TEXT = 160                 # characters of a server's own words kept in an error

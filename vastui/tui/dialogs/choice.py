@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
@@ -26,9 +26,10 @@ class ChoiceDialog(ModalScreen[str]):
         self.choices = tuple(choices)
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="choice-box"):
+        with Vertical(id="choice-box", classes="dialog-box"):
             yield Label(self.title_text, id="choice-title")
-            yield Static("\n".join(self.lines), id="choice-what", markup=False)
+            with VerticalScroll(id="choice-body", classes="dialog-body"):  # scrolls; the buttons never do
+                yield Static("\n".join(self.lines), id="choice-what", markup=False)
             with Horizontal(id="choice-buttons"):
                 for index, (choice_id, label) in enumerate(self.choices):
                     yield Button(label, id=f"choice-{choice_id}", variant="primary" if index == 0 else "warning")

@@ -1,6 +1,7 @@
 """The confirmation dialog, and the ``Approver`` that shows it.
 
-Cancel has the focus when the dialog opens, so Enter cancels; Escape cancels. Bulk destroys and rents need the
+Cancel has the focus when the dialog opens, so Enter cancels; Escape cancels. What is asked scrolls when the
+terminal is short; the typed answer and the buttons are always on screen. Bulk destroys and rents need the
 count typed, money above the configured threshold needs the amount typed. Approvals come out bound to each
 request's action and target (money requests carry their cost cap: ``make_proposal`` refuses them without one).
 """
@@ -13,7 +14,7 @@ from typing import Any
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
@@ -38,10 +39,11 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         p = self.proposal
-        with Vertical(id="confirm-box"):
+        with Vertical(id="confirm-box", classes="dialog-box"):
             yield Label(p.title, id="confirm-title")
-            yield Static("\n".join(p.lines), id="confirm-what", markup=False)
-            yield Static(p.consequence, id="confirm-consequence", markup=False)
+            with VerticalScroll(id="confirm-body", classes="dialog-body"):  # scrolls; the answer part never does
+                yield Static("\n".join(p.lines), id="confirm-what", markup=False)
+                yield Static(p.consequence, id="confirm-consequence", markup=False)
             if p.typed is not None:
                 yield Label(p.typed_hint, id="confirm-hint")
                 # no placeholder of the value itself: a greyed "2" reads as already typed

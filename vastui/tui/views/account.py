@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import ClassVar
 
 from textual.app import ComposeResult
@@ -29,7 +30,16 @@ def account_text(state: ConsoleState) -> str:
         f"burn         {'?' if burn is None else f'${burn:,.3f}/h'} over {count} instance(s){incomplete}",
         f"runway       {'?' if runway is None else f'{runway:,.1f} h (credit / burn)'}",
         f"can pay      {'-' if user.can_pay is None else ('yes' if user.can_pay else 'no')}",
+        "",
     ]
+    if state.transfers is None:
+        lines.append("transfers    - (no store: the console keeps no audit log)")
+    elif not state.transfers:
+        lines.append("transfers    none sent from here")
+    else:
+        lines.append("transfers    (from the audit log, newest first)")
+        lines += [f"  {datetime.fromtimestamp(t.at, tz=UTC):%Y-%m-%d %H:%M:%SZ}  to {t.recipient}  {t.outcome}"
+                  for t in state.transfers]
     return "\n".join(lines)
 
 

@@ -43,6 +43,8 @@ class ConsoleView(Vertical):
 
     MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset()
     view_name: ClassVar[str] = ""
+    # what the view's columns mean, for the help screen: (column header, meaning)
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     @property
     def console(self) -> VastuiApp:

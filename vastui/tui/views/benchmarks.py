@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
@@ -21,18 +23,21 @@ from vastui.bench.stats import Interval
 from vastui.campaign.snapshot import CandidateState
 from vastui.events import Band
 from vastui.events_live import StandingRow
-from vastui.tui.campaign_cells import pct, per_1k, short, span
+from vastui.tui.campaign_cells import cost_per_1k, pct, short, span
 from vastui.tui.campaign_state import CampaignPicture
 from vastui.tui.cells import num
 from vastui.tui.state import ConsoleState
 from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.keyed_table import Cell, KeyedTable
+from vastui.tui.widgets.throughput_axis import ELIMINATED_COLOUR, Rgb, colour_of, hex_of, time_axis
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("cand", "cand"), ("gpu", "gpu"), ("state", "state"), ("tput", "u/s [interval]"), ("p50", "p50 ms"),
     ("p95", "p95 ms"), ("util", "GPU util"), ("wait", "data-wait"), ("startup", "startup pull/ready/warm"),
     ("cost", "$/1k accepted [interval]"), ("correct", "correctness"), ("limit", "bottleneck"),
 )
+# dropped first to fit a narrow terminal: throughput and cost per 1k stay to the last
+DROP_ORDER = ("startup", "p95", "correct", "gpu", "util", "p50", "wait", "limit")
 Series = tuple[tuple[str, tuple[tuple[float, float], ...]], ...]
 
 
@@ -61,7 +66,8 @@ def live_cells(c: CandidateState, row: StandingRow | None, *, awaiting: bool = F
     phase = "awaiting approval" if awaiting else c.phase
     return (c.candidate_id, c.gpu_name, phase, "-" if tput is None else f"{tput:,.0f}", "-", "-", num(util, ".0f"),
             pct(wait), f"-/-/{span(c.warmup_s)}" if c.warmup_s is not None else "-",
-            per_1k(row.cost_per_unit_usd if row else None), correct, limit.replace("_", "-"))
+            "-" if row is None else cost_per_1k(row.cost_per_unit_usd, is_measured=row.is_measured), correct,
+            limit.replace("_", "-"))
 
 
 def receipt_cells(r: CandidateReport) -> tuple[Cell, ...]:
@@ -71,9 +77,11 @@ def receipt_cells(r: CandidateReport) -> tuple[Cell, ...]:
     correct = "FAILED: " + short(r.outcome_detail, 24) if str(r.outcome) == "failed" and not r.blocks else (
         "passed" if r.is_measured else "-")
     limit = "-" if r.attribution is None else str(r.attribution.bottleneck).replace("_", "-")
-    return (r.candidate_id, f"{r.gpu_name} ×{r.num_gpus}", str(r.outcome), _interval(r.throughput),
+    tput = _interval(r.throughput) if r.is_measured or r.throughput is None else f"~{r.throughput.point:,.0f} prior"
+    return (r.candidate_id, f"{r.gpu_name} ×{r.num_gpus}", str(r.outcome), tput,
             "-" if lat is None else f"{lat.p50_ms:,.0f}", "-" if lat is None else f"{lat.p95_ms:,.0f}",
-            num(r.gpu_util_pct, ".0f"), pct(r.data_wait_share), startup, per_1k(_band(r.cost_per_unit)), correct,
+            num(r.gpu_util_pct, ".0f"), pct(r.data_wait_share), startup,
+            cost_per_1k(_band(r.cost_per_unit), is_measured=r.is_measured), correct,
             limit)
 
 
@@ -84,8 +92,25 @@ def series_of(picture: CampaignPicture) -> Series:
                  for c in picture.snapshot.candidates if c.blocks)
 
 
+def legend(colours: dict[str, Rgb], *, eliminated: bool) -> Text:
+    """The plot's legend, on its own line under the plot (plotext's own is drawn over the lines)."""
+    text = Text()
+    for cid, rgb in colours.items():
+        text.append("━━ ", style=hex_of(rgb)).append(cid).append("   ")
+    if eliminated:
+        text.append("✕", style=f"bold {hex_of(ELIMINATED_COLOUR)}").append(" eliminated")
+    return text
+
+
 class BenchmarksView(ConsoleView):
     view_name = "benchmarks"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("u/s [interval]", "throughput in units per second, with its interval once the receipt is written"),
+        ("startup", "image pull / readiness / warm-up times"),
+        ("$/1k accepted", "cost per 1,000 accepted units: point [interval]"),
+        ("plot", "one line per candidate on a time axis of measured time only (idle gaps cut out, ┆ marks a "
+                 "cut); ✕ marks an elimination"),
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -94,7 +119,8 @@ class BenchmarksView(ConsoleView):
     def compose(self) -> ComposeResult:
         yield Static("Benchmarks: no campaign measured yet", id="bench-title", classes="view-title", markup=False)
         yield PlotextPlot(id="bench-plot")
-        yield KeyedTable(columns=COLUMNS, id="bench-table")
+        yield Static("", id="bench-legend")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, id="bench-table")
 
     @property
     def table(self) -> KeyedTable:
@@ -139,16 +165,22 @@ class BenchmarksView(ConsoleView):
         if (series, eliminated) == self._drawn:
             return
         self._drawn = (series, eliminated)
+        axis = time_axis([x for _, points in series for x, _ in points])
         plt = self.plot.plt
         plt.clear_data()
         plt.clear_figure()
-        plt.title("throughput per candidate (units/s) — x marks an elimination")
-        plt.xlabel("minutes since the campaign started")
-        last = {cid: points[-1][1] for cid, points in series if points}
+        plt.title("throughput per candidate (units/s)")
+        cut = f" — {len(axis.cuts)} idle gap(s) cut out" if axis.cuts else ""
+        plt.xlabel(f"minutes since the campaign started, measured time only{cut}")
+        colours = {cid: colour_of(i) for i, cid in enumerate(cid for cid, _ in series)}
+        last = {cid: points[-1] for cid, points in series if points}
         for cid, points in series:
-            plt.plot([x for x, _ in points], [y for _, y in points], label=cid, marker="braille")
+            plt.plot([axis.x(x) for x, _ in points], [y for _, y in points], marker="braille", color=colours[cid])
         for cid, minute in eliminated:
-            if cid in last:
-                plt.vline(minute, "red")
-                plt.scatter([minute], [last[cid]], marker="x", color="red")
+            if cid in last:   # a marker where its line ends, not a full-height line that reads as a frame
+                plt.scatter([axis.x(min(minute, last[cid][0]))], [last[cid][1]], marker="✕",
+                            color=ELIMINATED_COLOUR)
+        if axis.cuts:
+            plt.xticks(*axis.ticks())
         self.plot.refresh()
+        self.query_one("#bench-legend", Static).update(legend(colours, eliminated=bool(eliminated)))

@@ -21,7 +21,7 @@ from textual.widgets import Static
 from vastui.campaign.broker import PendingApproval
 from vastui.campaign.snapshot import CampaignSnapshot, CandidateState, DecisionState, InstanceCleanup
 from vastui.events_live import StandingRow
-from vastui.tui.campaign_cells import per_1k, short, since_start, span
+from vastui.tui.campaign_cells import cost_per_1k, per_1k, short, since_start, span, throughput_cell
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture
 from vastui.tui.cells import num, usd
 from vastui.tui.state import ConsoleState
@@ -41,6 +41,10 @@ CLEANUP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("inst", "instance"), ("cand", "cand"), ("offer", "offer"), ("dph", "$/h"), ("rented", "rented"),
     ("deadline", "deadline"), ("status", "last status"), ("destroyed", "destroyed"), ("gone", "proven gone"),
 )
+# dropped first to fit a narrow terminal (what is asked, its cap and its expiry stay; the phase and cost stay)
+APPROVAL_DROP = ("summary", "action", "deadline", "target")
+CANDIDATE_DROP = ("hypothesis", "note", "inst", "blocks", "prior", "slo", "gpu")
+CLEANUP_DROP = ("offer", "dph", "rented", "deadline", "status")
 ACTIVE_PHASES = frozenset({"renting", "loading", "ssh", "canary", "measuring", "tuning"})
 
 
@@ -50,15 +54,16 @@ def headline(picture: CampaignPicture, end: CampaignEnd | None, *, now: float) -
     running = picture.is_running and end is None
     deadline = ("" if plan.deadline_at is None or not running
                 else f" · last destroy due in {span(plan.deadline_at - now)}")
-    held = f"held for live rentals {usd(spend.reserved_usd, 2)}; " if running else ""
+    held = f"held for live rentals {usd(spend.reserved_usd, 2)} · " if running else ""
     stage = str(s.stage) + (f" ({s.finished_status})" if s.finished_status else "")
     abort = f" · ABORTING: {s.abort_reason}" if s.abort_reason and s.stage != "finished" else (
         f" · aborted: {s.abort_reason}" if s.abort_reason else "")
     lost = f" · {picture.events_lost} events lost (redrawn from the snapshot)" if picture.events_lost else ""
     error = f" · FAILED: {s.error or (end.error if end else '')}" if s.error or (end and end.error) else ""
+    # two lines on purpose: one that wraps at 160 columns reads as a broken layout
     return (f"Campaign {s.campaign_id} · {plan.workload} · {stage}{abort}{error} · spent {usd(spend.spent_usd, 2)} "
-            f"of {usd(spend.budget_usd, 2)} budget ({held}plan worst "
-            f"case {usd(plan.spend_cap_usd, 2)}, expected {usd(plan.expected_spend_usd, 2)}){deadline}{lost}")
+            f"of {usd(spend.budget_usd, 2)} budget{deadline}{lost}\n"
+            f"  {held}plan worst case {usd(plan.spend_cap_usd, 2)}, expected {usd(plan.expected_spend_usd, 2)}")
 
 
 def decision_text(decision: DecisionState | None, snapshot: CampaignSnapshot) -> str:
@@ -84,8 +89,7 @@ def approval_cells(p: PendingApproval, *, now: float, wall_now: float) -> tuple[
     expires: Cell = (Text("EXPIRED", style="bold red") if p.is_expired(wall_now)
                      else span(p.expires_in_s(wall_now)))
     return (p.request_id, str(p.action), p.target, gpu, usd(p.dph_usd), usd(p.cost_cap_usd, 2),
-            "-" if p.deadline_at is None else f"in {span(p.deadline_at - now)}", expires,
-            short(p.summary, 60))
+            "-" if p.deadline_at is None else f"in {span(p.deadline_at - now)}", expires, p.summary)
 
 
 def phase_cell(c: CandidateState, *, running: bool, now: float, awaiting: PendingApproval | None,
@@ -111,9 +115,10 @@ def candidate_cells(c: CandidateState, s: CampaignSnapshot, row: StandingRow | N
         phase_text = f"{c.phase} {span(c.time_in_phase_s)}"
         phase = phase_text if c.phase not in ("failed", "eliminated") else Text(phase_text, style="bold red")
     return (lead + c.candidate_id, f"{gpus} @{c.offer_id}", usd(c.dph_usd), prior,
-            short(planned.hypothesis if planned else "", 14), phase, num(c.instance_id, "d"), str(len(c.blocks)),
-            "-" if row is None or row.throughput_units_per_s is None else f"{row.throughput_units_per_s:,.0f}",
-            per_1k(row.cost_per_unit_usd if row else None), row.slo if row else "-", short(note, 16))
+            short(planned.hypothesis if planned else "", 32), phase, num(c.instance_id, "d"), str(len(c.blocks)),
+            "-" if row is None else throughput_cell(row.throughput_units_per_s, is_measured=row.is_measured),
+            "-" if row is None else cost_per_1k(row.cost_per_unit_usd, is_measured=row.is_measured),
+            row.slo if row else "-", note or "-")
 
 
 def cleanup_cells(i: InstanceCleanup, start: float | None) -> tuple[Cell, ...]:
@@ -131,6 +136,15 @@ def cleanup_cells(i: InstanceCleanup, start: float | None) -> tuple[Cell, ...]:
 
 class CampaignView(ConsoleView):
     view_name = "campaign"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("cost cap", "the most the request can spend once approved (its $/h until its deadline)"),
+        ("expires in", "how long the request waits for an answer before it counts as refused"),
+        ("prior", "the throughput guessed before measuring (* : from the provider's dlperf, not measured)"),
+        ("phase, for", "the candidate's phase and how long it has been in it"),
+        ("u/s", "measured throughput, units per second (median of its blocks)"),
+        ("$/1k accepted", "cost per 1,000 accepted units: point [interval]"),
+        ("proven gone", "destroyed, then missed by two complete instance listings"),
+    )
     MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset({"approve", "refuse", "approve_plan"})
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("a", "approve", "Approve"),
@@ -144,10 +158,10 @@ class CampaignView(ConsoleView):
         yield Static("Campaign: none followed (start one with `vastui demo` or `vastui campaign run`)",
                      id="campaign-title", classes="campaign-line", markup=False)
         yield Static("Approvals: none pending", id="campaign-queue-title", classes="view-title", markup=False)
-        yield KeyedTable(columns=APPROVAL_COLUMNS, id="campaign-approvals")
-        yield KeyedTable(columns=CANDIDATE_COLUMNS, id="campaign-candidates", grow=("phase",))
+        yield KeyedTable(columns=APPROVAL_COLUMNS, drop_order=APPROVAL_DROP, squeeze="summary", id="campaign-approvals")
+        yield KeyedTable(columns=CANDIDATE_COLUMNS, drop_order=CANDIDATE_DROP, squeeze="note", id="campaign-candidates")
         yield Static("", id="campaign-decision", markup=False)
-        yield KeyedTable(columns=CLEANUP_COLUMNS, id="campaign-cleanup")
+        yield KeyedTable(columns=CLEANUP_COLUMNS, drop_order=CLEANUP_DROP, squeeze="gone", id="campaign-cleanup")
 
     @property
     def approvals(self) -> KeyedTable:
@@ -195,7 +209,7 @@ class CampaignView(ConsoleView):
         pending = desk.listed(state)
         self.query_one("#campaign-queue-title", Static).update(
             f"Approvals: {len(pending)} pending — a approve · x refuse · A approve the whole plan"
-            f" (expiry is wall time)" if pending else "Approvals: none pending")
+            if pending else "Approvals: none pending")
         self.approvals.sync({p.request_id: approval_cells(p, now=now, wall_now=wall_now) for p in pending},
                             [p.request_id for p in pending])
         awaiting = {p.offer_id: p for p in pending if p.offer_id is not None and p.is_spending}

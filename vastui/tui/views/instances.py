@@ -7,6 +7,7 @@ Keys act on the marked rows (or the cursor row): destroy, stop, start, label, pr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
@@ -14,6 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Log, Static
 
+from vastui.campaign.adhoc import renter_of
 from vastui.campaign.watch import REASON_TEXT, Leak, campaign_of_label
 from vastui.tui.cells import accrued_usd, num, usd
 from vastui.tui.dialogs.prompt import PromptScreen
@@ -30,6 +32,42 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("status", "status"), ("since", "in status"), ("dph", "$/h"), ("accrued", "accrued"),
     ("storage", "storage $/h"), ("deadline", "deadline"), ("leak", "leak"),
 )
+# dropped first to fit a narrow terminal: accrued, deadline and leak stay to the last
+DROP_ORDER = ("storage", "campaign", "label", "since", "dph", "gpu")
+
+
+# statuses an instance holds from its rent until it first runs: ``start_date`` is when they began
+SINCE_RENT = frozenset({"provisioning", InstanceStatus.CREATED, InstanceStatus.LOADING, InstanceStatus.SCHEDULING})
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSince:
+    """Since when an instance is in ``status``, on the marketplace's clock: from its own figures (``uptime_mins``
+    while running, ``start_date`` until it first runs) or from the listing that first showed the change; None
+    when the console met it already in that status with nothing to date it (shown as at least since then)."""
+
+    status: str
+    since: float | None
+    first_seen: float
+
+
+def status_since(inst: Instance, previous: StatusSince | None, *, listed_at: float) -> StatusSince:
+    status = str(inst.actual_status or "provisioning")
+    if inst.actual_status is InstanceStatus.RUNNING and inst.uptime_mins is not None:
+        return StatusSince(status, listed_at - 60.0 * inst.uptime_mins, listed_at)
+    if previous is not None and previous.status == status:
+        return previous
+    if previous is not None:   # changed while the console watched: the listing that first showed it
+        return StatusSince(status, listed_at, listed_at)
+    if status in SINCE_RENT and inst.start_date is not None:
+        return StatusSince(status, inst.start_date, listed_at)
+    return StatusSince(status, None, listed_at)
+
+
+def since_text(since: StatusSince, now: float) -> str:
+    if since.since is None:
+        return f"≥{format_age(max(0.0, now - since.first_seen))}"
+    return format_age(max(0.0, now - since.since))
 
 
 def merge_log(seen: list[str], text: str) -> list[str]:
@@ -45,6 +83,14 @@ def merge_log(seen: list[str], text: str) -> list[str]:
 
 class InstancesView(ConsoleView):
     view_name = "instances"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("campaign", "the campaign that owns the instance (its intent in the store, or its vastui label)"),
+        ("in status", "how long it has been in its current status"),
+        ("accrued", "what it has billed since it started, at its current $/h"),
+        ("storage $/h", "what a stopped instance still bills for its disk"),
+        ("deadline", "when its campaign must have destroyed it (PAST: overdue)"),
+        ("leak", "ok, unowned (nobody in this store rented it) or LEAK and why (the leak watcher's verdict)"),
+    )
     MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset({"destroy", "stop", "start", "label", "prepay"})
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space", "mark", "Mark"),
@@ -64,12 +110,12 @@ class InstancesView(ConsoleView):
         self.leaks: dict[int, Leak] = {}
         self.logs_of: int | None = None
         self.log_lines: list[str] = []
-        self._since: dict[int, tuple[str, float]] = {}
+        self._since: dict[int, StatusSince] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("Instances", classes="view-title", id="instances-title")
         yield Static("", id="instances-warning", classes="warning-line", markup=False)
-        yield KeyedTable(columns=COLUMNS, id="instances-table")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, squeeze="leak", id="instances-table")
         yield Log(id="logs-pane", max_lines=5000)
 
     @property
@@ -89,10 +135,8 @@ class InstancesView(ConsoleView):
         self.page = page
         self.leaks = {leak.instance_id: leak for leak in state.leaks.leaks} if state.leaks else {}
         listing = page.listing
-        for inst in listing.instances:
-            status = str(inst.actual_status or "provisioning")
-            if self._since.get(inst.id, ("", 0.0))[0] != status:
-                self._since[inst.id] = (status, page.at)
+        self._since = {inst.id: status_since(inst, self._since.get(inst.id), listed_at=page.at)
+                       for inst in listing.instances}
         ids = [inst.id for inst in listing.instances]
         self.marked &= set(ids)
         rows = {str(inst.id): self._cells(inst, state, now) for inst in listing.instances}
@@ -112,7 +156,7 @@ class InstancesView(ConsoleView):
         assert self.page is not None
         intent = self.page.intents.get(inst.id)
         campaign = intent.campaign_id if intent is not None else campaign_of_label(inst.label)
-        status, since = self._since.get(inst.id, (str(inst.actual_status or "provisioning"), now))
+        since = self._since[inst.id]
         accrued = None
         if inst.dph_total is not None and inst.start_date is not None:
             accrued = inst.dph_total * max(0.0, now - inst.start_date) / 3600.0
@@ -129,8 +173,9 @@ class InstancesView(ConsoleView):
         else:
             verdict = "ok" if state.leaks.is_complete else "?"
         cells: list[Cell] = [
-            MARK if inst.id in self.marked else "", str(inst.id), inst.label or "-", campaign or "-",
-            f"{num(inst.num_gpus, 'd')}x {inst.gpu_name or '?'}", status, format_age(now - since),
+            MARK if inst.id in self.marked else "", str(inst.id), inst.label or "-",
+            renter_of(campaign) or campaign or "-",
+            f"{num(inst.num_gpus, 'd')}x {inst.gpu_name or '?'}", since.status, since_text(since, now),
             usd(inst.dph_total), accrued_usd(accrued), usd(inst.storage_total_cost, 4) if stopped else "-",
             deadline, verdict,
         ]

@@ -1,4 +1,6 @@
-"""Leaks: the leak watcher's latest report — each leaked or unowned instance with why, what it cost, what it burns.
+"""Leaks: the leak watcher's latest report — each leaked or unowned instance with why, what it cost, what it burns —
+and, greyed below them, what the console rented by hand (owned by its ad-hoc campaign, with its renter): those
+become leaks only by the watcher's rules (``campaign/adhoc.py``).
 
 ``d`` destroys the marked (or cursor) leaks, through their own confirmation. The verdict line never says "no
 leaks" about an incomplete listing.
@@ -13,6 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
+from vastui.campaign.adhoc import renter_of
 from vastui.campaign.watch import REASON_TEXT, Leak, LeakReport
 from vastui.tui.cells import accrued_usd, usd
 from vastui.tui.state import ConsoleState
@@ -25,10 +28,17 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("mark", " "), ("id", "id"), ("label", "label"), ("reason", "reason"), ("campaign", "campaign"),
     ("status", "status"), ("burn", "burn $/h"), ("accrued", "accrued"), ("detail", "detail"),
 )
+# dropped first to fit a narrow terminal: the reason, burn and accrued stay to the last
+DROP_ORDER = ("detail", "campaign", "label", "status")
 
 
 class LeaksView(ConsoleView):
     view_name = "leaks"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("reason", "why it is a leak: its campaign finished, its deadline passed, or no campaign owns it"),
+        ("burn $/h", "what it bills per hour while it stays"),
+        ("accrued", "what it has billed so far"),
+    )
     MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset({"destroy"})
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space", "mark", "Mark"),
@@ -44,7 +54,7 @@ class LeaksView(ConsoleView):
     def compose(self) -> ComposeResult:
         yield Static("Leaks", classes="view-title", id="leaks-title")
         yield Static("waiting for the first leak check…", id="leaks-summary", classes="warning-line", markup=False)
-        yield KeyedTable(columns=COLUMNS, id="leaks-table")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, squeeze="reason", id="leaks-table")
 
     @property
     def table(self) -> KeyedTable:
@@ -59,17 +69,43 @@ class LeaksView(ConsoleView):
         if report is None:
             return
         self.report = report
-        self.marked &= {leak.instance_id for leak in report.leaks}
+        owned = self._owned_by_hand(state, report)
+        self.marked &= {leak.instance_id for leak in report.leaks} | {i.id for i in owned}
         rows = {str(leak.instance_id): self._cells(leak) for leak in report.leaks}
-        self.table.sync(rows, [str(leak.instance_id) for leak in report.leaks])
+        rows |= {str(inst.id): self._owned_cells(inst, state, now) for inst in owned}
+        self.table.sync(rows, list(rows))
         self.query_one("#leaks-summary", Static).update(report.summary())
         self.query_one("#leaks-title", Static).update(
-            f"Leaks: {len(report.leaked)} leaked, {len(report.unowned)} unowned, verdict {report.verdict}")
+            f"Leaks: {len(report.leaked)} leaked, {len(report.unowned)} unowned, verdict {report.verdict}"
+            + (f"; {len(owned)} rented by hand, owned (greyed)" if owned else ""))
+
+    @staticmethod
+    def _owned_by_hand(state: ConsoleState, report: LeakReport) -> list[Instance]:
+        """Listed instances of an ad-hoc campaign that the watcher does not call leaks."""
+        page = state.instances
+        if page is None:
+            return []
+        judged = {leak.instance_id for leak in report.leaks}
+        return [inst for inst in page.listing.instances if inst.id not in judged
+                and (intent := page.intents.get(inst.id)) is not None and renter_of(intent.campaign_id)]
+
+    def _owned_cells(self, inst: Instance, state: ConsoleState, now: float) -> tuple[Cell, ...]:
+        assert state.instances is not None
+        intent = state.instances.intents[inst.id]
+        accrued = None
+        if inst.dph_total is not None and inst.start_date is not None:
+            accrued = inst.dph_total * max(0.0, now - inst.start_date) / 3600.0
+        cells = (MARK if inst.id in self.marked else "", str(inst.id), inst.label or "-", "owned, not a leak",
+                 f"{renter_of(intent.campaign_id)} {intent.campaign_id}", str(inst.actual_status or "provisioning"),
+                 usd(inst.dph_total), accrued_usd(accrued),
+                 "a leak only if its console dies, its deadline passes or it is stopped")
+        return tuple(Text(str(c), style="dim") for c in cells)
 
     def _cells(self, leak: Leak) -> tuple[Cell, ...]:
         cells: tuple[Cell, ...] = (
             MARK if leak.instance_id in self.marked else "", str(leak.instance_id), leak.label or "-",
-            REASON_TEXT[leak.reason], leak.campaign_id or "-", leak.status or "provisioning",
+            REASON_TEXT[leak.reason],
+            " ".join(filter(None, (renter_of(leak.campaign_id), leak.campaign_id))) or "-", leak.status or "provisioning",
             usd(leak.burn_usd_per_h), accrued_usd(leak.accrued_usd), leak.detail)
         return cells if leak.is_unowned else tuple(Text(str(c), style="bold red") for c in cells)
 

@@ -17,11 +17,13 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Input, Static
 
 from vastui.errors import QueryError
+from vastui.tui.actions import ConsoleActions, Outcome
 from vastui.store.records import BadHost, HostKnowledge
 from vastui.tui.cells import duration, gib_from_mb, num
 from vastui.tui.knowledge import MeasuredCost, measured_cost
 from vastui.tui.health import format_age
 from vastui.tui.state import ConsoleState, OfferPage
+from vastui.tui.view_memory import ViewMemo
 from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.keyed_table import Cell, KeyedTable
 from vastui.vast.models import Offer
@@ -36,6 +38,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("cpu", "CPU"), ("ram", "RAM GB"), ("disk", "disk GB"), ("location", "location"), ("max_dur", "max dur"),
     ("measured", "measured $/1k"), ("bad", "bad host"),
 )
+# dropped first to fit a narrow terminal: price, measured cost and a bad host stay to the last
+DROP_ORDER = ("max_dur", "pcie", "disk", "cpu", "ram", "inet", "dlperf", "location", "reliability", "dlperf_usd")
 
 
 def _f(value: float | None) -> float:
@@ -68,6 +72,15 @@ def split_filter(text: str) -> tuple[str, str | None]:
 
 class OffersView(ConsoleView):
     view_name = "offers"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("●", "marked (space); r rents the marked offers, or the one under the cursor"),
+        ("$/h", "what the offer bills per hour, GPUs, storage and bandwidth included (dph_total)"),
+        ("dlperf/$", "the provider's deep-learning score per $/h: a prior, not a measurement"),
+        ("reliab", "the host's reliability score (0–1)"),
+        ("measured $/1k", "your workload's measured cost per 1,000 units on this host: median [range], runs, age"),
+        ("bad host", "a host vastui caught misbehaving (wrong output, died), with the reason and until when"),
+        ("▲ ▼", "the column sorted by (s: next column, S: reverse); the order is remembered"),
+    )
     MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset({"rent"})
     FOCUS_ACTIONS: ClassVar[frozenset[str]] = frozenset({"filter"})
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -95,7 +108,7 @@ class OffersView(ConsoleView):
         yield Input(placeholder="filter: gpu_name=RTX_4090 num_gpus>=2 reliability>0.98 -o dph+",
                     id="offers-filter", classes="filter-bar")
         yield Static("", id="offers-error", classes="inline-error", markup=False)
-        yield KeyedTable(columns=COLUMNS, id="offers-table")
+        yield KeyedTable(columns=COLUMNS, drop_order=DROP_ORDER, squeeze="bad", id="offers-table")
 
     @property
     def table(self) -> KeyedTable:
@@ -103,6 +116,20 @@ class OffersView(ConsoleView):
 
     def focus_main(self) -> None:
         focus_now(self.table)
+
+    def on_mount(self) -> None:
+        """Take back the filter and sort this view had when the console last closed."""
+        memo = self.console.memory.recall(self.view_name)
+        if memo.sort in SORT_KEYS:
+            self.sort_column, self.sort_reverse = memo.sort, memo.reverse
+        if memo.filter:
+            self.query_one("#offers-filter", Input).value = memo.filter
+            self.apply_filter(memo.filter)
+
+    def _remember(self) -> None:
+        self.console.memory.remember(self.view_name, ViewMemo(
+            filter=self.query_one("#offers-filter", Input).value.strip(), sort=self.sort_column,
+            reverse=self.sort_reverse))
 
     def measured(self, offer: Offer) -> MeasuredCost | None:
         k = self.knowledge.get((offer.machine_id, offer.gpu_name, offer.num_gpus))
@@ -124,6 +151,7 @@ class OffersView(ConsoleView):
             offers = tuple(sorted(offers, key=lambda o: key(o, self), reverse=self.sort_reverse))
         self.marked &= {o.id for o in page.offers}
         rows = {str(o.id): self._cells(o) for o in offers}
+        self.table.show_sort(self.sort_column, reverse=self.sort_reverse)
         self.table.sync(rows, [str(o.id) for o in offers])
         sort = "" if self.sort_column is None else f"  sorted by {self.sort_column}{'-' if self.sort_reverse else '+'}"
         self.query_one("#offers-title", Static).update(
@@ -154,7 +182,13 @@ class OffersView(ConsoleView):
     @on(Input.Submitted, "#offers-filter")
     def _filter(self, event: Input.Submitted) -> None:
         event.stop()
-        query, order = split_filter(event.value)
+        if self.apply_filter(event.value):
+            self._remember()
+            self.focus_main()
+
+    def apply_filter(self, text: str) -> bool:
+        """Search with ``text`` (``QUERY [-o ORDER]``); False, with the error shown under the bar, when it is bad."""
+        query, order = split_filter(text)
         settings = self.console.settings
         error = self.query_one("#offers-error", Static)
         try:
@@ -163,13 +197,13 @@ class OffersView(ConsoleView):
             self.query_error = exc
             pointer = " " * (exc.column - 1) + "^"
             error.update(f"{exc.query}\n{pointer} {exc.reason} (column {exc.column})")
-            return
+            return False
         self.query_error = None
         error.update("")
         if order:
             self.sort_column = None  # the server's order
         self.console.set_offers_query(body)
-        self.focus_main()
+        return True
 
     def action_mark(self) -> None:
         key = self.table.cursor_key
@@ -200,6 +234,7 @@ class OffersView(ConsoleView):
             self.notify(f"cannot sort by {column!r}", severity="warning")
             return
         self.sort_column, self.sort_reverse = column, reverse
+        self._remember()
         self.rerender()
 
     @on(DataTable.HeaderSelected)
@@ -216,4 +251,12 @@ class OffersView(ConsoleView):
         if not offers:
             self.notify("mark offers with space first", severity="warning")
             return
-        self.console.perform(lambda actions: actions.rent(offers))
+        self.console.perform(lambda actions: self._rent(actions, offers))
+
+    async def _rent(self, actions: ConsoleActions, offers: list[Offer]) -> Outcome:
+        """Rent; the offers that became instances are unmarked (an offer that comes back later is not)."""
+        outcome = await actions.rent(offers)
+        if outcome.offers_rented:
+            self.marked -= set(outcome.offers_rented)
+            self.rerender()
+        return outcome

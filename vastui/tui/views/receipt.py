@@ -7,10 +7,11 @@ when it has one). Receipts are read by the console's worker, never here.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import ClassVar
 
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Markdown, Static
 
 from vastui.tui.campaign_state import PastCampaign, ReceiptPage
@@ -31,6 +32,10 @@ def campaign_cells(c: PastCampaign, *, followed: str | None) -> tuple[Cell, ...]
 
 class ReceiptView(ConsoleView):
     view_name = "receipt"
+    COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("campaign", "▶ marks the campaign the console follows; Enter shows the receipt of the row"),
+        ("receipt", "whether the campaign finished and wrote its receipt"),
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -40,8 +45,8 @@ class ReceiptView(ConsoleView):
 
     def compose(self) -> ComposeResult:
         yield Static("Receipts: reading the store…", id="receipt-title", classes="view-title", markup=False)
-        with Horizontal(id="receipt-panes"):
-            yield KeyedTable(columns=COLUMNS, id="receipt-list")
+        with Vertical(id="receipt-panes"):
+            yield KeyedTable(columns=COLUMNS, drop_order=("created", "phase"), id="receipt-list")
             with VerticalScroll(id="receipt-body"):
                 yield Markdown(NO_RECEIPT, id="receipt-markdown")
 

@@ -17,9 +17,11 @@ def _money(value: float | None) -> str:
     return "?" if value is None else f"${value:,.2f}"
 
 
-def status_text(state: ConsoleState, *, now: float, readonly: bool, pending: PendingDigest | None = None) -> Text:
+def status_text(state: ConsoleState, *, now: float, readonly: bool, scale: float = 1.0,
+                pending: PendingDigest | None = None) -> Text:
     """Two lines: pending approvals (first, so a narrow terminal never cuts them), money and leaks; then freshness
-    per source and the current API error, if any."""
+    per source and the current API error, if any. On a scaled marketplace clock (a simulator) the first line says
+    so: every duration shown is simulated time."""
     user = state.user
     burn = state.burn_usd_per_h
     runway = state.runway_h
@@ -29,9 +31,13 @@ def status_text(state: ConsoleState, *, now: float, readonly: bool, pending: Pen
     if readonly:
         line.append("READ-ONLY ", style="bold reverse")
     if pending is not None:
-        line.append(f"⚑ {pending.count} APPROVAL{'S' if pending.count != 1 else ''} PENDING "
-                    f"(oldest {format_age(pending.oldest_waited_s)}) a·x·ctrl+a", style="bold reverse yellow")
+        # short, so that at 80 columns the money still fits beside it; the footer and ^a say the rest
+        line.append(f"⚑ {pending.count} TO APPROVE, oldest {format_age(pending.oldest_waited_s)}",
+                    style="bold reverse yellow")
         line.append("  ")
+    if scale != 1.0:
+        line.append(f"sim ×{scale:g}", style="bold reverse")
+        line.append(" ")
     line.append(f"credit {_money(user.credit if user else None)}  ")
     line.append(f"burn {'?' if burn is None else f'${burn:,.3f}/h'}  ")
     line.append(f"runway {runway_text}  ")
@@ -71,7 +77,8 @@ class StatusBar(Static):
         super().__init__("", id="status-bar", markup=False)
         self.plain_text = ""
 
-    def show(self, state: ConsoleState, *, now: float, readonly: bool, pending: PendingDigest | None = None) -> None:
-        text = status_text(state, now=now, readonly=readonly, pending=pending)
+    def show(self, state: ConsoleState, *, now: float, readonly: bool, scale: float = 1.0,
+             pending: PendingDigest | None = None) -> None:
+        text = status_text(state, now=now, readonly=readonly, scale=scale, pending=pending)
         self.plain_text = text.plain
         self.update(text)
