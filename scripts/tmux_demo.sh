@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Run `vastui demo` in a real terminal (tmux, 160x48 or the size given): approve every rent by key, wait for the
-# decision, check the screen shows the decision, the runner-up and "proven gone", quit, and check the simulator had
-# zero instances left (the demo's last line and its exit status). Exits non-zero on any miss; the last screen is kept
-# in $OUT_DIR.
+# Run `vastui demo` in a real terminal (tmux, 160x48 or the size given): approve the first rent by key from the
+# Offers view (approvals are global: the status bar counts them there), then every other rent from the Campaign
+# view, wait for the decision, check the screen shows the decision, the runner-up and "proven gone", quit, and check
+# the simulator had zero instances left (the demo's last line and its exit status). Exits non-zero on any miss; the
+# last screen is kept in $OUT_DIR.
 #
 #   scripts/tmux_demo.sh                   # 160x48; uses .venv/bin/vastui, else vastui on PATH
 #   scripts/tmux_demo.sh 80x24             # the smallest terminal the console is made for
@@ -44,6 +45,30 @@ tmux set-option -t "$session" history-limit 5000 >/dev/null
 deadline=$(( $(date +%s) + DEADLINE_S ))
 approved=0
 decided=0
+# first from another view: Offers (1); the status bar says "⚑ N TO APPROVE, oldest …" in every view
+until grep -q "Approvals:" <<<"$(screen)"; do
+  (( $(date +%s) < deadline )) || fail "the console did not open"
+  sleep 0.5
+done
+until grep -q "Offers:" <<<"$(screen)"; do   # a key sent while the terminal still starts up may be lost
+  tmux send-keys -t "$session" 1
+  (( $(date +%s) < deadline )) || fail "the Offers view did not open"
+  sleep 1
+done
+until grep -q "TO APPROVE, oldest" <<<"$(screen)"; do
+  [[ -s "$status_file" ]] && fail "the demo ended before its first approval: $(cat "$status_file")"
+  (( $(date +%s) < deadline )) || fail "no pending approval counted on the Offers view's status bar"
+  sleep 0.5
+done
+grep -q "Approvals:" <<<"$(screen)" && fail "the console did not stay on the Offers view"
+tmux send-keys -t "$session" a
+approved=$((approved + 1))
+until grep -q "approved r[0-9]" <<<"$(screen)"; do
+  (( $(date +%s) < deadline )) || fail "the approval from the Offers view was not taken"
+  sleep 0.3
+done
+screen > "$OUT_DIR/approved-from-offers.txt"
+tmux send-keys -t "$session" 5
 while (( $(date +%s) < deadline )); do
   [[ -s "$status_file" ]] && fail "the demo ended before its decision: $(cat "$status_file")"
   text="$(flat)"
@@ -78,4 +103,4 @@ while (( $(date +%s) < deadline )) && [[ ! -s "$status_file" ]]; do sleep 0.5; d
 grep -q "^exit=0$" "$status_file" || fail "the demo exited with $(cat "$status_file")"
 tmux capture-pane -p -J -S - -t "$session" > "$log"
 grep -q "the simulator lists 0 instance(s) after the campaign" "$log" || fail "the simulator did not end with zero instances"
-echo "tmux_demo: OK at ${cols}x${rows} — $approved approval key(s), decision and runner-up shown, every instance proven gone, simulator lists 0 (screens in $OUT_DIR)"
+echo "tmux_demo: OK at ${cols}x${rows} — $approved approval key(s) (the first from the Offers view), decision and runner-up shown, every instance proven gone, simulator lists 0 (screens in $OUT_DIR)"

@@ -27,6 +27,27 @@ class FakeClock:
         await asyncio.sleep(0)
 
 
+class FakeWallClock:
+    """The operator's clock, moved only by ``advance``; ``sleep`` really waits until it has been moved that far."""
+
+    def __init__(self, start: float = 1_000.0) -> None:
+        self._now = start
+        self._moved = asyncio.Event()
+
+    def now(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        self._now += seconds
+        self._moved.set()
+        self._moved = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        target = self._now + max(0.0, seconds)
+        while self._now < target:
+            await self._moved.wait()
+
+
 class FakeVastApi:
     """A scripted stand-in for the live Vast.ai API (the one thing tests cannot reach): an ``httpx`` transport
     handler that answers from a queue of scripted responses (then ``default``) and records every request.

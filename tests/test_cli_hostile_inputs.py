@@ -139,7 +139,8 @@ def test_the_console_script_gives_one_line_for_a_broken_url() -> None:
 
 @pytest.mark.parametrize(("line", "key"), [("db_path = 7", "db_path"), ("url = 8765", "url"),
                                             ("ssh_key = true", "ssh_key"), ("theme = ['dark']", "theme"),
-                                            ("money_confirm_over_usd = 'lots'", "money_confirm_over_usd")])
+                                            ("money_confirm_over_usd = 'lots'", "money_confirm_over_usd"),
+                                            ("approval_expiry_min = 'soon'", "approval_expiry_min")])
 def test_a_config_value_of_the_wrong_type_is_refused(tmp_path: Path, line: str, key: str) -> None:
     config_dir = tmp_path / "cfg"
     config_dir.mkdir()
@@ -153,7 +154,19 @@ def test_a_config_value_of_the_wrong_type_is_refused(tmp_path: Path, line: str, 
 def test_config_values_of_the_right_type_still_load(tmp_path: Path) -> None:
     config_dir = tmp_path / "cfg"
     config_dir.mkdir()
-    (config_dir / "config.toml").write_text(f"db_path = '{tmp_path}/x.db'\nmoney_confirm_over_usd = 5\n")
+    (config_dir / "config.toml").write_text(f"db_path = '{tmp_path}/x.db'\nmoney_confirm_over_usd = 5\n"
+                                            "approval_expiry_min = 30\n")
     settings = load_settings(env={"VASTUI_CONFIG_DIR": str(config_dir), "VASTUI_DATA_DIR": str(tmp_path)},
                              home=tmp_path)
     assert settings.db_path == tmp_path / "x.db" and settings.money_confirm_over_usd == 5.0
+    assert settings.approval_expiry_s == 30 * 60.0
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+def test_an_approval_expiry_that_is_not_a_positive_number_of_minutes_is_refused(tmp_path: Path, value: str) -> None:
+    with pytest.raises(ConfigError, match="approval_expiry_min"):
+        load_settings(env={"VASTUI_CONFIG_DIR": str(tmp_path / "cfg"), "VASTUI_DATA_DIR": str(tmp_path),
+                           "VASTUI_APPROVAL_EXPIRY_MIN": value}, home=tmp_path)
+    default = load_settings(env={"VASTUI_CONFIG_DIR": str(tmp_path / "cfg"), "VASTUI_DATA_DIR": str(tmp_path)},
+                            home=tmp_path)
+    assert default.approval_expiry_s == 15 * 60.0

@@ -175,7 +175,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         from vastui.cli_campaign_console import demo_in_console
 
         return demo_in_console(args, data_dir=settings.data_dir, printer=_printer(console, args.quiet),
-                               summary=_summary)
+                               summary=_summary, expiry_s=settings.approval_expiry_s)
     result = run_async(run_demo(
         seed=args.seed, time_scale=args.time_scale, data_dir=settings.data_dir,
         on_plan=lambda text: console.print(text, highlight=False, markup=False),
@@ -272,6 +272,8 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
     if not args.approve_plan and not sys.stdin.isatty():
         raise ConfigError(NO_TTY)
     console = Console(stderr=args.json, soft_wrap=True)
+    expiry_s = load_settings(url=args.url, api_key=args.api_key, db_path=args.db,
+                             ssh_key=args.ssh_key).approval_expiry_s
 
     async def body(services: Services) -> int:
         campaign_id = new_campaign_id()
@@ -282,7 +284,8 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
             # The console shows the plan and queues every rent for a key (`A` approves the plan as a whole).
             handle = start_campaign(services, manifest=manifest, plan=plan, plan_approved=args.approve_plan,
                                     plan_approved_by="approve-plan flag",
-                                    policy=OutsidePlanRefuser() if args.approve_plan else None)
+                                    policy=OutsidePlanRefuser() if args.approve_plan else None,
+                                    expiry_s=expiry_s)
             watch_for_exit(handle, resume_command(campaign_id, args))
             result = await run_in_console(services, handle, time_scale=args.time_scale,
                                           on_detach=_printer(console, False))
@@ -303,7 +306,8 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
                                     plan_approved_by="approve-plan flag" if args.approve_plan else "operator prompt",
                                     policy=OutsidePlanRefuser() if args.approve_plan else None,
                                     operator=None if args.approve_plan else PromptApprover(ask_on_terminal,
-                                                                                           clock=services.clock))
+                                                                                           clock=services.clock),
+                                    expiry_s=expiry_s)
             watch_for_exit(handle, resume_command(campaign_id, args))
             receipt = (await handle.result(abort_if_cancelled="interrupted at the terminal")).receipt
         finally:

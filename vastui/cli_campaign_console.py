@@ -28,9 +28,6 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from vastui.tui.services import ConsoleSettings
 
-# An approval waits this many wall seconds for a key (the request's expiry is on the campaign's clock).
-APPROVAL_WAIT_WALL_S = 600.0
-
 
 def console_settings(*, time_scale: float) -> ConsoleSettings:
     """Refresh intervals on the campaign's clock, so that at any time scale the console polls the marketplace at
@@ -71,9 +68,10 @@ async def run_in_console(services: Services, handle: CampaignHandle, *, time_sca
     if app.control.leaving is not Leaving.DETACHED:
         handle.abort("the console closed while the campaign ran")
     else:
-        # Nobody is at the keys any more: what waits for an answer is withdrawn (no new spend without an operator),
-        # and a later request expires as refused; what is rented is measured, decided, destroyed and proven gone.
-        handle.broker.cancel_pending("the operator detached the console")
+        # Nobody is at the keys any more: the leave dialog asked what becomes of the pending requests; from now on a
+        # request that no rule or approved plan grants is refused at once (no new spend without an operator). What
+        # is rented is measured, decided, destroyed and proven gone.
+        handle.broker.stop_asking("the operator detached the console")
     stop = services.bus.listen(on_detach)
     try:
         return await handle.result(abort_if_cancelled="interrupted at the terminal after detaching")
@@ -82,14 +80,15 @@ async def run_in_console(services: Services, handle: CampaignHandle, *, time_sca
 
 
 def demo_in_console(args: argparse.Namespace, *, data_dir: Path | None,
-                    printer: Callable[[Event], None], summary: Callable[[Receipt], str]) -> int:
-    """``vastui demo`` on a terminal: the console on the embedded simulator, the demo campaign waiting for keys."""
+                    printer: Callable[[Event], None], summary: Callable[[Receipt], str], expiry_s: float) -> int:
+    """``vastui demo`` on a terminal: the console on the embedded simulator, the demo campaign waiting for keys
+    (each request for ``expiry_s`` wall seconds, however fast the simulated clock runs)."""
     from vastui.sim.demo import open_demo
 
     async def run() -> tuple[CampaignResult, int, Path]:
         async with open_demo(seed=args.seed, time_scale=args.time_scale,
                              data_dir=data_dir) as demo:
-            handle = demo.start(plan_approved=False, expiry_s=APPROVAL_WAIT_WALL_S * args.time_scale)
+            handle = demo.start(plan_approved=False, expiry_s=expiry_s)
             watch_for_exit(handle, ())
             result = await run_in_console(demo.services, handle, time_scale=args.time_scale, on_detach=printer)
             return result, await demo.instances_left(), demo.db_path

@@ -26,6 +26,19 @@ class WallClock:
         await asyncio.sleep(max(0.0, seconds))
 
 
+class MonotonicClock:
+    """The operator's time: monotonic wall seconds (not epoch), never scaled, never moved by an NTP step.
+
+    What a human is given to answer in (an approval's expiry) is measured on it, whatever the marketplace's clock.
+    """
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+
+
 class ScaledClock:
     """A clock that runs ``scale`` times faster than the wall clock, starting at ``origin`` (epoch seconds).
 
@@ -45,6 +58,12 @@ class ScaledClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds) / self.scale)
+
+    def advance(self, seconds: float) -> None:
+        """Jump forward by ``seconds`` of this clock at once (a simulated market that skips ahead)."""
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise ValueError("a clock only jumps forward, by a finite number of seconds")
+        self._origin += seconds
 
 
 # The simulator's own reading of its clock, with sub-second digits, on every answer: a bridge for the test rig (a

@@ -7,6 +7,7 @@ Nothing here runs at import time; ``load_settings`` reads the environment when c
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import tomllib
@@ -246,6 +247,7 @@ class Settings:
     known_hosts_path: Path
     theme: str | None = None                  # the console's theme (a themes/*.tcss name); None: the default
     money_confirm_over_usd: float = 20.0      # console: a prepay or transfer above this must be typed to confirm
+    approval_expiry_s: float = 900.0          # a campaign's request waits this long (wall time) for an answer
 
 
 def _read_toml(path: Path) -> dict[str, object]:
@@ -320,6 +322,13 @@ def load_settings(
         raise ConfigError(f"money_confirm_over_usd must be a number of USD, not {threshold_text!r}") from exc
     if not threshold >= 0:
         raise ConfigError(f"money_confirm_over_usd must be zero or more, not {threshold_text!r}")
+    expiry_text = pick(None, "VASTUI_APPROVAL_EXPIRY_MIN", "approval_expiry_min", number=True) or "15"
+    try:
+        expiry_min = float(expiry_text)
+    except ValueError as exc:
+        raise ConfigError(f"approval_expiry_min must be a number of minutes, not {expiry_text!r}") from exc
+    if not (math.isfinite(expiry_min) and expiry_min > 0):
+        raise ConfigError(f"approval_expiry_min must be a positive number of minutes, not {expiry_text!r}")
     default_ssh = home / ".ssh" / "id_ed25519"
     ssh_path = Path(ssh).expanduser() if ssh else (default_ssh if default_ssh.is_file() else None)
     return Settings(
@@ -332,4 +341,5 @@ def load_settings(
         known_hosts_path=data_dir / "known_hosts",
         theme=theme,
         money_confirm_over_usd=threshold,
+        approval_expiry_s=60.0 * expiry_min,
     )

@@ -42,14 +42,15 @@ class AbortRequested(Event):
 @dataclass(frozen=True, slots=True)
 class ApprovalRequested(Event):
     """A request entered the approval broker. Its facts are fields: a view shows them and answers by
-    ``request_id`` (``ApprovalBroker.approve`` / ``refuse``). Unanswered at ``expires_at``, it counts as refused."""
+    ``request_id`` (``ApprovalBroker.approve`` / ``refuse``). Unanswered for ``expires_in_s`` wall seconds (the
+    operator's time, whatever the campaign's clock), it counts as refused."""
 
     request_id: str
     campaign_id: str | None
     action: str
     target: str
     summary: str
-    expires_at: float
+    expires_in_s: float
     offer_id: int | None = None
     instance_id: int | None = None
     gpu_name: str | None = None
@@ -75,7 +76,7 @@ class ApprovalAnswered(Event):
 
 @dataclass(frozen=True, slots=True)
 class ApprovalExpired(Event):
-    """Nobody answered before ``expires_at``: the request counts as refused (and is audited so)."""
+    """Nobody answered in time (wall time): the request counts as refused (and is audited so)."""
 
     request_id: str
     campaign_id: str | None

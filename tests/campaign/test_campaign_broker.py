@@ -91,6 +91,7 @@ def bus(events: list[Event]) -> EventBus:
 
 def broker_for(clock: ManualClock, bus: EventBus, store: SqliteStore, **options: object) -> ApprovalBroker:
     terms = PlanTerms(campaign_id=CAMPAIGN, offer_ids=PLAN_OFFERS, max_spend_usd=4.0)
+    options.setdefault("wall", clock)   # one clock for both: these tests move time by hand
     return ApprovalBroker(clock=clock, bus=bus, audit=store, terms=terms, expiry_s=EXPIRY_S, **options)  # type: ignore[arg-type]
 
 
@@ -105,7 +106,7 @@ async def test_several_requests_wait_at_once_and_are_answered_by_id(clock: Manua
     assert (first.action, first.offer_id, first.instance_id, first.gpu_name, first.num_gpus) == (
         Action.CREATE_INSTANCE, 501, None, "RTX_4090", 2)
     assert (first.dph_usd, first.cost_cap_usd, first.campaign_id) == (0.55, 1.0, CAMPAIGN)
-    assert first.deadline_at == 1_800_003_600.0 and first.expires_at == clock.now() + EXPIRY_S
+    assert first.deadline_at == 1_800_003_600.0 and first.expires_wall_s == clock.now() + EXPIRY_S
     assert pending[3].instance_id == 9 and pending[3].offer_id is None and not pending[3].is_spending
 
     assert broker.approve(pending[1].request_id, by="key a")
@@ -272,3 +273,45 @@ async def test_an_unanswered_prompt_expires_as_a_refusal(clock: ManualClock, bus
     assert await asyncio.wait_for(asker, WAIT_S) is None
     [record] = await store.audit_records(campaign_id=CAMPAIGN)
     assert record.kind == "declined" and "expired" in record.outcome
+
+
+async def test_expiry_is_wall_time_and_an_expired_request_cannot_be_approved(bus: EventBus, store: SqliteStore,
+                                                                             events: list[Event]) -> None:
+    market, wall = ManualClock(), ManualClock(start=500.0)   # the campaign's clock and the operator's
+    broker = broker_for(market, bus, store, wall=wall)
+    first = asyncio.create_task(broker.request(rent(501)))
+    second = asyncio.create_task(broker.request(rent(502)))
+    await until(lambda: len(broker.pending()) == 2, "two pending rents")
+    market.advance(20 * 60.0)   # a simulator at x120 moves 20 minutes in 10 wall seconds
+    await asyncio.sleep(0.05)
+    assert not first.done() and len(broker.pending()) == 2, "the marketplace's clock does not expire a request"
+    pending = broker.pending()[0]
+    assert pending.expires_in_s(wall.now()) == EXPIRY_S and pending.waited_s(wall.now()) == 0.0
+
+    wall.advance(EXPIRY_S)   # its time is up; its timer has not run yet (nothing awaited since)
+    assert pending.is_expired(wall.now())
+    assert not broker.approve(pending.request_id, by="key a"), "expiry refuses, never approves"
+    assert broker.approve_plan(by="key A") == 0, "the plan does not grant an expired request either"
+    assert await asyncio.wait_for(first, WAIT_S) is None
+    assert await asyncio.wait_for(second, WAIT_S) is None
+    records = await store.audit_records(campaign_id=CAMPAIGN)
+    assert [(r.kind, "expired" in r.outcome) for r in records] == [("declined", True), ("declined", True)]
+    assert len([e for e in events if isinstance(e, ApprovalExpired)]) == 2
+    assert [e.expires_in_s for e in events if isinstance(e, ApprovalRequested)] == [EXPIRY_S, EXPIRY_S]
+
+
+async def test_once_nobody_answers_what_waits_and_what_comes_is_refused_unless_the_plan_covers_it(
+        clock: ManualClock, bus: EventBus, store: SqliteStore) -> None:
+    broker = broker_for(clock, bus, store)
+    waiting = asyncio.create_task(broker.request(rent(999)))
+    await until(lambda: len(broker.pending()) == 1, "a pending rent")
+    assert broker.approve_plan(by="detach: the printed plan") == 0
+    assert broker.stop_asking("the operator detached") == 1
+    assert await asyncio.wait_for(waiting, WAIT_S) is None
+    assert await asyncio.wait_for(broker.request(rent(998)), WAIT_S) is None, "refused at once, not left to expire"
+    within = await asyncio.wait_for(broker.request(rent(501)), WAIT_S)
+    assert within is not None and within.granted_by == "detach: the printed plan"
+    records = await store.audit_records(campaign_id=CAMPAIGN)
+    assert [(r.kind, r.target) for r in records] == [("declined", offer_target(999)), ("declined", offer_target(998)),
+                                                    ("approval", offer_target(501))]
+    assert all("the operator detached" in r.outcome for r in records[:2])

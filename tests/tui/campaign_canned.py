@@ -51,7 +51,8 @@ def pending() -> tuple[PendingApproval, ...]:
                                  summary=f"rent offer {offer} ({gpu} x{count}) for candidate {cid}, at most "
                                          f"${cap:.2f} over 30 min", campaign_id=CID, offer_id=offer,
                                  instance_id=None, gpu_name=gpu, num_gpus=count, dph_usd=dph, cost_cap_usd=cap,
-                                 deadline_at=NOW + 1800.0, requested_at=NOW - 20.0, expires_at=NOW + 880.0)
+                                 deadline_at=NOW + 1800.0, requested_at=NOW - 20.0, asked_wall_s=NOW - 20.0,
+                                 expires_wall_s=NOW + 880.0)
                  for n, (cid, offer, gpu, count, dph, cap) in enumerate(
                      (("c3", 9003, "RTX_3090", 1, 0.28, 0.31), ("r1", 9004, "RTX_4080", 1, 0.35, 0.39)), start=4))
 

@@ -14,6 +14,7 @@ from textual.pilot import Pilot
 
 from vastui.campaign.handle import CampaignHandle
 from vastui.cli_campaign_console import console_settings
+from vastui.clock import Clock
 from vastui.events import Event
 from vastui.sim.demo import DemoSession, open_demo
 from vastui.tui.app import VastuiApp
@@ -49,17 +50,19 @@ class CampaignConsole:
 
 
 @asynccontextmanager
-async def campaign_console(tmp_path: Path, *, seed: int, expiry_s: float = 3600.0 * TIME_SCALE,
-                           max_candidates: int = 3) -> AsyncIterator[CampaignConsole]:
-    """The demo campaign started (waiting for approvals) and a console following it (not yet running)."""
-    async with open_demo(seed=seed, time_scale=TIME_SCALE, data_dir=tmp_path / "data",
+async def campaign_console(tmp_path: Path, *, seed: int, expiry_s: float = 3600.0,
+                           max_candidates: int = 3, wall: Clock | None = None,
+                           time_scale: float = TIME_SCALE) -> AsyncIterator[CampaignConsole]:
+    """The demo campaign started (waiting for approvals) and a console following it (not yet running). Requests
+    expire after ``expiry_s`` seconds of ``wall`` (the real monotonic clock unless a test passes its own)."""
+    async with open_demo(seed=seed, time_scale=time_scale, data_dir=tmp_path / "data",
                          manifest_path=fast_manifest(tmp_path / "m", max_candidates=max_candidates)) as demo:
         events: list[Event] = []
         demo.services.bus.listen(events.append)
-        handle = demo.start(plan_approved=False, expiry_s=expiry_s)
+        handle = demo.start(plan_approved=False, expiry_s=expiry_s, wall=wall)
         services = Services(market=demo.client, clock=demo.services.clock, bus=demo.services.bus,
                             store=demo.services.store, audit=demo.services.store)
-        app = VastuiApp(services=services, settings=console_settings(time_scale=TIME_SCALE), campaign=handle)
+        app = VastuiApp(services=services, settings=console_settings(time_scale=time_scale), campaign=handle)
         try:
             yield CampaignConsole(app, demo, handle, events)
         finally:

@@ -81,7 +81,7 @@ async def test_refusing_one_rent_leaves_its_candidate_out_and_abort_during_the_r
 
 
 async def test_an_unanswered_approval_expires_and_is_audited_as_refused(tmp_path: Path) -> None:
-    async with campaign_console(tmp_path, seed=5, expiry_s=300.0) as console:
+    async with campaign_console(tmp_path, seed=5, expiry_s=3.0) as console:   # wall seconds
         app = console.app
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_until(pilot, lambda: pending_count(console) > 0, what="the first approval request")
@@ -139,7 +139,14 @@ async def test_detach_leaves_the_console_and_the_campaign_runs_on(tmp_path: Path
             await pilot.press("q")
             await wait_until(pilot, lambda: isinstance(app.screen, ChoiceDialog), what="the leave dialog")
             await pilot.press("tab", "tab", "enter")   # Detach
+            await wait_until(pilot, lambda: isinstance(app.screen, ChoiceDialog)
+                             and app.screen.title_text.startswith("Detach: what about"),
+                             what="the question about the pending requests")
+            await pilot.press("tab", "enter")   # Approve the plan's, detach
             await until(lambda: not app.is_running, "the console to quit")
         assert app.control.leaving is Leaving.DETACHED
         assert not console.handle.is_done and console.handle.abort_reason is None, "the campaign runs on"
-        assert console.handle.snapshot().pending_approvals, "its requests still wait for an answer"
+        assert console.handle.broker.is_plan_approved, "the printed plan was approved on leaving"
+        assert console.handle.snapshot().pending_approvals == (), "nothing left waiting for nobody"
+        granted = [e for e in console.events if isinstance(e, ApprovalAnswered) and e.granted]
+        assert granted and all(e.answered_by == "console key detach: the printed plan" for e in granted)

@@ -139,6 +139,17 @@ class Receipt:
     notes: tuple[str, ...] = ()
 
     @property
+    def never_measured(self) -> tuple[str, ...]:
+        """The candidates with no measured block (refused, expired, skipped, failed before measuring)."""
+        return tuple(c.candidate_id for c in self.candidates if not c.is_measured)
+
+    @property
+    def is_provisional(self) -> bool:
+        """A decision is provisional when it rests on a prior, or when some candidate was never measured: the
+        choice was made among fewer than the plan's candidates."""
+        return self.decision.provisional or bool(self.never_measured)
+
+    @property
     def teardown_passed(self) -> bool:
         """Teardown is a pass/fail test: nothing left running and every destroyed instance proven gone."""
         return not self.leaked_instance_ids and all(d.is_proven_gone for d in self.destroyed)
@@ -156,6 +167,8 @@ def receipt_to_dict(receipt: Receipt, *, redact: Redact | None = None) -> dict[s
     assert isinstance(data, dict)
     data["version"] = RECEIPT_VERSION
     data["teardown_passed"] = receipt.teardown_passed
+    data["never_measured"] = list(receipt.never_measured)
+    data["provisional"] = receipt.is_provisional
     data["resume_command"] = receipt.resume_command
     return data
 
@@ -261,8 +274,15 @@ def _md_decision(r: Receipt) -> str:
                                             if d.break_even_units is None
                                             else f"{d.break_even_units:,.0f} units (the two swap places there)"))
     lines.append(f"- SLO met: {'yes' if d.slo_met else 'no'}")
-    lines.append("- Provisional: " + ("**yes** — a finalist's throughput is a provider dlperf prior, not a measurement"
-                                       if d.provisional else "no — every finalist was measured"))
+    reasons = []
+    if d.provisional:
+        reasons.append("a finalist's throughput is a provider dlperf prior, not a measurement")
+    if r.never_measured:
+        measured = len(r.candidates) - len(r.never_measured)
+        reasons.append(f"never measured: {', '.join(r.never_measured)} (decided on {measured} of "
+                       f"{len(r.candidates)} candidates)")
+    lines.append("- Provisional: " + ("**yes** — " + "; ".join(reasons) if reasons
+                                       else "no — every candidate was measured"))
     if d.chosen is not None:
         lines.append(f"- Why: {d.reason}")
     return "\n".join(lines)

@@ -8,8 +8,14 @@ A request is answered, in this order, by:
 3. a ``policy`` — an approver that decides without a human (``--approve-plan``, "no terminal: refuse") — when one
    is given: its answer is final;
 4. otherwise a human: a view calls ``approve(request_id)`` / ``refuse(request_id)``, or the ``operator`` (a terminal
-   prompt) is asked, one request at a time so two prompts never interleave. Unanswered at ``expires_at`` (campaign
-   clock), the request counts as refused.
+   prompt) is asked, one request at a time so two prompts never interleave. Unanswered at ``expires_wall_s``, the
+   request counts as refused.
+
+Expiry is the operator's time, not the marketplace's: it is measured on ``wall`` (a monotonic wall clock by
+default), so a simulator running 120 times faster than the wall still leaves a human the whole expiry to answer. A
+request whose time is up cannot be granted, even in the instant before its timer fires: ``approve`` expires it
+instead (expiry refuses, it never approves). Once nobody is left to answer (``stop_asking``, the console detached),
+a request that no rule or plan grants is refused at once.
 
 Every grant, refusal, expiry and cancellation goes to the audit log and to the bus (``events_live.Approval*``).
 The broker is an ``Approver``: the engine asks it like any other.
@@ -26,7 +32,7 @@ from typing import Any
 
 from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRecord, AuditSink
 from vastui.campaign.approvers import PlanApprover, PlanTerms
-from vastui.clock import Clock
+from vastui.clock import Clock, MonotonicClock
 from vastui.errors import ApprovalRequired, VastuiError
 from vastui.events import EventBus
 from vastui.events_live import ApprovalAnswered, ApprovalCancelled, ApprovalExpired, ApprovalRequested
@@ -47,7 +53,10 @@ class RequestState(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class PendingApproval:
-    """A request waiting for an answer, with its facts as fields (times on the campaign clock)."""
+    """A request waiting for an answer, with its facts as fields.
+
+    ``requested_at`` and ``deadline_at`` are on the campaign's clock; ``asked_wall_s`` and ``expires_wall_s`` are
+    readings of the broker's ``wall`` clock (monotonic seconds: compare them with ``broker.wall.now()`` only)."""
 
     request_id: str
     action: Action
@@ -62,11 +71,23 @@ class PendingApproval:
     cost_cap_usd: float | None
     deadline_at: float | None
     requested_at: float
-    expires_at: float
+    asked_wall_s: float
+    expires_wall_s: float
 
     @property
     def is_spending(self) -> bool:
         return self.action is Action.CREATE_INSTANCE
+
+    def waited_s(self, wall_now: float) -> float:
+        """Wall seconds since it was asked."""
+        return max(0.0, wall_now - self.asked_wall_s)
+
+    def expires_in_s(self, wall_now: float) -> float:
+        """Wall seconds left to answer it (0 once expired)."""
+        return max(0.0, self.expires_wall_s - wall_now)
+
+    def is_expired(self, wall_now: float) -> bool:
+        return wall_now >= self.expires_wall_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +115,12 @@ class ApprovalBroker:
 
     def __init__(self, *, clock: Clock, bus: EventBus, audit: AuditSink, terms: PlanTerms | None = None,
                  policy: Approver | None = None, operator: Approver | None = None,
-                 expiry_s: float = DEFAULT_EXPIRY_S) -> None:
+                 expiry_s: float = DEFAULT_EXPIRY_S, wall: Clock | None = None) -> None:
         if expiry_s <= 0:
             raise ValueError("expiry_s must be positive")
         self._clock, self._bus, self._audit = clock, bus, audit
+        self.wall: Clock = wall if wall is not None else MonotonicClock()
+        self._nobody_answers: str | None = None
         self._terms = terms
         self._plan: PlanApprover | None = None
         self._policy, self._operator = policy, operator
@@ -119,9 +142,13 @@ class ApprovalBroker:
 
     # --- what a view (or the campaign) calls -------------------------------------------------------------------
     def approve(self, request_id: str, *, by: str = "operator") -> bool:
-        """Grant one pending request; False when it is no longer pending (answered, expired or unknown)."""
+        """Grant one pending request; False when it is no longer pending (answered, expired or unknown). A request
+        whose time is up is expired here, not granted."""
         entry = self._open.get(request_id)
         if entry is None or entry.answer.done():
+            return False
+        if entry.pending.is_expired(self.wall.now()):
+            entry.answer.set_result(self._expired())
             return False
         approval = Approval(entry.request, granted_by=by, granted_at=self._clock.now())
         entry.answer.set_result(_Answer(RequestState.GRANTED, approval, by))
@@ -145,9 +172,11 @@ class ApprovalBroker:
             self._plan = PlanApprover(self._terms, clock=self._clock, granted_by=by)
             for instance_id in self._owned:
                 self._plan.mark_owned(instance_id)
-        granted = 0
+        granted, wall_now = 0, self.wall.now()
         for entry in list(self._open.values()):
-            if not entry.answer.done() and (approval := self._plan.grant(entry.request)) is not None:
+            if not entry.answer.done() and entry.pending.is_expired(wall_now):
+                entry.answer.set_result(self._expired())
+            elif not entry.answer.done() and (approval := self._plan.grant(entry.request)) is not None:
                 entry.answer.set_result(_Answer(RequestState.GRANTED, approval, approval.granted_by))
                 granted += 1
         return granted
@@ -165,6 +194,17 @@ class ApprovalBroker:
         """From now on no rent is granted; every pending request is cancelled. Returns how many were."""
         self._aborting = reason
         return self.cancel_pending(reason)
+
+    def stop_asking(self, reason: str) -> int:
+        """Nobody is left to answer (the operator detached): every pending request that needs a human is refused
+        now, and so is every later one that no rule or approved plan grants. Returns how many were refused."""
+        self._nobody_answers = reason
+        refused = 0
+        for entry in list(self._open.values()):
+            if not entry.answer.done():
+                entry.answer.set_result(_Answer(RequestState.REFUSED, None, "campaign", reason))
+                refused += 1
+        return refused
 
     def cancel_pending(self, reason: str) -> int:
         cancelled = 0
@@ -191,19 +231,20 @@ class ApprovalBroker:
         return answer.approval if answer.state is RequestState.GRANTED else None
 
     def _enter(self, request: ApprovalRequest) -> _Entry:
-        now = self._clock.now()
+        now, wall_now = self._clock.now(), self.wall.now()
         request_id = f"r{next(self._ids)}"
         pending = PendingApproval(
             request_id=request_id, action=request.action, target=request.target, summary=request.summary,
             campaign_id=request.campaign_id, offer_id=_target_id(request.target, "offer"),
             instance_id=_target_id(request.target, "instance"), gpu_name=request.gpu_name,
             num_gpus=request.num_gpus, dph_usd=request.dph_usd, cost_cap_usd=request.cost_cap_usd,
-            deadline_at=request.deadline_at, requested_at=now, expires_at=now + self.expiry_s)
+            deadline_at=request.deadline_at, requested_at=now, asked_wall_s=wall_now,
+            expires_wall_s=wall_now + self.expiry_s)
         entry = _Entry(pending, request, asyncio.get_running_loop().create_future())
         self._open[request_id] = entry
         self._bus.publish(ApprovalRequested(
             at=now, request_id=request_id, campaign_id=pending.campaign_id, action=str(pending.action),
-            target=pending.target, summary=pending.summary, expires_at=pending.expires_at, offer_id=pending.offer_id,
+            target=pending.target, summary=pending.summary, expires_in_s=self.expiry_s, offer_id=pending.offer_id,
             instance_id=pending.instance_id, gpu_name=pending.gpu_name, num_gpus=pending.num_gpus,
             dph_usd=pending.dph_usd, cost_cap_usd=pending.cost_cap_usd, deadline_at=pending.deadline_at))
         return entry
@@ -230,9 +271,11 @@ class ApprovalBroker:
         return _Answer(RequestState.GRANTED, approval, approval.granted_by)
 
     async def _by_human(self, entry: _Entry) -> _Answer:
-        """Wait for a view's answer or the operator's, until the request expires."""
+        """Wait for a view's answer or the operator's, until the request expires (on the wall clock)."""
+        if self._nobody_answers is not None:
+            return _Answer(RequestState.REFUSED, None, "campaign", self._nobody_answers)
         prompt = asyncio.create_task(self._prompt(entry)) if self._operator is not None else None
-        timer = asyncio.create_task(self._clock.sleep(max(0.0, entry.pending.expires_at - self._clock.now())))
+        timer = asyncio.create_task(self._expiry(entry.pending))
         waiting: set[asyncio.Future[Any]] = {entry.answer, timer}
         try:
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -242,7 +285,15 @@ class ApprovalBroker:
                 prompt.cancel()
         if entry.answer.done():
             return entry.answer.result()
-        return _Answer(RequestState.EXPIRED, None, "expiry", f"unanswered for {self.expiry_s:.0f} s")
+        return self._expired()
+
+    async def _expiry(self, pending: PendingApproval) -> None:
+        """Return once the wall clock reaches the request's expiry (a sleep that woke early sleeps again)."""
+        while not pending.is_expired(self.wall.now()):
+            await self.wall.sleep(pending.expires_wall_s - self.wall.now())
+
+    def _expired(self) -> _Answer:
+        return _Answer(RequestState.EXPIRED, None, "expiry", f"unanswered for {self.expiry_s:.0f} wall seconds")
 
     async def _prompt(self, entry: _Entry) -> None:
         """Ask the operator about this request once the prompts before it are answered (one at a time)."""
@@ -253,7 +304,9 @@ class ApprovalBroker:
             approval = await self._operator.request(entry.request)
         if entry.answer.done():
             return
-        if approval is None:
+        if entry.pending.is_expired(self.wall.now()):
+            entry.answer.set_result(self._expired())
+        elif approval is None:
             entry.answer.set_result(_Answer(RequestState.REFUSED, None, "operator prompt", "refused at the prompt"))
         else:
             entry.answer.set_result(_Answer(RequestState.GRANTED, approval, approval.granted_by))

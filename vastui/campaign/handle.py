@@ -28,6 +28,7 @@ from vastui.campaign.plan import Plan
 from vastui.campaign.session import Services, make_engine, record_campaign, write_receipt
 from vastui.campaign.snapshot import CampaignSnapshot, CampaignStage
 from vastui.campaign.tracker import CampaignTracker
+from vastui.clock import Clock
 from vastui.errors import VastuiError
 from vastui.events import EventBus, Subscription
 from vastui.events_live import AbortRequested
@@ -157,17 +158,18 @@ class CampaignHandle:
 def start_campaign(services: Services, *, manifest: Manifest, plan: Plan, plan_approved: bool = False,
                    policy: Approver | None = None, operator: Approver | None = None,
                    expiry_s: float = DEFAULT_EXPIRY_S, plan_approved_by: str = "approve-plan",
-                   on_owned: Callable[[int], None] | None = None) -> CampaignHandle:
+                   on_owned: Callable[[int], None] | None = None, wall: Clock | None = None) -> CampaignHandle:
     """Start a planned campaign in the running event loop and return its handle at once.
 
     Approvals go through the handle's ``broker``: ``plan_approved`` approves the printed plan as a whole up front;
     a ``policy`` (an approver that needs no human) answers every request the rules leave; otherwise requests wait
-    for a view (``handle.broker.approve(id)``) or the ``operator`` (a terminal prompt), each until ``expiry_s``
-    (campaign clock) and then count as refused. Destroys of the campaign's own instances never wait.
+    for a view (``handle.broker.approve(id)``) or the ``operator`` (a terminal prompt), each for ``expiry_s`` seconds
+    of ``wall`` (the operator's clock: monotonic wall time unless a test gives another) and then count as refused.
+    Destroys of the campaign's own instances never wait.
     """
     terms = PlanTerms(campaign_id=plan.campaign_id, offer_ids=plan.offer_ids, max_spend_usd=plan.budget_usd)
     broker = ApprovalBroker(clock=services.clock, bus=services.bus, audit=services.store, terms=terms,
-                            policy=policy, operator=operator, expiry_s=expiry_s)
+                            policy=policy, operator=operator, expiry_s=expiry_s, wall=wall)
     if plan_approved:
         broker.approve_plan(by=plan_approved_by)
     return CampaignHandle(services, manifest=manifest, plan=plan, broker=broker, on_owned=on_owned)

@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from vastui.approval import AuditRecord
+from vastui.approval import Action, AuditRecord, offer_target
 from vastui.bench.attribution import Attribution, Readings, attribute, startup_share
 from vastui.bench.cost import CostInputs, cost_interval
 from vastui.bench.manifest import Manifest
@@ -88,10 +88,20 @@ def candidate_report(run: CandidateRun, *, manifest: Manifest, decision: Decisio
         runs=run.measured_runs, billed_usd=billed_usd)
 
 
-def approvals_from(audit: Sequence[AuditRecord]) -> tuple[ApprovalRecord, ...]:
+def approvals_from(audit: Sequence[AuditRecord],
+                   caps: Mapping[str, float] | None = None) -> tuple[ApprovalRecord, ...]:
+    """The approvals granted, with the cost cap each rent was approved under (``caps``: by approval target)."""
+    caps = caps or {}
     return tuple(ApprovalRecord(action=str(r.action), target=r.target, summary=r.outcome,
-                                granted_by=r.granted_by or "", granted_at=r.at)
+                                granted_by=r.granted_by or "", granted_at=r.at,
+                                cost_cap_usd=caps.get(r.target) if r.action is Action.CREATE_INSTANCE else None)
                  for r in audit if r.kind == "approval")
+
+
+def rent_caps(runs: Sequence[CandidateRun]) -> dict[str, float]:
+    """The cost cap each candidate's rent was asked with (its ``max_spend_usd``), by the rent's approval target.
+    A reserve that stood in for a candidate asked with its own; the audit keeps the earlier ones as well."""
+    return {offer_target(r.candidate.offer.id): r.candidate.max_spend_usd for r in runs}
 
 
 def build_receipt(*, campaign_id: str, created_at: float, manifest: Manifest, runs: Sequence[CandidateRun],
@@ -112,6 +122,6 @@ def build_receipt(*, campaign_id: str, created_at: float, manifest: Manifest, ru
                       f"{100 * w.cv_max:g} % (cap {w.cap_s:g} s)",
         candidates=tuple(candidate_report(r, manifest=manifest, decision=decision, billed_usd=billed.get(r.cid))
                          for r in runs),
-        decision=decision, approvals=approvals_from(audit), destroyed=destroyed,
+        decision=decision, approvals=approvals_from(audit, rent_caps(runs)), destroyed=destroyed,
         leaked_instance_ids=tuple(sorted({*teardown.still_alive, *teardown.refused})),
         campaign_cost_usd=spend_usd, notes=tuple(notes))

@@ -24,7 +24,7 @@ from vastui.campaign.engine import CampaignOutcome
 from vastui.campaign.handle import CampaignHandle, start_campaign
 from vastui.campaign.plan import Plan, render_plan
 from vastui.campaign.session import Services, new_campaign_id, plan_campaign
-from vastui.clock import ScaledClock
+from vastui.clock import Clock, ScaledClock
 from vastui.config import Redactor, Secret
 from vastui.events import Event, EventBus
 from vastui.remote.runner import SshRunner
@@ -97,11 +97,13 @@ class DemoSession:
         return render_plan(self.plan)
 
     def start(self, *, plan_approved: bool = False, expiry_s: float = DEFAULT_EXPIRY_S,
-              operator: Approver | None = None) -> CampaignHandle:
+              operator: Approver | None = None, wall: Clock | None = None) -> CampaignHandle:
         """Start the campaign. Without ``plan_approved`` every rent waits for ``handle.broker`` to be answered
-        (``approve``, ``refuse``, ``approve_plan``) or the ``operator``, for ``expiry_s`` simulated seconds."""
+        (``approve``, ``refuse``, ``approve_plan``) or the ``operator``, for ``expiry_s`` seconds of wall time
+        (``wall``; the simulator's scaled clock does not shorten it)."""
         return start_campaign(self.services, manifest=self.manifest, plan=self.plan, plan_approved=plan_approved,
-                              plan_approved_by="demo plan approval", operator=operator, expiry_s=expiry_s)
+                              plan_approved_by="demo plan approval", operator=operator, expiry_s=expiry_s,
+                              wall=wall)
 
     async def instances_left(self) -> int:
         """How many instances the marketplace lists (the demo must end with zero)."""

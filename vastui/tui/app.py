@@ -34,8 +34,10 @@ from vastui.clock import market_scale
 from vastui.errors import VastuiError
 from vastui.events import Notice
 from vastui.tui.actions import ConsoleActions, Outcome
+from vastui.tui.approval_desk import ANSWER_ACTIONS, POPUP_ACTION, ApprovalDesk
 from vastui.tui.campaign_control import CampaignControl
 from vastui.tui.campaign_feed import CampaignSource
+from vastui.tui.dialogs.approvals import ApprovalsScreen
 from vastui.tui.dialogs.confirm import DialogApprover
 from vastui.tui.dialogs.help import TABLE_KEYS, HelpScreen, HelpSection
 from vastui.tui.feeds import Wake, poll
@@ -81,6 +83,11 @@ class VastuiApp(App[None]):
         Binding("ctrl+r", "refresh", "Refresh"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),   # asks first while a campaign runs
+        # a followed campaign's approvals, from any view (shown only while something is pending: see ApprovalDesk)
+        Binding("a", "approve_oldest", "Approve oldest"),
+        Binding("x", "refuse_oldest", "Refuse oldest"),
+        Binding("A", "approve_plan", "Approve plan", key_display="A"),
+        Binding("ctrl+a", "approvals", "Approvals"),
     ]
 
     def __init__(self, *, services: Services, settings: ConsoleSettings | None = None,
@@ -114,6 +121,7 @@ class VastuiApp(App[None]):
         self._view_widgets: dict[str, ConsoleView] = {}
         self._status_bar: StatusBar | None = None
         self.control = CampaignControl(self, campaign)
+        self.desk = ApprovalDesk(self)
         self.memory = ViewMemory(self.settings.view_memory_path)
         for spec in self.views:
             self._bindings.bind(spec.key, f"show_view('{spec.name}')", description=spec.title, show=False,
@@ -323,6 +331,8 @@ class VastuiApp(App[None]):
     @on(ReceiptsLoaded)
     def _campaign(self, message: CampaignDrawn | CampaignEnded | ReceiptsLoaded) -> None:
         self.state = self.control.fold(self.state, message)
+        if not isinstance(message, ReceiptsLoaded):
+            self.desk.noticed(self.state)
         self.render_current()
         if isinstance(message, CampaignEnded):
             self.wake(Source.INSTANCES, Source.ACCOUNT, Source.LEAKS)
@@ -347,7 +357,7 @@ class VastuiApp(App[None]):
     def refresh_status(self) -> None:
         if self._status_bar is not None and self._status_bar.is_mounted:
             self._status_bar.show(self.state, now=self.services.clock.now(), readonly=self.settings.readonly,
-                                  scale=market_scale(self.services.clock))
+                                  scale=market_scale(self.services.clock), pending=self.desk.digest())
 
     # --- actions --------------------------------------------------------------------------------------------------
 
@@ -400,7 +410,21 @@ class VastuiApp(App[None]):
         screen only, and not while a text field has focus (there they are text)."""
         if action in ("open_command", "show_view"):
             return self.screen is self.screen_stack[0] and not isinstance(self.focused, Input)
+        if action in ANSWER_ACTIONS or action == POPUP_ACTION:
+            return self.desk.offers(action)
         return True
+
+    def action_approve_oldest(self) -> None:
+        self.desk.answer_oldest(approve=True)
+
+    def action_refuse_oldest(self) -> None:
+        self.desk.answer_oldest(approve=False)
+
+    def action_approve_plan(self) -> None:
+        self.control.ask_approve_plan()
+
+    def action_approvals(self) -> None:
+        self.push_screen(ApprovalsScreen(self.desk))
 
     def action_show_view(self, name: str) -> None:
         if not any(v.name == name for v in self.views):
@@ -460,6 +484,9 @@ class VastuiApp(App[None]):
             rows = own if active.node is view else everywhere
             if row[1] not in {description for _, description in rows}:
                 rows.append(row)
+        if not any(description == "Approvals" for _, description in everywhere):   # shown only while pending
+            everywhere += [("a x A", "approve / refuse the oldest, approve the plan (any view)"),
+                           ("^a", "approvals pop-up: pending requests and their facts")]
         everywhere += [(spec.key, f"view {spec.title} (:{spec.name})") for spec in self.views]
         spec = next(s for s in self.views if s.name == self.current_view)
         self.push_screen(HelpScreen(title=f"Help — {spec.title} (:{spec.name})", sections=[

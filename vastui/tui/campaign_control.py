@@ -16,6 +16,7 @@ from textual.worker import Worker
 
 from vastui.campaign.adhoc import is_adhoc
 from vastui.errors import VastuiError
+from vastui.tui.approval_desk import facts
 from vastui.tui.campaign_feed import CampaignSource, follow_campaign
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, PastCampaign, ReceiptPage
 from vastui.tui.dialogs.choice import ChoiceDialog
@@ -109,11 +110,11 @@ class CampaignControl:
         return state
 
     # --- answers -----------------------------------------------------------------------------------------------
-    def approve(self, request_id: str) -> bool:
-        return self.source is not None and self.source.broker.approve(request_id, by=f"{KEY_ANSWER} a")
+    def approve(self, request_id: str, *, key: str = "a") -> bool:
+        return self.source is not None and self.source.broker.approve(request_id, by=f"{KEY_ANSWER} {key}")
 
-    def refuse(self, request_id: str) -> bool:
-        return self.source is not None and self.source.broker.refuse(request_id, by=f"{KEY_ANSWER} x",
+    def refuse(self, request_id: str, *, key: str = "x") -> bool:
+        return self.source is not None and self.source.broker.refuse(request_id, by=f"{KEY_ANSWER} {key}",
                                                                      reason="refused at the console")
 
     def ask_approve_plan(self) -> None:
@@ -150,17 +151,49 @@ class CampaignControl:
         lines = [f"Campaign {source.campaign_id} is still running.",
                  "Abort: stop the work, destroy every instance, prove it gone, then quit.",
                  "Detach: leave the console; the campaign runs on headless to its receipt "
-                 "(`vastui campaign resume` finds it if this process dies)."]
+                 "(`vastui campaign resume` finds it if this process dies). Nobody is left to answer: a request "
+                 "that no approved plan covers is refused."]
 
         def answered(choice: str | None) -> None:
             if choice == "abort":
                 self.abort("the operator quit the console")
             elif choice == "detach":
-                self.leaving = Leaving.DETACHED
-                self._app.exit()
+                self.ask_detach()
         self._app.push_screen(ChoiceDialog(title="Leave the running campaign?", lines=lines,
                                            choices=[("stay", "Stay"), ("abort", "Abort, then quit"),
                                                     ("detach", "Detach")]), callback=answered)
+
+    def ask_detach(self) -> None:
+        """Detach; with requests pending, first ask what becomes of them — never withdraw them silently."""
+        waiting = self._app.desk.answerable()
+        if not waiting:
+            self.detach(approve_plan=False)
+            return
+        lines = [f"{len(waiting)} request(s) wait for an answer:",
+                 *(f"  {facts(p)}" for p in waiting[:8]),
+                 *([f"  … and {len(waiting) - 8} more"] if len(waiting) > 8 else []),
+                 "Approve the plan's: grant those in the printed plan (and the plan's later rents, within its "
+                 "budget); refuse the rest.",
+                 "Refuse all: refuse every one; the campaign decides on what it has measured, and the receipt "
+                 "names the candidates never measured."]
+
+        def answered(choice: str | None) -> None:
+            if choice in ("approve", "refuse"):
+                self.detach(approve_plan=choice == "approve")
+        self._app.push_screen(ChoiceDialog(title="Detach: what about the pending requests?", lines=lines,
+                                           choices=[("stay", "Stay"), ("approve", "Approve the plan's, detach"),
+                                                    ("refuse", "Refuse all, detach")]), callback=answered)
+
+    def detach(self, *, approve_plan: bool) -> None:
+        """Leave the campaign running headless; nobody answers from now on (what no plan covers is refused)."""
+        if self.source is None:
+            return
+        broker = self.source.broker
+        if approve_plan:
+            broker.approve_plan(by=f"{KEY_ANSWER} detach: the printed plan")
+        broker.stop_asking("the operator detached the console")
+        self.leaving = Leaving.DETACHED
+        self._app.exit()
 
     def abort(self, reason: str) -> None:
         if self.source is None:

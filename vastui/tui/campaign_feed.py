@@ -18,6 +18,7 @@ from vastui.bench.attribution import Readings
 from vastui.bench.hysteresis import VerdictTracker
 from vastui.campaign.handle import CampaignResult
 from vastui.campaign.snapshot import CampaignSnapshot
+from vastui.clock import Clock
 from vastui.events import CandidateEliminated, Event, EventBus, EventsLost, SampleTaken, Subscription
 from vastui.events_live import ProgressReported
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, GpuVerdict
@@ -28,13 +29,18 @@ QUEUE_SIZE = 20_000
 
 
 class ApprovalAnswers(Protocol):
-    """What a view may answer (``ApprovalBroker`` has it)."""
+    """What a view may answer (``ApprovalBroker`` has it); ``wall`` is the clock the requests' expiries are on."""
+
+    @property
+    def wall(self) -> Clock: ...
 
     def approve(self, request_id: str, *, by: str = ...) -> bool: ...
 
     def refuse(self, request_id: str, *, by: str = ..., reason: str = ...) -> bool: ...
 
     def approve_plan(self, *, by: str = ...) -> int: ...
+
+    def stop_asking(self, reason: str) -> int: ...
 
 
 class CampaignSource(Protocol):

@@ -54,15 +54,17 @@ def _band(i: Interval | None) -> Band | None:
     return None if i is None else Band(point=i.point, low=i.low, high=i.high)
 
 
-def live_cells(c: CandidateState, row: StandingRow | None) -> tuple[Cell, ...]:
-    """A candidate's row from its blocks while the race runs (latency and startup come with the receipt)."""
+def live_cells(c: CandidateState, row: StandingRow | None, *, awaiting: bool = False) -> tuple[Cell, ...]:
+    """A candidate's row from its blocks while the race runs (latency and startup come with the receipt);
+    ``awaiting``: its rent waits for the operator's answer (shown so, not as "renting")."""
     util = _median([b.gpu_util_pct for b in c.blocks])
     wait = _median([b.data_wait_share for b in c.blocks])
     tput = _median([b.throughput_units_per_s for b in c.blocks])
     limit = str(attribute(Readings(gpu_activity_pct=util, data_wait_share=wait)).bottleneck) if c.blocks else "-"
     correct = ("canary passed" if c.blocks or c.phase in ("measuring", "tuning", "done") else
                ("FAILED: " + short(c.detail, 24) if c.phase == "failed" else "-"))
-    return (c.candidate_id, c.gpu_name, c.phase, "-" if tput is None else f"{tput:,.0f}", "-", "-", num(util, ".0f"),
+    phase = "awaiting approval" if awaiting else c.phase
+    return (c.candidate_id, c.gpu_name, phase, "-" if tput is None else f"{tput:,.0f}", "-", "-", num(util, ".0f"),
             pct(wait), f"-/-/{span(c.warmup_s)}" if c.warmup_s is not None else "-",
             "-" if row is None else cost_per_1k(row.cost_per_unit_usd, is_measured=row.is_measured), correct,
             limit.replace("_", "-"))
@@ -150,7 +152,10 @@ class BenchmarksView(ConsoleView):
             return
         standings = {r.candidate: r for r in picture.snapshot.race.rows}
         candidates = picture.snapshot.candidates
-        self.table.sync({c.candidate_id: live_cells(c, standings.get(c.candidate_id)) for c in candidates},
+        waiting = {p.offer_id for p in picture.snapshot.pending_approvals if p.is_spending}
+        self.table.sync({c.candidate_id: live_cells(c, standings.get(c.candidate_id),
+                                                    awaiting=picture.is_running and c.offer_id in waiting)
+                         for c in candidates},
                         [c.candidate_id for c in candidates])
 
     def _draw(self, picture: CampaignPicture) -> None:

@@ -2,12 +2,15 @@
 decision, and the cleanup evidence (each instance destroyed, then proven gone).
 
 ``a`` approves the request under the cursor, ``x`` refuses it, ``A`` approves the printed plan as a whole (after a
-confirmation). The queue is the approval: each row says what would be rented and its cost cap, and the answer goes
-to the campaign's broker, which audits it. ``q``/``ctrl+c`` while the campaign runs asks: abort, or detach.
+confirmation); the keys show only while something is pending. The queue is the approval: each row says what would be
+rented and its cost cap, and the answer goes to the campaign's broker, which audits it. Waiting and expiry are the
+operator's wall time (``ApprovalDesk``). ``q``/``ctrl+c`` while the campaign runs asks: abort, or detach.
+Timers and spend held for live rentals are shown only while the campaign runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
 
 from rich.text import Text
@@ -48,7 +51,10 @@ ACTIVE_PHASES = frozenset({"renting", "loading", "ssh", "canary", "measuring", "
 def headline(picture: CampaignPicture, end: CampaignEnd | None, *, now: float) -> str:
     s = picture.snapshot
     plan, spend = s.plan, s.spend
-    deadline = "" if plan.deadline_at is None else f" · last destroy due in {span(plan.deadline_at - now)}"
+    running = picture.is_running and end is None
+    deadline = ("" if plan.deadline_at is None or not running
+                else f" · last destroy due in {span(plan.deadline_at - now)}")
+    held = f"held for live rentals {usd(spend.reserved_usd, 2)} · " if running else ""
     stage = str(s.stage) + (f" ({s.finished_status})" if s.finished_status else "")
     abort = f" · ABORTING: {s.abort_reason}" if s.abort_reason and s.stage != "finished" else (
         f" · aborted: {s.abort_reason}" if s.abort_reason else "")
@@ -57,8 +63,7 @@ def headline(picture: CampaignPicture, end: CampaignEnd | None, *, now: float) -
     # two lines on purpose: one that wraps at 160 columns reads as a broken layout
     return (f"Campaign {s.campaign_id} · {plan.workload} · {stage}{abort}{error} · spent {usd(spend.spent_usd, 2)} "
             f"of {usd(spend.budget_usd, 2)} budget{deadline}{lost}\n"
-            f"  held for live rentals {usd(spend.reserved_usd, 2)} · plan worst case {usd(plan.spend_cap_usd, 2)}, "
-            f"expected {usd(plan.expected_spend_usd, 2)}")
+            f"  {held}plan worst case {usd(plan.spend_cap_usd, 2)}, expected {usd(plan.expected_spend_usd, 2)}")
 
 
 def decision_text(decision: DecisionState | None, snapshot: CampaignSnapshot) -> str:
@@ -78,22 +83,37 @@ def decision_text(decision: DecisionState | None, snapshot: CampaignSnapshot) ->
             f"  {decision.summary}")
 
 
-def approval_cells(p: PendingApproval, *, now: float) -> tuple[Cell, ...]:
+def approval_cells(p: PendingApproval, *, now: float, wall_now: float) -> tuple[Cell, ...]:
+    """``now`` on the campaign's clock (the destroy deadline), ``wall_now`` on the broker's (the expiry)."""
     gpu = f"{p.gpu_name} ×{p.num_gpus}" if p.gpu_name else "-"
+    expires: Cell = (Text("EXPIRED", style="bold red") if p.is_expired(wall_now)
+                     else span(p.expires_in_s(wall_now)))
     return (p.request_id, str(p.action), p.target, gpu, usd(p.dph_usd), usd(p.cost_cap_usd, 2),
-            "-" if p.deadline_at is None else f"in {span(p.deadline_at - now)}", span(p.expires_at - now),
-            p.summary)
+            "-" if p.deadline_at is None else f"in {span(p.deadline_at - now)}", expires, p.summary)
 
 
-def candidate_cells(c: CandidateState, s: CampaignSnapshot, row: StandingRow | None) -> tuple[Cell, ...]:
+def phase_cell(c: CandidateState, *, running: bool, now: float, awaiting: PendingApproval | None,
+               wall_now: float) -> Cell:
+    """The phase and for how long: a candidate whose rent waits for an answer says so (wall time, ticking); while
+    the campaign runs the time ticks from ``phase_since``; once it ended, the last snapshot's time stands."""
+    if awaiting is not None and running:
+        return Text(f"awaiting approval {span(awaiting.waited_s(wall_now))}", style="bold yellow")
+    seconds = max(0.0, now - c.phase_since) if running else c.time_in_phase_s
+    text = f"{c.phase} {span(seconds)}"
+    return text if c.phase not in ("failed", "eliminated") else Text(text, style="bold red")
+
+
+def candidate_cells(c: CandidateState, s: CampaignSnapshot, row: StandingRow | None,
+                    phase: Cell | None = None) -> tuple[Cell, ...]:
     planned = next((p for p in (*s.plan.candidates, *s.plan.reserves) if p.candidate_id == c.candidate_id), None)
     prior = "-" if planned is None else f"{planned.prior_throughput_units_per_s:,.0f}" + (
         "" if planned.prior_is_measured else "*")
     gpus = f"{c.gpu_name}×{planned.num_gpus}" if planned else c.gpu_name
     note = c.eliminated or (row.eliminated if row else None) or c.detail
     lead = "★ " if s.race.leader == c.candidate_id else ""
-    phase_text = f"{c.phase} {span(c.time_in_phase_s)}"
-    phase: Cell = phase_text if c.phase not in ("failed", "eliminated") else Text(phase_text, style="bold red")
+    if phase is None:
+        phase_text = f"{c.phase} {span(c.time_in_phase_s)}"
+        phase = phase_text if c.phase not in ("failed", "eliminated") else Text(phase_text, style="bold red")
     return (lead + c.candidate_id, f"{gpus} @{c.offer_id}", usd(c.dph_usd), prior,
             short(planned.hypothesis if planned else "", 32), phase, num(c.instance_id, "d"), str(len(c.blocks)),
             "-" if row is None else throughput_cell(row.throughput_units_per_s, is_measured=row.is_measured),
@@ -132,9 +152,7 @@ class CampaignView(ConsoleView):
         Binding("A", "approve_plan", "Approve plan", key_display="A"),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._answered: set[str] = set()   # answered here, until the snapshot no longer lists them
+    TICK_S = 1.0   # the timers on screen (waiting, expiry, time in phase) move once a second
 
     def compose(self) -> ComposeResult:
         yield Static("Campaign: none followed (start one with `vastui demo` or `vastui campaign run`)",
@@ -160,28 +178,48 @@ class CampaignView(ConsoleView):
     def focus_main(self) -> None:
         focus_now(self.approvals)
 
+    def on_mount(self) -> None:
+        self.set_interval(self.TICK_S, self._tick)
+
+    def _tick(self) -> None:
+        console = self.console
+        if console.current_view == self.view_name and console.control.is_running:
+            console.render_current()
+
     def pending(self, picture: CampaignPicture | None) -> list[PendingApproval]:
+        """The requests listed as pending, less those answered at the console (the desk's list)."""
         if picture is None:
             return []
-        listed = picture.snapshot.pending_approvals
-        self._answered &= {p.request_id for p in listed}
-        return [p for p in listed if p.request_id not in self._answered]
+        return self.console.desk.listed(dataclasses.replace(self.console.state, campaign=picture))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self.MUTATING_ACTIONS and not (self.console.control.is_running and self.console.desk.listed()):
+            return False   # nothing to answer: the footer does not offer the keys (and after the end, never)
+        return super().check_action(action, parameters)
 
     def render_state(self, state: ConsoleState, *, now: float) -> None:
         picture = state.campaign
         if picture is None:
             return
         s = picture.snapshot
+        desk = self.console.desk
+        wall_now = desk.wall_now()
+        running = picture.is_running and state.campaign_end is None
         self.query_one("#campaign-title", Static).update(headline(picture, state.campaign_end, now=now))
-        pending = self.pending(picture)
+        pending = desk.listed(state)
         self.query_one("#campaign-queue-title", Static).update(
             f"Approvals: {len(pending)} pending — a approve · x refuse · A approve the whole plan"
             if pending else "Approvals: none pending")
-        self.approvals.sync({p.request_id: approval_cells(p, now=now) for p in pending},
+        self.approvals.sync({p.request_id: approval_cells(p, now=now, wall_now=wall_now) for p in pending},
                             [p.request_id for p in pending])
+        awaiting = {p.offer_id: p for p in pending if p.offer_id is not None and p.is_spending}
         rows = {r.candidate: r for r in s.race.rows}
-        self.candidates.sync({c.candidate_id: candidate_cells(c, s, rows.get(c.candidate_id)) for c in s.candidates},
-                             [c.candidate_id for c in s.candidates])
+        self.candidates.sync(
+            {c.candidate_id: candidate_cells(c, s, rows.get(c.candidate_id),
+                                             phase_cell(c, running=running, now=now, wall_now=wall_now,
+                                                        awaiting=awaiting.get(c.offer_id)))
+             for c in s.candidates},
+            [c.candidate_id for c in s.candidates])
         self.query_one("#campaign-decision", Static).update(decision_text(s.decision, s))
         start = s.plan.started_at
         self.cleanup.sync({str(i.instance_id): cleanup_cells(i, start) for i in s.instances},
@@ -193,25 +231,15 @@ class CampaignView(ConsoleView):
             self.notify("no approval is pending", severity="warning")
         return key
 
-    def _answered_now(self, request_id: str) -> None:
-        self._answered.add(request_id)
-        self.render_state(self.console.state, now=self.console.services.clock.now())
-
     def action_approve(self) -> None:
         request_id = self._cursor_request()
-        if request_id is None:
-            return
-        if not self.console.control.approve(request_id):
-            self.notify(f"{request_id} is no longer pending", severity="warning")
-        self._answered_now(request_id)
+        if request_id is not None:
+            self.console.desk.approve(request_id)
 
     def action_refuse(self) -> None:
         request_id = self._cursor_request()
-        if request_id is None:
-            return
-        if not self.console.control.refuse(request_id):
-            self.notify(f"{request_id} is no longer pending", severity="warning")
-        self._answered_now(request_id)
+        if request_id is not None:
+            self.console.desk.refuse(request_id)
 
     def action_approve_plan(self) -> None:
         self.console.control.ask_approve_plan()

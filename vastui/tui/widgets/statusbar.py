@@ -8,6 +8,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from vastui.tui.approval_desk import PendingDigest
 from vastui.tui.health import Source, format_age
 from vastui.tui.state import ConsoleState
 
@@ -16,9 +17,11 @@ def _money(value: float | None) -> str:
     return "?" if value is None else f"${value:,.2f}"
 
 
-def status_text(state: ConsoleState, *, now: float, readonly: bool, scale: float = 1.0) -> Text:
-    """Two lines: money and leaks; then freshness per source and the current API error, if any. On a scaled
-    marketplace clock (a simulator) the first line says so: every duration shown is simulated time."""
+def status_text(state: ConsoleState, *, now: float, readonly: bool, scale: float = 1.0,
+                pending: PendingDigest | None = None) -> Text:
+    """Two lines: pending approvals (first, so a narrow terminal never cuts them), money and leaks; then freshness
+    per source and the current API error, if any. On a scaled marketplace clock (a simulator) the first line says
+    so: every duration shown is simulated time."""
     user = state.user
     burn = state.burn_usd_per_h
     runway = state.runway_h
@@ -27,6 +30,11 @@ def status_text(state: ConsoleState, *, now: float, readonly: bool, scale: float
     line = Text()
     if readonly:
         line.append("READ-ONLY ", style="bold reverse")
+    if pending is not None:
+        # short, so that at 80 columns the money still fits beside it; the footer and ^a say the rest
+        line.append(f"⚑ {pending.count} TO APPROVE, oldest {format_age(pending.oldest_waited_s)}",
+                    style="bold reverse yellow")
+        line.append("  ")
     if scale != 1.0:
         line.append(f"sim ×{scale:g}", style="bold reverse")
         line.append(" ")
@@ -69,7 +77,8 @@ class StatusBar(Static):
         super().__init__("", id="status-bar", markup=False)
         self.plain_text = ""
 
-    def show(self, state: ConsoleState, *, now: float, readonly: bool, scale: float = 1.0) -> None:
-        text = status_text(state, now=now, readonly=readonly, scale=scale)
+    def show(self, state: ConsoleState, *, now: float, readonly: bool, scale: float = 1.0,
+             pending: PendingDigest | None = None) -> None:
+        text = status_text(state, now=now, readonly=readonly, scale=scale, pending=pending)
         self.plain_text = text.plain
         self.update(text)
