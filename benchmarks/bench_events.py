@@ -29,6 +29,7 @@ from vastui.campaign.handle import CampaignResult
 from vastui.campaign.plan import Plan, build_plan
 from vastui.campaign.snapshot import CampaignSnapshot
 from vastui.campaign.tracker import CampaignTracker
+from vastui.clock import MonotonicClock
 from vastui.events import (Band, BlockMeasured, CampaignStarted, CandidatePhaseChanged, Event, EventBus,
                            InstanceRented, SampleTaken)
 from vastui.events_live import ProgressReported, StandingRow, StandingsUpdated
@@ -44,6 +45,10 @@ BLOCK_S = 30
 
 
 class Answers:
+    """A broker that is never asked anything (the stream holds no approval requests)."""
+
+    wall = MonotonicClock()
+
     def approve(self, request_id: str, *, by: str = "") -> bool:
         return False
 
@@ -51,6 +56,9 @@ class Answers:
         return False
 
     def approve_plan(self, *, by: str = "") -> int:
+        return 0
+
+    def stop_asking(self, reason: str) -> int:
         return 0
 
 

@@ -22,6 +22,7 @@ from vastui.clock import WallClock
 from vastui.config import Secret
 from vastui.sim.app import create_app
 from vastui.sim.factory import DEMO_API_KEY, build_market
+from vastui.sim.realism import Realism
 from vastui.vast.client import HttpVastClient
 from vastui.vast.query import build_search_body
 
@@ -33,7 +34,7 @@ LIMIT = 400
 
 async def run(*, n_machines: int, repeats: int) -> None:
     clock = WallClock()
-    market = build_market(SEED, clock=clock, n_machines=n_machines)
+    market = build_market(SEED, clock=clock, n_machines=n_machines, realism=Realism.kind())  # the search's speed, not its quota
     transport = httpx.ASGITransport(app=create_app(market))
     body = build_search_body(QUERY, order=ORDER, limit=LIMIT)
     headers = {"Authorization": f"Bearer {DEMO_API_KEY}"}

@@ -78,8 +78,12 @@ async def _serve(seed: int, instances: int, machines: int | None) -> None:
     from vastui.sim.instance import CreateRequest
     from vastui.sim.server import SimServer
 
+    from vastui.sim.realism import Realism
+
     extra = {} if machines is None else {"n_machines": machines}
-    market = build_market(seed, clock=WallClock(), api_key=KEY, **extra)
+    # the HTTP stack's speed is measured, not the marketplace's rules: the kind simulator, by name (its rate limits
+    # would measure the limiter)
+    market = build_market(seed, clock=WallClock(), api_key=KEY, realism=Realism.kind(), **extra)
     free = [m for m in market.world.machines if not m.rented][:instances]
     for machine in free:
         await market.create_instance(machine.offer_id, CreateRequest.from_body(
@@ -94,6 +98,7 @@ async def _serve_floor(answer: bytes) -> None:
 
     from vastui.clock import WallClock
     from vastui.sim.factory import build_market
+    from vastui.sim.realism import Realism
     from vastui.sim.server import SimServer
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -104,7 +109,7 @@ async def _serve_floor(answer: bytes) -> None:
                     "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(answer))]})
         await send({"type": "http.response.body", "body": answer})
 
-    market = build_market(1, clock=WallClock(), api_key=KEY, n_machines=1)
+    market = build_market(1, clock=WallClock(), api_key=KEY, n_machines=1, realism=Realism.kind())
     async with SimServer(market, port=0, poll=False, app=app) as server:
         print(server.url, KEY, flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)

@@ -1,5 +1,5 @@
-"""A whole campaign against a simulator that enforces Vast.ai's rate limits, on an account holding 100 other
-instances: the campaign proves its own instances gone, ``vastui leaks`` reads the whole listing (five pages), no 429
+"""A whole campaign against the realistic simulator (every rule on, its rate limits among them), on an account
+holding 100 other instances: the campaign proves its own instances gone, ``vastui leaks`` reads the whole listing (five pages), no 429
 reaches the user, and the simulator's request log shows every endpoint's interval kept.
 
 Source of the limits (docs/api-notes.md §1.4): vast-ai/docs ``api-reference/rate-limits-and-errors.mdx`` (a
@@ -28,6 +28,7 @@ from vastui.sim.market import Market
 from vastui.sim import middleware
 from vastui.sim.rate_limits import Limit, interval_violations, limit_of
 from vastui.sim.realism import Realism
+from vastui.sim.turns import LifecycleOdds
 
 KEY = "rate-limited-campaign-key-91e0"
 TIME_SCALE = 60.0
@@ -38,7 +39,11 @@ async def hundred_others(market: Market) -> None:
     """The account already holds 100 instances that are not the campaign's (rented by hand; stopped, so no hosts)."""
     free = [m.offer_id for m in market.world.machines if not market.is_rented(m) and m.disk_space_gb >= 10]
     body = {"image": "pytorch/pytorch", "disk": 10, "label": "team-notebook", "runtype": "ssh"}
-    ids, failed = await market.create_many(free[-OTHERS:], CreateRequest.from_body(body))
+    odds, market.lifecycle_odds = market.lifecycle_odds, LifecycleOdds.never()   # set-up: every one of them rents
+    try:
+        ids, failed = await market.create_many(free[-OTHERS:], CreateRequest.from_body(body))
+    finally:
+        market.lifecycle_odds = odds                  # the campaign's own rentals take the realistic turns
     assert len(ids) == OTHERS, failed
     await market.set_state(ids, "stopped")
 
@@ -47,11 +52,11 @@ async def hundred_others(market: Market) -> None:
 async def test_a_rate_limited_campaign_on_a_crowded_account_proves_its_instances_gone(tmp_path: Path) -> None:
     events: list[Event] = []
     async with open_demo(seed=3, time_scale=TIME_SCALE, data_dir=tmp_path / "data", api_key=KEY,
-                         manifest_path=fast_manifest(tmp_path / "m"), realism=Realism(rate_limits=True),
+                         manifest_path=fast_manifest(tmp_path / "m"), realism=Realism.vast(),
                          prepare=hundred_others) as demo:
         market = demo.market
         others = set(market.instance_ids())
-        assert len(others) == OTHERS and market.realism.rate_limits
+        assert len(others) == OTHERS and market.realism == Realism.vast()   # every rule on, not the limits alone
         stop = demo.services.bus.listen(events.append)
         try:
             async with asyncio.timeout(900):    # a guard against a hang, not a speed check

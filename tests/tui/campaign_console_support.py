@@ -20,6 +20,7 @@ from vastui.sim.demo import DemoSession, open_demo
 from vastui.tui.app import VastuiApp
 from vastui.tui.services import Services
 from vastui.tui.views.campaign import CampaignView
+from vastui.sim.realism import Realism
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "campaign"))
 from campaign_support import fast_manifest  # noqa: E402
@@ -55,7 +56,9 @@ async def campaign_console(tmp_path: Path, *, seed: int, expiry_s: float = 3600.
                            time_scale: float = TIME_SCALE) -> AsyncIterator[CampaignConsole]:
     """The demo campaign started (waiting for approvals) and a console following it (not yet running). Requests
     expire after ``expiry_s`` seconds of ``wall`` (the real monotonic clock unless a test passes its own)."""
-    async with open_demo(seed=seed, time_scale=time_scale, data_dir=tmp_path / "data",
+    # the console's handling of a campaign is under test, not the marketplace's turns: the kind simulator, by name
+    # (the realistic one runs whole campaigns in tests/campaign, the chaos runs and scripts/tmux_demo.sh)
+    async with open_demo(seed=seed, time_scale=time_scale, data_dir=tmp_path / "data", realism=Realism.kind(),
                          manifest_path=fast_manifest(tmp_path / "m", max_candidates=max_candidates)) as demo:
         events: list[Event] = []
         demo.services.bus.listen(events.append)
