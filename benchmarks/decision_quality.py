@@ -47,6 +47,7 @@ from vastui.campaign.startup import rates_of
 from vastui.events import CandidatePhaseChanged, Event
 from vastui.events_live import TuningFinished
 from vastui.sim.demo import EXAMPLES_DIR, open_demo
+from vastui.sim.realism import Realism
 from vastui.sim.images import image_size_mb, is_popular
 from vastui.sim.market import Market
 from vastui.sim.physics import HostSpec, Precision, Variant, plan_step
@@ -275,11 +276,13 @@ def _everything_spend(outcome: object, manifest: Manifest, market: Market) -> fl
     return total
 
 
-async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float, fast: bool = True) -> MarketResult:
+async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float, fast: bool = True,
+                     realism: Realism | None = None) -> MarketResult:
     manifest_path = write_manifest(work / f"m{seed}", kind, fast=fast)
     manifest = load_manifest(manifest_path)
     out = MarketResult(seed, kind.name)
-    async with open_demo(seed=seed, time_scale=scale, data_dir=work / f"d{seed}", manifest_path=manifest_path) as demo:
+    async with open_demo(seed=seed, time_scale=scale, data_dir=work / f"d{seed}", manifest_path=manifest_path,
+                         realism=realism) as demo:
         market = demo.market
         offers = await demo.client.search_offers(manifest.shortlist.query, order="dlperf_usd-", limit=400)
         excluded = {e.offer_id for e in demo.plan.excluded if getattr(e, "offer_id", None) is not None}
@@ -477,12 +480,14 @@ def report(results: list[MarketResult], *, protocol: str = "fast") -> str:
     return "\n".join(lines)
 
 
-async def main_async(markets: int, seed: int, scale: float, *, protocol: str = "fast") -> str:
+async def main_async(markets: int, seed: int, scale: float, *, protocol: str = "fast",
+                     realism: Realism | None = None) -> str:
     results = []
     with tempfile.TemporaryDirectory(prefix="vastui-dq-") as tmp:
         for index in range(markets):
             kind = MIX[index % len(MIX)]
-            result = await one_market(seed + index, kind, Path(tmp), scale=scale, fast=protocol == "fast")
+            result = await one_market(seed + index, kind, Path(tmp), scale=scale, fast=protocol == "fast",
+                                      realism=realism)
             results.append(result)
             print(f"market {seed + index} ({kind.name}): vastui regret {100 * result.regret['vastui']:.1f} %, "
                   f"spend ${result.spend_usd:.3f}, {result.wall_s:.1f} s; {result.note}", file=sys.stderr, flush=True)
@@ -499,9 +504,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protocol", choices=("fast", "method"), default="fast",
                         help="fast (default): 10 s blocks, 8 at most, short warm-ups, so a market takes seconds; "
                              "method: the method's own warm-up and blocks (30 s, 30 at most; several times slower)")
+    parser.add_argument("--realism", choices=("vast", "kind"), default="vast",
+                        help="how hard the simulated marketplace is (default vast: every rule of docs/api-notes.md; "
+                             "kind: every rule off, to tell what the rules cost)")
     args = parser.parse_args(argv)
     markets, scale = (2, 300.0) if args.quick else (args.markets, args.time_scale)
-    print(asyncio.run(main_async(markets, args.seed, scale, protocol=args.protocol)))
+    print(asyncio.run(main_async(markets, args.seed, scale, protocol=args.protocol,
+                                 realism=Realism.named(args.realism))))
     return 0
 
 

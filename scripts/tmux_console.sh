@@ -87,8 +87,11 @@ type_text() {
   done
 }
 
-# 1. the simulator, on a free port, its clock 60x so instances load in seconds
-VASTUI_SIM_API_KEY="$VAST_API_KEY" "$VASTUI" sim --port 0 --seed 7 --time-scale 60 >"$work/sim.out" 2>"$work/sim.err" &
+# 1. the simulator, on a free port, its clock 60x so instances load in seconds. The console's own flows are under
+#    test here (every rental must run so it can be stopped, started and destroyed), so the kind simulator, by name:
+#    the realistic one (a rental may fail to schedule or never start) is driven by scripts/tmux_demo.sh.
+VASTUI_SIM_API_KEY="$VAST_API_KEY" "$VASTUI" sim --port 0 --seed 7 --time-scale 60 --realism kind \
+  >"$work/sim.out" 2>"$work/sim.err" &
 sim_pid=$!
 for _ in $(seq 1 100); do grep -q "VAST_URL=" "$work/sim.out" 2>/dev/null && break; sleep 0.1; done
 url=$(grep -o 'VAST_URL=[^ ]*' "$work/sim.out" | head -1 | cut -d= -f2)

@@ -19,6 +19,7 @@ from vastui.events import Event, EventBus, InstanceConfirmedGone, InstanceDestro
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.sim.instance import CreateRequest
+from vastui.sim.turns import LifecycleOdds
 from vastui.sim.market import Market
 from vastui.vast.client import HttpVastClient
 
@@ -34,7 +35,9 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def market(clock: FakeClock) -> Market:
-    return build_market(11, clock=clock, api_key=KEY, n_machines=80)
+    market = build_market(11, clock=clock, api_key=KEY, n_machines=80)
+    market.lifecycle_odds = LifecycleOdds.never()   # the rentals are set-up here; the teardown is under test
+    return market
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ does give up, the receipt and the CLI say exactly what to run."""
 
 from __future__ import annotations
 
+import dataclasses
 import argparse
 import json
 from collections.abc import AsyncIterator
@@ -25,6 +26,8 @@ from vastui.events import EventBus
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.sim.instance import CreateRequest
+from vastui.sim.realism import Realism
+from vastui.sim.turns import LifecycleOdds
 from vastui.sim.market import Market
 from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient
@@ -37,7 +40,12 @@ OLD_GIVE_UP_S = 60 * POLL_S   # the teardown used to stop after 60 listings, fai
 
 @pytest.fixture
 def market() -> Market:
-    return build_market(11, clock=FakeClock(), api_key=KEY, n_machines=60)
+    # this market's clock stands still (the client's moves): every realism rule but the rate limits, which measured
+    # on a clock that never moves would refuse every second request for ever; its rentals are set-up, not under test
+    market = build_market(11, clock=FakeClock(), api_key=KEY, n_machines=60,
+                          realism=dataclasses.replace(Realism.vast(), rate_limits=False))
+    market.lifecycle_odds = LifecycleOdds.never()
+    return market
 
 
 async def _rent(market: Market, count: int) -> list[int]:

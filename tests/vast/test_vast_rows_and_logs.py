@@ -104,5 +104,23 @@ def test_the_split_reads_both_wordings_and_any_stamp() -> None:
     assert split.pull_s == pytest.approx(20.123456789, abs=1e-6) and split.readiness_s is None
     cached = "2027-01-15T08:00:02.000000001Z Status: Image is up to date for x/y:1\n"
     split = split_loading(cached, created_at=created)
-    assert split.pull_s == pytest.approx(2.0, abs=1e-6) and split.pulled_gb == 0.0
+    assert split.pull_s == 0.0 and split.scheduling_s == pytest.approx(2.0, abs=1e-6) and split.pulled_gb == 0.0
     assert split_loading("no stamps at all\n", created_at=created).pull_s is None
+    queued = ("2027-01-15T08:00:12Z x/y:1: Pulling from x/y\n"
+              "2027-01-15T08:01:12Z Status: Downloaded newer image for x/y:1\n")
+    split = split_loading(queued, created_at=created)
+    assert split.scheduling_s == pytest.approx(12.0) and split.pull_s == pytest.approx(60.0)
+
+
+def test_the_running_moment_is_counted_back_from_the_rows_uptime() -> None:
+    # uptime_mins is a documented instance field (docs/api-notes.md §6): the first poll that shows running knows
+    # how long it has run, so readiness is not biased by the poll's interval.
+    from dataclasses import replace
+
+    from vastui.campaign.candidate import running_since
+    from vastui.vast.models import Instance
+    row = {"id": 1, "actual_status": "running", "start_date": 1000.0, "uptime_mins": 0.5, "extra_env": []}
+    instance = Instance.from_api(row)
+    assert running_since(instance, seen_at=1100.0, rented_at=1000.0) == pytest.approx(1070.0)
+    assert running_since(replace(instance, uptime_mins=10.0), seen_at=1100.0, rented_at=1000.0) == 1000.0
+    assert running_since(replace(instance, uptime_mins=None), seen_at=1100.0, rented_at=1000.0) == 1100.0

@@ -123,11 +123,13 @@ class CandidateRun:
 
     @property
     def loading_s(self) -> float | None:
-        """Pull + readiness: from the log when it split them, else creation to the first ``running`` seen."""
+        """Pull + readiness: from the log when it split them, else creation to running (less the marketplace's
+        scheduling wait when the log dated it: a queue drawn per rental, shown apart, never a host's cost)."""
         if self.loading is not None and self.loading.pull_s is not None and self.loading.readiness_s is not None:
             return self.loading.pull_s + self.loading.readiness_s
         if self.running_seen_at is not None and self.rented_at is not None:
-            return max(0.0, self.running_seen_at - self.rented_at)
+            queued = self.loading.scheduling_s if self.loading is not None else None
+            return max(0.0, self.running_seen_at - self.rented_at - (queued or 0.0))
         return None
 
     @property
@@ -330,7 +332,7 @@ async def wait_running(ctx: CandidateContext, run: CandidateRun) -> Instance:
             ctx.bus.publish(InstanceStatusChanged(at=ctx.clock.now(), campaign_id=ctx.campaign_id,
                                                   instance_id=run.instance_id, status=str(last_status)))
         if instance.actual_status is InstanceStatus.RUNNING and run.running_seen_at is None:
-            run.running_seen_at = ctx.clock.now()
+            run.running_seen_at = running_since(instance, seen_at=ctx.clock.now(), rented_at=run.rented_at)
         if instance.actual_status is InstanceStatus.RUNNING and instance.ssh_endpoints():
             return instance
         unknown_since = (unknown_since or ctx.clock.now()) if instance.actual_status is InstanceStatus.UNKNOWN else None
@@ -358,6 +360,15 @@ def _judge_loading(instance_id: int, instance: Instance, *, unknown_s: float) ->
                               + (f": {msg}" if msg else ""), bad_host=True, evidence=evidence)
     if status is not InstanceStatus.RUNNING and STATUS_MSG_ERROR.search(msg):
         raise CandidateFailed(f"instance {instance_id} cannot start: {msg[:300]}", bad_host=True, evidence=evidence)
+
+
+def running_since(instance: Instance, *, seen_at: float, rented_at: float | None) -> float:
+    """When a row first seen ``running`` at ``seen_at`` started running: its ``uptime_mins`` counted back (the
+    marketplace's own count, so a poll's interval does not bias readiness), never before the rental existed."""
+    if instance.uptime_mins is None or instance.uptime_mins < 0:
+        return seen_at
+    since = seen_at - instance.uptime_mins * 60.0
+    return max(since, rented_at) if rented_at is not None else since
 
 
 async def read_loading(ctx: CandidateContext, run: CandidateRun) -> None:

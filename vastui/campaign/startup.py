@@ -28,6 +28,9 @@ _PULLED = re.compile(r"Image pulled \((\d+(?:\.\d+)?) MB\)")
 _DOWNLOADED = "Status: Downloaded newer image for"    # the daemon's summary at the end of a pull
 _UP_TO_DATE = "Status: Image is up to date for"       # the image was cached: nothing pulled
 _RUNNING = "Container started"
+# Where loading begins: the daemon starts pulling, or says the image is there; the platform's own wording says it
+# is pulling or starting the container.
+_LOADING = re.compile(r": Pulling from |Status: Image is up to date for|^Pulling image |^Starting container")
 # The disk every campaign rental takes, and so the disk its shortlist search prices into ``dph_total`` and filters
 # on: an offer with less free disk cannot be rented at this size, and a price at a smaller disk understates storage.
 RENTED_DISK_GIB = 32.0
@@ -41,6 +44,7 @@ class LoadingSplit:
     readiness_s: float | None
     running_at: float | None
     pulled_gb: float | None
+    scheduling_s: float | None = None   # creation to the start of loading (the marketplace's queue), when dated
 
 
 def _stamp(day_time: str, fraction: str | None, zone: str | None) -> float:
@@ -56,14 +60,16 @@ def _stamp(day_time: str, fraction: str | None, zone: str | None) -> float:
 
 
 def split_loading(log_text: str, *, created_at: float) -> LoadingSplit:
-    """Read the pull's end and the container's start from an instance's log.
+    """Read where loading began, the pull's end and the container's start from an instance's log.
 
     Two wordings are read: the platform's (``Image pulled (N MB)`` then ``Container started``) and the container
     daemon's (``Status: Downloaded newer image for …``, or ``… is up to date`` for a cached image), which says when
     the pull ended but neither its size nor when the container started. A log with a container start but no pull
-    line means the image was cached: the pull took no time. Whatever is not in the log is None; lines without a
-    time stamp (the container's own output) say nothing about time and are skipped.
+    line means the image was cached: the pull took no time. The pull is timed from where loading began (the time
+    before it, ``scheduling_s``, is the marketplace's queue, not the host's). Whatever is not in the log is None;
+    lines without a time stamp (the container's own output) say nothing about time and are skipped.
     """
+    began_at: float | None = None
     pulled_at: float | None = None
     pulled_gb: float | None = None
     cached = False
@@ -73,6 +79,8 @@ def split_loading(log_text: str, *, created_at: float) -> LoadingSplit:
         if match is None:
             continue
         at, text = _stamp(match.group(1), match.group(2), match.group(3)), match.group(4)
+        if began_at is None and _LOADING.search(text):
+            began_at = at
         if pulled_at is None and (size := _PULLED.search(text)) is not None:
             pulled_at, pulled_gb = at, float(size.group(1)) / 1000.0
         elif pulled_at is None and (_DOWNLOADED in text or _UP_TO_DATE in text):
@@ -81,12 +89,15 @@ def split_loading(log_text: str, *, created_at: float) -> LoadingSplit:
             running_at = at
     if cached:
         pulled_gb = 0.0
+    began = created_at if began_at is None else max(created_at, began_at)
+    scheduling_s = None if began_at is None else began - created_at
     if running_at is None:
-        return LoadingSplit(pull_s=None if pulled_at is None else max(0.0, pulled_at - created_at),
-                            readiness_s=None, running_at=None, pulled_gb=pulled_gb)
-    pull_end = pulled_at if pulled_at is not None else created_at
-    return LoadingSplit(pull_s=max(0.0, pull_end - created_at), readiness_s=max(0.0, running_at - pull_end),
-                        running_at=running_at, pulled_gb=pulled_gb if pulled_at is not None else 0.0)
+        return LoadingSplit(pull_s=None if pulled_at is None else max(0.0, pulled_at - began),
+                            readiness_s=None, running_at=None, pulled_gb=pulled_gb, scheduling_s=scheduling_s)
+    pull_end = pulled_at if pulled_at is not None else began
+    return LoadingSplit(pull_s=max(0.0, pull_end - began), readiness_s=max(0.0, running_at - pull_end),
+                        running_at=running_at, pulled_gb=pulled_gb if pulled_at is not None else 0.0,
+                        scheduling_s=scheduling_s)
 
 
 def gpu_usd_per_hour(offer: Offer) -> float:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 # Compressed pull sizes in MB for images people actually rent with (approximate, for pull-time physics).
 _SIZES_MB: tuple[tuple[str, float], ...] = (
+    # the example workload's image, at the size its manifest declares (examples/resnet.toml): a user who states
+    # their image's size states a fact, and a log that names no size (the daemon's) leaves only that to price by
+    ("vastui/sim-resnet", 8_500.0),
     ("vllm/vllm-openai", 9_500.0),
     ("pytorch/pytorch", 3_600.0),
     ("vastai/pytorch", 6_500.0),
