@@ -218,6 +218,7 @@ class MarketResult:
     end_to_end: float = math.inf          # the choice at the profile it is left at, against the best pair
     tuning_trials: int = 0
     passed_over: int = 0                  # shortlisted candidates never rented: they could not beat the leader
+    best_unschedulable: bool = False      # the oracle's best offer: its create was refused (scheduling failed)
     spent_on: dict[str, float] = field(default_factory=dict)   # vastui's bill by what it paid for (SPEND_PARTS)
     note: str = ""
 
@@ -366,6 +367,13 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
                 out.note += (f"; truth (batch/precision/loaders: units/s) at the start "
                              f"{plan_step(_spec(market, offer), _variant(manifest, offer.num_gpus)).units_per_s:.1f}, "
                              f"best allowed {allowed_truth(market, offer, manifest)}")
+        # the marketplace refused to schedule these offers' creates during the campaign: no strategy could have
+        # rented them then (docs/api-notes.md, cancel_unavail); the headline still counts them, the summary says so
+        unschedulable = {t for r in market.request_log if r.method == "PUT" and r.path.startswith("/api/v0/asks/")
+                         and r.status == 400 for t in r.target_ids}
+        out.best_unschedulable = best_offer in unschedulable
+        if out.best_unschedulable:
+            out.note += f"; the oracle's best offer {best_offer} could not be scheduled when the campaign rented it"
         if not out.regret["vastui"] <= 0.03:   # a miss: say what became of the oracle's best and of the choice
             for run in outcome.runs:
                 if run.candidate.offer.id == best_offer or run.cid == receipt.decision.chosen:
@@ -470,6 +478,10 @@ def report(results: list[MarketResult], *, protocol: str = "fast") -> str:
               f"{100 * _pct(spreads, 50):.0f} %, p90 {100 * _pct(spreads, 90):.0f} % over {len(spreads)} models "
               f"(docs/simulator.md: up to ~35 % between hosts of one model)"]
     regrets = [r.regret["vastui"] for r in results]
+    available = [r.regret["vastui"] for r in results if not r.best_unschedulable]
+    lines.append(f"- markets whose oracle best could not be scheduled when the campaign tried to rent it: "
+                 f"{len(results) - len(available)}; within 3 % among the others: "
+                 f"{100 * sum(g <= 0.03 for g in available) / max(1, len(available)):.0f} % of {len(available)}")
     lines += ["", f"summary: vastui within 3 % in {100 * sum(g <= 0.03 for g in regrets) / len(regrets):.0f} % of "
                   f"{len(results)} markets, p95 regret {100 * _pct(regrets, 95):.1f} %, coverage "
                   f"{100 * sum(covered90) / max(1, len(covered90)):.0f} %, median startup error "
