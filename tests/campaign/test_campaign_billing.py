@@ -11,6 +11,7 @@ import pytest
 from campaign_support import fast_manifest
 from vastui.sim.demo import run_demo
 from vastui.sim.market import INSTANCE_ID_BASE, Market
+from vastui.sim.realism import Realism
 
 TIME_SCALE = 300.0
 AGREEMENT = 0.01
@@ -27,7 +28,10 @@ async def test_every_instance_is_billed_what_the_formula_says(seed: int, tmp_pat
             if market.instance_state(instance_id) is not None:
                 charged[instance_id] = market.charges_of(instance_id).total_usd
 
-    result = await run_demo(seed=seed, time_scale=TIME_SCALE, data_dir=tmp_path / "data",
+    # the billing formula is under test, given the moments: the kind simulator, by name, whose log stamps when each
+    # container started (the realistic one leaves that moment to be counted back from a row's uptime, which a busy
+    # machine at x300 blurs by more than the 1 % this test allows)
+    result = await run_demo(seed=seed, time_scale=TIME_SCALE, data_dir=tmp_path / "data", realism=Realism.kind(),
                             manifest_path=fast_manifest(tmp_path / "m"), on_market=capture)
     outcome, receipt = result.outcome, result.receipt
     rented = {r.instance_id: r.cid for r in outcome.runs if r.instance_id is not None}
