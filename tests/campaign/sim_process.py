@@ -24,7 +24,10 @@ VASTUI = [sys.executable, "-m", "vastui"]
 async def sim_process(*, key: str, seed: int = 11, time_scale: str = "300") -> AsyncIterator[str]:
     """Serve a simulated marketplace from its own process; yields its URL, stops it (SIGTERM) afterwards."""
     proc = await asyncio.create_subprocess_exec(
+        # the console's handling of the operator's habits is under test, at the moment a signal lands: the kind
+        # simulator, by name (the realistic one's turns move those moments; whole realistic campaigns run elsewhere)
         *VASTUI, "sim", "--port", "0", "--seed", str(seed), "--api-key", key, "--time-scale", time_scale,
+        "--realism", "kind",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     assert proc.stdout is not None
     url = None

@@ -10,6 +10,11 @@ import pytest
 from campaign_support import destroys_past_deadline, fast_manifest, first_destroys
 from vastui.sim.demo import run_demo
 from vastui.sim.market import Market
+from vastui.sim.realism import Realism
+
+# the tuning's deadline logic is under test on a known market: the kind simulator, by name (the realistic one's
+# per-rental turns change which candidate leads)
+KIND = Realism.kind()
 
 
 @pytest.mark.slow
@@ -24,7 +29,7 @@ async def test_leader_is_tuned_one_knob_at_a_time_and_the_verdict_matches_the_tr
 
     # Time x100, not x300: every tuning run opens a session and starts two processes, and each wall second of
     # that is 300 simulated seconds at x300 — enough to push a whole A/B trial past the leader's deadline.
-    result = await run_demo(seed=4, time_scale=100.0, data_dir=tmp_path / "data",
+    result = await run_demo(seed=4, time_scale=100.0, data_dir=tmp_path / "data", realism=KIND,
                             manifest_path=fast_manifest(tmp_path / "m", tune_precision=True), on_market=capture)
     tuning = result.outcome.tuning
     assert tuning is not None, "the race's leader must be tuned when the manifest allows a knob"
@@ -64,7 +69,7 @@ async def test_tuning_never_outlives_the_leaders_deadline(tmp_path: Path) -> Non
         destroyed_at.update(first_destroys(market.request_log))
 
     manifest = fast_manifest(tmp_path / "m", tune_precision=True, max_lifetime_s=1500)
-    result = await run_demo(seed=4, time_scale=300.0, data_dir=tmp_path / "data", manifest_path=manifest,
+    result = await run_demo(seed=4, time_scale=300.0, data_dir=tmp_path / "data", manifest_path=manifest, realism=KIND,
                             on_market=capture)
     tuning = result.outcome.tuning
     phases = [(r.cid, str(r.phase), r.detail) for r in result.outcome.runs]
