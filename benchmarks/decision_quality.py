@@ -159,8 +159,8 @@ def true_cost(market: Market, offer: Offer, manifest: Manifest, *, apply_slo: bo
     a claim about cost, which such a host still has: coverage is judged with ``apply_slo=False``. At the race's
     profile unless ``variant`` says another (one that does not fit the GPU's memory costs infinity)."""
     truth = market.truth_of(offer.machine_id)
-    if truth.fault in (Fault.WRONG_OUTPUT, Fault.STUCK_LOADING):
-        return math.inf
+    if truth.fault in (Fault.WRONG_OUTPUT, Fault.STUCK_LOADING) or market.runtime_broken(offer.machine_id):
+        return math.inf     # no rental on it ever produces a unit
     machine = next(m for m in market.world.machines if m.machine_id == offer.machine_id)
     spec = HostSpec.from_machine(machine)
     variant = variant or _variant(manifest, offer.num_gpus)

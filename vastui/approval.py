@@ -55,6 +55,9 @@ class ApprovalRequest:
     num_gpus: int | None = None
     dph_usd: float | None = None
     deadline_at: float | None = None
+    # a create asked again because the marketplace refused the first outright (scheduling could not place it):
+    # nothing was rented, so a printed plan's "each offer once" is not spent by that refusal
+    asked_again: bool = False
 
 
 @dataclass(slots=True, eq=False)

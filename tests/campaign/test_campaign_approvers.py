@@ -4,6 +4,7 @@ the campaign created) and nothing else; ``AuditedApprover`` writes every grant a
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import sys
 from collections.abc import AsyncIterator
@@ -67,6 +68,18 @@ async def test_a_plan_offer_is_approved_once_for_exactly_that_create(plan_approv
     assert approval.used
     assert await plan_approver.request(create(20_000_001)) is None  # once per offer
     assert await plan_approver.request(create(20_000_002)) is not None  # the other plan offers are still open
+
+
+async def test_an_offer_refused_outright_may_be_asked_again_once_and_no_more(plan_approver: PlanApprover) -> None:
+    # the marketplace refused the first create (scheduling could not place it): nothing was rented, so the plan's
+    # "once" is not spent by it; a second refusal ends it
+    again = dataclasses.replace(create(20_000_001), asked_again=True)
+    assert await plan_approver.request(create(20_000_001)) is not None
+    assert await plan_approver.request(create(20_000_001)) is None     # a plain second ask: still once per offer
+    assert await plan_approver.request(again) is not None
+    assert await plan_approver.request(again) is None
+    assert await plan_approver.request(create(20_000_002)) is not None
+    assert await plan_approver.request(dataclasses.replace(create(20_000_999), asked_again=True)) is None
 
 
 async def test_an_offer_outside_the_plan_is_not_approved(plan_approver: PlanApprover) -> None:

@@ -9,9 +9,11 @@ reads it on every request.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from campaign_support import fast_manifest, first_destroys
+from vastui.campaign.engine import RESCHEDULE_AFTER_S
 from vastui.events import CandidatePhaseChanged, Event, InstanceRented, InstanceStatusChanged
 from vastui.sim.demo import open_demo
 from vastui.sim.instance import InstanceStatus
@@ -47,6 +49,43 @@ async def test_a_rent_scheduling_cannot_place_is_refused_at_once_and_rents_nothi
     reasons = [e.detail for e in events if isinstance(e, CandidatePhaseChanged) and e.phase == "skipped"]
     assert reasons and all("could not be scheduled" in reason for reason in reasons), reasons
     assert result.receipt.decision.chosen is None
+    # every offer was asked twice (the refusal is about that moment), never a third time
+    per_offer = Counter(t for r in creates for t in r.target_ids)
+    assert set(per_offer.values()) == {2}, per_offer
+
+
+async def test_an_offer_scheduling_could_not_place_is_asked_again_before_a_reserve_takes_its_slot(
+        tmp_path: Path) -> None:
+    # docs/api-notes.md (cancel_unavail): the refusal says the machine's resources were not free *then*; asked
+    # again a minute later the same offer is rented, and no reserve is spent on it
+    events: list[Event] = []
+    async with open_demo(seed=SEED, time_scale=TIME_SCALE, data_dir=tmp_path / "data",
+                         manifest_path=fast_manifest(tmp_path / "m")) as demo:
+        market = demo.market
+        market.realism = Realism(cancel_unavail=True)
+        market.lifecycle_odds = LifecycleOdds(**{**_calm(), "scheduling_failure": 1.0})
+
+        def free_after_first_refusal(event: Event) -> None:   # the machine's resources free up after one refusal
+            events.append(event)
+            if isinstance(event, CandidatePhaseChanged) and "could not be scheduled now" in event.detail:
+                market.lifecycle_odds = CALM
+
+        stop = demo.services.bus.listen(free_after_first_refusal)
+        try:
+            result = await demo.start(plan_approved=True).result(abort_if_cancelled="test")
+        finally:
+            stop()
+        creates = [r for r in market.request_log if r.method == "PUT" and r.path.startswith("/api/v0/asks/")]
+    refused = [r for r in creates if r.status == 400]
+    assert len(refused) == 1, [(r.status, r.target_ids) for r in creates]
+    offer = refused[0].target_ids[0]
+    again = [r for r in creates if offer in r.target_ids and r.status == 200]
+    assert len(again) == 1 and again[0].at - refused[0].at >= RESCHEDULE_AFTER_S
+    rented = {e.offer_id for e in events if isinstance(e, InstanceRented)}
+    assert offer in rented
+    planned = {c.offer.id for c in demo.plan.candidates}
+    assert rented <= planned, "a reserve took a slot although the refused offer was rented when asked again"
+    assert result.receipt.teardown_passed
 
 
 async def test_a_rental_that_comes_up_stopped_ends_at_once_and_never_bills_its_readiness_deadline(

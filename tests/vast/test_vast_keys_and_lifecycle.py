@@ -256,6 +256,30 @@ async def test_a_container_the_runtime_cannot_start_says_so_in_status_msg_and_ne
     assert state is not None and state.status is InstanceStatus.LOADING
 
 
+async def test_a_broken_runtime_is_the_machines_own_and_fails_every_rental_on_it() -> None:
+    # docs/api-notes.md (keys and lifecycle): the "nvidia-container-cli ... driver rpc error" is the host's driver,
+    # not the rental's: destroyed and rented again, the same machine fails the same way; others are unaffected
+    clock = FakeClock()
+    market = _market(clock, Realism(lifecycle_turns=True), LifecycleOdds(**{**_never(), "runtime_failure": 0.5}))
+    free = [m for m in market.world.machines if not market.is_rented(m) and m.disk_space_gb >= 10]
+    broken = [m for m in free if market.runtime_broken(m.machine_id)]
+    sound = [m for m in free if not market.runtime_broken(m.machine_id)]
+    assert broken and sound   # 40 machines at even odds: both kinds exist (seeded)
+    for machine in (broken[0], sound[0]):
+        messages = []
+        for _ in range(2):
+            body = {"image": "pytorch/pytorch", "disk": 10, "label": f"vastui-{CAMPAIGN}-c1-{machine.offer_id}",
+                    "runtype": "ssh", "cancel_unavail": True}
+            instance_id = (await market.create_instance(machine.offer_id, CreateRequest.from_body(body))).id
+            clock.advance(7200.0)
+            row = await market.show_instance(instance_id)
+            assert row is not None
+            messages.append((row["actual_status"], row["status_msg"] == OCI_FAILURE))
+            await market.destroy([instance_id])
+        expected = ("loading", True) if machine in broken else ("running", False)
+        assert messages == [expected, expected], (machine.machine_id, messages)
+
+
 async def test_the_kind_simulator_takes_none_of_these_turns() -> None:
     # the default (kind) realism keeps the older behaviour: 401 for a bad key, straight to loading
     clock = FakeClock()

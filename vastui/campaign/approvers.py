@@ -27,8 +27,10 @@ class PlanTerms:
 class PlanApprover:
     """Approves exactly a printed plan (``--approve-plan``) and nothing else.
 
-    Creates are approved only for the plan's offers, once each, under the plan's spend cap; destroys only for
-    instances the campaign itself created (``mark_owned``) — destroying is what the plan promised.
+    Creates are approved only for the plan's offers, once each, under the plan's spend cap (and once more for an
+    offer whose create the marketplace refused outright, ``ApprovalRequest.asked_again``: that create rented
+    nothing); destroys only for instances the campaign itself created (``mark_owned``) — destroying is what the
+    plan promised.
     """
 
     def __init__(self, terms: PlanTerms, *, clock: Clock, granted_by: str = "approve-plan flag") -> None:
@@ -36,6 +38,7 @@ class PlanApprover:
         self._clock = clock
         self._granted_by = granted_by
         self._rented: set[int] = set()
+        self._asked_again: set[int] = set()
         self._owned: set[int] = set()
 
     def mark_owned(self, instance_id: int) -> None:
@@ -48,7 +51,8 @@ class PlanApprover:
         target_id = int(raw_id)
         if request.action is Action.CREATE_INSTANCE and kind == "offer":
             within_cap = request.cost_cap_usd is not None and request.cost_cap_usd <= self._terms.max_spend_usd + 1e-9
-            return target_id in self._terms.offer_ids and target_id not in self._rented and within_cap
+            once = target_id not in self._rented or (request.asked_again and target_id not in self._asked_again)
+            return target_id in self._terms.offer_ids and once and within_cap
         if request.action is Action.DESTROY_INSTANCE and kind == "instance":
             return self._terms.destroy_at_end and target_id in self._owned
         return False
@@ -58,7 +62,8 @@ class PlanApprover:
         if not self._fits(request):
             return None
         if request.action is Action.CREATE_INSTANCE:
-            self._rented.add(int(request.target.partition(":")[2]))
+            offer_id = int(request.target.partition(":")[2])
+            (self._asked_again if offer_id in self._rented else self._rented).add(offer_id)
         return Approval(request, granted_by=self._granted_by, granted_at=self._clock.now())
 
     async def request(self, request: ApprovalRequest) -> Approval | None:

@@ -235,11 +235,20 @@ class RentOutcome(enum.StrEnum):
     NOT_APPROVED = "not approved"      # the operator (or the plan's rules) refused it
     OVER_BUDGET = "over budget"        # granted, but the budget could no longer hold its worst case
     RATE_LIMITED = "rate limited"      # the marketplace did nothing; the offer is not to blame
-    REFUSED = "refused"                # the marketplace refused this offer (gone, or scheduling could not place it)
+    REFUSED = "refused"                # the marketplace refused this offer (gone, wrong bid, no disk, ...)
+    NOT_SCHEDULED = "not scheduled"    # scheduling could not place it *now*: the machine's resources were busy
 
 
-async def rent(ctx: CandidateContext, run: CandidateRun) -> RentOutcome:
-    """Approve, write the intent, create. Anything but ``RENTED``: nothing was spent (the phase says why)."""
+def scheduling_refused(exc: ApiError) -> bool:
+    """A create refused because scheduling could not place the rental (docs/api-notes.md, cancel_unavail): the
+    machine's resources were not free at that moment, which says nothing lasting about the offer."""
+    return exc.code == "scheduling_failed" or "could not be scheduled" in str(exc).lower()
+
+
+async def rent(ctx: CandidateContext, run: CandidateRun, *, again: bool = False) -> RentOutcome:
+    """Approve, write the intent, create. Anything but ``RENTED``: nothing was spent (the phase says why).
+    ``again``: the marketplace refused this offer's last create outright (``NOT_SCHEDULED``), and the request says
+    so."""
     c = run.candidate
     ctx.phase(run, CandidatePhase.RENTING)
     for item in ctx.manifest.workload.inputs:   # an input swapped since the load stops the campaign before a rent
@@ -249,7 +258,9 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> RentOutcome:
             raise CandidateFailed(str(exc), bad_host=False, failure=Failure(FailureKind.INPUT_CHANGED)) from exc
     request = ApprovalRequest(action=Action.CREATE_INSTANCE, target=offer_target(c.offer.id),
                               summary=f"rent offer {c.offer.id} ({c.profile_name}) at ${c.offer.dph_total:.3f}/h "
-                                      f"for at most {c.time_cap_s / 60:.0f} min",
+                                      f"for at most {c.time_cap_s / 60:.0f} min"
+                                      + (" (asked again: scheduling could not place it, nothing was rented)"
+                                         if again else ""), asked_again=again,
                               cost_cap_usd=c.max_spend_usd, campaign_id=ctx.campaign_id,
                               gpu_name=c.offer.gpu_name, num_gpus=c.gpu_count, dph_usd=c.offer.dph_total,
                               deadline_at=ctx.clock.now() + c.time_cap_s)
@@ -284,6 +295,9 @@ async def rent(ctx: CandidateContext, run: CandidateRun) -> RentOutcome:
         await ctx.store.rule_out_intent(intent_id=intent.intent_id, at=ctx.clock.now(), reason=str(exc))
         if isinstance(exc, AuthError):
             raise   # not this offer's fault: the campaign stops (engine)
+        if scheduling_refused(exc):   # the engine may ask again: the candidate is still on its way
+            ctx.phase(run, CandidatePhase.RENTING, f"offer {c.offer.id} could not be scheduled now: {exc}")
+            return RentOutcome.NOT_SCHEDULED
         ctx.phase(run, CandidatePhase.SKIPPED, f"offer {c.offer.id} could not be rented: {exc}")
         return RentOutcome.REFUSED
     # Ours from this moment: teardown must be able to destroy it even if recording it fails below.

@@ -44,6 +44,9 @@ from vastui.vast.models import Answered
 
 log = logging.getLogger(__name__)
 # Candidates on their way to a canary verdict (a rent after a first canary failure waits for theirs).
+# How long after a create that scheduling could not place the same offer is asked again (once), market seconds:
+# the refusal is about the machine's resources at that moment (docs/api-notes.md, cancel_unavail).
+RESCHEDULE_AFTER_S = 60.0
 _ON_THE_WAY = frozenset({CandidatePhase.RENTING, CandidatePhase.LOADING, CandidatePhase.SSH, CandidatePhase.CANARY})
 
 
@@ -380,7 +383,10 @@ class CampaignEngine(Measuring):
         self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks; tuned: {outcome.profile.describe()}")
 
     async def _rent_or_replace(self, run: CandidateRun) -> bool:
-        """Re-check the offer right before renting; a vanished offer is replaced from the reserves, once each."""
+        """Re-check the offer right before renting; a vanished offer is replaced from the reserves, once each. An
+        offer scheduling could not place is asked again once, ``RESCHEDULE_AFTER_S`` later (a new approval): the
+        refusal is about that moment's free resources, and nothing was rented or billed."""
+        rescheduled: set[int] = set()
         while True:
             candidate = run.candidate
             await self._while_in_doubt(run)
@@ -397,7 +403,7 @@ class CampaignEngine(Measuring):
                 still_there = True
             outcome = RentOutcome.REFUSED
             if still_there:
-                outcome = await rent(self.ctx, run)
+                outcome = await rent(self.ctx, run, again=candidate.offer.id in rescheduled)
                 if outcome is RentOutcome.RENTED:
                     self._rented_local[run.cid] = self.clock.now()
                     return True
@@ -405,8 +411,15 @@ class CampaignEngine(Measuring):
             self._committed_usd.pop(run.cid, None)
             if outcome in (RentOutcome.NOT_APPROVED, RentOutcome.OVER_BUDGET, RentOutcome.RATE_LIMITED):
                 return False   # nothing wrong with the offer: no reserve takes its place
+            if outcome is RentOutcome.NOT_SCHEDULED and candidate.offer.id not in rescheduled:
+                rescheduled.add(candidate.offer.id)
+                self.ctx.phase(run, CandidatePhase.RENTING, f"{run.detail}; asking again in "
+                                                            f"{RESCHEDULE_AFTER_S:.0f} s")
+                await self.clock.sleep(RESCHEDULE_AFTER_S)
+                continue
             # the rent's own refusal (e.g. scheduling could not place it) says more than "vanished"
-            why = (run.detail if still_there and outcome is RentOutcome.REFUSED and run.detail
+            why = (run.detail if still_there and outcome in (RentOutcome.REFUSED, RentOutcome.NOT_SCHEDULED)
+                   and run.detail
                    else f"offer {candidate.offer.id} vanished")
             replacement = self._reserves.for_vanished(candidate)
             if replacement is None:

@@ -35,7 +35,7 @@ from vastui.sim.offers import HOURS_PER_MONTH, OfferBook
 from vastui.sim.request_log import RequestLog, RequestRecord
 from vastui.sim.sshpaths import direct_allowed, without_open_ports
 from vastui.sim.truth import Fault, MachineTruth
-from vastui.sim.turns import SCHEDULING_FAILURE, LifecycleOdds, draw_fate
+from vastui.sim.turns import SCHEDULING_FAILURE, LifecycleOdds, draw_fate, runtime_broken
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +128,12 @@ class Market:
     def truth_of(self, machine_id: int) -> MachineTruth:
         """Hidden truth of a machine, for the simulator's hosts and for tests judging decisions."""
         return self._by_machine[machine_id].truth
+
+    def runtime_broken(self, machine_id: int) -> bool:
+        """Whether every rental on this machine fails to start its container (turns.runtime_broken); tests and the
+        decision benchmark's oracle, for which such a host is no choice at all."""
+        return self.realism.lifecycle_turns and runtime_broken(seed=self.world.seed, machine_id=machine_id,
+                                                               odds=self.lifecycle_odds)
 
     def instance_ids(self) -> list[int]:
         return sorted(self._instances)
@@ -304,6 +310,7 @@ class Market:
             raise MarketError(400, "bid_too_low", f"Bid ${request.price:.4f}/hr is below the minimum "
                                                   f"${machine.min_bid:.4f}/hr of offer {offer_id}.")
         fate = draw_fate(seed=self.world.seed, instance_id=self._next_id, offer_id=offer_id,
+                         machine_id=machine.machine_id,
                          odds=self.lifecycle_odds, lifecycle=self.realism.lifecycle_turns,
                          scheduling_failures=self.realism.cancel_unavail)
         if fate.scheduling_fails and request.cancel_unavail:

@@ -3,9 +3,11 @@
 Each rental draws its fate once, at create, from dice seeded by the world's seed and the instance id (so a run can
 be replayed, and one rental's draw never shifts another's): a ``scheduling`` phase before loading, a scheduling
 failure (an error, or a *stopped* instance when the create said ``cancel_unavail: false``), a transient ``unknown``
-("no recent heartbeat") for a poll or two, a null first ``show instance`` right after the create, and a container
-the runtime cannot start (``status_msg`` carries an "OCI runtime ... failed" error and it never runs). The sources
-are cited in docs/api-notes.md, "Keys and the instance lifecycle".
+("no recent heartbeat") for a poll or two, and a null first ``show instance`` right after the create. One turn is
+the machine's, not the rental's: a host whose container runtime is broken (``status_msg`` carries an "OCI runtime
+... nvidia-container-cli ... driver rpc error" and the container never runs) fails every rental until its owner
+repairs it, so that die is seeded by the machine alone (``runtime_broken``). The sources are cited in
+docs/api-notes.md, "Keys and the instance lifecycle".
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class LifecycleOdds:
     unknown_after_s: tuple[float, float] = (0.0, 60.0)   # from the create
     unknown_s: tuple[float, float] = (5.0, 25.0)
     null_first_show: float = 0.3             # the first show after the create answers {"instances": null}
-    runtime_failure: float = 0.03            # the container runtime cannot start it: never runs
+    runtime_failure: float = 0.03            # share of machines whose container runtime is broken: never runs
 
     @classmethod
     def never(cls) -> LifecycleOdds:
@@ -53,13 +55,20 @@ class Fate:
     runtime_fails: bool = False
 
 
-def draw_fate(*, seed: int, instance_id: int, offer_id: int, odds: LifecycleOdds, lifecycle: bool,
+def runtime_broken(*, seed: int, machine_id: int, odds: LifecycleOdds) -> bool:
+    """Whether this machine's container runtime is broken: the host's own state (a driver the container toolkit
+    cannot talk to), so every rental on it fails alike; drawn from the world's seed and the machine only."""
+    return random.Random(f"{seed}:{machine_id}:runtime").random() < odds.runtime_failure
+
+
+def draw_fate(*, seed: int, instance_id: int, offer_id: int, machine_id: int, odds: LifecycleOdds, lifecycle: bool,
               scheduling_failures: bool) -> Fate:
     """The fate of one rental: ``lifecycle`` switches the transient turns on, ``scheduling_failures`` the failures.
 
-    The offer is part of the seed: a create refused on one machine draws afresh on another, the same again on it."""
+    The rental is part of the seed of its own turns: a create refused for want of free resources draws afresh when
+    it is tried again. A broken runtime is the machine's (``runtime_broken``) and fails every rental on it."""
     rng = random.Random(f"{seed}:{instance_id}:{offer_id}:lifecycle")
-    rolls = [rng.random() for _ in range(5)]
+    rolls = [rng.random() for _ in range(5)]   # the fifth was the runtime's die: kept so the others stay as drawn
     spans = [rng.uniform(*odds.scheduling_s), rng.uniform(*odds.unknown_after_s), rng.uniform(*odds.unknown_s)]
     fails = scheduling_failures and rolls[1] < odds.scheduling_failure
     if not lifecycle:
@@ -67,4 +76,5 @@ def draw_fate(*, seed: int, instance_id: int, offer_id: int, odds: LifecycleOdds
     unknown = rolls[2] < odds.transient_unknown
     return Fate(scheduling_s=spans[0] if rolls[0] < odds.scheduling else 0.0, scheduling_fails=fails,
                 unknown_from=spans[1] if unknown else None, unknown_until=spans[1] + spans[2] if unknown else None,
-                null_first_show=rolls[3] < odds.null_first_show, runtime_fails=rolls[4] < odds.runtime_failure)
+                null_first_show=rolls[3] < odds.null_first_show,
+                runtime_fails=runtime_broken(seed=seed, machine_id=machine_id, odds=odds))
