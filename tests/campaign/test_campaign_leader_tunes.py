@@ -36,6 +36,7 @@ class _Engine(Measuring):
         self._leader = None
         self._tuning_started = set()
         self._certified = set()
+        self._choice_now = None
         self._tune_next = set()
         self._stop = defaultdict(asyncio.Event)
         self._finished = asyncio.Event()
@@ -59,10 +60,13 @@ def test_the_leader_tunes_only_with_enough_blocks_a_certified_slo_and_something_
     need = manifest.measure.winner_min_blocks
     engine = _Engine(manifest)
     run = _run(manifest, blocks=need, runs_done=manifest.measure.min_runs - 1)
-    engine._leader, engine._certified = run.cid, {run.cid}
+    engine._leader, engine._certified, engine._choice_now = run.cid, {run.cid}, run.cid
     assert engine.leader_may_tune(run)
 
     assert not _Engine(manifest).leader_may_tune(run)                     # not the leader
+    engine._choice_now = "c9"
+    assert not engine.leader_may_tune(run)    # leads by point, but a narrower rival would be chosen: measures on
+    engine._choice_now = run.cid
     engine._certified = set()
     assert not engine.leader_may_tune(run)                                # SLO not yet certified
     engine._certified = {run.cid}
@@ -94,7 +98,7 @@ def test_a_leader_stopped_for_tuning_stays_bound_for_it_when_the_lead_moves_on(t
 
 def _with(manifest: Manifest, run: CandidateRun) -> _Engine:
     engine = _Engine(manifest)
-    engine._leader, engine._certified = run.cid, {run.cid}
+    engine._leader, engine._certified, engine._choice_now = run.cid, {run.cid}, run.cid
     return engine
 
 

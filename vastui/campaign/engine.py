@@ -98,6 +98,7 @@ class CampaignEngine(Measuring):
         self._tuned_cid: str | None = None             # ... and whose it is
         self._tunings: dict[str, TuningOutcome] = {}   # every leader that was tuned (one tuning per candidate)
         self._certified: set[str] = set()
+        self._choice_now: str | None = None
         self._tuning_started: set[str] = set()
         self._tune_next: set[str] = set()
         self._destroy_sent: set[int] = set()          # instances whose destroy went out (approved) before teardown
