@@ -367,10 +367,11 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
                 out.note += (f"; truth (batch/precision/loaders: units/s) at the start "
                              f"{plan_step(_spec(market, offer), _variant(manifest, offer.num_gpus)).units_per_s:.1f}, "
                              f"best allowed {allowed_truth(market, offer, manifest)}")
-        # the marketplace refused to schedule these offers' creates during the campaign: no strategy could have
+        # the marketplace refused every create of these offers during the campaign: no strategy could have
         # rented them then (docs/api-notes.md, cancel_unavail); the headline still counts them, the summary says so
-        unschedulable = {t for r in market.request_log if r.method == "PUT" and r.path.startswith("/api/v0/asks/")
-                         and r.status == 400 for t in r.target_ids}
+        creates = [r for r in market.request_log if r.method == "PUT" and r.path.startswith("/api/v0/asks/")]
+        unschedulable = ({t for r in creates if r.status == 400 for t in r.target_ids}
+                         - {t for r in creates if r.status == 200 for t in r.target_ids})   # asked again and rented
         out.best_unschedulable = best_offer in unschedulable
         if out.best_unschedulable:
             out.note += f"; the oracle's best offer {best_offer} could not be scheduled when the campaign rented it"
