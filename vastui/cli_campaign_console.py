@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -67,6 +69,12 @@ async def run_in_console(services: Services, handle: CampaignHandle, *, time_sca
         return await handle.result()
     if app.control.leaving is not Leaving.DETACHED:
         handle.abort("the console closed while the campaign ran")
+    elif app.control.kept_for_command:
+        # Nobody is at the keys, but the operator answers from a shell: every request that waits for a human is
+        # kept in the store until `vastui campaign approve` (or refuse) answers it there, or it expires.
+        handle.broker.keep_for_command(services.store, campaign_id=handle.campaign_id)
+        print(f"detached; the requests that wait for a human are kept until they expire. Answer them with: "
+              f"{shlex.join(approve_command(handle.campaign_id, services.store.path))}", file=sys.stderr, flush=True)
     else:
         # Nobody is at the keys any more: the leave dialog asked what becomes of the pending requests; from now on a
         # request that no rule or approved plan grants is refused at once (no new spend without an operator). What
@@ -77,6 +85,12 @@ async def run_in_console(services: Services, handle: CampaignHandle, *, time_sca
         return await handle.result(abort_if_cancelled="interrupted at the terminal after detaching")
     finally:
         stop()
+
+
+def approve_command(campaign_id: str, db_path: Path) -> tuple[str, ...]:
+    """The exact command that answers a detached campaign's kept requests (its store named: the demo's is not the
+    default one)."""
+    return ("vastui", "campaign", "approve", campaign_id, "--db", str(db_path))
 
 
 def demo_in_console(args: argparse.Namespace, *, data_dir: Path | None,

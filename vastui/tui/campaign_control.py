@@ -45,6 +45,7 @@ class CampaignControl:
         self.source = source
         self.leaving: Leaving | None = None
         self.quit_when_ended = False
+        self.kept_for_command = False   # detached keeping the pending requests for `vastui campaign approve`
 
     @property
     def is_running(self) -> bool:
@@ -151,8 +152,8 @@ class CampaignControl:
         lines = [f"Campaign {source.campaign_id} is still running.",
                  "Abort: stop the work, destroy every instance, prove it gone, then quit.",
                  "Detach: leave the console; the campaign runs on headless to its receipt "
-                 "(`vastui campaign resume` finds it if this process dies). Nobody is left to answer: a request "
-                 "that no approved plan covers is refused."]
+                 "(`vastui campaign resume` finds it if this process dies). With requests pending you choose: "
+                 "approve the plan's, refuse all, or keep them for `vastui campaign approve`."]
 
         def answered(choice: str | None) -> None:
             if choice == "abort":
@@ -176,22 +177,32 @@ class CampaignControl:
                  "budget); refuse the rest.",
                  "Refuse all: refuse every one; the campaign decides on what it has measured, and the receipt "
                  "names the candidates never measured."]
+        choices = [("stay", "Stay"), ("approve", "Approve the plan's, detach"), ("refuse", "Refuse all, detach")]
+        if self._app.services.store is not None:
+            campaign_id = self.source.campaign_id if self.source is not None else "ID"
+            lines.append(f"Keep: they wait, each until its expiry, for `vastui campaign approve {campaign_id}` in a "
+                         "shell; detaching prints the exact command.")
+            choices.append(("keep", "Keep for `vastui campaign approve`, detach"))
 
         def answered(choice: str | None) -> None:
-            if choice in ("approve", "refuse"):
-                self.detach(approve_plan=choice == "approve")
+            if choice in ("approve", "refuse", "keep"):
+                self.detach(approve_plan=choice == "approve", keep=choice == "keep")
         self._app.push_screen(ChoiceDialog(title="Detach: what about the pending requests?", lines=lines,
-                                           choices=[("stay", "Stay"), ("approve", "Approve the plan's, detach"),
-                                                    ("refuse", "Refuse all, detach")]), callback=answered)
+                                           choices=choices), callback=answered)
 
-    def detach(self, *, approve_plan: bool) -> None:
-        """Leave the campaign running headless; nobody answers from now on (what no plan covers is refused)."""
+    def detach(self, *, approve_plan: bool, keep: bool = False) -> None:
+        """Leave the campaign running headless. Nobody answers at the console from now on: what no plan covers is
+        refused — or, with ``keep``, waits in the store for `vastui campaign approve` until it expires."""
         if self.source is None:
             return
-        broker = self.source.broker
+        broker, store = self.source.broker, self._app.services.store
         if approve_plan:
             broker.approve_plan(by=f"{KEY_ANSWER} detach: the printed plan")
-        broker.stop_asking("the operator detached the console")
+        if keep and store is not None:
+            broker.keep_for_command(store, campaign_id=self.source.campaign_id)
+            self.kept_for_command = True
+        else:
+            broker.stop_asking("the operator detached the console")
         self.leaving = Leaving.DETACHED
         self._app.exit()
 
