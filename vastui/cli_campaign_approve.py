@@ -78,7 +78,7 @@ async def _answer(args: argparse.Namespace) -> int:
         pending = await _pending(store, args.campaign_id, db_path)
         if not args.request_ids and not args.all:
             return _list(args.campaign_id, pending)
-        if not pending:
+        if args.all and not pending:
             _say(f"vastui campaign {verb}: campaign {args.campaign_id} has no pending request")
             return NOTHING_PENDING
         chosen = pending if args.all else await _named(store, args.campaign_id, args.request_ids, pending)
