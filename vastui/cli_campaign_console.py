@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from vastui.bench.receipt import Receipt, render_markdown
+from vastui.campaign.broker import ApprovalBroker
 from vastui.campaign.handle import CampaignHandle, CampaignResult
 from vastui.campaign.session import Services
 from vastui.events import Event
+from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient
 from vastui.cli_signals import run_async, watch_for_exit
 
@@ -69,22 +71,29 @@ async def run_in_console(services: Services, handle: CampaignHandle, *, time_sca
         return await handle.result()
     if app.control.leaving is not Leaving.DETACHED:
         handle.abort("the console closed while the campaign ran")
-    elif app.control.kept_for_command:
-        # Nobody is at the keys, but the operator answers from a shell: every request that waits for a human is
-        # kept in the store until `vastui campaign approve` (or refuse) answers it there, or it expires.
-        handle.broker.keep_for_command(services.store, campaign_id=handle.campaign_id)
+    elif (command := leave_pending(handle.broker, services.store, campaign_id=handle.campaign_id,
+                                   keep=app.control.kept_for_command)) is not None:
         print(f"detached; the requests that wait for a human are kept until they expire. Answer them with: "
-              f"{shlex.join(approve_command(handle.campaign_id, services.store.path))}", file=sys.stderr, flush=True)
-    else:
-        # Nobody is at the keys any more: the leave dialog asked what becomes of the pending requests; from now on a
-        # request that no rule or approved plan grants is refused at once (no new spend without an operator). What
-        # is rented is measured, decided, destroyed and proven gone.
-        handle.broker.stop_asking("the operator detached the console")
+              f"{shlex.join(command)}", file=sys.stderr, flush=True)
     stop = services.bus.listen(on_detach)
     try:
         return await handle.result(abort_if_cancelled="interrupted at the terminal after detaching")
     finally:
         stop()
+
+
+def leave_pending(broker: ApprovalBroker, store: SqliteStore, *, campaign_id: str,
+                  keep: bool) -> tuple[str, ...] | None:
+    """What becomes of the requests nobody at the keys will answer, once the operator detached (the leave dialog
+    asked). ``keep``: each request that waits for a human is kept in the store until `vastui campaign approve` (or
+    refuse) answers it there, or it expires; returns that command. Otherwise a request that no rule or approved plan
+    grants is refused at once (no new spend without an operator); returns None. Either way what is rented is
+    measured, decided, destroyed and proven gone."""
+    if keep:
+        broker.keep_for_command(store, campaign_id=campaign_id)
+        return approve_command(campaign_id, store.path)
+    broker.stop_asking("the operator detached the console")
+    return None
 
 
 def approve_command(campaign_id: str, db_path: Path) -> tuple[str, ...]:

@@ -216,3 +216,26 @@ async def test_a_late_grant_of_a_request_the_broker_expired_is_overwritten_as_ex
     await until(kept_in(other, 1, KeptRequestState.EXPIRED), "the row corrected to expired")
     rows: list[KeptRequest] = await other.kept_requests(CAMPAIGN)
     assert rows[0].answered_by == "expiry"
+
+
+@pytest.mark.parametrize("keep", [True, False])
+async def test_after_a_detach_the_console_keeps_or_refuses_what_waits(
+        keep: bool, broker: ApprovalBroker, store: SqliteStore, other: SqliteStore, paths: Path,
+        events: list[Event]) -> None:
+    from vastui.cli_campaign_console import leave_pending
+
+    waiting = asyncio.create_task(broker.request(rent(777)))
+    await until(lambda: asyncio.sleep(0, len(broker.pending()) == 1), "a request waiting for a human")
+    command = leave_pending(broker, store, campaign_id=CAMPAIGN, keep=keep)
+    if keep:
+        assert command == ("vastui", "campaign", "approve", CAMPAIGN, "--db", str(paths))
+        await until(kept_in(other, 1), "the request kept")
+        assert not waiting.done() and broker.is_keeping, "kept, not refused"
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+    else:
+        assert command is None and not broker.is_keeping
+        assert await asyncio.wait_for(waiting, WAIT_S) is None, "refused: nobody is left to answer"
+        assert await other.kept_requests(CAMPAIGN) == []
+    await broker.stop_keeping("the test ended")
