@@ -173,16 +173,17 @@ class CampaignControl:
         lines = [f"{len(waiting)} request(s) wait for an answer:",
                  *(f"  {facts(p)}" for p in waiting[:8]),
                  *([f"  … and {len(waiting) - 8} more"] if len(waiting) > 8 else []),
-                 "Approve the plan's: grant those in the printed plan (and the plan's later rents, within its "
+                 "Approve plan's: grant those in the printed plan (and the plan's later rents, within its "
                  "budget); refuse the rest.",
                  "Refuse all: refuse every one; the campaign decides on what it has measured, and the receipt "
                  "names the candidates never measured."]
-        choices = [("stay", "Stay"), ("approve", "Approve the plan's, detach"), ("refuse", "Refuse all, detach")]
+        # short labels: the title says each one detaches, and four buttons must fit 80 columns
+        choices = [("stay", "Stay"), ("approve", "Approve plan's"), ("refuse", "Refuse all")]
         if self._app.services.store is not None:
             campaign_id = self.source.campaign_id if self.source is not None else "ID"
-            lines.append(f"Keep: they wait, each until its expiry, for `vastui campaign approve {campaign_id}` in a "
-                         "shell; detaching prints the exact command.")
-            choices.append(("keep", "Keep for `vastui campaign approve`, detach"))
+            lines.append(f"Keep for approve: they wait, each until its expiry, for `vastui campaign approve "
+                         f"{campaign_id}` in a shell; detaching prints the exact command.")
+            choices.append(("keep", "Keep for approve"))
 
         def answered(choice: str | None) -> None:
             if choice in ("approve", "refuse", "keep"):
