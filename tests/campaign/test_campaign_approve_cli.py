@@ -7,6 +7,8 @@ refuses with --all, and says clearly when a campaign is unknown, has nothing pen
 from __future__ import annotations
 
 import asyncio
+import os
+import pty
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -112,6 +114,38 @@ async def test_lists_then_approves_with_yes_and_refuses_without_a_terminal(rig: 
     assert second.result() is None
     nothing = await rig.cli("approve", CAMPAIGN)
     assert nothing.rc == 3 and "no pending request" in nothing.err
+
+
+async def test_on_a_terminal_approving_waits_for_a_typed_yes(rig: Rig) -> None:
+    waiting = rig.ask(rent(777))
+    await until(rig.kept(1), "the request kept")
+    [kept] = await rig.store.kept_requests(CAMPAIGN)
+    master, slave = pty.openpty()
+    try:
+        for typed, rc in ((b"n\n", 1), (b"yes\n", 0)):
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "vastui", "campaign", "approve", CAMPAIGN, kept.request_id, "--db", str(rig.db),
+                stdin=slave, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            assert proc.stderr is not None
+            asked = b""
+            while b"[y/N]" not in asked:   # answer only once the question is on the screen
+                chunk = await asyncio.wait_for(proc.stderr.read(4096), CLI_WAIT_S)
+                assert chunk, f"the command ended without asking: {asked.decode()}"
+                asked += chunk
+            assert b"Approve these 1 request(s), spending at most $1.00 in all?" in asked
+            os.write(master, typed)
+            out, err = await asyncio.wait_for(proc.communicate(), CLI_WAIT_S)
+            assert proc.returncode == rc, (out.decode(), err.decode())
+            if rc:
+                assert b"not approved; nothing changed" in err
+                [row] = await rig.store.kept_requests(CAMPAIGN)
+                assert row.state is KeptRequestState.PENDING and not waiting.done()
+    finally:
+        os.close(master)
+        os.close(slave)
+    await until(lambda: asyncio.sleep(0, waiting.done()), "the broker to grant it", tick=rig.wall)
+    approval = waiting.result()
+    assert isinstance(approval, Approval) and approval.granted_by.startswith("vastui campaign approve (pid ")
 
 
 async def test_an_expired_request_cannot_be_approved_and_errors_are_clear(rig: Rig) -> None:
