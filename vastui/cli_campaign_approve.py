@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from vastui.cli_terminal import ask_on_terminal, fmt_num, make_table, print_table
 from vastui.config import load_settings
@@ -54,18 +55,11 @@ def add_approve_commands(csub: argparse._SubParsersAction[argparse.ArgumentParse
             p.add_argument("--yes", action="store_true",
                            help="approve without the typed confirmation (for scripts; exactly what is named)")
         p.add_argument("--db", help="SQLite store path (default: $VASTUI_DB or the data dir; detach prints it)")
-        p.set_defaults(handler=_cmd_approve if name == "approve" else _cmd_refuse, grant=name == "approve")
+        p.set_defaults(handler=_cmd_answer, grant=name == "approve")
 
 
-async def _cmd_approve(args: argparse.Namespace) -> int:
-    return await _answer(args)
-
-
-async def _cmd_refuse(args: argparse.Namespace) -> int:
-    return await _answer(args)
-
-
-async def _answer(args: argparse.Namespace) -> int:
+async def _cmd_answer(args: argparse.Namespace) -> int:
+    """``approve`` (``args.grant``) or ``refuse``: list, or answer what is named."""
     verb = "approve" if args.grant else "refuse"
     if args.all and args.request_ids:
         _say(f"vastui campaign {verb}: name request ids or pass --all, not both (see --help)")
@@ -105,7 +99,7 @@ async def _answer(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _pending(store: SqliteStore, campaign_id: str, db_path: object) -> list[KeptRequest]:
+async def _pending(store: SqliteStore, campaign_id: str, db_path: Path) -> list[KeptRequest]:
     """The campaign's requests that can still be answered now (pending, not past their expiry)."""
     campaign = await store.campaign(campaign_id)
     if campaign is None:
