@@ -16,7 +16,7 @@ from fakes import FakeClock
 from vastui.approval import Action, Approval, ApprovalRequest, offer_target
 from vastui.campaign.approvers import PlanTerms
 from vastui.campaign.broker import ApprovalBroker
-from vastui.events import Event, EventBus
+from vastui.events import Event, EventBus, Notice
 from vastui.events_live import ApprovalAnswered, ApprovalExpired
 from vastui.store import KeptRequest, KeptRequestState, SqliteStore
 
@@ -132,6 +132,11 @@ async def test_kept_requests_are_written_and_answered_from_a_second_connection(
         2.5, "RTX_4090", 2, 0.55, 1_800_003_600.0)
     assert first.asked_at == epoch.now() - 30.0 and first.expires_at == epoch.now() + EXPIRY_S - 30.0
     assert second.target == "offer:778" and second.expires_at == epoch.now() + EXPIRY_S
+    told = [e.text for e in events if isinstance(e, Notice)]
+    assert told == [f"{first.request_id} waits for `vastui campaign approve {CAMPAIGN}`: rent 777, cap $2.50 "
+                    "(expires in 10 min)",
+                    f"{second.request_id} waits for `vastui campaign approve {CAMPAIGN}`: rent 778, cap $1.00 "
+                    "(expires in 10 min)"], "the headless run says what waits"
     assert not waiting.done() and not later.done(), "kept, not refused"
 
     assert await other.answer_kept_requests(campaign_id=CAMPAIGN, request_ids=[first.request_id], grant=True,

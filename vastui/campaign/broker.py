@@ -41,7 +41,7 @@ from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRe
 from vastui.campaign.approvers import PlanApprover, PlanTerms
 from vastui.clock import Clock, MonotonicClock, WallClock
 from vastui.errors import ApprovalRequired, VastuiError
-from vastui.events import EventBus
+from vastui.events import EventBus, Notice
 from vastui.events_live import ApprovalAnswered, ApprovalCancelled, ApprovalExpired, ApprovalRequested
 from vastui.store.records import KeptRequestState
 
@@ -323,6 +323,12 @@ class ApprovalBroker:
         entry.kept_row = kept.row_id
         if entry.answer.done() and entry.pending.request_id not in self._open:
             await self._settle_kept(entry, entry.answer.result())   # it was closed while being written
+            return
+        cap = f", cap ${p.cost_cap_usd:.2f}" if p.cost_cap_usd is not None else ""
+        self._bus.publish(Notice(
+            at=self._clock.now(), campaign_id=keeping.campaign_id, level="info",
+            text=f"{p.request_id} waits for `vastui campaign approve {keeping.campaign_id}`: {p.summary}{cap} "
+                 f"(expires in {p.expires_in_s(wall_now) / 60:.0f} min)"))
 
     async def _settle_kept(self, entry: _Entry, answer: _Answer) -> None:
         keeping = self._keeping
