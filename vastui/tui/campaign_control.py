@@ -152,8 +152,9 @@ class CampaignControl:
         lines = [f"Campaign {source.campaign_id} is still running.",
                  "Abort: stop the work, destroy every instance, prove it gone, then quit.",
                  "Detach: leave the console; the campaign runs on headless to its receipt "
-                 "(`vastui campaign resume` finds it if this process dies). With requests pending you choose: "
-                 "approve the plan's, refuse all, or keep them for `vastui campaign approve`."]
+                 "(`vastui campaign resume` finds it if this process dies). Requests pending now: you choose to "
+                 "approve the plan's, refuse all, or keep them for `vastui campaign approve`; with none pending, a "
+                 "later request that no approved plan covers is refused."]
 
         def answered(choice: str | None) -> None:
             if choice == "abort":
