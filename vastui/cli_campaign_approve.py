@@ -106,8 +106,9 @@ async def _pending(store: SqliteStore, campaign_id: str, db_path: Path) -> list[
         raise VastuiError(f"no campaign {campaign_id} in {db_path} (pass the --db that detaching printed)",
                           title="Unknown campaign")
     if not campaign.is_active:
-        raise VastuiError(f"campaign {campaign_id} has finished ({campaign.phase}): its requests can no longer be "
-                          "answered", title="Campaign finished")
+        phase = "" if campaign.phase == "finished" else f" ({campaign.phase})"
+        raise VastuiError(f"campaign {campaign_id} has finished{phase}: its requests can no longer be answered",
+                          title="Campaign finished")
     now = time.time()
     return [r for r in await store.kept_requests(campaign_id, state=KeptRequestState.PENDING)
             if not r.is_expired(now)]

@@ -178,6 +178,11 @@ async def test_an_expired_request_cannot_be_approved_and_errors_are_clear(rig: R
     both = await rig.cli("approve", CAMPAIGN, kept.request_id, "--all")
     assert both.rc == 2
 
+    await rig.store.finish_campaign(campaign_id=CAMPAIGN, phase="finished", at=2.0)
+    finished = await rig.cli("approve", CAMPAIGN)
+    assert finished.rc == 1 and f"campaign {CAMPAIGN} has finished: its requests can no longer be answered" in (
+        finished.err)
+
 
 async def test_help_teaches_with_an_example_and_the_exit_codes(rig: Rig) -> None:
     shown = await rig.cli("approve", "--help")
