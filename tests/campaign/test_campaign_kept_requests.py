@@ -133,10 +133,10 @@ async def test_kept_requests_are_written_and_answered_from_a_second_connection(
     assert first.asked_at == epoch.now() - 30.0 and first.expires_at == epoch.now() + EXPIRY_S - 30.0
     assert second.target == "offer:778" and second.expires_at == epoch.now() + EXPIRY_S
     told = [e.text for e in events if isinstance(e, Notice)]
-    assert told == [f"{first.request_id} waits for `vastui campaign approve {CAMPAIGN}`: rent 777, cap $2.50 "
-                    "(expires in 10 min)",
-                    f"{second.request_id} waits for `vastui campaign approve {CAMPAIGN}`: rent 778, cap $1.00 "
-                    "(expires in 10 min)"], "the headless run says what waits"
+    command = f"vastui campaign approve {CAMPAIGN}"
+    assert told == [f"{first.request_id} waits for `{command}`: rent 777, cap $2.50 (expires in 10 min)",
+                    f"{second.request_id} waits for `{command}`: rent 778, cap $1.00 (expires in 10 min)"], (
+        "the headless run says what waits")
     assert not waiting.done() and not later.done(), "kept, not refused"
 
     assert await other.answer_kept_requests(campaign_id=CAMPAIGN, request_ids=[first.request_id], grant=True,
