@@ -73,8 +73,9 @@ async def run_in_console(services: Services, handle: CampaignHandle, *, time_sca
         handle.abort("the console closed while the campaign ran")
     elif (command := leave_pending(handle.broker, services.store, campaign_id=handle.campaign_id,
                                    keep=app.control.kept_for_command)) is not None:
-        print(f"detached; the requests that wait for a human are kept until they expire. Answer them with: "
-              f"{shlex.join(command)}", file=sys.stderr, flush=True)
+        print(f"detached; {len(handle.broker.pending())} request(s) wait for an answer now, and later ones will: "
+              f"each is kept until it expires. List and answer them with: {shlex.join(command)}", file=sys.stderr,
+              flush=True)
     stop = services.bus.listen(on_detach)
     try:
         return await handle.result(abort_if_cancelled="interrupted at the terminal after detaching")
