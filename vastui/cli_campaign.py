@@ -72,6 +72,9 @@ def add_campaign_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     pr.add_argument("--approve-plan", action="store_true",
                     help="approve destroying the instances this campaign created (what its plan promised)")
     pr.set_defaults(handler=_cmd_campaign_resume)
+    from vastui.cli_campaign_approve import add_approve_commands
+
+    add_approve_commands(csub)
 
 
 def _help(parser: argparse.ArgumentParser) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,9 +19,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from vastui.bench.receipt import Receipt, render_markdown
+from vastui.campaign.broker import ApprovalBroker
 from vastui.campaign.handle import CampaignHandle, CampaignResult
 from vastui.campaign.session import Services
 from vastui.events import Event
+from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient
 from vastui.cli_signals import run_async, watch_for_exit
 
@@ -67,16 +71,36 @@ async def run_in_console(services: Services, handle: CampaignHandle, *, time_sca
         return await handle.result()
     if app.control.leaving is not Leaving.DETACHED:
         handle.abort("the console closed while the campaign ran")
-    else:
-        # Nobody is at the keys any more: the leave dialog asked what becomes of the pending requests; from now on a
-        # request that no rule or approved plan grants is refused at once (no new spend without an operator). What
-        # is rented is measured, decided, destroyed and proven gone.
-        handle.broker.stop_asking("the operator detached the console")
+    elif (command := leave_pending(handle.broker, services.store, campaign_id=handle.campaign_id,
+                                   keep=app.control.kept_for_command)) is not None:
+        print(f"detached; {len(handle.broker.pending())} request(s) wait for an answer now, and later ones will: "
+              f"each is kept until it expires. List and answer them with: {shlex.join(command)}", file=sys.stderr,
+              flush=True)
     stop = services.bus.listen(on_detach)
     try:
         return await handle.result(abort_if_cancelled="interrupted at the terminal after detaching")
     finally:
         stop()
+
+
+def leave_pending(broker: ApprovalBroker, store: SqliteStore, *, campaign_id: str,
+                  keep: bool) -> tuple[str, ...] | None:
+    """What becomes of the requests nobody at the keys will answer, once the operator detached (the leave dialog
+    asked). ``keep``: each request that waits for a human is kept in the store until `vastui campaign approve` (or
+    refuse) answers it there, or it expires; returns that command. Otherwise a request that no rule or approved plan
+    grants is refused at once (no new spend without an operator); returns None. Either way what is rented is
+    measured, decided, destroyed and proven gone."""
+    if keep:
+        broker.keep_for_command(store, campaign_id=campaign_id)
+        return approve_command(campaign_id, store.path)
+    broker.stop_asking("the operator detached the console")
+    return None
+
+
+def approve_command(campaign_id: str, db_path: Path) -> tuple[str, ...]:
+    """The exact command that answers a detached campaign's kept requests (its store named: the demo's is not the
+    default one)."""
+    return ("vastui", "campaign", "approve", campaign_id, "--db", str(db_path))
 
 
 def demo_in_console(args: argparse.Namespace, *, data_dir: Path | None,

@@ -52,9 +52,15 @@ async def _seed_v2(conn: aiosqlite.Connection) -> None:
     await _seed_v1(conn)
 
 
+async def _seed_v3(conn: aiosqlite.Connection) -> None:
+    """Rows as the v3 code wrote them: v2's, and the process that ran campaign c1."""
+    await _seed_v2(conn)
+    await conn.execute("INSERT INTO campaign_owners VALUES ('c1', 'h0', 7, '', 3.0)")
+
+
 # One seed per older non-empty schema version: adding a migration step without a seed for the version it
 # leaves behind fails test_every_old_version_has_a_seed.
-SEEDS: dict[int, Callable[[aiosqlite.Connection], Awaitable[None]]] = {1: _seed_v1, 2: _seed_v2}
+SEEDS: dict[int, Callable[[aiosqlite.Connection], Awaitable[None]]] = {1: _seed_v1, 2: _seed_v2, 3: _seed_v3}
 
 
 async def _build_old(path: Path, version: int) -> None:
@@ -127,6 +133,10 @@ async def test_data_written_by_an_old_version_survives(tmp_path: Path, version: 
         owner = CampaignOwner(campaign_id="c1", host="h", pid=1, pid_started="", claimed_at=11.0)
         await store.claim_campaign(owner)
         assert await store.campaign_owners() == {"c1": owner}
+        kept = await store.keep_request(campaign_id="c1", request_id="r1", action="create_instance",
+                                        target="offer:501", summary="rent 501", cost_cap_usd=0.5, gpu_name="RTX 4090",
+                                        num_gpus=1, dph_usd=0.4, deadline_at=7200.0, asked_at=12.0, expires_at=912.0)
+        assert [k.row_id for k in await store.kept_requests("c1")] == [kept.row_id]
 
 
 async def test_a_failing_step_is_rolled_back_whole(tmp_path: Path) -> None:

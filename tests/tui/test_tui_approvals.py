@@ -17,6 +17,7 @@ from vastui.bench.receipt import render_markdown
 from vastui.clock import ScaledClock
 from vastui.events import InstanceRented
 from vastui.events_live import ApprovalAnswered, ApprovalExpired, ApprovalRequested
+from vastui.store import KeptRequestState
 from vastui.tui.campaign_control import Leaving
 from vastui.tui.dialogs.approvals import ApprovalsScreen
 from vastui.tui.dialogs.choice import ChoiceDialog
@@ -140,7 +141,7 @@ async def test_detach_with_pending_requests_asks_and_the_receipt_names_the_unmea
             assert isinstance(question, ChoiceDialog)
             assert all(any(r in line for line in question.lines) for r in waiting), "it lists what waits"
             assert app.focused is not None and app.focused.id == "choice-stay", "the safe answer has the focus"
-            await pilot.press("tab", "tab", "enter")   # Refuse all, detach
+            await pilot.press("tab", "tab", "enter")   # Refuse all
             await until(lambda: not app.is_running, "the console to quit")
         assert app.control.leaving is Leaving.DETACHED
         result = await console.handle.result()
@@ -159,3 +160,36 @@ async def test_detach_with_pending_requests_asks_and_the_receipt_names_the_unmea
     rents = [a for a in receipt.approvals if a.action == "create_instance"]
     assert rents and all(a.cost_cap_usd is not None and a.cost_cap_usd > 0 for a in rents)
     assert all(f"| {a.target} | {a.cost_cap_usd:.2f} |" in text for a in rents), "the cap that was approved"
+
+
+async def test_detach_can_keep_pending_requests_for_the_approve_command(tmp_path: Path) -> None:
+    async with campaign_console(tmp_path, seed=4) as console:
+        app = console.app
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_until(pilot, lambda: answerable(console) > 0, what="the first approval request")
+            waiting = {p.request_id for p in app.desk.answerable()}
+            await pilot.press("q")
+            await wait_until(pilot, lambda: isinstance(app.screen, ChoiceDialog), what="the leave dialog")
+            await pilot.press("tab", "tab", "enter")   # Detach
+            await wait_until(pilot, lambda: isinstance(app.screen, ChoiceDialog)
+                             and app.screen.title_text.startswith("Detach: what about"), what="the pending question")
+            question = app.screen
+            assert isinstance(question, ChoiceDialog)
+            assert [c for c, _label in question.choices] == ["stay", "approve", "refuse", "keep"]
+            assert any(f"vastui campaign approve {console.handle.campaign_id}" in line for line in question.lines)
+            await pilot.press("tab", "tab", "tab", "enter")   # Keep for approve
+            await until(lambda: not app.is_running, "the console to quit")
+        assert app.control.leaving is Leaving.DETACHED and app.control.kept_for_command
+        assert console.handle.broker.is_keeping and not console.handle.is_done, "the campaign runs on"
+        store = console.demo.services.store
+        kept: set[str] = set()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT_S
+        while not waiting <= kept:
+            assert loop.time() < deadline, "timed out waiting for the requests to be kept in the store"
+            await asyncio.sleep(0.05)
+            kept = {k.request_id for k in await store.kept_requests(console.handle.campaign_id,
+                                                                    state=KeptRequestState.PENDING)}
+        answered = {e.request_id for e in console.events if isinstance(e, ApprovalAnswered)}
+        assert not waiting & answered, "kept, not refused"
+        assert {p.request_id for p in console.handle.broker.pending()} >= waiting

@@ -142,7 +142,7 @@ async def test_detach_leaves_the_console_and_the_campaign_runs_on(tmp_path: Path
             await wait_until(pilot, lambda: isinstance(app.screen, ChoiceDialog)
                              and app.screen.title_text.startswith("Detach: what about"),
                              what="the question about the pending requests")
-            await pilot.press("tab", "enter")   # Approve the plan's, detach
+            await pilot.press("tab", "enter")   # Approve plan's
             await until(lambda: not app.is_running, "the console to quit")
         assert app.control.leaving is Leaving.DETACHED
         assert not console.handle.is_done and console.handle.abort_reason is None, "the campaign runs on"

@@ -17,6 +17,13 @@ request whose time is up cannot be granted, even in the instant before its timer
 instead (expiry refuses, it never approves). Once nobody is left to answer (``stop_asking``, the console detached),
 a request that no rule or plan grants is refused at once.
 
+When the operator detaches but will answer from a shell (``keep_for_command``), every request that waits for a
+human — those waiting now and every later one — is kept in the store (its ``kept_requests`` table) instead, with
+its expiry in epoch wall seconds; ``vastui campaign approve``/``refuse``, another process on the same file, answers
+it there, and the broker polls the store on ``wall`` (about once a second) and applies the answer through
+``approve``/``refuse`` — so a grant is audited as any other, naming the command that gave it. The expiry still
+runs on ``wall`` here: an expired request is refused as expired, and its row says so.
+
 Every grant, refusal, expiry and cancellation goes to the audit log and to the bus (``events_live.Approval*``).
 The broker is an ``Approver``: the engine asks it like any other.
 """
@@ -28,19 +35,24 @@ import enum
 import itertools
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRecord, AuditSink
 from vastui.campaign.approvers import PlanApprover, PlanTerms
-from vastui.clock import Clock, MonotonicClock
+from vastui.clock import Clock, MonotonicClock, WallClock
 from vastui.errors import ApprovalRequired, VastuiError
-from vastui.events import EventBus
+from vastui.events import EventBus, Notice
 from vastui.events_live import ApprovalAnswered, ApprovalCancelled, ApprovalExpired, ApprovalRequested
+from vastui.store.records import KeptRequestState
+
+if TYPE_CHECKING:
+    from vastui.store import SqliteStore
 
 log = logging.getLogger(__name__)
 
 DEFAULT_EXPIRY_S = 15 * 60.0
 OWN_INSTANCE_RULE = "own-instance rule: rented by this campaign, destroyed by its deadline"
+KEEP_POLL_S = 1.0   # how often a detached broker looks in the store for a command's answers (wall seconds)
 
 
 class RequestState(enum.StrEnum):
@@ -103,6 +115,20 @@ class _Entry:
     pending: PendingApproval
     request: ApprovalRequest
     answer: asyncio.Future[_Answer]
+    asks_human: bool = False       # it waits for a human (no rule, plan or policy answered it)
+    keeping: bool = False          # it is being (or has been) written to the store for a command to answer
+    kept_row: int | None = None    # its row in the store, once written
+
+
+@dataclass(slots=True)
+class _Keeping:
+    """Where a detached broker keeps its requests, and the task that polls for their answers."""
+
+    store: SqliteStore
+    campaign_id: str
+    epoch: Clock
+    poll_s: float
+    task: asyncio.Task[None] | None = None
 
 
 def _target_id(target: str, kind: str) -> int | None:
@@ -130,6 +156,7 @@ class ApprovalBroker:
         self._owned: set[int] = set()
         self._aborting: str | None = None
         self._prompt_lock = asyncio.Lock()
+        self._keeping: _Keeping | None = None
 
     # --- what a view reads -------------------------------------------------------------------------------------
     def pending(self) -> tuple[PendingApproval, ...]:
@@ -214,6 +241,106 @@ class ApprovalBroker:
                 cancelled += 1
         return cancelled
 
+    # --- kept for a command (the operator detached, and answers from a shell) ---------------------------------
+    @property
+    def is_keeping(self) -> bool:
+        """Whether requests that need a human are kept in the store for ``vastui campaign approve``."""
+        return self._keeping is not None
+
+    def keep_for_command(self, store: SqliteStore, *, campaign_id: str, epoch: Clock | None = None,
+                         poll_s: float = KEEP_POLL_S) -> None:
+        """Nobody is at the console, but the operator answers from a shell: every request that waits for a human
+        now, and every later one, is kept in ``store`` under ``campaign_id`` (asked-at and expires-at on ``epoch``,
+        the real clock unless given) and answered when another process answers it there; the store is polled every
+        ``poll_s`` seconds of ``wall``. Expiry is unchanged. Idempotent; needs a running event loop; does nothing
+        once ``stop_asking`` was called. ``stop_keeping`` ends it (the campaign's end does)."""
+        if poll_s <= 0:
+            raise ValueError("poll_s must be positive")
+        if self._keeping is not None or self._nobody_answers is not None:
+            return
+        keeping = _Keeping(store, campaign_id, epoch if epoch is not None else WallClock(), poll_s)
+        self._keeping = keeping
+        keeping.task = asyncio.get_running_loop().create_task(self._keep_answering(keeping),
+                                                              name=f"kept requests of {campaign_id}")
+
+    async def stop_keeping(self, reason: str) -> int:
+        """Stop polling the store; the kept requests still pending there are marked cancelled (nobody will pick up
+        their answer). Returns how many were. Raises StoreError when the store refuses."""
+        keeping = self._keeping
+        if keeping is None or keeping.task is None or keeping.task.done():
+            return 0
+        keeping.task.cancel()
+        await asyncio.wait({keeping.task})
+        return await keeping.store.cancel_kept_requests(keeping.campaign_id, at=keeping.epoch.now(), reason=reason)
+
+    async def _keep_answering(self, keeping: _Keeping) -> None:
+        """Keep what waits now, then apply the command's answers from the store, every ``poll_s`` of wall time."""
+        for entry in list(self._open.values()):
+            if entry.asks_human and not entry.answer.done():
+                await self._keep(entry)
+        told = False
+        while True:
+            await self.wall.sleep(keeping.poll_s)
+            waiting = {e.kept_row: e for e in self._open.values() if e.kept_row is not None and not e.answer.done()}
+            if not waiting:
+                continue
+            try:
+                rows = await keeping.store.kept_requests(keeping.campaign_id)
+            except VastuiError as exc:
+                if not told:   # once: the requests still expire on time if the store stays unreadable
+                    log.warning("could not read the answers to the kept requests: %s", exc.message)
+                told = True
+                continue
+            for row in rows:
+                answered = waiting.get(row.row_id)
+                if answered is None:
+                    continue
+                by = row.answered_by or "vastui campaign approve"
+                if row.state is KeptRequestState.GRANTED:
+                    self.approve(answered.pending.request_id, by=by)
+                elif row.state is KeptRequestState.REFUSED:
+                    self.refuse(answered.pending.request_id, by=by,
+                                reason=row.reason or "refused at the command line")
+
+    async def _keep(self, entry: _Entry) -> None:
+        """Write one waiting request to the store (once); a request the store refuses is refused, with why."""
+        keeping = self._keeping
+        if keeping is None or entry.keeping:
+            return
+        entry.keeping = True
+        p, wall_now, epoch_now = entry.pending, self.wall.now(), keeping.epoch.now()
+        try:
+            kept = await keeping.store.keep_request(
+                campaign_id=keeping.campaign_id, request_id=p.request_id, action=str(p.action), target=p.target,
+                summary=p.summary, cost_cap_usd=p.cost_cap_usd, gpu_name=p.gpu_name, num_gpus=p.num_gpus,
+                dph_usd=p.dph_usd, deadline_at=p.deadline_at, asked_at=epoch_now - p.waited_s(wall_now),
+                expires_at=epoch_now + (p.expires_wall_s - wall_now))
+        except VastuiError as exc:
+            if not entry.answer.done():
+                entry.answer.set_result(_Answer(RequestState.REFUSED, None, "campaign",
+                                                f"could not keep it for `vastui campaign approve`: {exc.message}"))
+            return
+        entry.kept_row = kept.row_id
+        if entry.answer.done() and entry.pending.request_id not in self._open:
+            await self._settle_kept(entry, entry.answer.result())   # it was closed while being written
+            return
+        cap = f", cap ${p.cost_cap_usd:.2f}" if p.cost_cap_usd is not None else ""
+        self._bus.publish(Notice(
+            at=self._clock.now(), campaign_id=keeping.campaign_id, level="info",
+            text=f"{p.request_id} waits for `vastui campaign approve {keeping.campaign_id}`: {p.summary}{cap} "
+                 f"(expires in {p.expires_in_s(wall_now) / 60:.0f} min)"))
+
+    async def _settle_kept(self, entry: _Entry, answer: _Answer) -> None:
+        keeping = self._keeping
+        if keeping is None or entry.kept_row is None:
+            return
+        try:
+            await keeping.store.settle_kept_request(entry.kept_row, state=KeptRequestState(str(answer.state)),
+                                                    answered_by=answer.by, at=keeping.epoch.now(),
+                                                    reason=answer.reason or None)
+        except VastuiError as exc:
+            log.warning("could not record the answer to kept request %s: %s", entry.pending.request_id, exc.message)
+
     # --- what the campaign calls -------------------------------------------------------------------------------
     async def request(self, request: ApprovalRequest) -> Approval | None:
         """Ask; returns the approval, or None when refused, expired or cancelled (each audited and published).
@@ -274,7 +401,11 @@ class ApprovalBroker:
         """Wait for a view's answer or the operator's, until the request expires (on the wall clock)."""
         if self._nobody_answers is not None:
             return _Answer(RequestState.REFUSED, None, "campaign", self._nobody_answers)
-        prompt = asyncio.create_task(self._prompt(entry)) if self._operator is not None else None
+        entry.asks_human = True
+        if self._keeping is not None:
+            await self._keep(entry)
+        asks_operator = self._operator is not None and self._keeping is None
+        prompt = asyncio.create_task(self._prompt(entry)) if asks_operator else None
         timer = asyncio.create_task(self._expiry(entry.pending))
         waiting: set[asyncio.Future[Any]] = {entry.answer, timer}
         try:
@@ -317,6 +448,7 @@ class ApprovalBroker:
             entry.answer.set_result(answer)
         answer = entry.answer.result()
         self._open.pop(entry.pending.request_id, None)
+        await self._settle_kept(entry, answer)
         p, now = entry.pending, self._clock.now()
         granted = answer.state is RequestState.GRANTED and answer.approval is not None
         note = p.summary if granted else f"{p.summary} — {answer.state}: {answer.reason}"

@@ -146,6 +146,8 @@ class CampaignHandle:
             raise
         finally:
             self._stop_listening()
+            with contextlib.suppress(VastuiError):   # no answer kept for `vastui campaign approve` can matter now
+                await self.broker.stop_keeping("the campaign ended")
             with contextlib.suppress(VastuiError):   # the campaign is no longer this process's to run
                 await self._services.store.release_campaign(self.campaign_id, pid=os.getpid())
 

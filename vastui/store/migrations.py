@@ -11,6 +11,8 @@ History:
       bad-host and audit lookups by machine and by campaign.
   v3  campaign owners: the process (host, pid and its start) running an active campaign, so a resume can refuse a
       live campaign and the leak watcher can tell a dead owner from a live one.
+  v4  kept approval requests: a detached campaign's requests that wait for ``vastui campaign approve`` (another
+      process answers them here; the campaign's broker polls for the answers).
 """
 
 from __future__ import annotations
@@ -195,10 +197,35 @@ _V3 = (
         claimed_at REAL NOT NULL)""",
 )
 
+_V4 = (
+    """CREATE TABLE kept_requests (
+        id INTEGER PRIMARY KEY,
+        campaign_id TEXT NOT NULL REFERENCES campaigns(campaign_id),
+        request_id TEXT NOT NULL,
+        action TEXT NOT NULL,
+        target TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        cost_cap_usd REAL,
+        gpu_name TEXT,
+        num_gpus INTEGER,
+        dph_usd REAL,
+        deadline_at REAL,
+        asked_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'granted', 'refused', 'expired', 'cancelled')),
+        answered_by TEXT,
+        answered_at REAL,
+        reason TEXT)""",
+    # a request id names one pending request of its campaign (a resumed broker numbers from r1 again)
+    "CREATE UNIQUE INDEX kept_requests_pending ON kept_requests(campaign_id, request_id) WHERE state = 'pending'",
+    "CREATE INDEX kept_requests_by_campaign ON kept_requests(campaign_id, id)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "bad-host expiry; host-knowledge, bad-host and audit indexes", _V2),
     Migration(3, "campaign owners: which process runs an active campaign", _V3),
+    Migration(4, "kept approval requests: a detached campaign's requests answered by another process", _V4),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

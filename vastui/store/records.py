@@ -265,3 +265,44 @@ class Receipt:
     created_at: float
     json_text: str
     markdown_text: str
+
+
+class KeptRequestState(enum.StrEnum):
+    """Where an approval request kept for ``vastui campaign approve`` stands (the broker's states, by name)."""
+
+    PENDING = "pending"
+    GRANTED = "granted"
+    REFUSED = "refused"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class KeptRequest:
+    """An approval request of a detached campaign, kept in the store so another process can answer it.
+
+    ``asked_at``, ``expires_at`` and ``answered_at`` are epoch seconds of the wall clock (the operator's time, not
+    the marketplace's); ``deadline_at`` is on the campaign's clock, as in the request. ``row_id`` is the store's
+    own key: ``request_id`` is unique among the campaign's pending requests only."""
+
+    row_id: int
+    campaign_id: str
+    request_id: str
+    action: str
+    target: str
+    summary: str
+    cost_cap_usd: float | None
+    gpu_name: str | None
+    num_gpus: int | None
+    dph_usd: float | None
+    deadline_at: float | None
+    asked_at: float
+    expires_at: float
+    state: KeptRequestState
+    answered_by: str | None = None
+    answered_at: float | None = None
+    reason: str | None = None
+
+    def is_expired(self, now: float) -> bool:
+        """Whether its time is up at ``now`` (epoch seconds), whatever its recorded state."""
+        return now >= self.expires_at

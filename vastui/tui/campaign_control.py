@@ -45,6 +45,7 @@ class CampaignControl:
         self.source = source
         self.leaving: Leaving | None = None
         self.quit_when_ended = False
+        self.kept_for_command = False   # detached keeping the pending requests for `vastui campaign approve`
 
     @property
     def is_running(self) -> bool:
@@ -151,8 +152,9 @@ class CampaignControl:
         lines = [f"Campaign {source.campaign_id} is still running.",
                  "Abort: stop the work, destroy every instance, prove it gone, then quit.",
                  "Detach: leave the console; the campaign runs on headless to its receipt "
-                 "(`vastui campaign resume` finds it if this process dies). Nobody is left to answer: a request "
-                 "that no approved plan covers is refused."]
+                 "(`vastui campaign resume` finds it if this process dies). Requests pending now: you choose to "
+                 "approve the plan's, refuse all, or keep them for `vastui campaign approve`; with none pending, a "
+                 "later request that no approved plan covers is refused."]
 
         def answered(choice: str | None) -> None:
             if choice == "abort":
@@ -172,26 +174,37 @@ class CampaignControl:
         lines = [f"{len(waiting)} request(s) wait for an answer:",
                  *(f"  {facts(p)}" for p in waiting[:8]),
                  *([f"  … and {len(waiting) - 8} more"] if len(waiting) > 8 else []),
-                 "Approve the plan's: grant those in the printed plan (and the plan's later rents, within its "
+                 "Approve plan's: grant those in the printed plan (and the plan's later rents, within its "
                  "budget); refuse the rest.",
                  "Refuse all: refuse every one; the campaign decides on what it has measured, and the receipt "
                  "names the candidates never measured."]
+        # short labels: the title says each one detaches, and four buttons must fit 80 columns
+        choices = [("stay", "Stay"), ("approve", "Approve plan's"), ("refuse", "Refuse all")]
+        if self._app.services.store is not None:
+            campaign_id = self.source.campaign_id if self.source is not None else "ID"
+            lines.append(f"Keep for approve: they wait, each until its expiry, for `vastui campaign approve "
+                         f"{campaign_id}` in a shell; detaching prints the exact command.")
+            choices.append(("keep", "Keep for approve"))
 
         def answered(choice: str | None) -> None:
-            if choice in ("approve", "refuse"):
-                self.detach(approve_plan=choice == "approve")
+            if choice in ("approve", "refuse", "keep"):
+                self.detach(approve_plan=choice == "approve", keep=choice == "keep")
         self._app.push_screen(ChoiceDialog(title="Detach: what about the pending requests?", lines=lines,
-                                           choices=[("stay", "Stay"), ("approve", "Approve the plan's, detach"),
-                                                    ("refuse", "Refuse all, detach")]), callback=answered)
+                                           choices=choices), callback=answered)
 
-    def detach(self, *, approve_plan: bool) -> None:
-        """Leave the campaign running headless; nobody answers from now on (what no plan covers is refused)."""
+    def detach(self, *, approve_plan: bool, keep: bool = False) -> None:
+        """Leave the campaign running headless. Nobody answers at the console from now on: what no plan covers is
+        refused — or, with ``keep``, waits in the store for `vastui campaign approve` until it expires."""
         if self.source is None:
             return
-        broker = self.source.broker
+        broker, store = self.source.broker, self._app.services.store
         if approve_plan:
             broker.approve_plan(by=f"{KEY_ANSWER} detach: the printed plan")
-        broker.stop_asking("the operator detached the console")
+        if keep and store is not None:
+            broker.keep_for_command(store, campaign_id=self.source.campaign_id)
+            self.kept_for_command = True
+        else:
+            broker.stop_asking("the operator detached the console")
         self.leaving = Leaving.DETACHED
         self._app.exit()
 

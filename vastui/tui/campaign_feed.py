@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from vastui.bench.attribution import Readings
 from vastui.bench.hysteresis import VerdictTracker
@@ -22,6 +22,9 @@ from vastui.clock import Clock
 from vastui.events import CandidateEliminated, Event, EventBus, EventsLost, SampleTaken, Subscription
 from vastui.events_live import ProgressReported
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, GpuVerdict
+
+if TYPE_CHECKING:
+    from vastui.store import SqliteStore
 
 DATA_WAIT_WINDOW = 5          # progress markers per candidate behind the "recent data-wait" figure
 REDRAW_INTERVAL_S = 0.25      # wall seconds between pictures: what an eye can follow
@@ -41,6 +44,8 @@ class ApprovalAnswers(Protocol):
     def approve_plan(self, *, by: str = ...) -> int: ...
 
     def stop_asking(self, reason: str) -> int: ...
+
+    def keep_for_command(self, store: SqliteStore, *, campaign_id: str) -> None: ...
 
 
 class CampaignSource(Protocol):
