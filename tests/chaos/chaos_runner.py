@@ -49,6 +49,7 @@ from vastui.sim.market import Market
 from vastui.sim.middleware import SEARCH_PATHS
 from vastui.sim.server import SimServer
 from vastui.sim.truth import Fault
+from vastui.sim.turns import LifecycleOdds
 from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient, ssh_key_target
 
@@ -132,12 +133,16 @@ class MeasurementWatch:
 
 
 @contextlib.asynccontextmanager
-async def chaos_world(mix: Mix, work: Path) -> AsyncIterator[tuple[SimServer, ScaledClock, Chaos]]:
-    """The mix's simulated market, served, its chaos calm until the mix is applied."""
+async def chaos_world(mix: Mix, work: Path, *, lifecycle_odds: LifecycleOdds | None = None,
+                      ) -> AsyncIterator[tuple[SimServer, ScaledClock, Chaos]]:
+    """The mix's simulated market, served, its chaos calm until the mix is applied (``lifecycle_odds``: how often
+    its rentals take the marketplace's turns, when not the simulator's own odds)."""
     clock = ScaledClock(scale=TIME_SCALE)
     chaos = Chaos()
     market, pool = build_market_with_hosts(mix.world_seed, clock=clock, hosts_dir=work / "hosts", api_key=KEY,
                                            chaos=chaos)
+    if lifecycle_odds is not None:
+        market.lifecycle_odds = lifecycle_odds
     try:
         async with SimServer(market) as server:
             yield server, clock, chaos
@@ -460,14 +465,15 @@ async def check_market(report: CampaignReport, market: Market, db: Path, chosen_
 
 async def run_chaos_campaign(mix: Mix, *, manifest: Path, work: Path,
                              on_event: Callable[[Event], None] | None = None,
-                             transport: httpx.AsyncBaseTransport | None = None) -> CampaignReport:
+                             transport: httpx.AsyncBaseTransport | None = None,
+                             lifecycle_odds: LifecycleOdds | None = None) -> CampaignReport:
     """One campaign of ``mix`` in ``work`` (a fresh folder), judged; ``on_event`` sees an in-process console's
     events."""
     report = CampaignReport(mix)
     work.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         store_folder = stack.enter_context(small_disk(work / "disk")) if mix.disturbance == FULL_DISK else work
-        async with chaos_world(mix, work) as (server, clock, _chaos):
+        async with chaos_world(mix, work, lifecycle_odds=lifecycle_odds) as (server, clock, _chaos):
             if mix.disturbs_console:
                 db = await run_disturbed(mix, manifest, work, server, clock, report, store_folder=store_folder)
                 chosen = None
