@@ -18,7 +18,7 @@ from vastui.tui.dialogs.confirm import ConfirmDialog
 from vastui.tui.dialogs.help import HelpScreen
 from vastui.tui.services import ConsoleSettings, Services
 from vastui.tui.views.offers import OffersView
-from vastui.tui.widgets.keyed_table import ASCENDING, DESCENDING, KeyedTable
+from vastui.tui.widgets.keyed_table import ASCENDING, DESCENDING, SQUEEZE_USEFUL, KeyedTable
 from vastui.tui.widgets.throughput_axis import time_axis
 from vastui.vast.query import build_search_body
 
@@ -213,3 +213,24 @@ async def test_the_squeeze_column_shortens_with_an_ellipsis_when_dropping_is_not
         await pilot.resize_terminal(120, 20)
         await wait_for(pilot, lambda: len(table.shown_columns) == 4, what="every column back")
         assert str(table.get_row("1")[2]) == "n" * 30
+
+
+class WideSqueezeApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield KeyedTable(columns=COLUMNS, drop_order=("note", "extra"), squeeze="note", id="t")
+
+
+async def test_on_a_wide_terminal_a_column_goes_before_the_free_text_is_cut() -> None:
+    # 160 columns: the free text (140 cells) and the extra column (30) do not fit together; the extra column goes,
+    # though it comes after the free text in the drop order and squeezing would leave far more than SQUEEZE_USEFUL
+    app = WideSqueezeApp()
+    async with app.run_test(size=(160, 20)) as pilot:
+        table = app.query_one(KeyedTable)
+        table.sync({"1": ("1", "-", "n" * 140, "x" * 30)}, ["1"])
+        await wait_for(pilot, lambda: "extra" not in table.shown_columns, what="the extra column dropped")
+        assert table.shown_columns == ("id", "mem", "note")
+        assert str(table.get_row("1")[2]) == "n" * 140
+        await pilot.resize_terminal(100, 20)      # narrow: the free text is squeezed first, as before
+        await wait_for(pilot, lambda: "extra" in table.shown_columns, what="the extra column back")
+        note = str(table.get_row("1")[2])
+        assert note.endswith("…") and len(note) >= SQUEEZE_USEFUL

@@ -292,7 +292,8 @@ def _md_workload(r: Receipt) -> str:
     w = r.workload
     rows = [(f"`{i.path}`", f"`{i.sha256}`", f"{i.size_bytes:,}") for i in w.inputs]
     return (f"## Workload\n\n- Image: `{w.image}`\n- Command: `{' '.join(w.command)}`\n"
-            f"- Warm-up policy: {r.warmup_policy}\n\n" + _table(("input", "sha256", "bytes"), rows))
+            f"- Warm-up policy: {r.warmup_policy}\n" + (f"\n{_table(('input', 'sha256', 'bytes'), rows)}" if rows
+                                                         else "- Inputs: none"))
 
 
 def _md_candidates(r: Receipt) -> str:
@@ -303,10 +304,12 @@ def _md_candidates(r: Receipt) -> str:
         source = "" if c.is_measured else " (dlperf prior)"
         rows.append((c.candidate_id, f"{c.num_gpus}× {c.gpu_name}", host, f"${c.price_per_hour_usd:.3f}",
                      outcome, f"{c.blocks} / {c.steps}", _interval(c.throughput) + source,
-                     cost_text(c.cost_per_unit), c.hypothesis))
+                     cost_text(c.cost_per_unit)))
     header = ("candidate", "GPU", "host", "$/h", "outcome", "blocks / steps", "throughput units/s",
-              "cost per 1k accepted", "hypothesis")
-    return "## Candidates\n\n" + _table(header, rows)
+              "cost per 1k accepted")
+    # the hypotheses are sentences: listed below the table, so that its numbers keep their columns' width
+    hypotheses = "".join(f"\n- {c.candidate_id}: {_cell(c.hypothesis)}" for c in r.candidates if c.hypothesis)
+    return "## Candidates\n\n" + _table(header, rows) + (f"\n\nHypotheses:\n{hypotheses}" if hypotheses else "")
 
 
 def _md_latency(r: Receipt) -> str:

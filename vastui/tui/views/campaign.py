@@ -21,7 +21,7 @@ from textual.widgets import Static
 from vastui.campaign.broker import PendingApproval
 from vastui.campaign.snapshot import CampaignSnapshot, CandidateState, DecisionState, InstanceCleanup
 from vastui.events_live import StandingRow
-from vastui.tui.campaign_cells import cost_per_1k, per_1k, short, since_start, span, throughput_cell
+from vastui.tui.campaign_cells import cost_per_1k, per_1k, since_start, span, throughput_cell
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture
 from vastui.tui.cells import num, usd
 from vastui.tui.state import ConsoleState
@@ -115,7 +115,7 @@ def candidate_cells(c: CandidateState, s: CampaignSnapshot, row: StandingRow | N
         phase_text = f"{c.phase} {span(c.time_in_phase_s)}"
         phase = phase_text if c.phase not in ("failed", "eliminated") else Text(phase_text, style="bold red")
     return (lead + c.candidate_id, f"{gpus} @{c.offer_id}", usd(c.dph_usd), prior,
-            short(planned.hypothesis if planned else "", 32), phase, num(c.instance_id, "d"), str(len(c.blocks)),
+            planned.hypothesis if planned else "", phase, num(c.instance_id, "d"), str(len(c.blocks)),
             "-" if row is None else throughput_cell(row.throughput_units_per_s, is_measured=row.is_measured),
             "-" if row is None else cost_per_1k(row.cost_per_unit_usd, is_measured=row.is_measured),
             row.slo if row else "-", note or "-")

@@ -9,8 +9,10 @@ Fitting: a column widens when a refreshed cell is wider than it (a value that gr
 columns together are wider than the table, the columns named in ``drop_order`` are hidden, first named first,
 until the rest fit; they come back when the terminal is wide enough again. If what is left is still too wide, the
 ``squeeze`` column (a long free text: a reason, an outcome) gives up the difference, its cells shortened with "…"
-(never below ``SQUEEZE_MIN`` cells); it is squeezed before any column is dropped, as long as ``SQUEEZE_USEFUL``
-cells of it stay. Hiding or showing a column, or squeezing it more or less, rebuilds the table
+(never below ``SQUEEZE_MIN`` cells); on a terminal narrower than ``WIDE`` it is squeezed before any column is dropped,
+as long as ``SQUEEZE_USEFUL`` cells of it stay; from ``WIDE`` columns on nothing is cut while a column can still be
+dropped (the free text is squeezed only when every other droppable column is gone). Hiding or showing a column, or
+squeezing it more or less, rebuilds the table
 once (a resize, or a value that grew past the room left), never on an ordinary refresh.
 
 Keys: besides the arrows, PageUp/PageDown and Home/End, ``j``/``k`` move down/up and ``g``/``G`` go to the first/last
@@ -35,6 +37,7 @@ SCROLLBAR = 2          # the vertical scrollbar's width, kept free so the last c
 ASCENDING, DESCENDING = "▲", "▼"
 SQUEEZE_MIN = 6           # the squeeze column is never narrower than this
 SQUEEZE_USEFUL = 24       # ... and columns are dropped rather than squeeze it below this
+WIDE = 140                # a terminal this wide or wider shows every cell whole (columns dropped instead)
 
 
 def cell_width(cell: Cell) -> int:
@@ -124,10 +127,13 @@ class KeyedTable(DataTable[Cell]):
         pad = 2 * self.cell_padding
         total = sum(self._widths[key] + pad + (2 if self._sort and self._sort[0] == key else 0) for key in shown)
         squeeze = self._squeeze
+        wide = width >= WIDE
         for key in self._drop_order:
             if total <= room:
                 break
-            if squeeze in shown and self._widths[squeeze] - (total - room) >= SQUEEZE_USEFUL:
+            if wide and key == squeeze:
+                continue   # on a wide terminal the free text stays whole while another column can go
+            if not wide and squeeze in shown and self._widths[squeeze] - (total - room) >= SQUEEZE_USEFUL:
                 break      # shortening the free text is enough: no column has to go yet
             shown.remove(key)
             total -= self._widths[key] + pad
