@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, ClassVar
 
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
@@ -69,6 +69,10 @@ HELP_LEFT_OUT = frozenset({"app.focus_next", "app.focus_previous", "focus_next",
                            "copy_text"})
 
 
+# the footer is compact (no padding between keys) on a terminal narrower than this
+COMPACT_FOOTER_BELOW = 140
+
+
 class VastuiApp(App[None]):
     """The console. ``services`` are used, never built, here; ``views`` default to the registry's."""
 
@@ -84,9 +88,9 @@ class VastuiApp(App[None]):
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),   # asks first while a campaign runs
         # a followed campaign's approvals, from any view (shown only while something is pending: see ApprovalDesk)
-        Binding("a", "approve_oldest", "Approve oldest"),
-        Binding("x", "refuse_oldest", "Refuse oldest"),
-        Binding("A", "approve_plan", "Approve plan", key_display="A"),
+        Binding("a", "approve_oldest", "Approve", tooltip="approve the oldest pending request"),
+        Binding("x", "refuse_oldest", "Refuse", tooltip="refuse the oldest pending request"),
+        Binding("A", "approve_plan", "Plan", key_display="A", tooltip="approve the printed plan, after a confirmation"),
         Binding("ctrl+a", "approvals", "Approvals"),
     ]
 
@@ -145,7 +149,12 @@ class VastuiApp(App[None]):
                 yield view
         self._status_bar = StatusBar()
         yield self._status_bar
-        yield Footer()
+        yield Footer(compact=self.size.width < COMPACT_FOOTER_BELOW)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Below ``COMPACT_FOOTER_BELOW`` columns the footer drops its padding, so more keys fit on the line."""
+        for footer in self.query(Footer):
+            footer.compact = event.size.width < COMPACT_FOOTER_BELOW
 
     def on_mount(self) -> None:
         self.apply_theme(self.theme_name)

@@ -149,7 +149,7 @@ class CampaignView(ConsoleView):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("a", "approve", "Approve"),
         Binding("x", "refuse", "Refuse"),
-        Binding("A", "approve_plan", "Approve plan", key_display="A"),
+        Binding("A", "approve_plan", "Plan", key_display="A", tooltip="approve the printed plan"),
     ]
 
     TICK_S = 1.0   # the timers on screen (waiting, expiry, time in phase) move once a second

@@ -87,8 +87,8 @@ class OffersView(ConsoleView):
         Binding("slash", "filter", "Filter", key_display="/", priority=True),
         Binding("space", "mark", "Mark"),
         Binding("r", "rent", "Rent marked"),
-        Binding("s", "sort", "Sort: next column"),
-        Binding("S", "reverse_sort", "Reverse sort"),
+        Binding("s", "sort", "Sort", tooltip="sort by the next column"),
+        Binding("S", "reverse_sort", "Reverse", tooltip="reverse the sort"),
         Binding("escape", "escape", "Leave the filter / unmark all", show=False, priority=True),
     ]
 
