@@ -26,7 +26,7 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, DataTable, Footer, Input
+from textual.widgets import ContentSwitcher, DataTable, Input
 
 from vastui.campaign.adhoc import AdhocOwner, is_adhoc
 from vastui.campaign.watch import LeakReport, find_leaks
@@ -55,6 +55,7 @@ from vastui.tui.themes import BASE_THEME, check_theme, theme_names, theme_paths
 from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.view_memory import ViewMemory
 from vastui.tui.widgets.command_bar import QUIT_WORDS, CommandBar, resolve
+from vastui.tui.widgets.footer import FittingFooter
 from vastui.tui.widgets.statusbar import StatusBar
 from vastui.vast.models import Offer, User
 from vastui.vast.query import build_search_body
@@ -145,7 +146,7 @@ class VastuiApp(App[None]):
                 yield view
         self._status_bar = StatusBar()
         yield self._status_bar
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         self.apply_theme(self.theme_name)
