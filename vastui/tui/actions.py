@@ -109,7 +109,7 @@ class ConsoleActions:
         approvals = await self._ask(
             title=f"Rent {len(offers)} offer(s)", requests=requests, lines=lines,
             consequence=f"billing starts at once: ${total:.3f}/h together (cap {hours:g} h each, "
-                        f"${total * hours:.2f}); image {self._settings.rent_image}, {self._settings.rent_disk_gib:g} GiB")
+                        f"${total * hours:.2f})\nimage {self._settings.rent_image}, {self._settings.rent_disk_gib:g} GiB")
         outcome = Outcome(Action.CREATE_INSTANCE, declined=not approvals)
         for offer, approval in zip(offers, approvals, strict=False):
             await self._rent_one(offer, approval, hours=hours, outcome=outcome)
