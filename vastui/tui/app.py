@@ -75,8 +75,9 @@ class VastuiApp(App[None]):
 
     TITLE = "vastui"
     CSS_PATH: ClassVar[list[str | PurePath]] = [Path(__file__).with_name("layout.tcss"), *theme_paths()]
-    # the screen gets -narrow below 100 columns and -short below 32 rows: layout.tcss compacts the views there
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    # the screen gets -narrow below 100 columns and -short below 32 rows: layout.tcss compacts the views there;
+    # from 140 columns on (-xwide) dialogs widen so that a line of facts is not wrapped
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide"), (140, "-xwide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("colon", "open_command", "View…", key_display=":", priority=True),
