@@ -68,6 +68,18 @@ async def test_no_footer_hint_is_cut_at_the_edge(tmp_path: Path, view: str, size
         assert "question_mark" in keys_on_screen(app)
 
 
+async def test_the_footer_refits_when_the_terminal_is_resized(tmp_path: Path) -> None:
+    app = scene_app(await capture_scene_async(tmp_path), view="instances")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await app.wait_shown(pilot)
+        await wait_for(pilot, lambda: "ctrl+p" in keys_on_screen(app), what="the full footer, palette key included")
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: "ctrl+p" not in keys_on_screen(app), what="the footer refitted to 80 columns")
+        await pilot.pause()
+        assert keys_cut(app) == []
+        assert {"question_mark", "d"} <= set(keys_on_screen(app))
+
+
 @pytest.mark.slow
 async def test_at_80x24_an_approval_is_offered_in_the_footer_and_answered_with_a_from_instances(
         tmp_path: Path) -> None:
