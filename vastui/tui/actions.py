@@ -235,17 +235,13 @@ class ConsoleActions:
         return outcome
 
 
-def whole(field: str) -> str:
-    """``field`` with non-breaking spaces: a narrow dialog wraps between fields, never inside one (``1x RTX 5060 Ti``
-    stays on one line)."""
-    return field.replace(" ", "\u00a0")
-
-
 def _instance_line(instance: Instance, now: float) -> str:
+    """The instance's facts on one line, its label (often 50 characters) on the next: a narrow dialog then wraps
+    nothing in the middle of a field (``1x`` / ``RTX 5060 Ti``)."""
     accrued = ""
     if instance.dph_total is not None and instance.start_date is not None:
-        accrued = "  " + whole(f"accrued ${instance.dph_total * max(0.0, now - instance.start_date) / 3600:.4f}")
+        accrued = f"  accrued ${instance.dph_total * max(0.0, now - instance.start_date) / 3600:.4f}"
     price = "-" if instance.dph_total is None else f"${instance.dph_total:.3f}/h"
-    gpu = whole(f"{instance.num_gpus or '?'}x {instance.gpu_name or '?'}")
-    return (f"instance {instance.id}  {instance.label or '-'}  {gpu}  "
-            f"{instance.actual_status or 'provisioning'}  {price}{accrued}")
+    label = f"\n    label {instance.label}" if instance.label else ""
+    return (f"instance {instance.id}  {instance.num_gpus or '?'}x {instance.gpu_name or '?'}  "
+            f"{instance.actual_status or 'provisioning'}  {price}{accrued}{label}")
