@@ -7,6 +7,7 @@
 #   scripts/tmux_console.sh            # 160x48; uses .venv/bin/vastui
 #   scripts/tmux_console.sh 80x24      # the smallest terminal the console is made for
 #   VASTUI=vastui scripts/tmux_console.sh
+#   TMUX_CONSOLE_SCREENS=/tmp/screens scripts/tmux_console.sh 80x24   # also keep the screen of every step there
 set -euo pipefail
 size="${1:-160x48}"
 [[ "$size" =~ ^([0-9]+)x([0-9]+)$ ]] || { echo "usage: $0 [COLSxROWS]   (e.g. 80x24; default 160x48)" >&2; exit 2; }
@@ -45,6 +46,16 @@ wait_screen() {
     sleep 0.3
   done
   echo "ok: $what"
+  keep_screen "$what"
+}
+
+# keep_screen WHAT: with TMUX_CONSOLE_SCREENS set, save the screen as it is now (numbered, named by the step)
+step=0
+keep_screen() {
+  [ -n "${TMUX_CONSOLE_SCREENS:-}" ] || return 0
+  step=$((step + 1))
+  mkdir -p "$TMUX_CONSOLE_SCREENS"
+  screen >"$TMUX_CONSOLE_SCREENS/$(printf '%02d' "$step")-$(echo "$1" | tr -c 'a-zA-Z0-9\n' '-' | cut -c1-40).txt"
 }
 
 # wait_gone PATTERN WHAT [SECONDS]: poll until PATTERN is no longer on the screen

@@ -18,7 +18,7 @@ from vastui.tui.dialogs.confirm import ConfirmDialog
 from vastui.tui.dialogs.help import HelpScreen
 from vastui.tui.services import ConsoleSettings, Services
 from vastui.tui.views.offers import OffersView
-from vastui.tui.widgets.keyed_table import ASCENDING, DESCENDING, SQUEEZE_USEFUL, KeyedTable
+from vastui.tui.widgets.keyed_table import ASCENDING, DESCENDING, SQUEEZE_USEFUL, Forms, KeyedTable
 from vastui.tui.widgets.throughput_axis import time_axis
 from vastui.vast.query import build_search_body
 
@@ -213,6 +213,23 @@ async def test_the_squeeze_column_shortens_with_an_ellipsis_when_dropping_is_not
         await pilot.resize_terminal(120, 20)
         await wait_for(pilot, lambda: len(table.shown_columns) == 4, what="every column back")
         assert str(table.get_row("1")[2]) == "n" * 30
+
+
+async def test_a_squeezed_verdict_shows_its_longest_form_that_fits_whole_never_cut_mid_word() -> None:
+    app = SqueezeApp()
+    verdict = Forms("LEAK: labelled by a campaign this store does not know", ("LEAK: unknown campaign", "LEAK"))
+    async with app.run_test(size=(60, 20)) as pilot:
+        table = app.query_one(KeyedTable)
+        table.sync({"1": ("1", "18,000 / 24,564", verdict, "x" * 30)}, ["1"])
+        await wait_for(pilot, lambda: table.shown_columns == ("id", "mem", "note"), what="extra dropped")
+        assert str(table.get_row("1")[2]) == "LEAK: unknown campaign"
+        await pilot.resize_terminal(40, 20)
+        await wait_for(pilot, lambda: str(table.get_row("1")[2]) != "LEAK: unknown campaign", what="squeezed more")
+        assert str(table.get_row("1")[2]) == "LEAK"
+        await pilot.resize_terminal(160, 20)
+        await wait_for(pilot, lambda: len(table.shown_columns) == 4, what="every column back")
+        assert str(table.get_row("1")[2]) == str(verdict), "whole again where there is room"
+        assert table.cells_of("1") == ("1", "18,000 / 24,564", verdict, "x" * 30)
 
 
 class WideSqueezeApp(App[None]):

@@ -109,7 +109,7 @@ class ConsoleActions:
         approvals = await self._ask(
             title=f"Rent {len(offers)} offer(s)", requests=requests, lines=lines,
             consequence=f"billing starts at once: ${total:.3f}/h together (cap {hours:g} h each, "
-                        f"${total * hours:.2f}); image {self._settings.rent_image}, {self._settings.rent_disk_gib:g} GiB")
+                        f"${total * hours:.2f})\nimage {self._settings.rent_image}, {self._settings.rent_disk_gib:g} GiB")
         outcome = Outcome(Action.CREATE_INSTANCE, declined=not approvals)
         for offer, approval in zip(offers, approvals, strict=False):
             await self._rent_one(offer, approval, hours=hours, outcome=outcome)
@@ -236,9 +236,12 @@ class ConsoleActions:
 
 
 def _instance_line(instance: Instance, now: float) -> str:
+    """The instance's facts on one line, its label (often 50 characters) on the next: a narrow dialog then wraps
+    nothing in the middle of a field (``1x`` / ``RTX 5060 Ti``)."""
     accrued = ""
     if instance.dph_total is not None and instance.start_date is not None:
         accrued = f"  accrued ${instance.dph_total * max(0.0, now - instance.start_date) / 3600:.4f}"
     price = "-" if instance.dph_total is None else f"${instance.dph_total:.3f}/h"
-    return (f"instance {instance.id}  {instance.label or '-'}  {instance.num_gpus or '?'}x {instance.gpu_name or '?'}  "
-            f"{instance.actual_status or 'provisioning'}  {price}{accrued}")
+    label = f"\n    label {instance.label}" if instance.label else ""
+    return (f"instance {instance.id}  {instance.num_gpus or '?'}x {instance.gpu_name or '?'}  "
+            f"{instance.actual_status or 'provisioning'}  {price}{accrued}{label}")

@@ -20,13 +20,13 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, ClassVar
 
-from textual import events, on
+from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, DataTable, Footer, Input
+from textual.widgets import ContentSwitcher, DataTable, Input
 
 from vastui.campaign.adhoc import AdhocOwner, is_adhoc
 from vastui.campaign.watch import LeakReport, find_leaks
@@ -55,6 +55,7 @@ from vastui.tui.themes import BASE_THEME, check_theme, theme_names, theme_paths
 from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.view_memory import ViewMemory
 from vastui.tui.widgets.command_bar import QUIT_WORDS, CommandBar, resolve
+from vastui.tui.widgets.footer import FittingFooter
 from vastui.tui.widgets.statusbar import StatusBar
 from vastui.vast.models import Offer, User
 from vastui.vast.query import build_search_body
@@ -69,17 +70,14 @@ HELP_LEFT_OUT = frozenset({"app.focus_next", "app.focus_previous", "focus_next",
                            "copy_text"})
 
 
-# the footer is compact (no padding between keys) on a terminal narrower than this
-COMPACT_FOOTER_BELOW = 140
-
-
 class VastuiApp(App[None]):
     """The console. ``services`` are used, never built, here; ``views`` default to the registry's."""
 
     TITLE = "vastui"
     CSS_PATH: ClassVar[list[str | PurePath]] = [Path(__file__).with_name("layout.tcss"), *theme_paths()]
-    # the screen gets -narrow below 100 columns and -short below 32 rows: layout.tcss compacts the views there
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    # the screen gets -narrow below 100 columns and -short below 32 rows: layout.tcss compacts the views there;
+    # from 140 columns on (-xwide) dialogs widen so that a line of facts is not wrapped
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide"), (140, "-xwide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("colon", "open_command", "View…", key_display=":", priority=True),
@@ -149,12 +147,7 @@ class VastuiApp(App[None]):
                 yield view
         self._status_bar = StatusBar()
         yield self._status_bar
-        yield Footer(compact=self.size.width < COMPACT_FOOTER_BELOW)
-
-    def on_resize(self, event: events.Resize) -> None:
-        """Below ``COMPACT_FOOTER_BELOW`` columns the footer drops its padding, so more keys fit on the line."""
-        for footer in self.query(Footer):
-            footer.compact = event.size.width < COMPACT_FOOTER_BELOW
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         self.apply_theme(self.theme_name)

@@ -2,7 +2,26 @@
 
 from __future__ import annotations
 
+from vastui.campaign.watch import REASON_TEXT, LeakReason
 from vastui.tui.health import format_age
+from vastui.tui.widgets.keyed_table import Forms
+
+# a leak's reason in a few words, for a table squeezed by a narrow terminal (the full text is REASON_TEXT)
+REASON_SHORT: dict[LeakReason, str] = {
+    LeakReason.CAMPAIGN_FINISHED: "campaign finished",
+    LeakReason.CAMPAIGN_CRASHED: "campaign crashed",
+    LeakReason.CAMPAIGN_UNKNOWN: "unknown campaign",
+    LeakReason.PAST_DEADLINE: "past deadline",
+    LeakReason.STOPPED_BILLING: "stopped, storage bills",
+    LeakReason.UNOWNED: "not vastui's",
+}
+
+
+def leak_reason(reason: LeakReason, *, prefix: str = "") -> Forms:
+    """A leak's reason, whole or in a few words when the column is squeezed; ``prefix`` (``LEAK: ``) stays, and
+    alone it is the shortest form."""
+    shortest = (prefix.rstrip(": "),) if prefix else ()
+    return Forms(prefix + REASON_TEXT[reason], (prefix + REASON_SHORT[reason], *shortest))
 
 
 def num(value: float | int | None, spec: str) -> str:

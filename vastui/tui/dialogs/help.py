@@ -6,6 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -33,6 +37,17 @@ def section_text(section: HelpSection) -> str:
     return "\n".join(lines)
 
 
+def section_renderable(section: HelpSection) -> RenderableType:
+    """The section as on screen: the keys (or columns) right-aligned, and a long explanation wrapped under itself
+    (a hanging indent), never back under the keys."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(justify="right", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for left, right in section.rows:
+        grid.add_row(left, right)
+    return Group(Text(section.heading), Padding(grid, (0, 0, 0, 2)))
+
+
 class HelpScreen(ModalScreen[None]):
     """Sections of (key or column, text) pairs; any of escape, q or ? closes it."""
 
@@ -56,7 +71,10 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(id="help-box", classes="dialog-box"):
             yield Label(self.title_text, id="help-title")
             with VerticalScroll(id="help-scroll"):  # a view with many keys scrolls, nothing is cut off
-                yield Static(self.text, id="help-keys", markup=False)
+                parts: list[RenderableType] = []
+                for section in self.sections:
+                    parts += [Text(""), section_renderable(section)] if parts else [section_renderable(section)]
+                yield Static(Group(*parts), id="help-keys")
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -26,7 +26,7 @@ from vastui.tui.campaign_state import CampaignEnd, CampaignPicture
 from vastui.tui.cells import num, usd
 from vastui.tui.state import ConsoleState
 from vastui.tui.views.base import ConsoleView, focus_now
-from vastui.tui.widgets.keyed_table import Cell, KeyedTable
+from vastui.tui.widgets.keyed_table import Cell, Forms, KeyedTable
 
 APPROVAL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("id", "id"), ("action", "action"), ("target", "target"), ("gpu", "gpu"), ("dph", "$/h"), ("cap", "cost cap"),
@@ -124,9 +124,11 @@ def candidate_cells(c: CandidateState, s: CampaignSnapshot, row: StandingRow | N
 def cleanup_cells(i: InstanceCleanup, start: float | None) -> tuple[Cell, ...]:
     if i.is_proven_gone:
         listings = ", ".join(since_start(t, start) for t in i.missed_listing_at)
-        gone: Cell = Text(f"✔ proven gone ({len(i.missed_listing_at)} listings: {listings})", style="bold green")
+        proven = f"✔ proven gone ({len(i.missed_listing_at)} listings: {listings})"
+        gone: Cell = Forms(Text(proven, style="bold green"), (Text("✔ proven gone", style="bold green"),))
     elif i.destroy_sent_at is not None:
-        gone = Text("destroyed, not yet proven gone", style="yellow")
+        gone = Forms(Text("destroyed, not yet proven gone", style="yellow"),
+                     (Text("destroyed, unproven", style="yellow"),))
     else:
         gone = "alive" if i.rented_at is not None else "-"
     return (str(i.instance_id), i.candidate or "-", num(i.offer_id, "d"), usd(i.dph_usd),

@@ -16,14 +16,14 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Log, Static
 
 from vastui.campaign.adhoc import renter_of
-from vastui.campaign.watch import REASON_TEXT, Leak, campaign_of_label
-from vastui.tui.cells import accrued_usd, num, usd
+from vastui.campaign.watch import Leak, campaign_of_label
+from vastui.tui.cells import accrued_usd, leak_reason, num, usd
 from vastui.tui.dialogs.prompt import PromptScreen
 from vastui.tui.health import format_age
 from vastui.tui.messages import LogsFailed, LogsFetched
 from vastui.tui.state import ConsoleState, InstancePage
 from vastui.tui.views.base import ConsoleView, focus_now
-from vastui.tui.widgets.keyed_table import Cell, KeyedTable
+from vastui.tui.widgets.keyed_table import Cell, KeyedTable, restyle
 from vastui.vast.models import Instance, InstanceStatus
 
 MARK = "●"
@@ -167,7 +167,7 @@ class InstancesView(ConsoleView):
             deadline = f"in {format_age(left)}" if left >= 0 else f"PAST {format_age(-left)}"
         leak = self.leaks.get(inst.id)
         if leak is not None:
-            verdict = "unowned" if leak.is_unowned else f"LEAK: {REASON_TEXT[leak.reason]}"
+            verdict: Cell = "unowned" if leak.is_unowned else leak_reason(leak.reason, prefix="LEAK: ")
         elif state.leaks is None:
             verdict = "…"
         else:
@@ -180,7 +180,7 @@ class InstancesView(ConsoleView):
             deadline, verdict,
         ]
         if leak is not None and not leak.is_unowned:
-            return tuple(Text(str(c), style="bold red") for c in cells)
+            return tuple(restyle(c, "bold red") for c in cells)
         return tuple(cells)
 
     # --- keys -------------------------------------------------------------------------------------------------------

@@ -16,11 +16,11 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
 from vastui.campaign.adhoc import renter_of
-from vastui.campaign.watch import REASON_TEXT, Leak, LeakReport
-from vastui.tui.cells import accrued_usd, usd
+from vastui.campaign.watch import Leak, LeakReport
+from vastui.tui.cells import accrued_usd, leak_reason, usd
 from vastui.tui.state import ConsoleState
 from vastui.tui.views.base import ConsoleView, focus_now
-from vastui.tui.widgets.keyed_table import Cell, KeyedTable
+from vastui.tui.widgets.keyed_table import Cell, KeyedTable, restyle
 from vastui.vast.models import Instance
 
 MARK = "●"
@@ -104,10 +104,10 @@ class LeaksView(ConsoleView):
     def _cells(self, leak: Leak) -> tuple[Cell, ...]:
         cells: tuple[Cell, ...] = (
             MARK if leak.instance_id in self.marked else "", str(leak.instance_id), leak.label or "-",
-            REASON_TEXT[leak.reason],
+            leak_reason(leak.reason),
             " ".join(filter(None, (renter_of(leak.campaign_id), leak.campaign_id))) or "-", leak.status or "provisioning",
             usd(leak.burn_usd_per_h), accrued_usd(leak.accrued_usd), leak.detail)
-        return cells if leak.is_unowned else tuple(Text(str(c), style="bold red") for c in cells)
+        return cells if leak.is_unowned else tuple(restyle(c, "bold red") for c in cells)
 
     def action_mark(self) -> None:
         key = self.table.cursor_key

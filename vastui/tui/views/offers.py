@@ -25,7 +25,7 @@ from vastui.tui.health import format_age
 from vastui.tui.state import ConsoleState, OfferPage
 from vastui.tui.view_memory import ViewMemo
 from vastui.tui.views.base import ConsoleView, focus_now
-from vastui.tui.widgets.keyed_table import Cell, KeyedTable
+from vastui.tui.widgets.keyed_table import Cell, Forms, KeyedTable
 from vastui.vast.models import Offer
 from vastui.vast.query import build_search_body
 
@@ -162,9 +162,11 @@ class OffersView(ConsoleView):
         measured = "-" if m is None else (f"{m.median_usd_per_1k:.4f} [{m.low_usd_per_1k:.4f}–{m.high_usd_per_1k:.4f}]"
                                           f" n={m.runs} {format_age(m.age_s)}")
         bad = self.bad_hosts.get(o.machine_id)
-        bad_cell: Cell = "" if bad is None else Text(
-            f"BAD {bad.reason}" + ("" if bad.expires_at is None else f" until {format_age(bad.expires_at - self._now)}"),
-            style="bold red")
+        bad_cell: Cell = ""
+        if bad is not None:   # squeezed, the verdict stays whole: "BAD until 6d", "BAD" (the reason at a wider width)
+            until = "" if bad.expires_at is None else f" until {format_age(bad.expires_at - self._now)}"
+            bad_cell = Forms(Text(f"BAD {bad.reason}{until}", style="bold red"),
+                             (Text(f"BAD{until}", style="bold red"), Text("BAD", style="bold red")))
         return (MARK if o.id in self.marked else "", str(o.id), o.gpu_name, str(o.num_gpus), f"{o.dph_total:.3f}",
                 num(o.dlperf, ".1f"), num(o.dlperf_per_dphtotal, ".1f"), num(o.reliability, ".3f"),
                 f"{num(o.inet_down, '.0f')}/{num(o.inet_up, '.0f')}", num(o.pcie_bw, ".1f"),

@@ -8,12 +8,13 @@ scroll offset is untouched, so a live table can be read while it refreshes.
 Fitting: a column widens when a refreshed cell is wider than it (a value that grows is never cut). When the
 columns together are wider than the table, the columns named in ``drop_order`` are hidden, first named first,
 until the rest fit; they come back when the terminal is wide enough again. If what is left is still too wide, the
-``squeeze`` column (a long free text: a reason, an outcome) gives up the difference, its cells shortened with "…"
-(never below ``SQUEEZE_MIN`` cells); on a terminal narrower than ``WIDE`` it is squeezed before any column is dropped,
-as long as ``SQUEEZE_USEFUL`` cells of it stay; from ``WIDE`` columns on nothing is cut while a column can still be
-dropped (the free text is squeezed only when every other droppable column is gone). Hiding or showing a column, or
-squeezing it more or less, rebuilds the table
-once (a resize, or a value that grew past the room left), never on an ordinary refresh.
+``squeeze`` column (a long free text: a reason, an outcome) gives up the difference: a cell given as ``Forms``
+shows the longest of its forms that fits, whole (a verdict reads ``LEAK: unknown campaign`` rather than being cut
+mid-word); any other cell is shortened with "…" (never below ``SQUEEZE_MIN`` cells). On a terminal narrower than
+``WIDE`` the squeeze column is squeezed before any column is dropped, as long as ``SQUEEZE_USEFUL`` cells of it
+stay; from ``WIDE`` columns on nothing is cut while a column can still be dropped (the free text is squeezed only
+when every other droppable column is gone). Hiding or showing a column, or squeezing it more or less, rebuilds the
+table once (a resize, or a value that grew past the room left), never on an ordinary refresh.
 
 Keys: besides the arrows, PageUp/PageDown and Home/End, ``j``/``k`` move down/up and ``g``/``G`` go to the first/last
 row, as in k9s and lazydocker.
@@ -22,6 +23,7 @@ row, as in k9s and lazydocker.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.cells import cell_len
@@ -32,7 +34,29 @@ from textual.events import Resize
 from textual.widgets import DataTable
 from textual.widgets._data_table import CellKey, ColumnKey, RowKey
 
-Cell = str | Text
+
+
+@dataclass(frozen=True, slots=True)
+class Forms:
+    """A cell with shorter forms, longest first, for a column that may be squeezed: the table shows ``full`` while
+    it fits, else the first shorter form that fits, whole; only when none fits is the shortest cut with "…"."""
+
+    full: str | Text
+    shorter: tuple[str | Text, ...] = ()
+
+    def __str__(self) -> str:
+        return self.full.plain if isinstance(self.full, Text) else self.full
+
+
+Cell = str | Text | Forms
+
+
+def restyle(cell: Cell, style: str) -> Cell:
+    """``cell`` (every form of it) as plain text in ``style``."""
+    if isinstance(cell, Forms):
+        return Forms(Text(str(cell), style=style), tuple(Text(str(restyle(f, style)), style=style)
+                                                         for f in cell.shorter))
+    return Text(cell.plain if isinstance(cell, Text) else cell, style=style)
 SCROLLBAR = 2          # the vertical scrollbar's width, kept free so the last column is never under it
 ASCENDING, DESCENDING = "▲", "▼"
 SQUEEZE_MIN = 6           # the squeeze column is never narrower than this
@@ -41,10 +65,12 @@ WIDE = 140                # a terminal this wide or wider shows every cell whole
 
 
 def cell_width(cell: Cell) -> int:
+    if isinstance(cell, Forms):
+        cell = cell.full
     return cell.cell_len if isinstance(cell, Text) else cell_len(cell)
 
 
-class KeyedTable(DataTable[Cell]):
+class KeyedTable(DataTable[str | Text]):
     """``sync(rows, order)`` makes the table show exactly ``rows`` (key -> cells, one per column) in ``order``."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -142,9 +168,13 @@ class KeyedTable(DataTable[Cell]):
             limit = max(SQUEEZE_MIN, self._widths[squeeze] - (total - room))
         return tuple(shown), limit
 
-    def _shown_cell(self, column: str, cell: Cell) -> Cell:
-        """``cell`` as it fits its column now: the squeezed column's long cells end in "…"."""
+    def _shown_cell(self, column: str, cell: Cell) -> str | Text:
+        """``cell`` as it fits its column now: the longest form that fits, or a long cell ending in "…"."""
         limit = self._limit
+        if isinstance(cell, Forms):
+            if column != self._squeeze or limit is None or cell_width(cell.full) <= limit:
+                return cell.full
+            cell = next((form for form in cell.shorter if cell_width(form) <= limit), (cell.full, *cell.shorter)[-1])
         if column != self._squeeze or limit is None or cell_width(cell) <= limit:
             return cell
         text = cell.copy() if isinstance(cell, Text) else Text(cell)
