@@ -148,3 +148,16 @@ def test_markdown_shows_runner_up_break_even_and_provisional() -> None:
     assert "Runner-up: fast" in text and "Break-even N: 1,302,720 units" in text
     assert "Provisional: **yes**" in text
     assert json.loads(render_json(receipt))["decision"]["break_even_units"] == pytest.approx(1_302_720, rel=1e-12)
+
+
+def test_a_candidate_rented_and_failed_was_tried_one_never_rented_was_not() -> None:
+    # a failure on a rented host is infinite cost, a result (the method); only a candidate never rented leaves the
+    # decision provisional (taken among fewer than the plan's candidates)
+    base = make_receipt()
+    failed = dataclasses.replace(base.candidates[1], is_measured=False, blocks=0)   # rented, its canary failed
+    receipt = dataclasses.replace(base, candidates=(base.candidates[0], failed))
+    assert receipt.never_measured == () and not receipt.is_provisional
+    skipped = dataclasses.replace(failed, instance_id=None, outcome_detail="rent not approved")
+    unrented = dataclasses.replace(receipt, candidates=(receipt.candidates[0], skipped))
+    assert unrented.never_measured == ("c2",) and unrented.is_provisional
+    assert "never measured: c2" in render_markdown(unrented)

@@ -140,8 +140,11 @@ class Receipt:
 
     @property
     def never_measured(self) -> tuple[str, ...]:
-        """The candidates with no measured block (refused, expired, skipped, failed before measuring)."""
-        return tuple(c.candidate_id for c in self.candidates if not c.is_measured)
+        """The candidates never tried: no measured block and never rented (refused, expired, skipped, passed over).
+        One that was rented and failed (its host, its container, its canary) was tried: the method counts it as
+        an infinite cost, a result like any other, so it does not make the decision provisional."""
+        return tuple(c.candidate_id for c in self.candidates
+                     if not c.is_measured and not (c.outcome is Outcome.FAILED and c.instance_id is not None))
 
     @property
     def is_provisional(self) -> bool:
