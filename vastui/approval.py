@@ -41,6 +41,17 @@ def recipient_target(recipient: str) -> str:
     return f"recipient:{recipient}"
 
 
+class RequestState(enum.StrEnum):
+    """Where an approval request stands: waiting, or how it was answered (the broker's states; a request kept in the
+    store for ``vastui campaign approve`` records the same ones)."""
+
+    PENDING = "pending"
+    GRANTED = "granted"
+    REFUSED = "refused"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
 @dataclass(frozen=True, slots=True)
 class ApprovalRequest:
     """What the operator is asked to approve, in words and in machine terms (the facts a view shows as fields:

@@ -20,7 +20,7 @@ from pathlib import Path
 from vastui.cli_terminal import ask_on_terminal, fmt_num, make_table, print_table
 from vastui.config import load_settings
 from vastui.errors import VastuiError
-from vastui.store import KeptRequest, KeptRequestState, SqliteStore
+from vastui.store import KeptRequest, RequestState, SqliteStore
 
 NOTHING_PENDING = 3
 
@@ -110,7 +110,7 @@ async def _pending(store: SqliteStore, campaign_id: str, db_path: Path) -> list[
         raise VastuiError(f"campaign {campaign_id} has finished{phase}: its requests can no longer be answered",
                           title="Campaign finished")
     now = time.time()
-    return [r for r in await store.kept_requests(campaign_id, state=KeptRequestState.PENDING)
+    return [r for r in await store.kept_requests(campaign_id, state=RequestState.PENDING)
             if not r.is_expired(now)]
 
 
@@ -128,7 +128,7 @@ async def _named(store: SqliteStore, campaign_id: str, request_ids: Sequence[str
             continue
         if row is None:
             problems.append(f"{request_id}: no such request in campaign {campaign_id}")
-        elif row.state is KeptRequestState.PENDING:
+        elif row.state is RequestState.PENDING:
             problems.append(f"{request_id}: expired {_duration(now - row.expires_at)} ago, unanswered")
         else:
             by = f" by {row.answered_by}" if row.answered_by else ""

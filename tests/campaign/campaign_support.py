@@ -3,6 +3,7 @@ a scripted wire in front of the simulator (listings that fail, destroys that nev
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -162,3 +163,24 @@ def receipt_with(*, leaked: tuple[int, ...], campaign_id: str = "cfeedbee") -> R
                    workload=WorkloadIdentity.from_manifest(manifest), units=manifest.production_units,
                    warmup_policy="-", candidates=(), decision=decide_profile([], units=manifest.production_units),
                    approvals=(), destroyed=(), leaked_instance_ids=leaked, campaign_cost_usd=0.0)
+
+
+class ManualClock:
+    """A clock that moves only when the test advances it; ``sleep`` really waits for that."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self._now = start
+        self._tick = asyncio.Event()
+
+    def now(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        self._now += seconds
+        self._tick.set()
+        self._tick = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        target = self._now + max(0.0, seconds)
+        while self._now < target:
+            await self._tick.wait()

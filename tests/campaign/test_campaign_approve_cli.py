@@ -23,7 +23,7 @@ from vastui.approval import Approval, ApprovalRequest
 from vastui.campaign.approvers import PlanTerms
 from vastui.campaign.broker import ApprovalBroker
 from vastui.events import EventBus
-from vastui.store import KeptRequestState, SqliteStore
+from vastui.store import RequestState, SqliteStore
 
 CAMPAIGN = "ckept"   # the campaign of test_campaign_kept_requests's requests
 EXPIRY_S = 600.0
@@ -57,7 +57,7 @@ class Rig:
     def ask(self, request: ApprovalRequest) -> asyncio.Task[Approval | None]:
         return asyncio.create_task(self.broker.request(request))
 
-    def kept(self, count: int, state: KeptRequestState = KeptRequestState.PENDING) -> Callable[[], Awaitable[bool]]:
+    def kept(self, count: int, state: RequestState = RequestState.PENDING) -> Callable[[], Awaitable[bool]]:
         async def check() -> bool:
             return len(await self.store.kept_requests(CAMPAIGN, state=state)) == count
         return check
@@ -92,7 +92,7 @@ async def test_lists_then_approves_with_yes_and_refuses_without_a_terminal(rig: 
 
     unconfirmed = await rig.cli("approve", CAMPAIGN, r1)
     assert unconfirmed.rc == 1 and "stdin is not a terminal" in unconfirmed.err and "--yes" in unconfirmed.err
-    assert len(await rig.store.kept_requests(CAMPAIGN, state=KeptRequestState.PENDING)) == 2, "nothing answered"
+    assert len(await rig.store.kept_requests(CAMPAIGN, state=RequestState.PENDING)) == 2, "nothing answered"
 
     approved = await rig.cli("approve", CAMPAIGN, r1, "--yes")
     assert approved.rc == 0, approved.err
@@ -139,7 +139,7 @@ async def test_on_a_terminal_approving_waits_for_a_typed_yes(rig: Rig) -> None:
             if rc:
                 assert b"not approved; nothing changed" in err
                 [row] = await rig.store.kept_requests(CAMPAIGN)
-                assert row.state is KeptRequestState.PENDING and not waiting.done()
+                assert row.state is RequestState.PENDING and not waiting.done()
     finally:
         os.close(master)
         os.close(slave)
@@ -154,12 +154,12 @@ async def test_an_expired_request_cannot_be_approved_and_errors_are_clear(rig: R
     [kept] = await rig.store.kept_requests(CAMPAIGN)
     rig.wall.advance(EXPIRY_S)   # the operator's time is up
     assert await asyncio.wait_for(waiting, CLI_WAIT_S) is None
-    await until(rig.kept(1, KeptRequestState.EXPIRED), "the row marked expired")
+    await until(rig.kept(1, RequestState.EXPIRED), "the row marked expired")
 
     late = await rig.cli("approve", CAMPAIGN, kept.request_id, "--yes")
     assert late.rc == 1 and f"{kept.request_id}: not pending, already expired" in late.err
     [row] = await rig.store.kept_requests(CAMPAIGN)
-    assert row.state is KeptRequestState.EXPIRED
+    assert row.state is RequestState.EXPIRED
 
     # a row its broker never settled (its process died): past its expiry, the command does not grant it either
     await rig.store.keep_request(campaign_id=CAMPAIGN, request_id="r50", action="create_instance", target="offer:9",
@@ -167,7 +167,7 @@ async def test_an_expired_request_cannot_be_approved_and_errors_are_clear(rig: R
                                  deadline_at=None, asked_at=time.time() - 1000.0, expires_at=time.time() - 100.0)
     stale = await rig.cli("approve", CAMPAIGN, "r50", "--yes")
     assert stale.rc == 1 and "r50: expired 1m4" in stale.err, stale.err
-    assert [k.state for k in await rig.store.kept_requests(CAMPAIGN)][-1] is KeptRequestState.PENDING
+    assert [k.state for k in await rig.store.kept_requests(CAMPAIGN)][-1] is RequestState.PENDING
 
     unknown_request = await rig.cli("refuse", CAMPAIGN, "r99")
     assert unknown_request.rc == 1 and f"r99: no such request in campaign {CAMPAIGN}" in unknown_request.err

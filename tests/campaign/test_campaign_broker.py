@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from campaign_support import ManualClock
 
 from vastui.approval import Action, Approval, ApprovalRequest, instance_target, offer_target
 from vastui.campaign.approvers import PlanTerms, PromptApprover, RefusingApprover
@@ -24,25 +25,6 @@ EXPIRY_S = 600.0
 WAIT_S = 10.0   # wall-clock bound on waiting for a condition (never reached when things work)
 
 
-class ManualClock:
-    """A clock that moves only when the test advances it; ``sleep`` really waits for that."""
-
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
-        self._now = start
-        self._tick = asyncio.Event()
-
-    def now(self) -> float:
-        return self._now
-
-    def advance(self, seconds: float) -> None:
-        self._now += seconds
-        self._tick.set()
-        self._tick = asyncio.Event()
-
-    async def sleep(self, seconds: float) -> None:
-        target = self._now + max(0.0, seconds)
-        while self._now < target:
-            await self._tick.wait()
 
 
 def rent(offer_id: int, *, cap: float = 1.0) -> ApprovalRequest:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from campaign_support import ManualClock
 from fakes import FakeClock
 
 from vastui.approval import Action, Approval, ApprovalRequest, offer_target
@@ -18,7 +19,7 @@ from vastui.campaign.approvers import PlanTerms
 from vastui.campaign.broker import ApprovalBroker
 from vastui.events import Event, EventBus, Notice
 from vastui.events_live import ApprovalAnswered, ApprovalExpired
-from vastui.store import KeptRequest, KeptRequestState, SqliteStore
+from vastui.store import KeptRequest, RequestState, SqliteStore
 
 CAMPAIGN = "ckept"
 EXPIRY_S = 600.0
@@ -26,25 +27,6 @@ WAIT_S = 10.0   # wall-clock bound on waiting for a condition (never reached whe
 BY_COMMAND = "vastui campaign approve (pid 4242)"
 
 
-class ManualClock:
-    """A clock that moves only when the test advances it; ``sleep`` really waits for that."""
-
-    def __init__(self, start: float = 5_000.0) -> None:
-        self._now = start
-        self._tick = asyncio.Event()
-
-    def now(self) -> float:
-        return self._now
-
-    def advance(self, seconds: float) -> None:
-        self._now += seconds
-        self._tick.set()
-        self._tick = asyncio.Event()
-
-    async def sleep(self, seconds: float) -> None:
-        target = self._now + max(0.0, seconds)
-        while self._now < target:
-            await self._tick.wait()
 
 
 def rent(offer_id: int, *, cap: float = 1.0) -> ApprovalRequest:
@@ -90,7 +72,7 @@ async def other(paths: Path) -> AsyncIterator[SqliteStore]:
 
 @pytest.fixture
 def wall() -> ManualClock:
-    return ManualClock()
+    return ManualClock(start=5_000.0)
 
 
 @pytest.fixture
@@ -106,7 +88,7 @@ def broker(wall: ManualClock, store: SqliteStore, events: list[Event]) -> Approv
     return ApprovalBroker(clock=FakeClock(), bus=bus, audit=store, terms=terms, expiry_s=EXPIRY_S, wall=wall)
 
 
-def kept_in(store: SqliteStore, count: int, state: KeptRequestState = KeptRequestState.PENDING,
+def kept_in(store: SqliteStore, count: int, state: RequestState = RequestState.PENDING,
             ) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         return len(await store.kept_requests(CAMPAIGN, state=state)) == count
@@ -156,8 +138,8 @@ async def test_kept_requests_are_written_and_answered_from_a_second_connection(
     refused = [e for e in events if isinstance(e, ApprovalAnswered) and not e.granted]
     assert [(e.target, e.answered_by) for e in refused] == [("offer:778", BY_COMMAND)]
     states = {k.target: (k.state, k.answered_by) for k in await other.kept_requests(CAMPAIGN)}
-    assert states == {"offer:777": (KeptRequestState.GRANTED, BY_COMMAND),
-                      "offer:778": (KeptRequestState.REFUSED, BY_COMMAND)}
+    assert states == {"offer:777": (RequestState.GRANTED, BY_COMMAND),
+                      "offer:778": (RequestState.REFUSED, BY_COMMAND)}
 
 
 def broker_id(broker: ApprovalBroker, offer_id: int) -> str:
@@ -175,7 +157,7 @@ async def test_a_request_the_plan_grants_is_not_kept(broker: ApprovalBroker, sto
     assert not outside.done()
     assert await broker.stop_keeping("the campaign ended") == 1
     [row] = await other.kept_requests(CAMPAIGN)
-    assert row.state is KeptRequestState.CANCELLED, "nobody picks up an answer once keeping stopped"
+    assert row.state is RequestState.CANCELLED, "nobody picks up an answer once keeping stopped"
     assert await other.answer_kept_requests(campaign_id=CAMPAIGN, request_ids=[row.request_id], grant=True,
                                             answered_by=BY_COMMAND, at=0.0) == []
     outside.cancel()
@@ -198,11 +180,11 @@ async def test_expiry_stays_on_the_wall_clock_and_an_expired_request_cannot_be_a
     wall.advance(EXPIRY_S)
     assert await asyncio.wait_for(waiting, WAIT_S) is None
     assert [e.target for e in events if isinstance(e, ApprovalExpired)] == ["offer:777"]
-    await until(kept_in(other, 1, KeptRequestState.EXPIRED), "the row marked expired")
+    await until(kept_in(other, 1, RequestState.EXPIRED), "the row marked expired")
     assert await other.answer_kept_requests(campaign_id=CAMPAIGN, request_ids=[kept.request_id], grant=True,
                                             answered_by=BY_COMMAND, at=epoch.now()) == []
     [row] = await other.kept_requests(CAMPAIGN)
-    assert (row.state, row.answered_by) == (KeptRequestState.EXPIRED, "expiry")
+    assert (row.state, row.answered_by) == (RequestState.EXPIRED, "expiry")
     [audit] = await store.audit_records(campaign_id=CAMPAIGN)
     assert audit.kind == "declined" and "expired" in audit.outcome
 
@@ -218,7 +200,7 @@ async def test_a_late_grant_of_a_request_the_broker_expired_is_overwritten_as_ex
                                             answered_by=BY_COMMAND, at=kept.asked_at) == [kept.request_id]
     wall.advance(EXPIRY_S)
     assert await asyncio.wait_for(waiting, WAIT_S) is None, "expiry refuses, it never approves"
-    await until(kept_in(other, 1, KeptRequestState.EXPIRED), "the row corrected to expired")
+    await until(kept_in(other, 1, RequestState.EXPIRED), "the row corrected to expired")
     rows: list[KeptRequest] = await other.kept_requests(CAMPAIGN)
     assert rows[0].answered_by == "expiry"
 

@@ -17,7 +17,7 @@ from vastui.bench.receipt import render_markdown
 from vastui.clock import ScaledClock
 from vastui.events import InstanceRented
 from vastui.events_live import ApprovalAnswered, ApprovalExpired, ApprovalRequested
-from vastui.store import KeptRequestState
+from vastui.store import RequestState
 from vastui.tui.campaign_control import Leaving
 from vastui.tui.dialogs.approvals import ApprovalsScreen
 from vastui.tui.dialogs.choice import ChoiceDialog
@@ -189,7 +189,7 @@ async def test_detach_can_keep_pending_requests_for_the_approve_command(tmp_path
             assert loop.time() < deadline, "timed out waiting for the requests to be kept in the store"
             await asyncio.sleep(0.05)
             kept = {k.request_id for k in await store.kept_requests(console.handle.campaign_id,
-                                                                    state=KeptRequestState.PENDING)}
+                                                                    state=RequestState.PENDING)}
         answered = {e.request_id for e in console.events if isinstance(e, ApprovalAnswered)}
         assert not waiting & answered, "kept, not refused"
         assert {p.request_id for p in console.handle.broker.pending()} >= waiting

@@ -31,19 +31,17 @@ The broker is an ``Approver``: the engine asks it like any other.
 from __future__ import annotations
 
 import asyncio
-import enum
 import itertools
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRecord, AuditSink
+from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRecord, AuditSink, RequestState
 from vastui.campaign.approvers import PlanApprover, PlanTerms
 from vastui.clock import Clock, MonotonicClock, WallClock
 from vastui.errors import ApprovalRequired, VastuiError
 from vastui.events import EventBus, Notice
 from vastui.events_live import ApprovalAnswered, ApprovalCancelled, ApprovalExpired, ApprovalRequested
-from vastui.store.records import KeptRequestState
 
 if TYPE_CHECKING:
     from vastui.store import SqliteStore
@@ -53,14 +51,6 @@ log = logging.getLogger(__name__)
 DEFAULT_EXPIRY_S = 15 * 60.0
 OWN_INSTANCE_RULE = "own-instance rule: rented by this campaign, destroyed by its deadline"
 KEEP_POLL_S = 1.0   # how often a detached broker looks in the store for a command's answers (wall seconds)
-
-
-class RequestState(enum.StrEnum):
-    PENDING = "pending"
-    GRANTED = "granted"
-    REFUSED = "refused"
-    EXPIRED = "expired"
-    CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,9 +286,9 @@ class ApprovalBroker:
                 if answered is None:
                     continue
                 by = row.answered_by or "vastui campaign approve"
-                if row.state is KeptRequestState.GRANTED:
+                if row.state is RequestState.GRANTED:
                     self.approve(answered.pending.request_id, by=by)
-                elif row.state is KeptRequestState.REFUSED:
+                elif row.state is RequestState.REFUSED:
                     self.refuse(answered.pending.request_id, by=by,
                                 reason=row.reason or "refused at the command line")
 
@@ -335,7 +325,7 @@ class ApprovalBroker:
         if keeping is None or entry.kept_row is None:
             return
         try:
-            await keeping.store.settle_kept_request(entry.kept_row, state=KeptRequestState(str(answer.state)),
+            await keeping.store.settle_kept_request(entry.kept_row, state=answer.state,
                                                     answered_by=answer.by, at=keeping.epoch.now(),
                                                     reason=answer.reason or None)
         except VastuiError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from vastui.approval import RequestState
 from vastui.store.migrations import SCHEMA_VERSION
 from vastui.store.records import (
     BadHost,
@@ -15,7 +16,6 @@ from vastui.store.records import (
     Intent,
     IntentStatus,
     KeptRequest,
-    KeptRequestState,
     Manifest,
     OfferSnapshot,
     OwnedInstance,
@@ -39,7 +39,7 @@ __all__ = [
     "Intent",
     "IntentStatus",
     "KeptRequest",
-    "KeptRequestState",
+    "RequestState",
     "Manifest",
     "OfferSnapshot",
     "OwnedInstance",

@@ -12,8 +12,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from vastui.approval import RequestState
 from vastui.store.base import StoreBase
-from vastui.store.records import KeptRequest, KeptRequestState
+from vastui.store.records import KeptRequest
 
 _COLUMNS = ("campaign_id, request_id, action, target, summary, cost_cap_usd, gpu_name, num_gpus, dph_usd, deadline_at, "
             "asked_at, expires_at, state, answered_by, answered_at, reason")
@@ -24,7 +25,7 @@ def _kept(row: sqlite3.Row) -> KeptRequest:
         row_id=row["id"], campaign_id=row["campaign_id"], request_id=row["request_id"], action=row["action"],
         target=row["target"], summary=row["summary"], cost_cap_usd=row["cost_cap_usd"], gpu_name=row["gpu_name"],
         num_gpus=row["num_gpus"], dph_usd=row["dph_usd"], deadline_at=row["deadline_at"], asked_at=row["asked_at"],
-        expires_at=row["expires_at"], state=KeptRequestState(row["state"]), answered_by=row["answered_by"],
+        expires_at=row["expires_at"], state=RequestState(row["state"]), answered_by=row["answered_by"],
         answered_at=row["answered_at"], reason=row["reason"])
 
 
@@ -53,7 +54,7 @@ class KeptRequestTables(StoreBase):
         return _kept(row)
 
     async def kept_requests(self, campaign_id: str, *,
-                            state: KeptRequestState | None = None) -> list[KeptRequest]:
+                            state: RequestState | None = None) -> list[KeptRequest]:
         """The campaign's kept requests (only those in ``state`` if given), in the order they were kept."""
         where, params = ("AND state = ?", (campaign_id, str(state))) if state is not None else ("", (campaign_id,))
         rows = await self._read(f"read the kept requests of campaign {campaign_id}",
@@ -65,7 +66,7 @@ class KeptRequestTables(StoreBase):
                                    answered_by: str, at: float, reason: str | None = None) -> list[str]:
         """Grant (or refuse) the named pending requests, in one transaction; returns the ids answered. A request
         that is no longer pending, or whose expiry is not after ``at`` (epoch seconds), is left as it is."""
-        state = KeptRequestState.GRANTED if grant else KeptRequestState.REFUSED
+        state = RequestState.GRANTED if grant else RequestState.REFUSED
         answered: list[str] = []
         async with self._write(f"answer {len(request_ids)} kept request(s) of campaign {campaign_id}") as tx:
             for request_id in request_ids:
@@ -77,7 +78,7 @@ class KeptRequestTables(StoreBase):
                     answered.append(request_id)
         return answered
 
-    async def settle_kept_request(self, row_id: int, *, state: KeptRequestState, answered_by: str, at: float,
+    async def settle_kept_request(self, row_id: int, *, state: RequestState, answered_by: str, at: float,
                                   reason: str | None) -> None:
         """The broker's final word on a kept request: its state, unless the row already says so (a command's grant
         keeps who gave it and when)."""

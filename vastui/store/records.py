@@ -11,6 +11,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from vastui.approval import RequestState
+
 
 class IntentStatus(enum.StrEnum):
     """Where a create intent stands. Only RULED_OUT (or a confirmed destroy) releases it."""
@@ -267,16 +269,6 @@ class Receipt:
     markdown_text: str
 
 
-class KeptRequestState(enum.StrEnum):
-    """Where an approval request kept for ``vastui campaign approve`` stands (the broker's states, by name)."""
-
-    PENDING = "pending"
-    GRANTED = "granted"
-    REFUSED = "refused"
-    EXPIRED = "expired"
-    CANCELLED = "cancelled"
-
-
 @dataclass(frozen=True, slots=True)
 class KeptRequest:
     """An approval request of a detached campaign, kept in the store so another process can answer it.
@@ -298,7 +290,7 @@ class KeptRequest:
     deadline_at: float | None
     asked_at: float
     expires_at: float
-    state: KeptRequestState
+    state: RequestState
     answered_by: str | None = None
     answered_at: float | None = None
     reason: str | None = None
