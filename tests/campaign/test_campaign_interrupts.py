@@ -267,8 +267,12 @@ async def test_the_teardown_outlives_the_operators_habits(case: str, market: tup
     if this.stopped_by is not None:
         assert status == 128 + this.stopped_by, seen[-2000:]
     if output == "merged" and not left:
+        last = seen.strip().splitlines()[-1]
+        # A force-quit that lands after the destroys went out (a busy machine delays the signals) cannot know they
+        # took: its last line names them as possibly billing, with the resume, though the marketplace lists none.
+        forced = this.stopped_by is not None and "FORCE-QUIT" in last and "vastui campaign resume" in last
         assert re.search(r"campaign c\w+: every instance it rented \(\d+\) was destroyed and proven gone$",
-                         seen.strip().splitlines()[-1]) or status == 0, seen[-2000:]
+                         last) or status == 0 or forced, seen[-2000:]
 
 
 def _controlling_terminal() -> None:   # in the child, after setsid: its stdin (the pty) becomes its terminal
