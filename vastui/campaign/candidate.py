@@ -239,10 +239,13 @@ class RentOutcome(enum.StrEnum):
     NOT_SCHEDULED = "not scheduled"    # scheduling could not place it *now*: the machine's resources were busy
 
 
+SCHEDULING_FAILED = "scheduling_failed"   # the error code of a create scheduling could not place
+
+
 def scheduling_refused(exc: ApiError) -> bool:
     """A create refused because scheduling could not place the rental (docs/api-notes.md, cancel_unavail): the
     machine's resources were not free at that moment, which says nothing lasting about the offer."""
-    return exc.code == "scheduling_failed" or "could not be scheduled" in str(exc).lower()
+    return exc.code == SCHEDULING_FAILED
 
 
 async def rent(ctx: CandidateContext, run: CandidateRun, *, again: bool = False) -> RentOutcome:
