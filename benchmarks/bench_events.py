@@ -30,8 +30,16 @@ from vastui.campaign.plan import Plan, build_plan
 from vastui.campaign.snapshot import CampaignSnapshot
 from vastui.campaign.tracker import CampaignTracker
 from vastui.clock import MonotonicClock
-from vastui.events import (Band, BlockMeasured, CampaignStarted, CandidatePhaseChanged, Event, EventBus,
-                           InstanceRented, SampleTaken)
+from vastui.events import (
+    Band,
+    BlockMeasured,
+    CampaignStarted,
+    CandidatePhaseChanged,
+    Event,
+    EventBus,
+    InstanceRented,
+    SampleTaken,
+)
 from vastui.events_live import ProgressReported, StandingRow, StandingsUpdated
 from vastui.sim.offers import offer_row
 from vastui.sim.world import generate_world

@@ -47,10 +47,10 @@ from vastui.campaign.startup import rates_of
 from vastui.events import CandidatePhaseChanged, Event
 from vastui.events_live import TuningFinished
 from vastui.sim.demo import EXAMPLES_DIR, open_demo
-from vastui.sim.realism import Realism
 from vastui.sim.images import image_size_mb, is_popular
 from vastui.sim.market import Market
 from vastui.sim.physics import HostSpec, Precision, Variant, plan_step
+from vastui.sim.realism import Realism
 from vastui.sim.simworkload import WARMUP_SLOWDOWN
 from vastui.sim.truth import Fault
 from vastui.vast.models import Offer
@@ -168,7 +168,6 @@ def true_cost(market: Market, offer: Offer, manifest: Manifest, *, apply_slo: bo
     if not step.fits:
         return math.inf
     theta = step.units_per_s
-    slo = manifest.slo
     if apply_slo and not meets_slo(step.units_per_s, step.step_s, manifest):
         return math.inf     # misses the SLO: not a valid choice, whatever it costs
     if truth.fault is Fault.DIES_MID_RUN and truth.fault_after_s is not None and \

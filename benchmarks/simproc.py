@@ -76,9 +76,8 @@ async def _serve(seed: int, instances: int, machines: int | None) -> None:
     from vastui.clock import WallClock
     from vastui.sim.factory import build_market
     from vastui.sim.instance import CreateRequest
-    from vastui.sim.server import SimServer
-
     from vastui.sim.realism import Realism
+    from vastui.sim.server import SimServer
 
     extra = {} if machines is None else {"n_machines": machines}
     # the HTTP stack's speed is measured, not the marketplace's rules: the kind simulator, by name (its rate limits

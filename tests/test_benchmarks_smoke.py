@@ -48,7 +48,7 @@ def test_benchmark_runs_and_prints_ratios(script: str) -> None:
     assert result.stderr == ""
     lines = [line for line in result.stdout.splitlines() if line and not line.startswith("#")]
     matches = [RATIO_LINE.match(line) for line in lines]
-    assert all(matches), f"lines not in the ratio format: {[l for l, m in zip(lines, matches) if not m]}"
+    assert all(matches), f"lines not in the ratio format: {[l for l, m in zip(lines, matches, strict=True) if not m]}"
     assert len(matches) == EXPECTED[script]
     for match in matches:
         assert match is not None
@@ -59,18 +59,14 @@ def test_benchmark_runs_and_prints_ratios(script: str) -> None:
 
 def test_run_all_turns_every_ratio_line_into_one_table_row() -> None:
     """run_all's table, fed the real output of one benchmark (bench_query at --quick)."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import run_all
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    from benchmarks import run_all
     result = subprocess.run([sys.executable, "-W", "error", str(BENCHMARKS / "bench_query.py"), "--quick"], cwd=ROOT,
                             capture_output=True, encoding="utf-8", timeout=60, check=True)
     rows, notes = run_all.parse(result.stdout)
     assert len(rows) == EXPECTED["bench_query.py"] and notes
     lines = run_all.table(rows)
     assert len(lines) == 2 + len(rows)
-    for (name, ours, base, ratio), line in zip(rows, lines[2:]):
+    for (name, ours, base, ratio), line in zip(rows, lines[2:], strict=False):
         assert line == f"| {name} | {ours} | {base} | {ratio}× |" and math.isfinite(_value(ratio))
     assert set(run_all.ORDER) == set(EXPECTED)
 

@@ -6,8 +6,8 @@ instances rented by hand and a store at the CLI's own path."""
 
 from __future__ import annotations
 
-import dataclasses
 import asyncio
+import dataclasses
 import fcntl
 import json
 import os
@@ -19,18 +19,17 @@ import sys
 import termios
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
-from fakes import FakeClock
 
+from tests.fakes import FakeClock
 from vastui.config import load_settings
 from vastui.sim.factory import build_market
 from vastui.sim.instance import CreateRequest
-from vastui.sim.realism import Realism
-from vastui.sim.turns import LifecycleOdds
 from vastui.sim.market import Market
+from vastui.sim.realism import Realism
 from vastui.sim.server import SimServer
+from vastui.sim.turns import LifecycleOdds
 from vastui.store import SqliteStore
 
 KEY = "leaks-layout-key-7777"

@@ -19,8 +19,9 @@ from pathlib import Path
 import asyncssh
 import httpx
 import pytest
-from fakes import FakeClock, FakeVastApi
 
+from tests.campaign.campaign_support import fast_manifest
+from tests.fakes import FakeClock, FakeVastApi
 from vastui.approval import Action, Approval, ApprovalRequest
 from vastui.campaign.approvers import PromptApprover
 from vastui.cli import main
@@ -33,9 +34,6 @@ from vastui.sim.factory import build_market
 from vastui.sim.market import Market
 from vastui.sim.server import SimServer
 from vastui.vast.client import HttpVastClient
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "campaign"))
-from campaign_support import fast_manifest  # noqa: E402
 
 API_KEY = "sshkey-test-api-key-7f3a"
 TIME_SCALE = "300"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vastui.approval import Action, ApprovalRequest, Approval, require
+from vastui.approval import Action, Approval, ApprovalRequest, require
 from vastui.config import Redactor, Secret, load_settings, resolve_api_key, resolve_url
 from vastui.errors import ApprovalRequired, ConfigError, ManifestError, QueryError
 

@@ -21,14 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.campaign.campaign_support import fast_manifest
 from vastui.approval import Action, Approval, ApprovalRequest
 from vastui.config import Secret
 from vastui.sim.demo import demo_world, open_demo, operator_key
 from vastui.sim.market import Market
 from vastui.vast.client import HttpVastClient, ssh_key_target
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "campaign"))
-from campaign_support import fast_manifest  # noqa: E402
 
 FAKE_KEY = "vastui-FAKE-KEY-3b9e1c7d5a2f4e60"     # recognisable anywhere it leaks
 TIME_SCALE = 300.0
@@ -70,8 +68,7 @@ class ProcessWatch:
 async def _failing_calls(url: str) -> list[str]:
     """Exception texts (message, repr and the formatted traceback) of calls that fail while carrying the key: a key
     the marketplace refuses, a rent of an offer that does not exist, an address nothing listens on."""
-    from fakes import FakeClock
-
+    from tests.fakes import FakeClock
     from vastui.errors import VastuiError
 
     texts: list[str] = []

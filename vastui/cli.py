@@ -17,21 +17,22 @@ from vastui import __version__
 from vastui.cli_leaks import add_leaks_command
 from vastui.cli_output import guarded_output
 from vastui.cli_parser import SafeArgumentParser
-from vastui.cli_signals import (ExitReport, Stopped, install_exit_report, reset_exit_report, signals_restored,
-                                stopping_on_signals)
+from vastui.cli_signals import (
+    ExitReport,
+    Stopped,
+    install_exit_report,
+    reset_exit_report,
+    signals_restored,
+    stopping_on_signals,
+)
 from vastui.cli_sim import add_sim_command
-from vastui.cli_terminal import add_connection_args, fmt_num, print_table, make_table, vast_client
+from vastui.cli_terminal import add_connection_args, fmt_num, make_table, print_table, vast_client
 from vastui.errors import VastuiError
 
 if TYPE_CHECKING:
-    from rich.table import Table
 
-    from vastui.approval import Approver, AuditSink
-    from vastui.campaign.cleanup import TeardownReport
-    from vastui.campaign.watch import LeakReport
-    from vastui.clock import Clock
 
-    from vastui.vast.client import HttpVastClient
+    pass
 
 EPILOG = """\
 examples:

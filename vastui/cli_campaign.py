@@ -17,23 +17,45 @@ from rich.console import Console
 
 from vastui.bench.manifest import load_manifest
 from vastui.bench.receipt import Receipt, render_json, render_markdown
-from vastui.campaign.approvers import (AuditedApprover, OutsidePlanRefuser, PlanApprover, PlanTerms, PromptApprover,
-                                       RefusingApprover)
+from vastui.campaign.approvers import (
+    AuditedApprover,
+    OutsidePlanRefuser,
+    PlanApprover,
+    PlanTerms,
+    PromptApprover,
+    RefusingApprover,
+)
 from vastui.campaign.handle import start_campaign
 from vastui.campaign.plan import render_plan
 from vastui.campaign.session import Services, new_campaign_id, plan_campaign, resume_campaign
+from vastui.cli_signals import run_async, watch_for_exit
 from vastui.cli_terminal import add_connection_args, ask_on_terminal, held_while_asking, positive_number
 from vastui.clock import Clock, MarketClock
 from vastui.config import Redactor, Settings, ensure_folder, load_settings
 from vastui.errors import ConfigError
-from vastui.events import (BlockMeasured, CampaignFinished, CandidateEliminated, CandidatePhaseChanged, DecisionMade,
-                           Event, EventBus, InstanceConfirmedGone, InstanceRented, Notice)
-from vastui.events_live import AbortRequested, CampaignPhaseChanged, ApprovalAnswered, ApprovalCancelled, ApprovalExpired
+from vastui.events import (
+    BlockMeasured,
+    CampaignFinished,
+    CandidateEliminated,
+    CandidatePhaseChanged,
+    DecisionMade,
+    Event,
+    EventBus,
+    InstanceConfirmedGone,
+    InstanceRented,
+    Notice,
+)
+from vastui.events_live import (
+    AbortRequested,
+    ApprovalAnswered,
+    ApprovalCancelled,
+    ApprovalExpired,
+    CampaignPhaseChanged,
+)
 from vastui.remote.runner import SshRunner
 from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient
 from vastui.vast.query import parse_query
-from vastui.cli_signals import run_async, watch_for_exit
 
 NO_TTY = ("no terminal to ask for approvals: pass --approve-plan to approve exactly the printed plan "
           "(rent these offers, spend at most the budget, destroy them at the end)")

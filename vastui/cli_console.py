@@ -37,7 +37,7 @@ def theme_name(text: str) -> str:
     try:
         return check_theme(text)
     except ConfigError:
-        raise argparse.ArgumentTypeError(f"unknown theme; the themes are: {', '.join(theme_names()) or 'none found'}")
+        raise argparse.ArgumentTypeError(f"unknown theme; the themes are: {', '.join(theme_names()) or 'none found'}") from None
 
 
 def run_bare(args: argparse.Namespace) -> int | object:

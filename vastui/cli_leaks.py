@@ -7,8 +7,14 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from vastui.cli_terminal import (add_connection_args, ask_on_terminal, fmt_num, make_table, print_first_fitting,
-                                 vast_client)
+from vastui.cli_terminal import (
+    add_connection_args,
+    ask_on_terminal,
+    fmt_num,
+    make_table,
+    print_first_fitting,
+    vast_client,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -20,8 +20,8 @@ from vastui.errors import ApiError, ConfigError
 
 if TYPE_CHECKING:
     from vastui.remote.local_keys import LocalPublicKey
-    from vastui.vast.models import SshKey
     from vastui.vast.client import HttpVastClient
+    from vastui.vast.models import SshKey
 
 ADD_HELP = """\
 Register an SSH public key on the Vast.ai account, so that instances rented from now on accept it (a campaign

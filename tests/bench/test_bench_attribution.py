@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from vastui.bench.attribution import (NEXT_MOVE, Bottleneck, Readings, attribute, scaling_efficiency,
-                                      startup_share)
+from vastui.bench.attribution import NEXT_MOVE, Bottleneck, Readings, attribute, scaling_efficiency, startup_share
 
 
 @pytest.mark.parametrize(("readings", "bottleneck", "metrics"), [

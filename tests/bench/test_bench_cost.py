@@ -9,8 +9,15 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from vastui.bench.cost import (CostInputs, break_even_units, cost_interval, cost_per_accepted_unit, fixed_cost_usd,
-                               marginal_cost_usd, total_cost_usd)
+from vastui.bench.cost import (
+    CostInputs,
+    break_even_units,
+    cost_interval,
+    cost_per_accepted_unit,
+    fixed_cost_usd,
+    marginal_cost_usd,
+    total_cost_usd,
+)
 from vastui.bench.stats import Interval
 
 # --- the worked example: the classic trap -----------------------------------------------------------------------

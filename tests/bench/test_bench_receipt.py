@@ -13,8 +13,18 @@ import pytest
 from vastui.bench.attribution import Readings, attribute
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import load_manifest
-from vastui.bench.receipt import (ApprovalRecord, CandidateReport, DestroyedInstance, Outcome, Receipt, StartupSplit,
-                                  WorkloadIdentity, receipt_to_dict, render_json, render_markdown)
+from vastui.bench.receipt import (
+    ApprovalRecord,
+    CandidateReport,
+    DestroyedInstance,
+    Outcome,
+    Receipt,
+    StartupSplit,
+    WorkloadIdentity,
+    receipt_to_dict,
+    render_json,
+    render_markdown,
+)
 from vastui.bench.select import Finalist, decide_profile
 from vastui.bench.stats import Interval, Verdict, summarize_latency
 from vastui.config import Redactor, Secret

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from vastui.bench.cost import CostInputs, cost_per_accepted_unit
 from vastui.bench.manifest import LatencyCeiling, MeasureRule, Slo
-from vastui.bench.select import (EliminationReason, Finalist, Race, RaceCandidate, decide_profile)
+from vastui.bench.select import EliminationReason, Finalist, Race, RaceCandidate, decide_profile
 from vastui.bench.stats import Block, Interval, Verdict
 
 CHEAP = CostInputs(price_per_hour_usd=1.0, startup_s=120.0)

@@ -11,10 +11,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vastui.bench.manifest import WarmupRule
-from vastui.bench.stats import (Block, Interval, Verdict, binomial_cdf, block_medians, bootstrap_ci,
-                                bootstrap_ratio_ci, coefficient_of_variation, detect_warmup, flag_outliers,
-                                floor_verdict, latency_verdict, make_blocks, median, min_samples_for_percentile,
-                                paired_gain_ci, percentile, summarize_latency)
+from vastui.bench.stats import (
+    Block,
+    Interval,
+    Verdict,
+    binomial_cdf,
+    block_medians,
+    bootstrap_ci,
+    bootstrap_ratio_ci,
+    coefficient_of_variation,
+    detect_warmup,
+    flag_outliers,
+    floor_verdict,
+    latency_verdict,
+    make_blocks,
+    median,
+    min_samples_for_percentile,
+    paired_gain_ci,
+    percentile,
+    summarize_latency,
+)
 
 finite = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
 

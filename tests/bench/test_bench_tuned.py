@@ -6,8 +6,12 @@ from vastui.bench.cost import CostInputs, cost_interval
 from vastui.bench.manifest import LatencyCeiling, Slo
 from vastui.bench.select import Finalist, decide_profile
 from vastui.bench.stats import Interval, Verdict
-from vastui.bench.tuned import (TunedEvidence, certify_at_tuned_profiles, decide_with_tuned_evidence,
-                               explain_tuned_certification)
+from vastui.bench.tuned import (
+    TunedEvidence,
+    certify_at_tuned_profiles,
+    decide_with_tuned_evidence,
+    explain_tuned_certification,
+)
 from vastui.bench.tuning import tuned_throughput
 
 FLOOR = Slo(throughput_min_units_per_s=40.0)

@@ -7,12 +7,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vastui.bench.attribution import Bottleneck
+from vastui.bench.cost import CostInputs, cost_interval, cost_per_accepted_unit
 from vastui.bench.manifest import Tuning
 from vastui.bench.select import plan_ab_pairs as plan_ab_pairs_from_select
-from vastui.bench.cost import CostInputs, cost_interval, cost_per_accepted_unit
 from vastui.bench.stats import Interval
-from vastui.bench.tuning import (Arm, Knob, Profile, TuningStep, judge_ab, plan_ab_pairs, plan_tuning,
-                                 tuned_cost_estimate, tuning_order)
+from vastui.bench.tuning import (
+    Arm,
+    Knob,
+    Profile,
+    TuningStep,
+    judge_ab,
+    plan_ab_pairs,
+    plan_tuning,
+    tuned_cost_estimate,
+    tuning_order,
+)
 
 TUNING = Tuning(batch_sizes=(64, 128, 256), precisions=("fp32", "bf16"), loaders=(4, 8), gpu_counts=(1, 2))
 BASELINE = Profile(batch_size=64, precision="fp32", loaders=4, gpu_count=1)

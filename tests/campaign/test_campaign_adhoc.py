@@ -13,8 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fakes import FakeClock
 
+from tests.fakes import FakeClock
 from vastui.approval import Action, Approval, ApprovalRequest, offer_target
 from vastui.campaign.adhoc import ADHOC_PHASE, AdhocOwner, is_adhoc
 from vastui.campaign.owner import current_owner

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fakes import FakeClock
-from test_campaign_kept_requests import ManualClock, rent, until
 
+from tests.campaign.test_campaign_kept_requests import ManualClock, rent, until
+from tests.fakes import FakeClock
 from vastui.approval import Approval, ApprovalRequest
 from vastui.campaign.approvers import PlanTerms
 from vastui.campaign.broker import ApprovalBroker

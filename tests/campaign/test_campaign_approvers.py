@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from fakes import FakeClock
 
+from tests.fakes import FakeClock
 from vastui.approval import Action, Approval, ApprovalRequest, Approver, instance_target, offer_target
 from vastui.campaign.approvers import AuditedApprover, PlanApprover, PlanTerms, PromptApprover, RefusingApprover
 from vastui.cli_terminal import ask_on_terminal as _ask_on_terminal

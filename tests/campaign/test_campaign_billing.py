@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign_support import fast_manifest
+from tests.campaign.campaign_support import fast_manifest
 from vastui.sim.demo import run_demo
 from vastui.sim.market import INSTANCE_ID_BASE, Market
 from vastui.sim.realism import Realism

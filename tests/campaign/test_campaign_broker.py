@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from campaign_support import ManualClock
 
+from tests.campaign.campaign_support import ManualClock
 from vastui.approval import Action, Approval, ApprovalRequest, instance_target, offer_target
 from vastui.campaign.approvers import PlanTerms, PromptApprover, RefusingApprover
 from vastui.campaign.broker import OWN_INSTANCE_RULE, ApprovalBroker

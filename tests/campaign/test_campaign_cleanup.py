@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from fakes import FakeClock
 
-from campaign_support import ScriptedMarket
+from tests.campaign.campaign_support import ScriptedMarket
+from tests.fakes import FakeClock
 from vastui.campaign.approvers import PlanApprover, PlanTerms, RefusingApprover
 from vastui.campaign.cleanup import LISTINGS_TO_CONFIRM, PATIENCE_S, TeardownReport, teardown
 from vastui.config import Secret
@@ -19,8 +19,8 @@ from vastui.events import Event, EventBus, InstanceConfirmedGone, InstanceDestro
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.sim.instance import CreateRequest
-from vastui.sim.turns import LifecycleOdds
 from vastui.sim.market import Market
+from vastui.sim.turns import LifecycleOdds
 from vastui.vast.client import HttpVastClient
 
 KEY = "cleanup-sim-key-8080"

@@ -12,14 +12,29 @@ from pathlib import Path
 
 import pytest
 
-from campaign_support import fast_manifest
+from tests.campaign.campaign_support import fast_manifest
 from vastui.approval import offer_target
 from vastui.campaign.handle import CampaignHandle
 from vastui.campaign.snapshot import CampaignSnapshot, CampaignStage
-from vastui.events import (CampaignFinished, DecisionMade, Event, EventsLost, InstanceConfirmedGone, InstanceRented,
-                           SampleTaken)
-from vastui.events_live import (AbortRequested, ApprovalAnswered, ApprovalExpired, ApprovalRequested,
-                                CampaignPhaseChanged, ProgressReported, StandingsUpdated, WarmupEnded)
+from vastui.events import (
+    CampaignFinished,
+    DecisionMade,
+    Event,
+    EventsLost,
+    InstanceConfirmedGone,
+    InstanceRented,
+    SampleTaken,
+)
+from vastui.events_live import (
+    AbortRequested,
+    ApprovalAnswered,
+    ApprovalExpired,
+    ApprovalRequested,
+    CampaignPhaseChanged,
+    ProgressReported,
+    StandingsUpdated,
+    WarmupEnded,
+)
 from vastui.sim.demo import DemoSession, open_demo
 from vastui.store import SqliteStore
 

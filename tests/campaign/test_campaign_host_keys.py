@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from campaign_support import fast_manifest
+from tests.campaign.campaign_support import fast_manifest
 from vastui.remote.known_hosts import KnownHosts
 from vastui.sim.demo import open_demo
 

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import pytest
 
-from campaign_support import fast_manifest
-from small_disk import CannotMount, fill_disk, small_disk
-from sim_process import VASTUI, alive, operator_key, register_key, sim_process
+from tests.campaign.campaign_support import fast_manifest
+from tests.campaign.sim_process import VASTUI, alive, operator_key, register_key, sim_process
+from tests.campaign.small_disk import CannotMount, fill_disk, small_disk
 from vastui.approval import Action
 from vastui.store import SqliteStore
 

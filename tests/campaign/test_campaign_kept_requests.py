@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from campaign_support import ManualClock
-from fakes import FakeClock
 
+from tests.campaign.campaign_support import ManualClock
+from tests.fakes import FakeClock
 from vastui.approval import Action, Approval, ApprovalRequest, offer_target
 from vastui.campaign.approvers import PlanTerms
 from vastui.campaign.broker import ApprovalBroker

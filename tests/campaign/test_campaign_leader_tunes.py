@@ -10,17 +10,16 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from campaign_support import fast_manifest
-
+from tests.campaign.campaign_support import fast_manifest
 from vastui.bench.cost import cost_per_accepted_unit
 from vastui.bench.manifest import Manifest, MeasureRule, load_manifest
+from vastui.bench.runs import Block
 from vastui.bench.select import Race, RaceCandidate
 from vastui.campaign.candidate import CandidateRun
 from vastui.campaign.charges import PRIOR_OPTIMISM, hopeless_reason, prior_cost_inputs
 from vastui.campaign.measure import MeasuredBlock
 from vastui.campaign.measuring import Measuring
 from vastui.campaign.plan import build_plan
-from vastui.bench.runs import Block
 from vastui.sim.offers import offer_row
 from vastui.sim.world import generate_world
 from vastui.vast.models import Offer

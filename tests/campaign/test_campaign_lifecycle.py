@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from campaign_support import fast_manifest, first_destroys
+from tests.campaign.campaign_support import fast_manifest, first_destroys
 from vastui.campaign.engine import RESCHEDULE_AFTER_S
 from vastui.events import CandidatePhaseChanged, Event, InstanceRented, InstanceStatusChanged
 from vastui.sim.demo import open_demo

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fakes import FakeClock
 
+from tests.fakes import FakeClock
 from vastui.campaign.approvers import PlanApprover, PlanTerms
 from vastui.campaign.cleanup import teardown
 from vastui.campaign.watch import LeakVerdict, find_leaks

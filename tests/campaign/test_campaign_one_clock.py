@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from campaign_support import fast_manifest
-from vastui.cli import main
+from tests.campaign.campaign_support import fast_manifest
 from vastui.approval import Action, Approval, ApprovalRequest
+from vastui.cli import main
 from vastui.clock import ScaledClock
 from vastui.config import Secret
 from vastui.sim.demo import operator_key

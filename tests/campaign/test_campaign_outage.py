@@ -4,8 +4,8 @@ does give up, the receipt and the CLI say exactly what to run."""
 
 from __future__ import annotations
 
-import dataclasses
 import argparse
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from campaign_support import ScriptedMarket, receipt_with
-from fakes import FakeClock
+from tests.campaign.campaign_support import ScriptedMarket, receipt_with
+from tests.fakes import FakeClock
 from vastui.bench.receipt import render_json, render_markdown
 from vastui.campaign.approvers import PlanApprover, PlanTerms
 from vastui.campaign.cleanup import MAX_OUTAGE_WAIT_S, PATIENCE_S, teardown
@@ -26,9 +26,9 @@ from vastui.events import EventBus
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.sim.instance import CreateRequest
+from vastui.sim.market import Market
 from vastui.sim.realism import Realism
 from vastui.sim.turns import LifecycleOdds
-from vastui.sim.market import Market
 from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient
 

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from campaign_support import fast_manifest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vastui.bench.manifest import Manifest, load_manifest
+from tests.campaign.campaign_support import fast_manifest
 from vastui.bench.cost import cost_per_accepted_unit
+from vastui.bench.manifest import Manifest, load_manifest
 from vastui.campaign.charges import prior_cost_inputs
 from vastui.campaign.plan import Plan, build_plan, render_plan
 from vastui.campaign.prior import DLPERF_EXPONENT_PRIOR, SLO_SHORTFALL_PRIOR, compressed_dlperf, dlperf_pivot
@@ -492,8 +492,8 @@ async def test_the_shortlist_search_prices_offers_at_the_disk_a_rental_takes(man
     import types
 
     import httpx
-    from fakes import FakeClock
 
+    from tests.fakes import FakeClock
     from vastui.campaign.session import plan_campaign
     from vastui.campaign.startup import RENTED_DISK_GIB
     from vastui.config import Secret

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign_support import fast_manifest
+from tests.campaign.campaign_support import fast_manifest
 from vastui.campaign.approvers import PromptApprover
 from vastui.cli_terminal import ask_on_terminal
 from vastui.events import Event, InstanceRented

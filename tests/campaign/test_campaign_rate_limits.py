@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from campaign_support import fast_manifest
+from tests.campaign.campaign_support import fast_manifest
 from vastui.campaign.candidate import RATE_LIMITED, CandidatePhase
 from vastui.events import Event, Notice
+from vastui.sim import middleware
 from vastui.sim.demo import open_demo
 from vastui.sim.instance import CreateRequest
 from vastui.sim.market import Market
-from vastui.sim import middleware
 from vastui.sim.rate_limits import Limit, interval_violations, limit_of
 from vastui.sim.realism import Realism
 from vastui.sim.turns import LifecycleOdds

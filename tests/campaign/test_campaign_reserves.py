@@ -8,8 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from campaign_support import fast_manifest
 
+from tests.campaign.campaign_support import fast_manifest
 from vastui.bench.manifest import load_manifest
 from vastui.campaign.plan import Candidate, build_plan
 from vastui.campaign.reserves import Reserves

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from campaign_support import fast_manifest
-from sim_process import alive, operator_key, register_key, sim_process
+from tests.campaign.campaign_support import fast_manifest
+from tests.campaign.sim_process import alive, operator_key, register_key, sim_process
 
 KEY = "resume-test-key"
 TIME_SCALE = "300"

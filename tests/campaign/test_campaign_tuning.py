@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign_support import destroys_past_deadline, fast_manifest, first_destroys
+from tests.campaign.campaign_support import destroys_past_deadline, fast_manifest, first_destroys
 from vastui.sim.demo import run_demo
 from vastui.sim.market import Market
 from vastui.sim.realism import Realism

@@ -15,15 +15,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from campaign_support import fast_manifest
 
-from fakes import FakeClock
+from tests.campaign.campaign_support import fast_manifest
+from tests.fakes import FakeClock
 from vastui.bench.attribution import Bottleneck
 from vastui.bench.manifest import Manifest, load_manifest
-from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant
-from vastui.campaign.plan import (DESTROY_MARGIN_S, TUNING_RUN_OVERHEAD_PRIOR_S, TUNING_RUN_STEPS, Candidate,
-                                  build_plan, candidate_time_cap_s, tuning_allowance_s)
 from vastui.bench.tuning import Knob
+from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant
+from vastui.campaign.plan import (
+    DESTROY_MARGIN_S,
+    TUNING_RUN_OVERHEAD_PRIOR_S,
+    TUNING_RUN_STEPS,
+    Candidate,
+    build_plan,
+    candidate_time_cap_s,
+    tuning_allowance_s,
+)
 from vastui.campaign.short_runs import skip_steps, timed_throughput
 from vastui.campaign.tuning import tune, value_order
 from vastui.events import EventBus, Notice

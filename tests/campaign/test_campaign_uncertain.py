@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
-from campaign_support import fast_manifest
 
-from fakes import FakeClock
+from tests.campaign.campaign_support import fast_manifest
+from tests.fakes import FakeClock
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.campaign.approvers import PlanApprover, PlanTerms
 from vastui.campaign.engine import CampaignEngine

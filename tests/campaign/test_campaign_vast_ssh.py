@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign_support import fast_manifest
+from tests.campaign.campaign_support import fast_manifest
 from vastui.sim import sshpaths
 from vastui.sim.demo import run_demo
 from vastui.sim.market import Market

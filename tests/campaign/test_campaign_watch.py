@@ -4,8 +4,8 @@ watcher's events, and ``vastui leaks --destroy`` with its approvals and audit lo
 
 from __future__ import annotations
 
-import dataclasses
 import asyncio
+import dataclasses
 import io
 import json
 import subprocess
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fakes import FakeClock
 
+from tests.fakes import FakeClock
 from vastui.approval import AuditRecord, NullAudit
 from vastui.campaign.approvers import AuditedApprover
 from vastui.campaign.owner import current_owner
@@ -37,10 +37,10 @@ from vastui.events import Event, EventBus, LeakFound, LeaksChecked, Notice
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.sim.instance import CreateRequest
-from vastui.sim.realism import Realism
-from vastui.sim.turns import LifecycleOdds
 from vastui.sim.market import Market
+from vastui.sim.realism import Realism
 from vastui.sim.server import SimServer
+from vastui.sim.turns import LifecycleOdds
 from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign_support import fast_manifest
+from tests.campaign.campaign_support import fast_manifest
 from vastui.bench.manifest import load_manifest
 from vastui.events import Event, InstanceRented
 from vastui.sim.demo import DemoResult, run_demo
@@ -94,7 +94,7 @@ async def test_an_input_changed_after_loading_stops_the_campaign_and_blames_no_h
             canary_input.write_bytes(canary_input.read_bytes() + b'{"id": "one record more"}\n')
 
     async def look_at_hosts(market: Market) -> None:
-        base = Path(getattr(market.host_provider, "_base"))
+        base = Path(market.host_provider._base)
         secrets_seen.extend(str(p) for p in base.rglob("*") if p.is_file() and SECRET in p.read_bytes())
 
     result = await asyncio.wait_for(run_demo(seed=3, time_scale=300.0, data_dir=tmp_path / "data",

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import httpx
 
-from small_disk import fill_disk, small_disk
-from chaos_mix import BROKEN_PIPE, CLIENT_TIMEOUT_S, DOUBLE_SIGNAL, FULL_DISK, KILL, Mix
+from tests.campaign.small_disk import fill_disk, small_disk
+from tests.chaos.chaos_mix import BROKEN_PIPE, CLIENT_TIMEOUT_S, DOUBLE_SIGNAL, FULL_DISK, KILL, Mix
 from vastui.approval import Action, Approval, ApprovalRequest, AuditRecord
 from vastui.campaign.handle import start_campaign
 from vastui.campaign.session import Services, new_campaign_id, plan_campaign

@@ -13,14 +13,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "campaign")]
-
-from campaign_support import fast_manifest  # noqa: E402
-from vastui.cli_campaign import _event_line as event_line  # noqa: E402  (the headless run's progress lines)
-from vastui.events import Event  # noqa: E402
-from chaos_mix import mix_for  # noqa: E402
-from chaos_runner import CampaignReport, run_chaos_campaign, summary  # noqa: E402
+from tests.campaign.campaign_support import fast_manifest
+from tests.chaos.chaos_mix import mix_for
+from tests.chaos.chaos_runner import CampaignReport, run_chaos_campaign, summary
+from vastui.cli_campaign import _event_line as event_line  # the headless run's progress lines
+from vastui.events import Event
 
 
 async def run(*, campaigns: int, seed: int, verbose: bool) -> list[CampaignReport]:

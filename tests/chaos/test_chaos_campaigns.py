@@ -13,12 +13,24 @@ from pathlib import Path
 import httpx
 import pytest
 
-from campaign_support import fast_manifest
-from small_disk import CannotMount
-from chaos_mix import DISTURBANCES, DOUBLE_SIGNAL, FAULT_KINDS, KILL, Mix, mix_for
-from chaos_runner import (ALL_APPROVED, INVARIANTS, KEY, NO_DOUBLE_RENT, NO_LEAK, NO_TRACEBACK, NO_WRONG_CHOICE,
-                          NOTHING_LOST, CampaignReport, chaos_world, check_market, run_chaos_campaign,
-                          summary)
+from tests.campaign.campaign_support import fast_manifest
+from tests.campaign.small_disk import CannotMount
+from tests.chaos.chaos_mix import DISTURBANCES, DOUBLE_SIGNAL, FAULT_KINDS, KILL, Mix, mix_for
+from tests.chaos.chaos_runner import (
+    ALL_APPROVED,
+    INVARIANTS,
+    KEY,
+    NO_DOUBLE_RENT,
+    NO_LEAK,
+    NO_TRACEBACK,
+    NO_WRONG_CHOICE,
+    NOTHING_LOST,
+    CampaignReport,
+    chaos_world,
+    check_market,
+    run_chaos_campaign,
+    summary,
+)
 from vastui.sim.turns import LifecycleOdds
 from vastui.store import SqliteStore
 

@@ -11,11 +11,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
-from fakes import FakeClock
-from fuzz_support import assert_one_line, json_values, odd_numbers, odd_text
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.fakes import FakeClock
+from tests.fuzz.fuzz_support import assert_one_line, json_values, odd_numbers, odd_text
 from vastui.approval import Action, Approval, ApprovalRequest, instance_target, offer_target
 from vastui.config import Secret
 from vastui.errors import ApiError, VastuiError

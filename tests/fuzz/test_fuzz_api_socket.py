@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
-from fakes import FakeClock
-from fuzz_support import assert_one_line
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.fakes import FakeClock
+from tests.fuzz.fuzz_support import assert_one_line
 from vastui.approval import Action, Approval, ApprovalRequest, offer_target
 from vastui.config import Secret
 from vastui.errors import VastuiError

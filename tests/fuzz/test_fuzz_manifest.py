@@ -13,10 +13,10 @@ import re
 import shutil
 from pathlib import Path
 
-from fuzz_support import assert_one_line
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.fuzz.fuzz_support import assert_one_line
 from vastui.bench.manifest import load_manifest
 from vastui.errors import ManifestError
 from vastui.vast.query import parse_query
@@ -70,14 +70,14 @@ def mutated_manifests(draw: st.DrawFn) -> str:
         pattern = re.compile(rf"(?m)^{key} = .*$")
         if action == "set":
             literal = toml_value(draw(toml_values))
-            text = pattern.sub(lambda _m: f"{key} = {literal}", text, count=1)
+            text = pattern.sub(lambda _m, key=key, literal=literal: f"{key} = {literal}", text, count=1)
         elif action == "drop":
             text = pattern.sub("", text, count=1)
         elif action == "duplicate":
             text = pattern.sub(lambda m: f"{m.group(0)}\n{m.group(0)}", text, count=1)
         else:
             name = draw(st.from_regex(r"[a-z_]{1,10}", fullmatch=True))
-            text = pattern.sub(lambda m: f"{m.group(0)}\n{name} = {toml_value(draw(toml_scalars))}", text, count=1)
+            text = pattern.sub(lambda m, name=name: f"{m.group(0)}\n{name} = {toml_value(draw(toml_scalars))}", text, count=1)
     return text
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import io
 import json
 
-from fuzz_support import assert_one_line, deep, dumps, json_values, odd_numbers, odd_text
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.fuzz.fuzz_support import assert_one_line, deep, dumps, json_values, odd_numbers, odd_text
 from vastui.errors import RemoteError
 from vastui.remote.agent import MARKER, AgentClock, Emitter, MarkerReader
 from vastui.remote.protocol import RecordKind, parse_record

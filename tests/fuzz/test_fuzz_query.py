@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vastui.errors import QueryError, VastuiError
-from vastui.vast.query import build_search_body, parse_order, parse_query
+from vastui.vast.query import build_search_body, parse_order
 from vastui.vast.query_fields import KNOWN_FIELDS
 
 FIELDS = sorted(KNOWN_FIELDS | {"gpu_ram", "dph", "cuda_vers", "geolocation", "verified", "rentable"})

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import asyncssh
 import pytest
-from remote_support import SIM_API_KEY, SIM_SCALE, ClientKey
 
+from tests.remote.remote_support import SIM_API_KEY, SIM_SCALE, ClientKey
 from vastui.clock import ScaledClock
 from vastui.remote.runner import SshRunner
 from vastui.sim.factory import build_market
 from vastui.sim.hosts import SshHostPool
 from vastui.sim.market import Market
-from vastui.sim.server import SimServer
 from vastui.sim.realism import Realism
+from vastui.sim.server import SimServer
 
 # A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
 # the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).

@@ -11,9 +11,9 @@ from typing import Any
 from vastui.approval import Action, Approval, ApprovalRequest, offer_target
 from vastui.remote.protocol import GpuSample, Phase, Progress, Record
 from vastui.sim.machine import Machine
+from vastui.sim.market import Market
 from vastui.sim.truth import Fault
 from vastui.sim.world import generate_world
-from vastui.sim.market import Market
 from vastui.vast.client import HttpVastClient, ssh_key_target
 from vastui.vast.models import Instance
 

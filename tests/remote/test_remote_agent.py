@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fakes import FakeNvml
+from tests.fakes import FakeNvml
 from vastui.remote import agent
 from vastui.remote.protocol import AgentError, GpuSample, Phase, Progress, Record, Result, parse_record
 

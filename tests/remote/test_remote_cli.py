@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from remote_support import SIM_API_KEY, ClientKey, rent_running
-
+from tests.remote.remote_support import SIM_API_KEY, ClientKey, rent_running
 from vastui.config import Secret
 from vastui.sim.hosts import SshHostPool
 from vastui.sim.market import Market

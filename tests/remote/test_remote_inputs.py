@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from remote_support import ClientKey, make_machine
 
+from tests.remote.remote_support import ClientKey, make_machine
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.campaign.blame import FailureKind
 from vastui.campaign.candidate import CandidateContext, CandidateFailed, stage_inputs

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import asyncssh
 import pytest
-from remote_support import ClientKey, make_machine
 
-from fakes import FakeClock
+from tests.fakes import FakeClock
+from tests.remote.remote_support import ClientKey, make_machine
 from vastui.errors import HostKeyMismatch, RemoteError, RemoteTimeout
 from vastui.remote.runner import SshRunner
 from vastui.sim.hosts import SshHostPool

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import os
 import signal
@@ -17,10 +18,14 @@ from pathlib import Path
 
 import asyncssh
 import pytest
-from remote_support import (
-    ClientKey, gpu_samples_in_measure, make_machine, measured, workload,
-)
 
+from tests.remote.remote_support import (
+    ClientKey,
+    gpu_samples_in_measure,
+    make_machine,
+    measured,
+    workload,
+)
 from vastui.errors import RemoteError
 from vastui.remote.agent import _is_alive
 from vastui.remote.protocol import AgentError, GpuSample, Phase, Progress, Record, Result
@@ -282,7 +287,7 @@ async def test_a_workload_starved_of_cpu_is_timed_by_its_work_not_by_when_its_ma
     assert _throughput_from_timestamps(progress) == pytest.approx(truth, rel=4 * machine.truth.noise_cv + 0.05)
     # Every marker's interval is its own steps' time: the stall shows in none (it would be 25 s in one of them,
     # and the burst of markers behind it would have intervals near zero).
-    gaps = [later.t - earlier.t - sum(later.latency_ms) / 1000.0 for earlier, later in zip(progress, progress[1:])]
+    gaps = [later.t - earlier.t - sum(later.latency_ms) / 1000.0 for earlier, later in itertools.pairwise(progress)]
     assert len(gaps) >= 5 and max(abs(gap) for gap in gaps) < 0.05
 
 

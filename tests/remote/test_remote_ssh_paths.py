@@ -23,9 +23,9 @@ from pathlib import Path
 
 import asyncssh
 import pytest
-from fakes import FakeClock
-from remote_support import SIM_API_KEY, SIM_SCALE, ClientKey, grant, rent_running
 
+from tests.fakes import FakeClock
+from tests.remote.remote_support import SIM_API_KEY, SIM_SCALE, ClientKey, grant, rent_running
 from vastui.approval import Action, instance_target, offer_target
 from vastui.clock import ScaledClock
 from vastui.config import Secret

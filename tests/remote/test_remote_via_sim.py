@@ -10,10 +10,17 @@ import time
 from pathlib import Path
 
 import pytest
-from remote_support import (
-    SIM_API_KEY, ClientKey, grant, gpu_samples_in_measure, measured, rent_running, wait_running, workload,
-)
 
+from tests.remote.remote_support import (
+    SIM_API_KEY,
+    ClientKey,
+    gpu_samples_in_measure,
+    grant,
+    measured,
+    rent_running,
+    wait_running,
+    workload,
+)
 from vastui.approval import Action, instance_target, offer_target
 from vastui.clock import ScaledClock
 from vastui.config import Secret
@@ -24,11 +31,11 @@ from vastui.sim.factory import build_market
 from vastui.sim.hosts import SshHostPool
 from vastui.sim.market import Market
 from vastui.sim.physics import HostSpec, Variant, plan_step
+from vastui.sim.realism import Realism
 from vastui.sim.server import SimServer
 from vastui.sim.truth import Fault
 from vastui.vast.client import HttpVastClient, ssh_key_target
 from vastui.vast.models import InstanceStatus
-from vastui.sim.realism import Realism
 
 # A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
 # the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).

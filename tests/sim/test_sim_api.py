@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fakes import FakeClock
+from tests.fakes import FakeClock
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.sim.market import Market

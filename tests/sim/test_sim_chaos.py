@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from fakes import FakeClock
+from tests.fakes import FakeClock
 from vastui.clock import WallClock
 from vastui.config import Secret
 from vastui.sim.app import create_app
@@ -19,11 +19,11 @@ from vastui.sim.chaos import Chaos, InstanceFault
 from vastui.sim.instance import CreateRequest, InstanceStatus
 from vastui.sim.machine import Machine
 from vastui.sim.market import Market
+from vastui.sim.realism import Realism
 from vastui.sim.server import SimServer
 from vastui.sim.truth import Fault
 from vastui.sim.world import generate_world
 from vastui.vast.client import HttpVastClient
-from vastui.sim.realism import Realism
 
 # A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
 # the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).

@@ -10,11 +10,17 @@ from typing import Any
 import httpx
 import pytest
 
-from fakes import FakeClock
+from tests.fakes import FakeClock
 from vastui.sim.factory import build_market
 from vastui.sim.filters import FilterError, matches, parse_order, sort_rows
 from vastui.sim.offers import (
-    DEFAULT_STORAGE_GB, OfferBook, _limit, _offer_conditions, offer_row, pricing_type, resolve_offer_column,
+    DEFAULT_STORAGE_GB,
+    OfferBook,
+    _limit,
+    _offer_conditions,
+    offer_row,
+    pricing_type,
+    resolve_offer_column,
 )
 from vastui.sim.request_log import RequestLog, RequestRecord
 from vastui.sim.server import SimServer

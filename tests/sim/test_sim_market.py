@@ -8,15 +8,15 @@ import dataclasses
 
 import pytest
 
-from fakes import FakeClock
+from tests.fakes import FakeClock
 from vastui.sim.images import image_size_mb
 from vastui.sim.instance import CreateRequest, InstanceState, InstanceStatus
 from vastui.sim.machine import Machine, World
 from vastui.sim.market import Market
 from vastui.sim.market_error import MarketError
+from vastui.sim.realism import Realism
 from vastui.sim.truth import Fault
 from vastui.sim.world import generate_world
-from vastui.sim.realism import Realism
 
 # A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
 # the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).

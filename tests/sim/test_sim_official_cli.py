@@ -24,8 +24,8 @@ from vastui.sim.factory import build_market
 from vastui.sim.instance import InstanceStatus
 from vastui.sim.market import Market
 from vastui.sim.offers import offer_row
-from vastui.sim.server import SimServer
 from vastui.sim.realism import Realism
+from vastui.sim.server import SimServer
 
 # A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
 # the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).

@@ -11,8 +11,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vastui.sim.physics import (
-    REF_BATCH, THROTTLE_COMPUTE_FACTOR, THROTTLE_MASK, GpuState, HostSpec, Precision, Variant, batch_efficiency,
-    busy_state, expected_units_per_s, idle_state, noisy_step, plan_step, run_factor,
+    REF_BATCH,
+    THROTTLE_COMPUTE_FACTOR,
+    THROTTLE_MASK,
+    GpuState,
+    HostSpec,
+    Precision,
+    Variant,
+    batch_efficiency,
+    busy_state,
+    expected_units_per_s,
+    idle_state,
+    noisy_step,
+    plan_step,
+    run_factor,
 )
 from vastui.sim.truth import Fault, MachineTruth
 

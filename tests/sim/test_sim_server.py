@@ -10,7 +10,7 @@ import sys
 import httpx
 import pytest
 
-from fakes import FakeClock
+from tests.fakes import FakeClock
 from vastui.sim.factory import DEMO_API_KEY, build_market
 from vastui.sim.server import SimServer
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.store.store_support import DIGEST
 from vastui.store import SqliteStore
-
-from store_support import DIGEST
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from store_support import DIGEST
 
+from tests.store.store_support import DIGEST
 from vastui.approval import Action, AuditRecord, AuditSink, instance_target, offer_target
 from vastui.errors import StoreError
 from vastui.store import SCHEMA_VERSION, OfferSnapshot, SqliteStore

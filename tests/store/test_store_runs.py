@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from store_support import DIGEST
 
+from tests.store.store_support import DIGEST
 from vastui.errors import StoreError
 from vastui.store import GpuSample, ProgressRecord, Run, RunStatus, SqliteStore
 

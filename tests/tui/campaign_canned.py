@@ -5,13 +5,31 @@ fixed (``NOW``), every id is written out: the pictures are the same on every run
 from __future__ import annotations
 
 from vastui.approval import Action
-from vastui.bench.receipt import (CandidateReport, DestroyedInstance, Outcome, Receipt, StartupSplit,
-                                  WorkloadIdentity, render_markdown)
+from vastui.bench.receipt import (
+    CandidateReport,
+    DestroyedInstance,
+    Outcome,
+    Receipt,
+    StartupSplit,
+    WorkloadIdentity,
+    render_markdown,
+)
 from vastui.bench.select import Decision
 from vastui.bench.stats import Interval, LatencySummary
 from vastui.campaign.broker import PendingApproval
-from vastui.campaign.snapshot import (BlockPoint, CampaignSnapshot, CampaignStage, CandidateState, DecisionState,
-                                      GpuState, InstanceCleanup, PlannedCandidate, PlanState, RaceState, SpendState)
+from vastui.campaign.snapshot import (
+    BlockPoint,
+    CampaignSnapshot,
+    CampaignStage,
+    CandidateState,
+    DecisionState,
+    GpuState,
+    InstanceCleanup,
+    PlannedCandidate,
+    PlanState,
+    RaceState,
+    SpendState,
+)
 from vastui.events import Band
 from vastui.events_live import StandingRow
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, PastCampaign, ReceiptPage

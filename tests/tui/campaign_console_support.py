@@ -4,7 +4,6 @@ with the fast manifest and a high time scale so a whole campaign takes seconds o
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -12,18 +11,16 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
+from tests.campaign.campaign_support import fast_manifest
 from vastui.campaign.handle import CampaignHandle
 from vastui.cli_campaign_console import console_settings
 from vastui.clock import Clock
 from vastui.events import Event
 from vastui.sim.demo import DemoSession, open_demo
+from vastui.sim.realism import Realism
 from vastui.tui.app import VastuiApp
 from vastui.tui.services import Services
 from vastui.tui.views.campaign import CampaignView
-from vastui.sim.realism import Realism
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "campaign"))
-from campaign_support import fast_manifest  # noqa: E402
 
 TIME_SCALE = 100.0     # as the handle's tests: slow enough that a loaded machine still sees the race
 WAIT_S = 150.0         # wall-clock bound on a condition; reached only when something is broken
@@ -75,7 +72,7 @@ async def campaign_console(tmp_path: Path, *, seed: int, expiry_s: float = 3600.
 
 
 async def wait_until(pilot: Pilot[None], predicate: object, *, what: str, deadline_s: float = WAIT_S) -> None:
-    from console_support import wait_for
+    from tests.tui.console_support import wait_for
 
     await wait_for(pilot, predicate, what=what, deadline_s=deadline_s)  # type: ignore[arg-type]
 

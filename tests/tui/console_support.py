@@ -25,6 +25,7 @@ from vastui.events import EventBus
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.sim.market import Market
+from vastui.sim.realism import Realism
 from vastui.sim.request_log import RequestRecord
 from vastui.sim.server import SimServer
 from vastui.store import SqliteStore
@@ -32,7 +33,6 @@ from vastui.tui.app import VastuiApp
 from vastui.tui.dialogs.confirm import ConfirmDialog
 from vastui.tui.services import ConsoleSettings, Services
 from vastui.vast.client import HttpVastClient
-from vastui.sim.realism import Realism
 
 # A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
 # the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).

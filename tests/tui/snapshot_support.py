@@ -26,6 +26,7 @@ from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.sim.instance import CreateRequest
 from vastui.sim.market import Market
+from vastui.sim.realism import Realism
 from vastui.store import RunStatus, SqliteStore
 from vastui.tui.app import VastuiApp
 from vastui.tui.health import Source, SourceHealth
@@ -34,7 +35,6 @@ from vastui.tui.state import ActivityPage, ConsoleState, InstancePage, OfferPage
 from vastui.tui.widgets.statusbar import StatusBar
 from vastui.vast.client import HttpVastClient
 from vastui.vast.query import build_search_body
-from vastui.sim.realism import Realism
 
 # A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
 # the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).

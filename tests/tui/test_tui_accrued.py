@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from console_support import wait_for
+from tests.tui.console_support import wait_for
 from vastui.clock import MarketClock, ScaledClock
 from vastui.config import Secret
 from vastui.events import EventBus

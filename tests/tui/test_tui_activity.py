@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console_support import wait_for
-from snapshot_support import START, FrozenClock, SilentMarket
-
+from tests.tui.console_support import wait_for
+from tests.tui.snapshot_support import START, FrozenClock, SilentMarket
 from vastui.approval import Action, AuditRecord, instance_target, offer_target
 from vastui.events import EventBus
 from vastui.store import SqliteStore

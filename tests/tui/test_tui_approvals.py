@@ -9,10 +9,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from campaign_console_support import WAIT_S, CampaignConsole, campaign_console, wait_until
-from fakes import FakeWallClock
-from textual.pilot import Pilot
 
+from tests.fakes import FakeWallClock
+from tests.tui.campaign_console_support import WAIT_S, CampaignConsole, campaign_console, wait_until
 from vastui.bench.receipt import render_markdown
 from vastui.clock import ScaledClock
 from vastui.events import InstanceRented

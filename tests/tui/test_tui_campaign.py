@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from campaign_console_support import CampaignConsole, campaign_console, pending_count, wait_until
 from textual.pilot import Pilot
 
+from tests.tui.campaign_console_support import CampaignConsole, campaign_console, pending_count, wait_until
 from vastui.approval import offer_target
 from vastui.campaign.snapshot import CampaignStage
 from vastui.events import CampaignFinished, InstanceRented

@@ -8,8 +8,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from campaign_console_support import WAIT_S, CampaignConsole, campaign_console, pending_count, wait_until
 
+from tests.tui.campaign_console_support import WAIT_S, CampaignConsole, campaign_console, pending_count, wait_until
 from vastui.approval import offer_target
 from vastui.events import InstanceRented
 from vastui.events_live import AbortRequested, ApprovalAnswered, ApprovalExpired, ApprovalRequested

@@ -9,8 +9,7 @@ import dataclasses
 
 import pytest
 
-from campaign_canned import CID, NOW, racing_snapshot
-
+from tests.tui.campaign_canned import CID, NOW, racing_snapshot
 from vastui.campaign.handle import CampaignResult
 from vastui.campaign.snapshot import CampaignSnapshot
 from vastui.events import CandidateEliminated, EventBus, SampleTaken

@@ -4,8 +4,7 @@ wait that moves on the operator's clock, instead of a frozen time in "renting"."
 
 from __future__ import annotations
 
-from campaign_canned import NOW, finished_pictures, pending, racing_picture
-
+from tests.tui.campaign_canned import NOW, finished_pictures, pending, racing_picture
 from vastui.tui.views.campaign import headline, phase_cell
 
 

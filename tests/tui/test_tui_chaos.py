@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from console_support import sim_console, wait_for, with_settings
-
+from tests.tui.console_support import sim_console, wait_for, with_settings
 from vastui.tui.health import Source
 from vastui.tui.views.offers import OffersView
 from vastui.tui.widgets.statusbar import StatusBar

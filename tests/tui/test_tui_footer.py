@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from campaign_console_support import campaign_console, wait_until
-from console_support import wait_for
-from snapshot_support import capture_scene_async, scene_app
 from textual.app import App
 from textual.widgets._footer import FooterKey
 
+from tests.tui.campaign_console_support import campaign_console, wait_until
+from tests.tui.console_support import wait_for
+from tests.tui.snapshot_support import capture_scene_async, scene_app
 from vastui.events import InstanceRented
 from vastui.events_live import ApprovalAnswered
 from vastui.tui.widgets.footer import PALETTE_WIDTH, Hint, fit_hints

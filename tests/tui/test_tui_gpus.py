@@ -9,11 +9,10 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from campaign_canned import racing_picture
-
-from console_support import grant, rent_outside, sim_console, wait_for
 from textual.widgets import Static
 
+from tests.tui.campaign_canned import racing_picture
+from tests.tui.console_support import grant, rent_outside, sim_console, wait_for
 from vastui.approval import Action, instance_target
 from vastui.tui.health import Source
 from vastui.tui.state import ConsoleState

@@ -6,10 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from console_support import confirm_dialog, dialog, rent_outside, sim_console, wait_for, with_settings
 from textual.widgets import Button, Input, Static
 
+from tests.tui.console_support import confirm_dialog, dialog, rent_outside, sim_console, wait_for, with_settings
 from vastui.tui.dialogs.prompt import PromptScreen
 from vastui.tui.views.instances import InstancesView
 from vastui.tui.widgets.statusbar import StatusBar

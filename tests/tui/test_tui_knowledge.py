@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console_support import sim_console, wait_for, with_settings
-
+from tests.tui.console_support import sim_console, wait_for, with_settings
 from vastui.store import RunStatus
 from vastui.tui.knowledge import measured_cost
 from vastui.tui.views.offers import OffersView

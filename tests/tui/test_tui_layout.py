@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-from console_support import wait_for
-from snapshot_support import Scene, SceneApp, capture_scene
 from textual.app import App, ComposeResult
 from textual.widgets import Button, Input
 
+from tests.tui.console_support import wait_for
+from tests.tui.snapshot_support import Scene, SceneApp, capture_scene
 from vastui.events import EventBus
 from vastui.tui.dialogs.confirm import ConfirmDialog
 from vastui.tui.dialogs.help import HelpScreen
@@ -97,7 +97,7 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Scene:
 
 def scene_console(scene: Scene, *, view: str = "offers", memory: Path | None = None,
                   readonly: bool = False) -> SceneApp:
-    from snapshot_support import FrozenClock, SilentMarket
+    from tests.tui.snapshot_support import FrozenClock, SilentMarket
 
     settings = ConsoleSettings(theme="dark", initial_view=view, live=False, readonly=readonly,
                                view_memory_path=memory)

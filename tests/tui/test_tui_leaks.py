@@ -6,10 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from console_support import confirm_dialog, destroys, dialog, rent_outside, sim_console, wait_for
 from textual.widgets import Static
 
+from tests.tui.console_support import confirm_dialog, destroys, dialog, rent_outside, sim_console, wait_for
 from vastui.tui.views.leaks import LeaksView
 from vastui.tui.widgets.statusbar import StatusBar
 

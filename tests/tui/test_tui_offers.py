@@ -10,10 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from console_support import confirm_dialog, create_paths, destroys, dialog, sim_console, wait_for
 from textual.widgets import Button, Input, Static
 
+from tests.tui.console_support import confirm_dialog, create_paths, destroys, dialog, sim_console, wait_for
 from vastui.tui.views.instances import InstancesView
 from vastui.tui.views.offers import OffersView, split_filter
 

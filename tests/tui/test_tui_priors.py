@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from campaign_canned import racing_snapshot, receipt
-
+from tests.tui.campaign_canned import racing_snapshot, receipt
 from vastui.bench.stats import Interval
 from vastui.events import Band
 from vastui.events_live import StandingRow

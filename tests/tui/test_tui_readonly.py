@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from console_support import dialog, rent_outside, sim_console, wait_for, with_settings
 
+from tests.tui.console_support import dialog, rent_outside, sim_console, wait_for, with_settings
 from vastui.tui.actions import ReadOnlyRefused
 from vastui.tui.views.instances import InstancesView
 from vastui.tui.views.offers import OffersView

@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from console_support import confirm_dialog, destroys, sim_console, wait_for
 from textual.widgets import Button
 
+from tests.tui.console_support import confirm_dialog, destroys, sim_console, wait_for
 from vastui.campaign.watch import find_leaks
 from vastui.tui.dialogs.choice import ChoiceDialog
 from vastui.tui.views.instances import COLUMNS as INSTANCE_COLUMNS

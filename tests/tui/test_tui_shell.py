@@ -7,9 +7,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from console_support import confirm_dialog, dialog, sim_console, wait_for, with_settings
 from textual.widgets import Input, Static
 
+from tests.tui.console_support import confirm_dialog, dialog, sim_console, wait_for, with_settings
 from vastui.approval import Action, ApprovalRequest, instance_target
 from vastui.cli import main
 from vastui.config import load_settings

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console_support import sim_console, wait_for
-
+from tests.tui.console_support import sim_console, wait_for
 from vastui.tui.views.offers import OffersView
 
 

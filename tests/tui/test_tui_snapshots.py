@@ -8,12 +8,10 @@ changes only when the console's rendering does. Update the pictures after a deli
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from snapshot_support import SIZE, SIZE_IDS, SIZES, Scene, SceneApp, capture_scene, scene_app
 from textual.pilot import Pilot
 
+from tests.tui.snapshot_support import SIZE, SIZE_IDS, SIZES, Scene, SceneApp, capture_scene, scene_app
 from vastui.tui.dialogs.confirm import ConfirmDialog
 from vastui.tui.views.activity import ActivityView
 from vastui.tui.views.instances import InstancesView

@@ -8,10 +8,10 @@ import dataclasses
 from collections.abc import Callable
 
 import pytest
-from campaign_canned import NOW, pending, racing_picture
-from test_tui_snapshots_campaign import console
 from textual.pilot import Pilot
 
+from tests.tui.campaign_canned import NOW, pending, racing_picture
+from tests.tui.test_tui_snapshots_campaign import console
 from vastui.tui.app import VastuiApp
 from vastui.tui.dialogs.approvals import ApprovalsScreen
 

@@ -7,16 +7,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 
-from campaign_canned import NOW, finished_pictures, racing_picture
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import Markdown
 
+from tests.tui.campaign_canned import NOW, finished_pictures, racing_picture
 from vastui.events import EventBus
 from vastui.tui.app import VastuiApp
 from vastui.tui.services import ConsoleSettings, Services
 from vastui.tui.state import ConsoleState
 from vastui.vast.models import InstanceListing, Offer, User
-import pytest
 
 pytestmark = pytest.mark.slow  # seconds of real processes or pictures: the full suite runs them
 

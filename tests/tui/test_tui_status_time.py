@@ -7,11 +7,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import httpx
 import pytest
 
-import httpx
-from console_support import FAST, KEY, rent_outside, sim_console, wait_for
-
+from tests.tui.console_support import FAST, KEY, rent_outside, sim_console, wait_for
 from vastui.clock import MarketClock, ScaledClock, market_scale
 from vastui.config import Secret
 from vastui.events import EventBus
@@ -19,10 +18,9 @@ from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.tui.app import VastuiApp
 from vastui.tui.services import Services
+from vastui.tui.views.instances import COLUMNS, InstancesView, StatusSince, since_text, status_since
 from vastui.tui.widgets.statusbar import StatusBar
 from vastui.vast.client import HttpVastClient
-
-from vastui.tui.views.instances import COLUMNS, InstancesView, StatusSince, since_text, status_since
 from vastui.vast.models import Instance, InstanceStatus
 
 STATUS, SINCE = ([k for k, _ in COLUMNS].index(c) for c in ("status", "since"))

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console_support import wait_for
-from snapshot_support import SIZE, capture_scene_async, scene_app
 from textual import events
 from textual.widgets import Input
 
+from tests.tui.console_support import wait_for
+from tests.tui.snapshot_support import SIZE, capture_scene_async, scene_app
 from vastui.tui.views.offers import OffersView
 
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from fakes import FakeClock, FakeVastApi
 
+from tests.fakes import FakeClock, FakeVastApi
 from vastui.approval import Action, Approval, ApprovalRequest, NullAudit
 from vastui.config import Secret
 from vastui.errors import ApiError, ApprovalRequired

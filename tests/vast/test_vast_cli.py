@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from fakes import FakeClock
 
+from tests.fakes import FakeClock
 from vastui.cli import main
 from vastui.sim.factory import build_market
 from vastui.sim.market import Market

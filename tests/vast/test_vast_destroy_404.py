@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from fakes import FakeClock
 
+from tests.fakes import FakeClock
 from vastui.approval import Action, Approval, ApprovalRequest, instance_target
 from vastui.campaign.approvers import PlanApprover, PlanTerms
 from vastui.campaign.cleanup import destroy_with_approval, teardown

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from fakes import FakeClock, FakeVastApi
 
+from tests.fakes import FakeClock, FakeVastApi
 from vastui.approval import Action, Approval, ApprovalRequest, AuditRecord
 from vastui.config import Secret
 from vastui.errors import StoreError

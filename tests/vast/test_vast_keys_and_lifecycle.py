@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-from fakes import FakeClock
 
+from tests.fakes import FakeClock
 from vastui.approval import Action, Approval, ApprovalRequest, instance_target
 from vastui.campaign.approvers import PlanApprover, PlanTerms
 from vastui.campaign.cleanup import PATIENCE_S, destroy_with_approval, teardown

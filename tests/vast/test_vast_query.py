@@ -18,8 +18,14 @@ from hypothesis import strategies as st
 
 from vastui.errors import QueryError
 from vastui.vast.query import build_search_body, parse_order, parse_query
-from vastui.vast.query_fields import (BOOL_FIELDS, DEFAULT_FILTERS, FIELD_ALIASES, FIELD_MULTIPLIERS, NUMERIC_FIELDS,
-                                      STRING_FIELDS)
+from vastui.vast.query_fields import (
+    BOOL_FIELDS,
+    DEFAULT_FILTERS,
+    FIELD_ALIASES,
+    FIELD_MULTIPLIERS,
+    NUMERIC_FIELDS,
+    STRING_FIELDS,
+)
 
 
 def _load_official() -> ModuleType:
@@ -298,7 +304,7 @@ def queries(draw: st.DrawFn) -> tuple[str, dict[str, dict[str, object]]]:
             continue
         ops[op] = value
     gaps = [" " * draw(st.integers(1, 2)) for _ in drawn]
-    text = "".join(term[0] + gap for term, gap in zip(drawn, gaps))
+    text = "".join(term[0] + gap for term, gap in zip(drawn, gaps, strict=False))
     return " " * draw(st.integers(0, 1)) + text, expected
 
 

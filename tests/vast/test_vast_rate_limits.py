@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-from fakes import FakeClock, FakeVastApi
 
+from tests.fakes import FakeClock, FakeVastApi
 from vastui.approval import Action, Approval, ApprovalRequest, offer_target
 from vastui.clock import MarketClock, ScaledClock
 from vastui.config import Secret

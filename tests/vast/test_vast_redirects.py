@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from fakes import FakeClock, FakeVastApi
 
+from tests.fakes import FakeClock, FakeVastApi
 from vastui.config import Secret
 from vastui.errors import ApiError, AuthError
 from vastui.vast.client import HttpVastClient

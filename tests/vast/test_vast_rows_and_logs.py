@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from fakes import FakeClock
 
+from tests.fakes import FakeClock
 from vastui.campaign.startup import split_loading
 from vastui.config import Secret
 from vastui.sim.app import create_app

@@ -12,18 +12,18 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
-from fakes import FakeClock
 
+from tests.fakes import FakeClock
 from vastui.approval import Action, Approval, ApprovalRequest, instance_target, offer_target
 from vastui.config import Secret
 from vastui.errors import ApiError, ApprovalRequired, QuotaExceeded
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.sim.market import Market
+from vastui.sim.realism import Realism
 from vastui.sim.server import SimServer
 from vastui.vast.client import CreateFailed, CreateUncertain, HttpVastClient
 from vastui.vast.models import InstanceStatus, Offer
-from vastui.sim.realism import Realism
 
 # A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
 # the rules themselves are tested in tests/vast/ and end to end by the demo, chaos and rate-limit campaigns).

@@ -7,12 +7,10 @@ reserved), never "nothing was rented". Only a request that never left (connectio
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import httpx
 import pytest
-from fakes import FakeClock
 
+from tests.fakes import FakeClock
 from vastui.approval import Action, Approval, ApprovalRequest, offer_target
 from vastui.config import Secret
 from vastui.errors import CreateFailed, CreateUncertain

@@ -8,8 +8,8 @@ import datetime as dt
 
 import httpx
 import pytest
-from fakes import FakeClock, FakeVastApi
 
+from tests.fakes import FakeClock, FakeVastApi
 from vastui.config import Secret
 from vastui.errors import ApiError, AuthError
 from vastui.sim.app import create_app

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from fakes import FakeClock, FakeVastApi
 
+from tests.fakes import FakeClock, FakeVastApi
 from vastui.approval import Action, Approval, ApprovalRequest
 from vastui.config import Secret
 from vastui.errors import ApiError, AuthError, NotFound, QuotaExceeded, RateLimited, TransportError

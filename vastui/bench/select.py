@@ -25,8 +25,18 @@ from enum import StrEnum
 from vastui.bench.cost import CostInputs, break_even_units, cost_curve, cost_interval
 from vastui.bench.manifest import MeasureRule, Slo
 from vastui.bench.runs import run_aware_distribution
-from vastui.bench.stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Block, Interval, Verdict, floor_verdict,
-                                latency_plausible, latency_verdict, median, percentile_bounds)
+from vastui.bench.stats import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    Block,
+    Interval,
+    Verdict,
+    floor_verdict,
+    latency_plausible,
+    latency_verdict,
+    median,
+    percentile_bounds,
+)
 from vastui.bench.tuning import plan_ab_pairs as plan_ab_pairs  # re-exported: A/B planning is part of selection
 
 # Candidates whose costs are within 3 % are practically equal: telling them apart costs more than the difference.

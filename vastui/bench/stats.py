@@ -149,7 +149,10 @@ def coefficient_of_variation(values: Sequence[float]) -> float:
     return statistics.stdev(values) / mean if mean > 0 else math.inf
 
 
-def detect_warmup(step_times_s: Sequence[float], *, rule: WarmupRule = WarmupRule()) -> WarmupResult:
+_DEFAULT_WARMUP = WarmupRule()
+
+
+def detect_warmup(step_times_s: Sequence[float], *, rule: WarmupRule = _DEFAULT_WARMUP) -> WarmupResult:
     """Find the end of warm-up in a series of step durations.
 
     Steady at the first step i with i >= max(min_steps, window), elapsed >= min_s and the CV of the last ``window``

@@ -14,22 +14,30 @@ import functools
 import json
 import re
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from vastui.approval import Action, ApprovalRequest, Approver, offer_target
 from vastui.bench.inputs import check_pinned, pinned_chunks
 from vastui.bench.manifest import Manifest
 from vastui.campaign.blame import Failure, FailureKind
-from vastui.campaign.measure import BlockMeter, MeasuredBlock
+from vastui.campaign.live import record_event
+from vastui.campaign.measure import MeasuredBlock
 from vastui.campaign.plan import CANARY_STEPS, DESTROY_MARGIN_S, Candidate, readiness_deadline_s
 from vastui.campaign.ports import HostExecutor, Marketplace, Record
 from vastui.campaign.startup import RENTED_DISK_GIB, LoadingSplit, StartupParts, split_loading
 from vastui.clock import Clock
-from vastui.errors import (ApiError, AuthError, CreateFailed, CreateUncertain, InputChanged, RateLimited, RemoteError,
-                           VastuiError)
+from vastui.errors import (
+    ApiError,
+    AuthError,
+    CreateFailed,
+    CreateUncertain,
+    InputChanged,
+    RateLimited,
+    RemoteError,
+    VastuiError,
+)
 from vastui.events import CandidatePhaseChanged, EventBus, InstanceRented, InstanceStatusChanged
-from vastui.campaign.live import record_event
 from vastui.remote.protocol import GpuSample, Phase, Progress, Result
 from vastui.store import SqliteStore
 from vastui.store.records import GpuSample as StoredSample

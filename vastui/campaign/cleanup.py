@@ -12,10 +12,10 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from vastui.approval import Action, ApprovalRequest, Approver, instance_target
+from vastui.campaign.ports import Marketplace
 from vastui.clock import Clock, clock_scale
 from vastui.errors import ApiError, ApprovalRequired, AuthError, NotFound
 from vastui.events import EventBus, InstanceConfirmedGone, InstanceDestroyed, Notice
-from vastui.campaign.ports import Marketplace
 from vastui.vast.models import Answered
 
 LISTINGS_TO_CONFIRM = 2

@@ -23,8 +23,20 @@ from vastui.bench.stats import Interval, Verdict
 from vastui.bench.tuned import TunedEvidence, decide_with_tuned_evidence
 from vastui.bench.tuning import tuned_cost_estimate
 from vastui.campaign.blame import BadHostMark, Halt, HaltReason, WorkloadJudge
-from vastui.campaign.candidate import (BAD_HOST_TTL_S, CandidateContext, CandidateFailed, CandidatePhase, CandidateRun,
-                                       RentOutcome, Variant, canary, read_loading, rent, stage_inputs, wait_running)
+from vastui.campaign.candidate import (
+    BAD_HOST_TTL_S,
+    CandidateContext,
+    CandidateFailed,
+    CandidatePhase,
+    CandidateRun,
+    RentOutcome,
+    Variant,
+    canary,
+    read_loading,
+    rent,
+    stage_inputs,
+    wait_running,
+)
 from vastui.campaign.charges import bill_of, hopeless_reason, prior_cost_inputs
 from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, teardown
 from vastui.campaign.live import decision_event

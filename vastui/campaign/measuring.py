@@ -14,8 +14,15 @@ import statistics
 from vastui.bench.manifest import Manifest
 from vastui.bench.select import EliminationReason, Race, decide_profile
 from vastui.bench.stats import Verdict
-from vastui.campaign.candidate import (CandidateContext, CandidatePhase, CandidateRun, Variant, note_record,
-                                       save_records, workload_argv)
+from vastui.campaign.candidate import (
+    CandidateContext,
+    CandidatePhase,
+    CandidateRun,
+    Variant,
+    note_record,
+    save_records,
+    workload_argv,
+)
 from vastui.campaign.charges import measured_cost_inputs
 from vastui.campaign.live import standings_event, warmup_event
 from vastui.campaign.measure import BlockMeter, MeasuredBlock

@@ -14,8 +14,15 @@ from dataclasses import dataclass
 from vastui.bench.cost import cost_per_accepted_unit
 from vastui.bench.manifest import Manifest
 from vastui.campaign.prior import (
-    DISK_GIB, MULTI_GPU_EFFICIENCY_PRIOR, SLO_SHORTFALL_PRIOR, compressed_dlperf, dlperf_pivot, moved_gb,
-    predicted_pull_s, prior_inputs, workload_scale,
+    DISK_GIB,
+    MULTI_GPU_EFFICIENCY_PRIOR,
+    SLO_SHORTFALL_PRIOR,
+    compressed_dlperf,
+    dlperf_pivot,
+    moved_gb,
+    predicted_pull_s,
+    prior_inputs,
+    workload_scale,
 )
 from vastui.campaign.startup import rates_of
 from vastui.store.records import BadHost, HostKnowledge

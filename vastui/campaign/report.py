@@ -10,14 +10,21 @@ from vastui.approval import Action, AuditRecord, offer_target
 from vastui.bench.attribution import Attribution, Readings, attribute, startup_share
 from vastui.bench.cost import CostInputs, cost_interval
 from vastui.bench.manifest import Manifest
-from vastui.bench.receipt import (ApprovalRecord, CandidateReport, DestroyedInstance, Outcome, Receipt, StartupSplit,
-                                  WorkloadIdentity)
-from vastui.bench.select import Decision
+from vastui.bench.receipt import (
+    ApprovalRecord,
+    CandidateReport,
+    DestroyedInstance,
+    Outcome,
+    Receipt,
+    StartupSplit,
+    WorkloadIdentity,
+)
 from vastui.bench.runs import run_aware_interval
+from vastui.bench.select import Decision
 from vastui.bench.stats import Interval, summarize_latency
 from vastui.campaign.candidate import CandidatePhase, CandidateRun
-from vastui.campaign.cleanup import TeardownReport
 from vastui.campaign.charges import measured_cost_inputs
+from vastui.campaign.cleanup import TeardownReport
 
 
 def _median(values: Sequence[float | None]) -> float | None:

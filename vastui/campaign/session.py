@@ -19,6 +19,7 @@ from vastui.bench.receipt import Receipt, cost_text, render_json, render_markdow
 from vastui.campaign.approvers import AuditedApprover
 from vastui.campaign.cleanup import MAX_OUTAGE_WAIT_S, PATIENCE_S, TeardownReport, teardown
 from vastui.campaign.engine import CampaignEngine, CampaignOutcome
+from vastui.campaign.owner import OwnerState, current_owner, owner_state
 from vastui.campaign.plan import Plan, build_plan
 from vastui.campaign.ports import HostExecutor, Marketplace
 from vastui.campaign.report import build_receipt
@@ -30,7 +31,6 @@ from vastui.events import CampaignStarted, EventBus, PlanMade
 from vastui.store import SqliteStore
 from vastui.store.records import InstanceState, IntentStatus, OfferSnapshot, RunStatus
 from vastui.vast.models import InstanceListing
-from vastui.campaign.owner import OwnerState, current_owner, owner_state
 
 SEARCH_LIMIT = 400
 

@@ -10,14 +10,44 @@ from typing import Any
 
 from vastui.campaign.broker import PendingApproval
 from vastui.campaign.plan import Candidate, Plan
-from vastui.campaign.snapshot import (BlockPoint, CampaignSnapshot, CampaignStage, CandidateState, DecisionState,
-                                      GpuState, InstanceCleanup, PlannedCandidate, PlanState, RaceState, SpendState,
-                                      TuningTrialState)
-from vastui.events import (BlockMeasured, CampaignFinished, CampaignStarted, CandidateEliminated,
-                           CandidatePhaseChanged, DecisionMade, Event, InstanceConfirmedGone, InstanceDestroyed,
-                           InstanceRented, InstanceStatusChanged, Notice, SampleTaken)
-from vastui.events_live import (AbortRequested, CampaignPhaseChanged, ProgressReported, StandingsUpdated,
-                                TuningTrialJudged, TuningTrialStarted, WarmupEnded)
+from vastui.campaign.snapshot import (
+    BlockPoint,
+    CampaignSnapshot,
+    CampaignStage,
+    CandidateState,
+    DecisionState,
+    GpuState,
+    InstanceCleanup,
+    PlannedCandidate,
+    PlanState,
+    RaceState,
+    SpendState,
+    TuningTrialState,
+)
+from vastui.events import (
+    BlockMeasured,
+    CampaignFinished,
+    CampaignStarted,
+    CandidateEliminated,
+    CandidatePhaseChanged,
+    DecisionMade,
+    Event,
+    InstanceConfirmedGone,
+    InstanceDestroyed,
+    InstanceRented,
+    InstanceStatusChanged,
+    Notice,
+    SampleTaken,
+)
+from vastui.events_live import (
+    AbortRequested,
+    CampaignPhaseChanged,
+    ProgressReported,
+    StandingsUpdated,
+    TuningTrialJudged,
+    TuningTrialStarted,
+    WarmupEnded,
+)
 
 GPU_HISTORY = 60      # readings kept per GPU for a sparkline
 NOTICES_KEPT = 20

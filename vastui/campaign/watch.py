@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from vastui.approval import Action, Approval, ApprovalRequest, Approver, instance_target
 from vastui.campaign.adhoc import is_adhoc
 from vastui.campaign.cleanup import TeardownReport, teardown
+from vastui.campaign.owner import OwnerState, owner_state
 from vastui.campaign.ports import Marketplace
 from vastui.clock import Clock
 from vastui.errors import ApiError, VastuiError
@@ -25,7 +26,6 @@ from vastui.events import EventBus, LeakFound, LeaksChecked, Notice
 from vastui.store import Campaign, Intent, OwnedInstance, SqliteStore
 from vastui.store.records import InstanceState
 from vastui.vast.models import Instance, InstanceListing, InstanceStatus
-from vastui.campaign.owner import OwnerState, owner_state
 
 _log = logging.getLogger(__name__)
 

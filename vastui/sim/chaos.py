@@ -9,9 +9,9 @@ simulator runs; the dice are seeded so a chaotic run can be replayed. ``PROFILES
 
 from __future__ import annotations
 
+import enum
 import random
 from collections import Counter
-import enum
 from dataclasses import dataclass, field, fields
 
 # Named mixes for `vastui sim --chaos PROFILE`: each sets some knobs, the rest stay off.

@@ -32,8 +32,7 @@ import asyncssh
 
 import vastui
 from vastui.clock import Clock, ScaledClock
-from vastui.remote.agent import (ENV_MIN_SAMPLE_WALL_S, ENV_NVML_MODULE, ENV_TIME_ANCHOR, ENV_TIME_ORIGIN,
-                                 ENV_TIME_SCALE)
+from vastui.remote.agent import ENV_MIN_SAMPLE_WALL_S, ENV_NVML_MODULE, ENV_TIME_ANCHOR, ENV_TIME_ORIGIN, ENV_TIME_SCALE
 from vastui.sim import hostenv
 from vastui.sim.physics import HostSpec
 from vastui.sim.realism import Realism

@@ -14,7 +14,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vastui.sim.filters import (
-    Condition, FilterError, Getter, OrderKey, compare_rows, conditions_for, matches, parse_order, sort_rows,
+    Condition,
+    FilterError,
+    Getter,
+    OrderKey,
+    compare_rows,
+    conditions_for,
+    matches,
+    parse_order,
+    sort_rows,
 )
 from vastui.sim.instance import INSTANCE_COLUMNS
 
@@ -67,7 +75,7 @@ def _cursor(token: str, keys: Sequence[OrderKey]) -> dict[str, Any]:
         raise FilterError("Invalid after_token.", column="after_token") from exc
     if not isinstance(values, list) or len(values) != len(keys):
         raise FilterError("after_token does not belong to this ordering.", column="after_token")
-    return {key.column: value for key, value in zip(keys, values)}
+    return {key.column: value for key, value in zip(keys, values, strict=True)}
 
 
 def _project(row: Mapping[str, Any], select_cols: Any) -> dict[str, Any]:

@@ -23,8 +23,6 @@ from typing import Any, Protocol, runtime_checkable
 from vastui.clock import Clock
 from vastui.sim.account import Account, validated_public_key
 from vastui.sim.chaos import Chaos, InstanceFault
-from vastui.sim.rate_limits import RateLimits
-from vastui.sim.realism import Realism
 from vastui.sim.instance import CreateRequest, InstanceState, InstanceStatus, instance_row
 from vastui.sim.lifecycle import Charges, advance, begin_loading, charge_bandwidth, discount_for, halt
 from vastui.sim.listing import list_instances
@@ -32,6 +30,8 @@ from vastui.sim.logs import LogResults, render_container_log, render_log
 from vastui.sim.machine import Machine, World
 from vastui.sim.market_error import MarketError
 from vastui.sim.offers import HOURS_PER_MONTH, OfferBook
+from vastui.sim.rate_limits import RateLimits
+from vastui.sim.realism import Realism
 from vastui.sim.request_log import RequestLog, RequestRecord
 from vastui.sim.sshpaths import direct_allowed, without_open_ports
 from vastui.sim.truth import Fault, MachineTruth

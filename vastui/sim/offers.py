@@ -14,7 +14,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from vastui.sim.filters import (
-    Condition, FilterError, Getter, Row, column_kind, conditions_for, fast_predicate, fast_sort, parse_order,
+    Condition,
+    FilterError,
+    Getter,
+    Row,
+    column_kind,
+    conditions_for,
+    fast_predicate,
+    fast_sort,
+    parse_order,
 )
 from vastui.sim.machine import Machine
 

@@ -30,7 +30,16 @@ from typing import TextIO
 from vastui.remote.agent import ENV_LAUNCH_T, ENV_TIME_ANCHOR, ENV_TIME_ORIGIN, ENV_TIME_SCALE, AgentClock
 from vastui.sim import hostenv
 from vastui.sim.physics import (
-    GpuState, HostSpec, Precision, StepPlan, Variant, busy_state, idle_state, noisy_step, plan_step, run_factor,
+    GpuState,
+    HostSpec,
+    Precision,
+    StepPlan,
+    Variant,
+    busy_state,
+    idle_state,
+    noisy_step,
+    plan_step,
+    run_factor,
 )
 from vastui.sim.truth import Fault
 

@@ -42,18 +42,25 @@ from vastui.tui.dialogs.confirm import DialogApprover
 from vastui.tui.dialogs.help import TABLE_KEYS, HelpScreen, HelpSection
 from vastui.tui.feeds import Wake, poll
 from vastui.tui.health import Source, SourceHealth
-from vastui.tui.messages import (ActivityRead, CampaignDrawn, CampaignEnded, LogsFailed, LogsFetched, ReceiptsLoaded,
-                                 SourceFailed, SourceRefreshed)
-from vastui.tui.proposal import ProposalApprover
+from vastui.tui.messages import (
+    ActivityRead,
+    CampaignDrawn,
+    CampaignEnded,
+    LogsFailed,
+    LogsFetched,
+    ReceiptsLoaded,
+    SourceFailed,
+    SourceRefreshed,
+)
 from vastui.tui.palette import TEXTUAL_LEFT_OUT, console_commands
+from vastui.tui.proposal import ProposalApprover
 from vastui.tui.registry import ViewSpec, check_registry, default_views
 from vastui.tui.rentals import RentalsQuit
 from vastui.tui.services import ConsoleSettings, Services
-from vastui.tui.state import (AccountPage, ActivityPage, ConsoleState, InstancePage, OfferPage, note_gone,
-                              transfers_of)
+from vastui.tui.state import AccountPage, ActivityPage, ConsoleState, InstancePage, OfferPage, note_gone, transfers_of
 from vastui.tui.themes import BASE_THEME, check_theme, theme_names, theme_paths
-from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.view_memory import ViewMemory
+from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.command_bar import QUIT_WORDS, CommandBar, resolve
 from vastui.tui.widgets.footer import FittingFooter
 from vastui.tui.widgets.statusbar import StatusBar

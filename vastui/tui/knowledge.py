@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vastui.bench.stats import median
-from vastui.store.records import BadHost, HostKnowledge
+from vastui.store.records import HostKnowledge
 
 SECONDS_PER_HOUR = 3600.0
 

@@ -24,8 +24,19 @@ from dataclasses import dataclass
 from typing import cast
 
 from vastui.errors import QueryError
-from vastui.vast.query_fields import (BOOL_FIELDS, DEFAULT_FILTERS, FIELD_ALIASES, FIELD_MULTIPLIERS, KNOWN_FIELDS,
-                                      NUMERIC_FIELDS, OFFER_TYPES, OPERATORS, ORDER_FIELDS, VERSION_FIELD, WILDCARDS)
+from vastui.vast.query_fields import (
+    BOOL_FIELDS,
+    DEFAULT_FILTERS,
+    FIELD_ALIASES,
+    FIELD_MULTIPLIERS,
+    KNOWN_FIELDS,
+    NUMERIC_FIELDS,
+    OFFER_TYPES,
+    OPERATORS,
+    ORDER_FIELDS,
+    VERSION_FIELD,
+    WILDCARDS,
+)
 
 # The official CLI's term regex, verbatim: field, operator, spaces, value, spaces.
 _TERM = re.compile(

@@ -17,11 +17,11 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Input, Static
 
 from vastui.errors import QueryError
-from vastui.tui.actions import ConsoleActions, Outcome
 from vastui.store.records import BadHost, HostKnowledge
+from vastui.tui.actions import ConsoleActions, Outcome
 from vastui.tui.cells import duration, gib_from_mb, num
-from vastui.tui.knowledge import MeasuredCost, measured_cost
 from vastui.tui.health import format_age
+from vastui.tui.knowledge import MeasuredCost, measured_cost
 from vastui.tui.state import ConsoleState, OfferPage
 from vastui.tui.view_memory import ViewMemo
 from vastui.tui.views.base import ConsoleView, focus_now

@@ -35,7 +35,6 @@ from textual.widgets import DataTable
 from textual.widgets._data_table import CellKey, ColumnKey, RowKey
 
 
-
 @dataclass(frozen=True, slots=True)
 class Forms:
     """A cell with shorter forms, longest first, for a column that may be squeezed: the table shows ``full`` while
