@@ -68,8 +68,8 @@ def _ci_test_command() -> str:
 
 
 def test_the_readme_opens_with_the_demo_and_the_test_command_ci_runs() -> None:
-    commands = [line.strip() for line in _first_code_block((ROOT / "README.md").read_text(encoding="utf-8")).splitlines()
-                if line.strip() and not line.lstrip().startswith("#")]
+    block = _first_code_block((ROOT / "README.md").read_text(encoding="utf-8"))
+    commands = [line.strip() for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     assert len(commands) == 2, commands
     demo, tests = commands
     assert demo.endswith("vastui demo --headless"), demo
