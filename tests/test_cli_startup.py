@@ -11,7 +11,7 @@ import pytest
 
 from vastui.cli import LAZY_COMMANDS, build_parser
 
-HEAVY = ("asyncssh", "aiosqlite", "vastui.cli_campaign", "vastui.campaign.plan", "vastui.bench.receipt",
+HEAVY = ("asyncssh", "aiosqlite", "vastui.cli.campaign", "vastui.campaign.plan", "vastui.bench.receipt",
          "vastui.remote.runner", "vastui.sim", "textual")
 
 
@@ -29,7 +29,7 @@ def test_help_and_the_market_commands_load_nothing_heavy(argv: list[str]) -> Non
 
 def test_offers_loads_the_client_and_not_the_campaign_machinery() -> None:
     code = ("from vastui.cli import build_parser\nbuild_parser(['offers'])\n"
-            "import vastui.vast.client, vastui.vast.query, vastui.cli_terminal")
+            "import vastui.vast.client, vastui.vast.query, vastui.cli.terminal")
     loaded = _loaded_after(code)
     assert "httpx" in loaded
     assert not [name for name in HEAVY if name in loaded]

@@ -6,7 +6,7 @@ import pytest
 
 from tests.fakes import subcommand
 from vastui.cli import build_parser
-from vastui.cli_campaign import NOTHING_CHOSEN, SLO_NOT_MET, run_exit_status
+from vastui.cli.campaign import NOTHING_CHOSEN, SLO_NOT_MET, run_exit_status
 
 
 @pytest.mark.parametrize(("teardown_passed", "chosen", "slo_met", "status"), [

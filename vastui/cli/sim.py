@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vastui.cli_terminal import port_number, positive_number
+from vastui.cli.terminal import port_number, positive_number
 from vastui.errors import VastuiError
 
 SIM_EPILOG = """\
