@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import grimp
 from importlinter.application import contract_utils, output
@@ -26,7 +27,9 @@ from importlinter.application.contract_utils import AlertLevel
 from importlinter.domain import fields
 from importlinter.domain.contract import Contract, ContractCheck
 from importlinter.domain.helpers import module_expressions_to_modules
-from importlinter.domain.imports import ImportExpression, ModuleExpression
+from importlinter.domain.imports import ImportExpression, Module, ModuleExpression
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +41,18 @@ class ImportLine:
 
     def describe(self) -> str:
         return f"{self.importer} -> {self.imported} (l. {self.line_number}: {self.line_contents})"
+
+
+def _parsed(value: object, kind: type[T]) -> list[T]:
+    """A contract field's parsed value (a set, or None when the option was left out), checked item by item: the
+    fields are class attributes, so their parsed values have no static type of their own."""
+    items: list[object] = list(value) if isinstance(value, (set, frozenset, list)) else [] if value is None else [value]
+    checked: list[T] = []
+    for item in items:
+        if not isinstance(item, kind):
+            raise TypeError(f"expected {kind.__name__} values, got {value!r}")
+        checked.append(item)
+    return checked
 
 
 def _first_line(graph: grimp.ImportGraph, importer: str, imported: str) -> ImportLine:
@@ -123,10 +138,10 @@ class AcyclicContract(Contract):
     ignore_imports = fields.SetField(subfield=fields.ImportExpressionField(), required=False)
 
     def check(self, graph: grimp.ImportGraph, verbose: bool) -> ContractCheck:
-        ignore: list[ImportExpression] = sorted(self.ignore_imports or (), key=str)  # type: ignore[call-overload]
+        ignore = sorted(_parsed(self.ignore_imports, ImportExpression), key=str)
         removal = contract_utils.remove_ignored_imports_and_report(
             graph=graph, ignore_imports=ignore, unmatched_alerting=AlertLevel.ERROR)
-        expressions: list[ModuleExpression] = sorted(self.containers, key=str)  # type: ignore[call-overload]
+        expressions = sorted(_parsed(self.containers, ModuleExpression), key=str)
         roots = {module.name for module in module_expressions_to_modules(graph, expressions, raise_if_unmatched=True)}
         nodes = set(roots)
         for root in roots:
@@ -226,9 +241,9 @@ class PurePackageContract(Contract):
     loaders = fields.SetField(subfield=fields.ModuleField(), required=False)
 
     def check(self, graph: grimp.ImportGraph, verbose: bool) -> ContractCheck:
-        source = str(self.source)
-        allowed = {str(module) for module in self.allowed_modules or ()}  # type: ignore[attr-defined]
-        loaders = {str(module) for module in self.loaders or ()}  # type: ignore[attr-defined]
+        [source] = [module.name for module in _parsed({self.source}, Module)]
+        allowed = {module.name for module in _parsed(self.allowed_modules, Module)}
+        loaders = {module.name for module in _parsed(self.loaders, Module)}
         members = {source} | graph.find_descendants(source)
         missing = sorted((allowed | loaders) - set(graph.modules))
         if missing:

@@ -1,7 +1,8 @@
 """Composition root: parses argv, loads settings, builds the real services, runs a headless command or the TUI.
 
-This is the only module (with the TUI) that prints or exits. Each ``_cmd_*`` function builds what its command
-needs and returns the process exit code.
+This package (with the TUI) is the only place that prints or exits. This module holds ``main`` (the ``vastui``
+console script), the parser and the market commands; each other command has its module here. Each ``_cmd_*``
+function builds what its command needs and returns the process exit code.
 """
 
 from __future__ import annotations
