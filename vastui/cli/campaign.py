@@ -29,6 +29,7 @@ from vastui.campaign.handle import start_campaign
 from vastui.campaign.plan import render_plan
 from vastui.campaign.session import Services, new_campaign_id, plan_campaign, resume_campaign
 from vastui.cli.signals import run_async, watch_for_exit
+from vastui.cli.sim import require_simulator
 from vastui.cli.terminal import add_connection_args, ask_on_terminal, held_while_asking, positive_number
 from vastui.clock import Clock, MarketClock
 from vastui.config import Redactor, Settings, ensure_folder, load_settings
@@ -192,6 +193,7 @@ def _on_terminal() -> bool:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    require_simulator()
     from vastui.sim.demo import run_demo  # the simulator only for the demo
 
     console = Console(stderr=args.json, soft_wrap=True)

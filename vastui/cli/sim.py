@@ -21,6 +21,18 @@ the key the simulator accepts, first found:
 """
 
 
+def require_simulator() -> None:
+    """The simulator's web stack comes with the ``[sim]`` extra: without it, say which extra to install (not a
+    traceback). Called by ``vastui sim`` and ``vastui demo`` before they load ``vastui.sim``."""
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise VastuiError(f"the simulated marketplace needs the [sim] extra ({exc.name} is not installed): "
+                          "pip install 'vastui[sim]' (in a clone: pip install -e '.[sim]')",
+                          title="Missing extra") from exc
+
+
 def add_sim_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sim", help="serve the embedded simulated marketplace on loopback", epilog=SIM_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -48,6 +60,7 @@ async def _cmd_sim(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
+    require_simulator()
     from vastui.clock import ScaledClock
     from vastui.config import resolve_sim_key
     from vastui.sim.chaos import Chaos
