@@ -1,8 +1,7 @@
 """A campaign from manifest to receipt, and its resume after a crash: the steps around the engine.
 
-``plan_campaign`` spends nothing. ``record_campaign``, ``make_engine`` and ``write_receipt`` are the steps that
-``vastui.campaign.handle.start_campaign`` runs (the handle is built on this module; this module never needs the
-handle). ``resume_campaign`` reconciles the store with the marketplace after the console
+``plan_campaign`` spends nothing. ``start_campaign`` (campaign/handle.py) records the campaign, runs the engine
+under the operator's approvals, and writes the receipt. ``resume_campaign`` reconciles the store with the marketplace after the console
 was killed at any point, destroys what the campaign left behind, and keeps every measurement.
 """
 
