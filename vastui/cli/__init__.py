@@ -320,6 +320,3 @@ def _run_handler(handler: Callable[[argparse.Namespace], object], args: argparse
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
