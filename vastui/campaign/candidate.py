@@ -21,6 +21,7 @@ from vastui.approval import Action, ApprovalRequest, Approver, offer_target
 from vastui.bench.inputs import check_pinned, pinned_chunks
 from vastui.bench.manifest import Manifest
 from vastui.campaign.blame import Failure, FailureKind
+from vastui.campaign.labels import build_label
 from vastui.campaign.live import record_event
 from vastui.campaign.measure import MeasuredBlock
 from vastui.campaign.plan import CANARY_STEPS, DESTROY_MARGIN_S, Candidate, readiness_deadline_s
@@ -217,7 +218,7 @@ class CandidateContext:
     reserve: Callable[[CandidateRun], bool] = lambda _run: True
 
     def label(self, candidate: Candidate) -> str:
-        return f"vastui-{self.campaign_id}-{candidate.candidate_id}-{candidate.offer.id}"
+        return build_label(campaign_id=self.campaign_id, candidate_id=candidate.candidate_id, offer_id=candidate.offer.id)
 
     def phase(self, run: CandidateRun, phase: CandidatePhase, detail: str = "") -> None:
         run.phase = phase

@@ -39,6 +39,7 @@ from vastui.campaign.candidate import (
 )
 from vastui.campaign.charges import bill_of, hopeless_reason, prior_cost_inputs
 from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, teardown
+from vastui.campaign.labels import is_campaigns
 from vastui.campaign.live import decision_event
 from vastui.campaign.measuring import Measuring
 from vastui.campaign.plan import Candidate, Plan
@@ -244,8 +245,7 @@ class CampaignEngine(Measuring):
             listing = await self.ctx.market.list_instances()
         except VastuiError:
             return set()
-        prefix = f"vastui-{self.plan.campaign_id}-"
-        return {i.id for i in listing.instances if (i.label or "").startswith(prefix)}
+        return {i.id for i in listing.instances if is_campaigns(i.label, self.plan.campaign_id)}
 
     async def _candidate(self, run: CandidateRun) -> None:
         async with self._slots:

@@ -19,6 +19,7 @@ from vastui.bench.receipt import Receipt, cost_text, render_json, render_markdow
 from vastui.campaign.approvers import AuditedApprover
 from vastui.campaign.cleanup import MAX_OUTAGE_WAIT_S, PATIENCE_S, TeardownReport, teardown
 from vastui.campaign.engine import CampaignEngine, CampaignOutcome
+from vastui.campaign.labels import is_campaigns
 from vastui.campaign.owner import OwnerState, current_owner, owner_state
 from vastui.campaign.plan import Plan, build_plan
 from vastui.campaign.ports import HostExecutor, Marketplace
@@ -187,10 +188,9 @@ async def resume_campaign(services: Services, *, campaign_id: str, approver: App
                                error="console stopped before the run ended")
         interrupted += 1
     listing = await _complete_listing(services)
-    prefix = f"vastui-{campaign_id}-"
-    by_label = {i.label: i.id for i in listing.instances if i.label and i.label.startswith(prefix)}
+    by_label = {i.label: i.id for i in listing.instances if i.label and is_campaigns(i.label, campaign_id)}
     by_label.update({r.label: r.id for r in listing.unreadable  # an odd row is still this campaign's instance
-                     if r.id is not None and r.label and r.label.startswith(prefix)})
+                     if r.id is not None and r.label and is_campaigns(r.label, campaign_id)})
     ids = set(by_label.values())
     for owned in await store.owned_instances(campaign_id=campaign_id):
         intent = owned.intent

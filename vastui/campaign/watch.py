@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from vastui.approval import Action, Approval, ApprovalRequest, Approver, instance_target
 from vastui.campaign.adhoc import is_adhoc
 from vastui.campaign.cleanup import TeardownReport, teardown
+from vastui.campaign.labels import parse_label
 from vastui.campaign.owner import OwnerState, owner_state
 from vastui.campaign.ports import Marketplace
 from vastui.clock import Clock
@@ -29,8 +29,6 @@ from vastui.vast.models import Instance, InstanceListing, InstanceStatus
 
 _log = logging.getLogger(__name__)
 
-# vastui-<campaign_id>-<candidate_id>-<offer_id>: the campaign id is whatever precedes the last two parts.
-LABEL_PATTERN = re.compile(r"^vastui-(?P<campaign>.+)-(?P<candidate>[^-]+)-(?P<offer>\d+)$")
 CRASHED_PHASE = "crashed"
 DEFAULT_INTERVAL_S = 60.0
 
@@ -187,8 +185,8 @@ async def find_leaks(*, market: Marketplace, store: SqliteStore, clock: Clock) -
 
 def campaign_of_label(label: str | None) -> str | None:
     """The campaign id in a vastui label (``vastui-<campaign>-<candidate>-<offer>``), or None."""
-    match = LABEL_PATTERN.match(label or "")
-    return match.group("campaign") if match else None
+    parsed = parse_label(label)
+    return parsed.campaign_id if parsed is not None else None
 
 
 def _judge(instance: Instance, intent: Intent | None, campaigns: Mapping[str, Campaign], now: float, *,
