@@ -63,7 +63,7 @@ RESCHEDULE_AFTER_S = 60.0
 _ON_THE_WAY = frozenset({CandidatePhase.RENTING, CandidatePhase.LOADING, CandidatePhase.SSH, CandidatePhase.CANARY})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CampaignOutcome:
     campaign_id: str
     runs: tuple[CandidateRun, ...]
@@ -193,8 +193,10 @@ class CampaignEngine(Measuring):
         spend = sum(billed.values())
         self.bus.publish(CampaignFinished(at=self.clock.now(), campaign_id=self.plan.campaign_id,
                                           status="clean" if report.is_clean else "LEAK", spend_usd=spend))
-        return CampaignOutcome(self.plan.campaign_id, tuple(self.runs), decision, report, spend, self._race_reason,
-                               self.tuning, tuned_cost, billed, self._tuned_cid, certified_tuned, self.halted)
+        return CampaignOutcome(campaign_id=self.plan.campaign_id, runs=tuple(self.runs), decision=decision,
+                               teardown=report, spend_usd=spend, race_reason=self._race_reason, tuning=self.tuning,
+                               tuned_cost=tuned_cost, billed_usd=billed, tuned_candidate=self._tuned_cid,
+                               certified_tuned=certified_tuned, halt=self.halted)
 
     def _stage(self, phase: str, detail: str = "") -> None:
         self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,
