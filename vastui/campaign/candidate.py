@@ -214,8 +214,6 @@ class CandidateContext:
     bus: EventBus
     on_owned: Callable[[int], None]
     poll_s: float = POLL_S
-    # Reserve the candidate's worst case against the budget once its rent is granted (False: no room left).
-    reserve: Callable[[CandidateRun], bool] = lambda _run: True
 
     def label(self, candidate: Candidate) -> str:
         return build_label(campaign_id=self.campaign_id, candidate_id=candidate.candidate_id, offer_id=candidate.offer.id)
@@ -257,10 +255,12 @@ def scheduling_refused(exc: ApiError) -> bool:
     return exc.code == SCHEDULING_FAILED
 
 
-async def rent(ctx: CandidateContext, run: CandidateRun, *, again: bool = False) -> RentOutcome:
+async def rent(ctx: CandidateContext, run: CandidateRun, *, reserve: Callable[[], bool],
+               again: bool = False) -> RentOutcome:
     """Approve, write the intent, create. Anything but ``RENTED``: nothing was spent (the phase says why).
-    ``again``: the marketplace refused this offer's last create outright (``NOT_SCHEDULED``), and the request says
-    so."""
+    ``reserve`` holds the candidate's worst case against the budget once the rent is granted (False: no room
+    left). ``again``: the marketplace refused this offer's last create outright (``NOT_SCHEDULED``), and the
+    request says so."""
     c = run.candidate
     ctx.phase(run, CandidatePhase.RENTING)
     for item in ctx.manifest.workload.inputs:   # an input swapped since the load stops the campaign before a rent
@@ -280,7 +280,7 @@ async def rent(ctx: CandidateContext, run: CandidateRun, *, again: bool = False)
     if approval is None:
         ctx.phase(run, CandidatePhase.SKIPPED, "rent not approved")
         return RentOutcome.NOT_APPROVED
-    if not ctx.reserve(run):   # spend is reserved when the rent is granted, not while it waits for an answer
+    if not reserve():   # spend is reserved when the rent is granted, not while it waits for an answer
         ctx.phase(run, CandidatePhase.SKIPPED, f"budget: granted, but ${c.max_spend_usd:.2f} more could now "
                                                f"exceed the budget")
         return RentOutcome.OVER_BUDGET
