@@ -16,7 +16,7 @@ from vastui.bench.select import Race, RaceCandidate
 from vastui.campaign.candidate import CandidateRun
 from vastui.campaign.charges import PRIOR_OPTIMISM, hopeless_reason, prior_cost_inputs
 from vastui.campaign.measure import MeasuredBlock
-from vastui.campaign.measuring import RaceState
+from vastui.campaign.measuring import MeasuringEnded, MeasuringStop, RaceState
 from vastui.campaign.plan import build_plan
 from vastui.campaign.slots import Slot
 from vastui.sim.offers import offer_row
@@ -80,7 +80,8 @@ def test_a_leader_stopped_for_tuning_stays_bound_for_it_when_the_lead_moves_on(t
                 certified=True)
     state = _leading(manifest, slot)
     reason = state.stop_reason(slot, now=NOW)
-    assert reason is not None and "goes to tuning" in reason and slot.tune_next
+    assert reason == MeasuringStop(MeasuringEnded.TO_TUNING, blocks=manifest.measure.winner_min_blocks)
+    assert slot.tune_next
     state.leader = "c9"
     assert not state.leader_may_tune(slot)
     assert state.stop_reason(slot, now=NOW) == reason and slot.tune_next

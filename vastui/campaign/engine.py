@@ -29,6 +29,7 @@ from vastui.campaign.candidate import (
     CandidateFailed,
     CandidatePhase,
     CandidateRun,
+    NotRented,
     RentOutcome,
     Variant,
     canary,
@@ -47,13 +48,14 @@ from vastui.campaign.ports import HostExecutor, Marketplace
 from vastui.campaign.report import attribution_of
 from vastui.campaign.reserves import Reserves
 from vastui.campaign.slots import Ledger, Slot
+from vastui.campaign.snapshot import CampaignStage
 from vastui.campaign.tuning import TuningOutcome, tune
 from vastui.clock import Clock
 from vastui.errors import ApiError, AuthError, RemoteError, StoreError, VastuiError
 from vastui.events import CampaignFinished, EventBus, InstanceDestroyed, Notice
 from vastui.events_live import CampaignPhaseChanged
 from vastui.store import SqliteStore
-from vastui.store.records import InstanceState, RunStatus
+from vastui.store.records import CampaignPhase, InstanceState, RunStatus
 from vastui.vast.models import Answered
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,8 @@ log = logging.getLogger(__name__)
 # the refusal is about the machine's resources at that moment (docs/api-notes.md, cancel_unavail).
 RESCHEDULE_AFTER_S = 60.0
 _ON_THE_WAY = frozenset({CandidatePhase.RENTING, CandidatePhase.LOADING, CandidatePhase.SSH, CandidatePhase.CANARY})
+# A rent the marketplace refused, the offer still listed, with no reserve left: why the candidate is not rented.
+_NOT_RENTED = {RentOutcome.REFUSED: NotRented.REFUSED, RentOutcome.NOT_SCHEDULED: NotRented.NOT_SCHEDULED}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,16 +143,17 @@ class CampaignEngine:
     # --- the campaign --------------------------------------------------------------------------------------------
     async def run(self) -> CampaignOutcome:
         store = self.ctx.store
-        await store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase="measuring", at=self.clock.now())
-        self._stage("running")
+        await store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase=CampaignPhase.MEASURING, at=self.clock.now())
+        self._stage(CampaignStage.RUNNING)
         try:
             async with asyncio.TaskGroup() as group:
                 for slot in self.slots:
                     slot.task = group.create_task(self._candidate(slot))
         finally:
-            await self._paperwork(store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase="teardown",
+            await self._paperwork(store.set_campaign_phase(campaign_id=self.plan.campaign_id,
+                                                           phase=CampaignPhase.TEARDOWN,
                                                            at=self.clock.now()), "record the teardown phase")
-            self._stage("teardown", self.aborted or "")
+            self._stage(CampaignStage.TEARDOWN, self.aborted or "")
             report = await self.teardown_all(reason="campaign finished")
             for run in self.runs:
                 if run.ended_at is None and run.instance_id in report.destroy_sent_at:
@@ -173,7 +178,7 @@ class CampaignEngine:
                                tuned_cost=tuned_cost, billed_usd=billed, tuned_candidate=self._tuned_cid,
                                certified_tuned=certified_tuned, halt=self.halted)
 
-    def _stage(self, phase: str, detail: str = "") -> None:
+    def _stage(self, phase: CampaignStage, detail: str = "") -> None:
         self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,
                                               detail=detail))
 
@@ -230,13 +235,15 @@ class CampaignEngine:
         run = slot.run
         async with self._turns:
             if slot.eliminated or self.state.finished.is_set():
-                self.ctx.phase(run, CandidatePhase.SKIPPED, f"stopped before its turn: {self._stopped_by}"
-                               if self._stopped_by else "race decided before its turn")
+                if self._stopped_by is not None:
+                    self.ctx.skip(run, NotRented.STOPPED, f"stopped before its turn: {self._stopped_by}")
+                else:
+                    self.ctx.skip(run, NotRented.RACE_DECIDED, "race decided before its turn")
                 self.state.race.exclude(run.cid, reason=EliminationReason.FAILED, detail="not measured: race decided")
                 return
             if (hopeless := await self._hopeless(run.candidate)) is not None and not await self._take_reserve(
                     run, hopeless):
-                self.ctx.phase(run, CandidatePhase.SKIPPED, hopeless)
+                self.ctx.skip(run, NotRented.PASSED_OVER, hopeless)
                 self.state.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=f"not measured: {hopeless}")
                 return
             try:
@@ -386,11 +393,11 @@ class CampaignEngine:
             candidate = run.candidate
             await self._while_in_doubt(run)
             if self._stopped_by is not None:
-                self.ctx.phase(run, CandidatePhase.SKIPPED, f"stopped before its turn: {self._stopped_by}")
+                self.ctx.skip(run, NotRented.STOPPED, f"stopped before its turn: {self._stopped_by}")
                 return False
             if not self.ledger.can_afford(candidate):
-                self.ctx.phase(run, CandidatePhase.SKIPPED,
-                               f"budget: ${candidate.max_spend_usd:.2f} more could exceed ${self.plan.budget_usd:.2f}")
+                self.ctx.skip(run, NotRented.OVER_BUDGET,
+                              f"budget: ${candidate.max_spend_usd:.2f} more could exceed ${self.plan.budget_usd:.2f}")
                 return False
             try:
                 still_there = bool(await self.ctx.market.search_offers(f"id={candidate.offer.id}"))
@@ -419,12 +426,14 @@ class CampaignEngine:
                    else f"offer {candidate.offer.id} vanished")
             replacement = self._reserves.for_vanished(candidate)
             if replacement is None:
-                self.ctx.phase(run, CandidatePhase.SKIPPED, f"{why}; no reserve left")
+                self.ctx.skip(run, _NOT_RENTED[outcome] if still_there else NotRented.VANISHED,
+                              f"{why}; no reserve left")
                 return False
             self._stand_in(run, replacement, f"{run.cid}: {why}, trying reserve {replacement.offer.id}")
 
     async def _fail(self, run: CandidateRun, exc: CandidateFailed) -> None:
         run.failure = str(exc)
+        run.failed_with = exc.failure
         self.ctx.phase(run, CandidatePhase.FAILED, str(exc))
         async with self.state.lock:
             self.state.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=str(exc))

@@ -1,14 +1,15 @@
 """Measuring a candidate for the race: independent runs of warm-up and blocks, each block fed to the race.
 
-The engine's measuring collaborator (``Measurer``), given the context, the race's shared state (``RaceState``, which
-also says who stops measuring to be tuned), the slots and the ledger: at least ``min_runs`` separate agent processes per candidate
-when its deadline leaves room, every block decided on at once (off the event loop), a run cut by the deadline left
-for the destroy.
+The engine's measuring collaborator (``Measurer``) is given the context, the race's shared state (``RaceState``,
+which also says who stops measuring to be tuned), the slots and the ledger. At least ``min_runs`` separate agent
+processes per candidate when its deadline leaves room, every block decided on at once (off the event loop), a run
+cut by the deadline left for the destroy; why measuring ended is a ``MeasuringStop``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import statistics
 from collections.abc import Sequence
@@ -36,6 +37,43 @@ from vastui.errors import RemoteError
 from vastui.events import BlockMeasured, CandidateEliminated, Notice
 from vastui.remote.protocol import Result
 from vastui.store.records import RunStatus
+
+
+class MeasuringEnded(enum.StrEnum):
+    """Why a candidate's measuring, or one agent run of it, ended."""
+
+    MAX_BLOCKS = "max blocks"             # it reached the manifest's most blocks
+    TO_TUNING = "to tuning"               # it leads with enough evidence: its instance goes to tuning
+    ELIMINATED = "eliminated"             # the race dropped it
+    RACE_DECIDED = "race decided"
+    DEADLINE = "instance deadline"
+    STREAM_ENDED = "stream ended"         # the agent's records stopped coming
+    SHARE_DONE = "share done"             # this run gave its share of the minimum evidence: the next run starts
+    RACE = "race"                         # the race said stop after a block
+    WORKLOAD_ENDED = "the workload ended"
+    RUN_NOT_STARTED = "run did not start"   # a further run would not start: the evidence already had stands
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuringStop:
+    """Why measuring ended (``why``) with its particulars; ``describe`` says it for people."""
+
+    why: MeasuringEnded
+    blocks: int = 0          # MAX_BLOCKS: the most allowed; TO_TUNING: how many it had
+    run: int = 0             # RUN_NOT_STARTED: which run (counted from 1)
+    race_reason: str = ""    # RACE_DECIDED: the race's own reason
+
+    def describe(self) -> str:
+        match self.why:
+            case MeasuringEnded.MAX_BLOCKS:
+                return f"reached {self.blocks} blocks"
+            case MeasuringEnded.TO_TUNING:
+                return f"leading with {self.blocks} blocks: its instance goes to tuning"
+            case MeasuringEnded.RACE_DECIDED:
+                return f"race decided: {self.race_reason}"
+            case MeasuringEnded.RUN_NOT_STARTED:
+                return f"run {self.run} did not start"
+        return str(self.why)
 
 
 @dataclass(slots=True, eq=False)
@@ -83,22 +121,22 @@ class RaceState:
             finalists = await asyncio.to_thread(self.race.finalists)
         return decide_profile(finalists, units=self.manifest.production_units).chosen == slot.cid
 
-    def stop_reason(self, slot: Slot, *, now: float) -> str | None:
+    def stop_reason(self, slot: Slot, *, now: float) -> MeasuringStop | None:
         """Why ``slot`` stops measuring now, or None while it measures on."""
         run = slot.run
         if len(run.blocks) >= self.manifest.measure.max_blocks:
-            return f"reached {self.manifest.measure.max_blocks} blocks"
+            return MeasuringStop(MeasuringEnded.MAX_BLOCKS, blocks=self.manifest.measure.max_blocks)
         if slot.tune_next or self.leader_may_tune(slot):
             # Once stopped for tuning it is tuned, though another block may have moved the lead meanwhile: its
             # measuring is over either way, and its instance's time is better spent on the trials than idle.
             slot.tune_next = True
-            return f"leading with {len(run.blocks)} blocks: its instance goes to tuning"
+            return MeasuringStop(MeasuringEnded.TO_TUNING, blocks=len(run.blocks))
         if slot.eliminated:
-            return "eliminated"
+            return MeasuringStop(MeasuringEnded.ELIMINATED)
         if self.finished.is_set():
-            return f"race decided: {self.reason}"
+            return MeasuringStop(MeasuringEnded.RACE_DECIDED, race_reason=self.reason)
         if run.work_time_left_s(now) <= 0:
-            return "instance deadline"
+            return MeasuringStop(MeasuringEnded.DEADLINE)
         return None
 
 
@@ -128,7 +166,7 @@ class Measurer:
         await self.ctx.store.record_run_phases(run_id=stored.run_id, pull_s=run.startup_s)
         rule = self.manifest.measure
         share = max(1, -(-rule.min_blocks // max(1, rule.min_runs)))   # blocks per run until min_runs are had
-        ended = "stream ended"
+        ended = MeasuringStop(MeasuringEnded.STREAM_ENDED)
         warmups: list[float] = []
         for index in range(max(1, rule.min_runs)):
             last = index == max(1, rule.min_runs) - 1
@@ -142,9 +180,10 @@ class Measurer:
                 self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.ctx.campaign_id, level="warning",
                                         text=f"{run.cid}: run {index + 1} did not start ({exc}); keeping "
                                              f"{len(run.blocks)} blocks from {run.measured_runs} run(s)"))
-                ended = f"run {index + 1} did not start"
+                ended = MeasuringStop(MeasuringEnded.RUN_NOT_STARTED, run=index + 1)
                 break
-            if self.state.stop_reason(slot, now=self.clock.now()) is not None or ended != "share done":
+            if (self.state.stop_reason(slot, now=self.clock.now()) is not None
+                    or ended.why is not MeasuringEnded.SHARE_DONE):
                 break
         thetas = [b.throughput_units_per_s for b in run.blocks]
         await self.ctx.store.finish_run(
@@ -153,7 +192,7 @@ class Measurer:
             stats_json=json.dumps({"blocks": len(thetas), "runs": run.measured_runs, "warmup_s": run.warmup_s,
                                    "startup_s": run.startup_s}),
             error=None if thetas else "no complete block")
-        reason = self.state.stop_reason(slot, now=self.clock.now()) or ended
+        reason = (self.state.stop_reason(slot, now=self.clock.now()) or ended).describe()
         if len(run.blocks) < self.manifest.measure.min_blocks and run.phase is CandidatePhase.MEASURING:
             # Too little evidence to race on (a slow host hit its deadline): out of the race, data kept.
             async with self.state.lock:
@@ -164,15 +203,15 @@ class Measurer:
                                                      f"stopped: {reason}")
 
     async def _one_run(self, slot: Slot, host: str, port: int, variant: Variant, *, index: int,
-                       warmups: list[float], blocks_until: int | None) -> str:
-        """One agent run's warm-up and blocks; says why it ended ("share done" when it gave its share)."""
+                       warmups: list[float], blocks_until: int | None) -> MeasuringStop:
+        """One agent run's warm-up and blocks; says why it ended (``SHARE_DONE`` when it gave its share)."""
         run = slot.run
         meter = BlockMeter(warmup=self.manifest.warmup, measure=self.manifest.measure, run=index)
         started_at, blocks_before = self.clock.now(), len(run.blocks)
         left_s = run.work_time_left_s(self.clock.now())
         argv = workload_argv(self.manifest, variant=variant, steps=0, seconds=max(left_s, 60.0))
         buffer: list[Record] = []
-        ended = "stream ended"
+        ended = MeasuringEnded.STREAM_ENDED
         async with self.ctx.executor.run_agent(host, port, argv) as session:
             async for record in session:
                 note_record(self.ctx, run, record)
@@ -196,15 +235,15 @@ class Measurer:
                     if await self._block_done(slot, block):
                         if run.work_time_left_s(self.clock.now()) <= 0:
                             session.abandon()
-                        ended = "race"
+                        ended = MeasuringEnded.RACE
                         break
                     if blocks_until is not None and len(run.blocks) >= blocks_until:
                         if self._another_run_fits(run, started_at=started_at, blocks_before=blocks_before):
-                            ended = "share done"
+                            ended = MeasuringEnded.SHARE_DONE
                             break
                         blocks_until = None   # no time for a fresh process: this run goes on (the prior covers)
                 if isinstance(record, Result):
-                    ended = "the workload ended"
+                    ended = MeasuringEnded.WORKLOAD_ENDED
                     break
                 if run.work_time_left_s(self.clock.now()) <= 0:
                     session.abandon()   # the destroy comes next and ends it; stopping first would eat its margin
@@ -214,7 +253,7 @@ class Measurer:
             run.measured_runs += 1
         run.units_total += meter.units_total
         run.accepted_total += meter.accepted_total
-        return ended
+        return MeasuringStop(ended)
 
     def _another_run_fits(self, run: CandidateRun, *, started_at: float, blocks_before: int) -> bool:
         """Whether a fresh run (its start, warm-up and a share of blocks, as long as this one's took) and the

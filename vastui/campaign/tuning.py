@@ -7,6 +7,7 @@ interval excludes zero, exceeds the minimum gain and the output still passes the
 
 from __future__ import annotations
 
+import enum
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -38,11 +39,46 @@ class TuningTrial:
         return f"{self.knob} {self.baseline} -> {self.value}: {state} ({self.verdict.reason})"
 
 
+class TuningStop(enum.StrEnum):
+    """Why tuning stopped before it had tried everything it planned."""
+
+    NO_ROOM = "no room"            # the deadline left no room for a trial (cheaper ones may have run)
+    DEADLINE = "deadline"          # the instance reached its deadline during a trial: abandoned, not judged
+    REMOTE_ERROR = "remote error"  # a short run failed on the host
+
+
+@dataclass(frozen=True, slots=True)
+class TuningStopped:
+    """Why tuning stopped early (``why``) with its particulars; ``describe`` says it for people."""
+
+    why: TuningStop
+    knob: str = ""          # the trial it stopped at
+    value: str = ""
+    left_s: float = 0.0     # NO_ROOM: the work time the deadline left
+    needed_s: float = 0.0   # NO_ROOM: what the trial would have taken
+    error: str = ""         # REMOTE_ERROR: what the host said
+
+    def describe(self) -> str:
+        match self.why:
+            case TuningStop.NO_ROOM:
+                return (f"the instance's deadline leaves {max(self.left_s, 0.0) / 60:.1f} min; "
+                        f"an A/B trial of {self.knob} -> {self.value} takes about {self.needed_s / 60:.1f} min")
+            case TuningStop.DEADLINE:
+                return (f"the instance reached its deadline during the trial {self.knob} -> {self.value} "
+                        f"(abandoned, not judged)")
+        return self.error
+
+
 @dataclass(frozen=True, slots=True)
 class TuningOutcome:
     trials: tuple[TuningTrial, ...]
     profile: Variant
-    stopped_early: str | None = None
+    stopped: TuningStopped | None = None
+
+    @property
+    def stopped_early(self) -> str | None:
+        """Why tuning stopped early, for people; None when it tried all it planned."""
+        return self.stopped.describe() if self.stopped is not None else None
 
     @property
     def kept_gains(self) -> tuple[Interval, ...]:
@@ -186,7 +222,7 @@ class TuningSearch:
         self.trials: list[TuningTrial] = []
         self.times = RunTimes(prior_s=run_prior_s(run))
         self.pairs = ctx.manifest.tuning.min_pairs
-        self.unfit: str | None = None   # the first trial the deadline had no room for (a cheaper knob may still fit)
+        self.unfit: TuningStopped | None = None   # the first trial the deadline had no room for (a cheaper may fit)
         self.steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start),
                                       max_gpus=run.candidate.offer.num_gpus))
         self.joint_tried = len(self.steps) < 2   # one knob alone has nothing to be joined with
@@ -294,8 +330,8 @@ class TuningSearch:
         ctx, run, best = self.ctx, self.run, self.best
         left, needed = self.time_left_s(), self.times.trial_estimate_s(self.pairs, best, change)
         if left <= 0 or left < needed:
-            self.unfit = self.unfit or (f"the instance's deadline leaves {max(left, 0.0) / 60:.1f} min; "
-                                        f"an A/B trial of {knob} -> {value} takes about {needed / 60:.1f} min")
+            self.unfit = self.unfit or TuningStopped(TuningStop.NO_ROOM, knob=knob, value=value, left_s=left,
+                                                     needed_s=needed)
             return None
         ctx.bus.publish(TuningTrialStarted(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
                                            knob=knob, baseline=was, value=value))
@@ -304,10 +340,10 @@ class TuningSearch:
             verdict = await trial.judge(room_for=lambda more: self.time_left_s() >= self.times.trial_estimate_s(
                 more, best, change) + self._reserve_s(change))
         except DeadlineReached:
-            return self._stopped(f"the instance reached its deadline during the trial {knob} -> {value} "
-                                 f"(abandoned, not judged)")
+            return self._stopped(TuningStopped(TuningStop.DEADLINE, knob=knob, value=value))
         except RemoteError as exc:
-            return self._stopped(str(exc), level="warning")
+            return self._stopped(TuningStopped(TuningStop.REMOTE_ERROR, knob=knob, value=value, error=str(exc)),
+                                 level="warning")
         self.trials.append(TuningTrial(knob, was, value, verdict))
         ctx.bus.publish(TuningTrialJudged(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
                                           knob=knob, baseline=was, value=value, accepted=verdict.accepted,
@@ -330,17 +366,19 @@ class TuningSearch:
                                     best))
         return sum(self.times.trial_estimate_s(self.pairs, best, v) for v in planned)
 
-    def _finished(self, reason: str | None) -> TuningOutcome:
+    def _finished(self, stopped: TuningStopped | None) -> TuningOutcome:
         ctx = self.ctx
+        outcome = TuningOutcome(tuple(self.trials), self.best, stopped)
         ctx.bus.publish(TuningFinished(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=self.run.cid,
-                                       profile=self.best.describe(), trials=len(self.trials), stopped_early=reason))
-        return TuningOutcome(tuple(self.trials), self.best, reason)
+                                       profile=self.best.describe(), trials=len(self.trials),
+                                       stopped_early=outcome.stopped_early))
+        return outcome
 
-    def _stopped(self, reason: str, level: str = "info") -> TuningOutcome:
+    def _stopped(self, stopped: TuningStopped, level: str = "info") -> TuningOutcome:
         ctx = self.ctx
         ctx.bus.publish(Notice(at=ctx.clock.now(), campaign_id=ctx.campaign_id, level=level,
-                               text=f"{self.run.cid}: tuning stopped: {reason}"))
-        return self._finished(reason)
+                               text=f"{self.run.cid}: tuning stopped: {stopped.describe()}"))
+        return self._finished(stopped)
 
 
 def _joint_change(best: Variant, hopeful: dict[Knob, int | str]) -> dict[Knob, int | str] | None:
