@@ -39,7 +39,7 @@ from vastui.campaign.candidate import (
     wait_running,
 )
 from vastui.campaign.charges import hopeless_reason, prior_cost_inputs
-from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, teardown
+from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, record_teardown, teardown
 from vastui.campaign.labels import is_campaigns
 from vastui.campaign.live import decision_event
 from vastui.campaign.measuring import Measurer, RaceState
@@ -205,13 +205,7 @@ class CampaignEngine:
                                 poll_s=self.teardown_poll_s,
                                 already_destroyed={slot.run.instance_id for slot in self.slots
                                                    if slot.destroy_sent and slot.run.instance_id is not None})
-        for instance_id, at in report.destroy_sent_at.items():
-            await self._paperwork(self.ctx.store.record_transition(
-                instance_id=instance_id, state=InstanceState.DESTROY_REQUESTED, at=at), "record a destroy")
-        for gone in report.gone:
-            await self._paperwork(self.ctx.store.record_gone(
-                instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at, at=self.clock.now()),
-                "record an instance proven gone")
+        await record_teardown(self.ctx.store, report, clock=self.clock, on_refused=self._paperwork_refused)
         return report
 
     async def _paperwork(self, write: Coroutine[Any, Any, object], what: str) -> None:
@@ -220,8 +214,11 @@ class CampaignEngine:
         try:
             await write
         except StoreError as exc:
-            self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="error",
-                                    text=f"could not {what} ({exc.message}); the teardown goes on"))
+            self._paperwork_refused(exc, what)
+
+    def _paperwork_refused(self, exc: StoreError, what: str) -> None:
+        self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="error",
+                                text=f"could not {what} ({exc.message}); the teardown goes on"))
 
     async def _found_by_label(self) -> set[int]:
         """Instances labelled with this campaign's id: catches a create whose answer was lost."""
