@@ -17,8 +17,9 @@ from vastui.approval import Approver
 from vastui.bench.manifest import Manifest
 from vastui.bench.receipt import Receipt, cost_text, render_json, render_markdown
 from vastui.campaign.approvers import AuditedApprover
-from vastui.campaign.cleanup import MAX_OUTAGE_WAIT_S, PATIENCE_S, TeardownReport, teardown
+from vastui.campaign.cleanup import MAX_OUTAGE_WAIT_S, PATIENCE_S, TeardownReport, record_teardown, teardown
 from vastui.campaign.engine import CampaignEngine, CampaignOutcome
+from vastui.campaign.labels import is_campaigns
 from vastui.campaign.owner import OwnerState, current_owner, owner_state
 from vastui.campaign.plan import Plan, build_plan
 from vastui.campaign.ports import HostExecutor, Marketplace
@@ -176,10 +177,9 @@ async def resume_campaign(services: Services, *, campaign_id: str, approver: App
                                error="console stopped before the run ended")
         interrupted += 1
     listing = await _complete_listing(services)
-    prefix = f"vastui-{campaign_id}-"
-    by_label = {i.label: i.id for i in listing.instances if i.label and i.label.startswith(prefix)}
+    by_label = {i.label: i.id for i in listing.instances if i.label and is_campaigns(i.label, campaign_id)}
     by_label.update({r.label: r.id for r in listing.unreadable  # an odd row is still this campaign's instance
-                     if r.id is not None and r.label and r.label.startswith(prefix)})
+                     if r.id is not None and r.label and is_campaigns(r.label, campaign_id)})
     ids = set(by_label.values())
     for owned in await store.owned_instances(campaign_id=campaign_id):
         intent = owned.intent
@@ -197,11 +197,7 @@ async def resume_campaign(services: Services, *, campaign_id: str, approver: App
     report = await teardown(client=services.market, approver=audited, clock=clock, bus=services.bus,
                             instance_ids=ids, campaign_id=campaign_id, reason="resume after a crash: clean up",
                             poll_s=services.teardown_poll_s)
-    for instance_id, at in report.destroy_sent_at.items():
-        await store.record_transition(instance_id=instance_id, state=InstanceState.DESTROY_REQUESTED, at=at)
-    for gone in report.gone:
-        await store.record_gone(instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at,
-                                at=clock.now())
+    await record_teardown(store, report, clock=clock)
     if campaign.is_active:
         await store.finish_campaign(campaign_id=campaign_id, at=clock.now(),
                                     phase="cleaned_up" if report.is_clean else "leaked",

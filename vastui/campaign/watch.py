@@ -11,26 +11,23 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from vastui.approval import Action, Approval, ApprovalRequest, Approver, instance_target
 from vastui.campaign.adhoc import is_adhoc
-from vastui.campaign.cleanup import TeardownReport, teardown
+from vastui.campaign.cleanup import TeardownReport, record_teardown, teardown
+from vastui.campaign.labels import parse_label
 from vastui.campaign.owner import OwnerState, owner_state
 from vastui.campaign.ports import Marketplace
 from vastui.clock import Clock
 from vastui.errors import ApiError, VastuiError
 from vastui.events import EventBus, LeakFound, LeaksChecked, Notice
 from vastui.store import Campaign, Intent, OwnedInstance, SqliteStore
-from vastui.store.records import InstanceState
 from vastui.vast.models import Instance, InstanceListing, InstanceStatus
 
 _log = logging.getLogger(__name__)
 
-# vastui-<campaign_id>-<candidate_id>-<offer_id>: the campaign id is whatever precedes the last two parts.
-LABEL_PATTERN = re.compile(r"^vastui-(?P<campaign>.+)-(?P<candidate>[^-]+)-(?P<offer>\d+)$")
 CRASHED_PHASE = "crashed"
 DEFAULT_INTERVAL_S = 60.0
 
@@ -187,8 +184,8 @@ async def find_leaks(*, market: Marketplace, store: SqliteStore, clock: Clock) -
 
 def campaign_of_label(label: str | None) -> str | None:
     """The campaign id in a vastui label (``vastui-<campaign>-<candidate>-<offer>``), or None."""
-    match = LABEL_PATTERN.match(label or "")
-    return match.group("campaign") if match else None
+    parsed = parse_label(label)
+    return parsed.campaign_id if parsed is not None else None
 
 
 def _judge(instance: Instance, intent: Intent | None, campaigns: Mapping[str, Campaign], now: float, *,
@@ -329,11 +326,7 @@ async def destroy_leaks(*, market: Marketplace, store: SqliteStore, approver: Ap
         part = await teardown(client=market, approver=approver, clock=clock, bus=bus, instance_ids=ids,
                               campaign_id=campaign_id, reason=f"leaked: {REASON_TEXT[reason]}", poll_s=poll_s,
                               max_rounds=max_rounds)
-        for instance_id, at in part.destroy_sent_at.items():
-            await store.record_transition(instance_id=instance_id, state=InstanceState.DESTROY_REQUESTED, at=at)
-        for gone in part.gone:
-            await store.record_gone(instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at,
-                                    at=clock.now())
+        await record_teardown(store, part, clock=clock)
         merged.gone.extend(part.gone)
         merged.still_alive.extend(part.still_alive)
         merged.refused.extend(part.refused)
