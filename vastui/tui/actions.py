@@ -20,6 +20,7 @@ from vastui.approval import (
     offer_target,
     recipient_target,
 )
+from vastui.bench.billing import accrued_usd
 from vastui.campaign.adhoc import AdhocOwner
 from vastui.clock import Clock
 from vastui.errors import CreateUncertain, VastuiError
@@ -240,7 +241,7 @@ def _instance_line(instance: Instance, now: float) -> str:
     nothing in the middle of a field (``1x`` / ``RTX 5060 Ti``)."""
     accrued = ""
     if instance.dph_total is not None and instance.start_date is not None:
-        accrued = f"  accrued ${instance.dph_total * max(0.0, now - instance.start_date) / 3600:.4f}"
+        accrued = f"  accrued ${accrued_usd(dph_total=instance.dph_total, start_at=instance.start_date, now=now):.4f}"
     price = "-" if instance.dph_total is None else f"${instance.dph_total:.3f}/h"
     label = f"\n    label {instance.label}" if instance.label else ""
     return (f"instance {instance.id}  {instance.num_gpus or '?'}x {instance.gpu_name or '?'}  "

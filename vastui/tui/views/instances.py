@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Log, Static
 
+from vastui.bench import billing
 from vastui.campaign.adhoc import renter_of
 from vastui.campaign.watch import Leak, campaign_of_label
 from vastui.tui.cells import accrued_usd, leak_reason, num, usd
@@ -158,7 +159,7 @@ class InstancesView(ConsoleView):
         since = self._since[inst.id]
         accrued = None
         if inst.dph_total is not None and inst.start_date is not None:
-            accrued = inst.dph_total * max(0.0, now - inst.start_date) / 3600.0
+            accrued = billing.accrued_usd(dph_total=inst.dph_total, start_at=inst.start_date, now=now)
         stopped = InstanceStatus.STOPPED in (inst.actual_status, inst.intended_status)
         deadline = "-"
         if intent is not None and intent.deadline_at is not None:
