@@ -18,7 +18,7 @@ from vastui.bench import billing
 from vastui.campaign.adhoc import renter_of
 from vastui.campaign.watch import Leak, campaign_of_label
 from vastui.tui.cells import accrued_usd, leak_reason, num, usd
-from vastui.tui.dialogs.prompt import PromptScreen
+from vastui.tui.dialogs.prompt import PromptScreen, ask_usd
 from vastui.tui.health import format_age
 from vastui.tui.messages import LogsFailed, LogsFetched
 from vastui.tui.state import ConsoleState, InstancePage
@@ -234,20 +234,12 @@ class InstancesView(ConsoleView):
         if inst is None:
             return
 
-        def chosen(text: str | None) -> None:
-            if text is None or not text.strip():
-                return
-            try:
-                amount = float(text.strip().lstrip("$"))
-            except ValueError:
-                self.notify(f"not an amount of USD: {text!r}", severity="error")
-                return
+        def chosen(amount: float) -> None:
             user = self.console.state.user
             credit = None if user is None else user.credit
             self.console.perform(lambda actions: actions.prepay(inst, amount, credit_usd=credit))
 
-        self.app.push_screen(PromptScreen(question=f"Prepay how many USD onto instance {inst.id}?",
-                                          placeholder="e.g. 25.00"), callback=chosen)
+        ask_usd(self, question=f"Prepay how many USD onto instance {inst.id}?", placeholder="e.g. 25.00", then=chosen)
 
     def action_copy_ssh(self) -> None:
         inst = self._cursor_instance()
