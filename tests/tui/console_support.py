@@ -31,7 +31,7 @@ from vastui.sim.server import SimServer
 from vastui.store import SqliteStore
 from vastui.tui.app import VastuiApp
 from vastui.tui.dialogs.confirm import ConfirmDialog
-from vastui.tui.services import ConsoleSettings, Services
+from vastui.tui.services import ConsoleServices, ConsoleSettings
 from vastui.vast.client import HttpVastClient
 
 # A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
@@ -105,7 +105,7 @@ async def sim_console(tmp_path: Path, *, settings: ConsoleSettings = FAST, seed:
             base_url, transport = "http://sim.test", FaultyTransport(httpx.ASGITransport(app=create_app(market)))
         client = HttpVastClient(base_url=base_url, api_key=Secret(KEY), clock=clock, transport=transport,
                                 timeout_s=timeout_s, max_attempts=max_attempts, audit=store)
-        services = Services(market=client, clock=clock, bus=EventBus(), store=store, audit=store)
+        services = ConsoleServices(market=client, clock=clock, bus=EventBus(), store=store, audit=store)
         app = VastuiApp(services=services, settings=settings)
         try:
             yield SimConsole(app=app, market=market, client=client, store=store, clock=clock, transport=transport)

@@ -56,7 +56,7 @@ from vastui.tui.palette import TEXTUAL_LEFT_OUT, console_commands
 from vastui.tui.proposal import ProposalApprover
 from vastui.tui.registry import ViewSpec, check_registry, default_views
 from vastui.tui.rentals import RentalsQuit
-from vastui.tui.services import ConsoleSettings, Services
+from vastui.tui.services import ConsoleServices, ConsoleSettings
 from vastui.tui.state import AccountPage, ActivityPage, ConsoleState, InstancePage, OfferPage, note_gone, transfers_of
 from vastui.tui.themes import BASE_THEME, check_theme, theme_names, theme_paths
 from vastui.tui.view_memory import ViewMemory
@@ -99,7 +99,7 @@ class VastuiApp(App[None]):
         Binding("ctrl+a", "approvals", "Approvals"),
     ]
 
-    def __init__(self, *, services: Services, settings: ConsoleSettings | None = None,
+    def __init__(self, *, services: ConsoleServices, settings: ConsoleSettings | None = None,
                  views: Sequence[ViewSpec] | None = None, approver: ApproverFactory | None = None,
                  campaign: CampaignSource | None = None) -> None:
         super().__init__()
