@@ -22,7 +22,8 @@ from vastui.tui.messages import CampaignDrawn, CampaignEnded, ReceiptsLoaded
 from vastui.tui.sources import receipt_page
 
 if TYPE_CHECKING:
-    from vastui.tui.app import VastuiApp
+    from vastui.tui.host import ConsoleHost
+
 
 KEY_ANSWER = "console key"
 
@@ -37,7 +38,7 @@ class Leaving(enum.StrEnum):
 class CampaignControl:
     """Owned by the app; ``source`` is None when the console follows no campaign."""
 
-    def __init__(self, app: VastuiApp, source: CampaignSource | None) -> None:
+    def __init__(self, app: ConsoleHost, source: CampaignSource | None) -> None:
         self._app = app
         self.source = source
         self.leaving: Leaving | None = None
