@@ -34,7 +34,6 @@ from vastui.campaign.adhoc import AdhocOwner
 from vastui.clock import market_scale
 from vastui.errors import VastuiError
 from vastui.events import Notice
-from vastui.tui import sources
 from vastui.tui.actions import ConsoleActions, Outcome
 from vastui.tui.approval_desk import ANSWER_ACTIONS, POPUP_ACTION, ApprovalDesk
 from vastui.tui.campaign_control import CampaignControl
@@ -62,6 +61,7 @@ from vastui.tui.proposal import ProposalApprover
 from vastui.tui.registry import ViewSpec, check_registry, default_views
 from vastui.tui.rentals import RentalsQuit
 from vastui.tui.services import ConsoleServices, ConsoleSettings
+from vastui.tui.sources import account_page, activity_page, instance_page, leak_report, offer_page
 from vastui.tui.state import ActivityPage, ConsoleState, note_gone
 from vastui.tui.themes import BASE_THEME, check_theme, theme_names, theme_paths
 from vastui.tui.view_memory import ViewMemory
@@ -187,15 +187,14 @@ class VastuiApp(App[None]):
         settings, market, store, clock = self.settings, self.services.market, self.services.store, self.services.clock
         if store is not None:
             self._run_activity_feed(store)
-        self._run_feed(Source.OFFERS, lambda: sources.offer_page(
-            market=market, store=store, body=self.offers_body, workload_digest=settings.workload_digest, clock=clock),
+        self._run_feed(Source.OFFERS, lambda: offer_page(market=market, store=store, body=self.offers_body,
+                                                         workload_digest=settings.workload_digest, clock=clock),
                        OffersRefreshed)
-        self._run_feed(Source.INSTANCES, lambda: sources.instance_page(market=market, store=store, clock=clock),
+        self._run_feed(Source.INSTANCES, lambda: instance_page(market=market, store=store, clock=clock),
                        InstancesRefreshed)
-        self._run_feed(Source.ACCOUNT, lambda: sources.account_page(market=market, store=store), AccountRefreshed)
+        self._run_feed(Source.ACCOUNT, lambda: account_page(market=market, store=store), AccountRefreshed)
         if store is not None:
-            self._run_feed(Source.LEAKS, lambda: sources.leak_report(market=market, store=store, clock=clock),
-                           LeaksRefreshed)
+            self._run_feed(Source.LEAKS, lambda: leak_report(market=market, store=store, clock=clock), LeaksRefreshed)
         self.run_worker(self._follow_bus(), name="bus", group="bus", exclusive=True, exit_on_error=False)
 
     async def _follow_bus(self) -> None:
@@ -248,7 +247,7 @@ class VastuiApp(App[None]):
         def deliver(page: ActivityPage) -> None:
             self.post_message(ActivityRead(page))
 
-        self.run_worker(poll(fetch=lambda: sources.activity_page(store=store, clock=clock), deliver=deliver, fail=fail,
+        self.run_worker(poll(fetch=lambda: activity_page(store=store, clock=clock), deliver=deliver, fail=fail,
                              clock=clock, interval_s=self.settings.instances_interval_s, wake=self._activity_wake,
                              live=self.settings.live),
                         name="feed-activity", group="feed-activity", exclusive=True, exit_on_error=False)
