@@ -33,7 +33,7 @@ from vastui.campaign.watch import (
 )
 from vastui.cli import main
 from vastui.config import Secret, load_settings
-from vastui.events import Event, EventBus, LeakFound, LeaksChecked, Notice
+from vastui.events import Event, EventBus, LeakFound, LeaksChecked, Notice, Subscription
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.sim.instance import CreateRequest
@@ -275,7 +275,7 @@ async def test_a_listing_the_marketplace_refuses_is_unknown(
 # --- the watcher ---------------------------------------------------------------------------------------------
 
 
-async def next_event(queue: asyncio.Queue[Event], kind: type[Event], *, timeout_s: float = 5.0) -> Event:
+async def next_event(queue: Subscription, kind: type[Event], *, timeout_s: float = 5.0) -> Event:
     async with asyncio.timeout(timeout_s):
         while True:
             event = await queue.get()
@@ -328,7 +328,7 @@ async def test_destroy_leaks_takes_exactly_the_approved_ids_and_proves_them_gone
     not_approved = await rent_owned(market, store, "cdone", at=clock.now(), deadline_at=None, candidate="c1")
     report = await find_leaks(market=client, store=store, clock=clock)
     audit = NullAudit()
-    approver = AuditedApprover(ListedDestroyApprover([approved], clock=clock),  # type: ignore[arg-type]
+    approver = AuditedApprover(ListedDestroyApprover([approved], clock=clock),
                                audit=audit, clock=clock)
     result = await destroy_leaks(market=client, store=store, approver=approver, clock=clock, bus=EventBus(),
                                  leaks=report.leaked, poll_s=1.0)
