@@ -37,7 +37,7 @@ SEARCH_LIMIT = 400
 
 
 @dataclass(slots=True)
-class Services:
+class CampaignServices:
     market: Marketplace
     executor: HostExecutor
     store: SqliteStore
@@ -52,7 +52,7 @@ def new_campaign_id() -> str:
     return "c" + secrets.token_hex(4)
 
 
-async def plan_campaign(services: Services, *, manifest: Manifest, campaign_id: str) -> Plan:
+async def plan_campaign(services: CampaignServices, *, manifest: Manifest, campaign_id: str) -> Plan:
     """Search with the manifest's query, join host knowledge and bad hosts, shortlist. Spends nothing."""
     offers = await services.market.search_offers(manifest.shortlist.query, order="dlperf_usd-", limit=SEARCH_LIMIT,
                                                  storage_gib=RENTED_DISK_GIB)
@@ -66,7 +66,7 @@ async def plan_campaign(services: Services, *, manifest: Manifest, campaign_id: 
     return plan
 
 
-async def record_campaign(services: Services, *, manifest: Manifest, plan: Plan) -> None:
+async def record_campaign(services: CampaignServices, *, manifest: Manifest, plan: Plan) -> None:
     """Write the campaign, its manifest and the offers it was planned on to the store; announce it."""
     store, clock = services.store, services.clock
     now = clock.now()
@@ -89,7 +89,7 @@ async def record_campaign(services: Services, *, manifest: Manifest, plan: Plan)
                                   spend_upper_bound_usd=plan.spend_upper_bound_usd))
 
 
-def make_engine(services: Services, *, manifest: Manifest, plan: Plan, approver: Approver,
+def make_engine(services: CampaignServices, *, manifest: Manifest, plan: Plan, approver: Approver,
                 on_owned: Callable[[int], None] | None = None) -> CampaignEngine:
     """The engine for a recorded campaign; ``approver`` must audit its own answers (the broker does)."""
     return CampaignEngine(plan=plan, manifest=manifest, market=services.market, executor=services.executor,
@@ -97,7 +97,8 @@ def make_engine(services: Services, *, manifest: Manifest, plan: Plan, approver:
                           on_owned=on_owned, poll_s=services.poll_s, teardown_poll_s=services.teardown_poll_s)
 
 
-async def write_receipt(services: Services, *, manifest: Manifest, plan: Plan, outcome: CampaignOutcome) -> Receipt:
+async def write_receipt(services: CampaignServices, *, manifest: Manifest, plan: Plan,
+                        outcome: CampaignOutcome) -> Receipt:
     """Build and store the receipt of a campaign the engine finished; close the campaign in the store."""
     store, clock = services.store, services.clock
     receipt = build_receipt(campaign_id=plan.campaign_id, created_at=clock.now(), manifest=manifest,
@@ -139,7 +140,7 @@ def _notes(outcome: CampaignOutcome) -> tuple[str, ...]:
     return tuple(notes)
 
 
-async def save_receipt(services: Services, receipt: Receipt) -> None:
+async def save_receipt(services: CampaignServices, receipt: Receipt) -> None:
     await services.store.save_receipt(campaign_id=receipt.campaign_id, created_at=receipt.created_at,
                                       json_text=render_json(receipt, redact=services.redact),
                                       markdown_text=render_markdown(receipt, redact=services.redact))
@@ -154,7 +155,7 @@ class ResumeReport:
     interrupted_runs: int
 
 
-async def resume_campaign(services: Services, *, campaign_id: str, approver: Approver,
+async def resume_campaign(services: CampaignServices, *, campaign_id: str, approver: Approver,
                           on_owned: Callable[[int], None] | None = None) -> ResumeReport:
     """Reconcile after a crash: find every instance the campaign may own, destroy it, prove it gone."""
     store, clock = services.store, services.clock
@@ -206,7 +207,7 @@ async def resume_campaign(services: Services, *, campaign_id: str, approver: App
     return ResumeReport(campaign_id, tuple(sorted(ids)), report, len(runs), interrupted)
 
 
-async def _complete_listing(services: Services) -> InstanceListing:
+async def _complete_listing(services: CampaignServices) -> InstanceListing:
     """A complete listing, waited for through an outage as patiently as the teardown (``cleanup.PATIENCE_S``)."""
     clock, poll_s = services.clock, services.teardown_poll_s
     started, wait = clock.now(), poll_s

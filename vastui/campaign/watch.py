@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from vastui.approval import Action, Approval, ApprovalRequest, Approver, instance_target
+from vastui.bench.billing import accrued_usd
 from vastui.campaign.adhoc import is_adhoc
 from vastui.campaign.cleanup import TeardownReport, record_teardown, teardown
 from vastui.campaign.labels import parse_label
@@ -223,7 +224,7 @@ def _leak(instance: Instance, reason: LeakReason, campaign_id: str | None, now: 
     accrued = None
     if instance.dph_total is not None and instance.start_date is not None:
         # the marketplace's start date against the given clock; a start "in the future" (clock skew) costs nothing
-        accrued = instance.dph_total * max(0.0, now - instance.start_date) / 3600.0
+        accrued = accrued_usd(dph_total=instance.dph_total, start_at=instance.start_date, now=now)
     return Leak(instance_id=instance.id, label=instance.label, reason=reason,
                 status=None if instance.actual_status is None else str(instance.actual_status),
                 dph_total=instance.dph_total, accrued_usd=accrued, burn_usd_per_h=instance.dph_total,
