@@ -25,11 +25,11 @@ from vastui.clock import Clock
 from vastui.errors import ApiError, VastuiError
 from vastui.events import EventBus, LeakFound, LeaksChecked, Notice
 from vastui.store import Campaign, Intent, OwnedInstance, SqliteStore
+from vastui.store.records import CampaignPhase
 from vastui.vast.models import Instance, InstanceListing, InstanceStatus
 
 _log = logging.getLogger(__name__)
 
-CRASHED_PHASE = "crashed"
 DEFAULT_INTERVAL_S = 60.0
 
 
@@ -201,7 +201,7 @@ def _judge(instance: Instance, intent: Intent | None, campaigns: Mapping[str, Ca
     if not campaign.is_active:
         return _leak(instance, LeakReason.CAMPAIGN_FINISHED, campaign_id, now,
                      f"campaign {campaign_id} ended in phase {campaign.phase}")
-    if campaign.phase == CRASHED_PHASE:
+    if campaign.phase == CampaignPhase.CRASHED:
         return _leak(instance, LeakReason.CAMPAIGN_CRASHED, campaign_id, now,
                      f"campaign {campaign_id} crashed; `vastui campaign resume {campaign_id}` cleans it up")
     if campaign_id in owner_gone and is_adhoc(campaign):   # rented by hand at a console that died without a word
