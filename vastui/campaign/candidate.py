@@ -25,7 +25,7 @@ from vastui.campaign.labels import build_label
 from vastui.campaign.live import record_event
 from vastui.campaign.measure import MeasuredBlock
 from vastui.campaign.plan import CANARY_STEPS, DESTROY_MARGIN_S, Candidate, readiness_deadline_s
-from vastui.campaign.ports import HostExecutor, Marketplace, Record
+from vastui.campaign.ports import HostConnection, HostExecutor, Marketplace, Record
 from vastui.campaign.startup import RENTED_DISK_GIB, LoadingSplit, StartupParts, split_loading
 from vastui.clock import Clock
 from vastui.errors import (
@@ -437,15 +437,14 @@ async def read_loading(ctx: CandidateContext, run: CandidateRun) -> None:
             return
 
 
-async def stage_inputs(ctx: CandidateContext, host: str, port: int) -> None:
+async def stage_inputs(ctx: CandidateContext, conn: HostConnection) -> None:
     """Upload each input as the very bytes digested at load, streamed in chunks (``bench.inputs.pinned_chunks``).
 
     An input that changed since (another file swapped in, a symlink, other bytes) fails the candidate with
     ``FailureKind.INPUT_CHANGED``: nothing of it is left on the host, and the campaign stops; no host is blamed."""
     for item in ctx.manifest.workload.inputs:
         try:
-            await ctx.executor.put_chunks(host, port, open_chunks=functools.partial(pinned_chunks, item),
-                                          remote_path=item.path)
+            await conn.put_chunks(open_chunks=functools.partial(pinned_chunks, item), remote_path=item.path)
         except InputChanged as exc:
             raise CandidateFailed(str(exc), bad_host=False, failure=Failure(FailureKind.INPUT_CHANGED)) from exc
 
@@ -475,7 +474,7 @@ def note_record(ctx: CandidateContext, run: CandidateRun, record: Record) -> Non
         run.driver_version = record.driver_version
 
 
-async def canary(ctx: CandidateContext, run: CandidateRun, host: str, port: int, variant: Variant) -> None:
+async def canary(ctx: CandidateContext, run: CandidateRun, conn: HostConnection, variant: Variant) -> None:
     """Run the workload on the pinned inputs and check its output digest: the correctness gate."""
     ctx.phase(run, CandidatePhase.CANARY)
     argv = workload_argv(ctx.manifest, variant=variant, steps=CANARY_STEPS, seconds=0)
@@ -484,7 +483,7 @@ async def canary(ctx: CandidateContext, run: CandidateRun, host: str, port: int,
 
     async def gate() -> None:
         nonlocal result
-        async with ctx.executor.run_agent(host, port, argv) as session:
+        async with conn.run_agent(argv) as session:
             sessions.append(session)
             async for record in session:
                 note_record(ctx, run, record)

@@ -44,7 +44,7 @@ from vastui.campaign.labels import is_campaigns
 from vastui.campaign.live import decision_event
 from vastui.campaign.measuring import Measurer, RaceState
 from vastui.campaign.plan import Candidate, Plan
-from vastui.campaign.ports import HostExecutor, Marketplace
+from vastui.campaign.ports import HostConnection, HostExecutor, Marketplace
 from vastui.campaign.report import attribution_of
 from vastui.campaign.reserves import Reserves
 from vastui.campaign.slots import Ledger, Slot
@@ -335,24 +335,24 @@ class CampaignEngine:
         try:
             # One SSH connection for this instance's whole life: uploads, agent runs, commands and stops. Its
             # endpoints (direct, then the proxy) are tried in turn until one accepts (docs/api-notes.md §3.12).
-            async with self.ctx.executor.hold_first(endpoints,
-                                                    deadline_s=self.manifest.budget.readiness_min_s) as (host, port):
+            async with self.ctx.executor.connect_first(endpoints,
+                                                       deadline_s=self.manifest.budget.readiness_min_s) as conn:
                 connected = True
-                await self._on_host(slot, host, port)
+                await self._on_host(slot, conn)
         except RemoteError as exc:
             if not connected:
                 raise CandidateFailed(f"SSH never became ready: {exc}", bad_host=True) from exc
             raise
 
-    async def _on_host(self, slot: Slot, host: str, port: int) -> None:
+    async def _on_host(self, slot: Slot, conn: HostConnection) -> None:
         run = slot.run
-        await stage_inputs(self.ctx, host, port)
+        await stage_inputs(self.ctx, conn)
         variant = Variant.first(run.candidate, self.manifest)
-        await canary(self.ctx, run, host, port, variant)
+        await canary(self.ctx, run, conn, variant)
         for mark in self._judge.canary_passed().marks:   # the workload works: held failures were the hosts'
             await self._record_bad_host(mark)
         self._verdict.set()
-        await self._measurer.measure(slot, host, port, variant)
+        await self._measurer.measure(slot, conn, variant)
         # Tune the leader on its own instance: when the race is decided, or when it ran out of blocks while leading
         # (waiting idle for the others would bill for nothing).
         # (A leader stopped by its deadline is still offered: tuning then says the deadline left it no time.)
@@ -360,9 +360,9 @@ class CampaignEngine:
                           or run.work_time_left_s(self.clock.now()) <= 0 or self.state.leader_may_tune(slot))
         leads = done_measuring and (self.state.leader == run.cid or await self.state.would_be_chosen(slot))
         if run.blocks and (leads or slot.tune_next) and not slot.tuning_started and not slot.eliminated:
-            await self._tune(slot, host, port, variant)
+            await self._tune(slot, conn, variant)
 
-    async def _tune(self, slot: Slot, host: str, port: int, variant: Variant) -> None:
+    async def _tune(self, slot: Slot, conn: HostConnection, variant: Variant) -> None:
         """One variable at a time on the leader's own instance, inside its deadline."""
         run = slot.run
         attribution = attribution_of(run, units=self.manifest.production_units)
@@ -374,7 +374,7 @@ class CampaignEngine:
             return run.work_time_left_s(self.clock.now())
 
         slot.tuning_started = True
-        outcome = await tune(self.ctx, run, host, port, start=variant, bottleneck=attribution.bottleneck,
+        outcome = await tune(self.ctx, run, conn, start=variant, bottleneck=attribution.bottleneck,
                              time_left_s=time_left)
         slot.tuning = outcome
         self._tuned_cid, self.tuning = run.cid, outcome

@@ -31,7 +31,7 @@ from vastui.campaign.charges import measured_cost_inputs
 from vastui.campaign.live import standings_event, warmup_event
 from vastui.campaign.measure import BlockMeter, MeasuredBlock
 from vastui.campaign.plan import tuning_trials
-from vastui.campaign.ports import Record
+from vastui.campaign.ports import HostConnection, Record
 from vastui.campaign.slots import Ledger, Slot
 from vastui.errors import RemoteError
 from vastui.events import BlockMeasured, CandidateEliminated, Notice
@@ -152,7 +152,7 @@ class Measurer:
         self.clock = ctx.clock
         self.bus = ctx.bus
 
-    async def measure(self, slot: Slot, host: str, port: int, variant: Variant) -> None:
+    async def measure(self, slot: Slot, conn: HostConnection, variant: Variant) -> None:
         """Blocks from at least ``min_runs`` independent runs (separate agent processes, each warmed up): the
         first runs stop after their share of the minimum evidence, the last one runs until the race says stop."""
         run = slot.run
@@ -171,7 +171,7 @@ class Measurer:
         for index in range(max(1, rule.min_runs)):
             last = index == max(1, rule.min_runs) - 1
             try:
-                ended = await self._one_run(slot, host, port, variant, index=index, warmups=warmups,
+                ended = await self._one_run(slot, conn, variant, index=index, warmups=warmups,
                                             blocks_until=None if last else len(run.blocks) + share)
             except RemoteError as exc:
                 if index == 0 or not run.blocks:
@@ -202,7 +202,7 @@ class Measurer:
             self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks in {run.measured_runs} run(s); "
                                                      f"stopped: {reason}")
 
-    async def _one_run(self, slot: Slot, host: str, port: int, variant: Variant, *, index: int,
+    async def _one_run(self, slot: Slot, conn: HostConnection, variant: Variant, *, index: int,
                        warmups: list[float], blocks_until: int | None) -> MeasuringStop:
         """One agent run's warm-up and blocks; says why it ended (``SHARE_DONE`` when it gave its share)."""
         run = slot.run
@@ -212,7 +212,7 @@ class Measurer:
         argv = workload_argv(self.manifest, variant=variant, steps=0, seconds=max(left_s, 60.0))
         buffer: list[Record] = []
         ended = MeasuringEnded.STREAM_ENDED
-        async with self.ctx.executor.run_agent(host, port, argv) as session:
+        async with conn.run_agent(argv) as session:
             async for record in session:
                 note_record(self.ctx, run, record)
                 buffer.append(record)

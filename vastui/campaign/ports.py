@@ -47,24 +47,29 @@ class AgentSession(Protocol):
         ...
 
 
-class HostExecutor(Protocol):
-    async def wait_ready(self, host: str, port: int, *, deadline_s: float) -> None: ...
+class HostConnection(Protocol):
+    """One host's SSH connection, as ``HostExecutor.connect`` hands it back: every call on it rides that one
+    connection, reopened when it drops."""
 
-    def hold(self, host: str, port: int, *, deadline_s: float) -> AbstractAsyncContextManager[None]:
-        """Wait until the host accepts SSH, then reuse that one connection for every call inside the block."""
-        ...
-
-    def hold_first(self, endpoints: Sequence[tuple[str, int]], *,
-                   deadline_s: float) -> AbstractAsyncContextManager[tuple[str, int]]:
-        """``hold`` on the first of one instance's endpoints (in order) that accepts SSH; yields that endpoint."""
-        ...
-
-    async def put_chunks(self, host: str, port: int, *, open_chunks: Callable[[], Iterable[bytes]],
-                         remote_path: str) -> None:
+    async def put_chunks(self, *, open_chunks: Callable[[], Iterable[bytes]], remote_path: str) -> None:
         """Stream ``open_chunks()`` to ``remote_path`` atomically; an error the source raises ends it unwritten."""
         ...
 
-    def run_agent(self, host: str, port: int, argv: Sequence[str], *, interval_s: float = 1.0,
+    def run_agent(self, argv: Sequence[str], *, interval_s: float = 1.0,
                   output_file: str | None = None) -> AbstractAsyncContextManager[AgentSession]: ...
+
+
+class HostExecutor(Protocol):
+    async def wait_ready(self, host: str, port: int, *, deadline_s: float) -> None: ...
+
+    def connect(self, host: str, port: int, *, deadline_s: float) -> AbstractAsyncContextManager[HostConnection]:
+        """Wait until the host accepts SSH, then hand back the connection every call inside the block rides; a
+        second ``connect`` to a connected host shares it."""
+        ...
+
+    def connect_first(self, endpoints: Sequence[tuple[str, int]], *,
+                      deadline_s: float) -> AbstractAsyncContextManager[HostConnection]:
+        """``connect`` to the first of one instance's endpoints (in order) that accepts SSH."""
+        ...
 
     def forget_host(self, host: str, port: int) -> int: ...

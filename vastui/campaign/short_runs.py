@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant, note_record, workload_argv
 from vastui.campaign.measure import steps_in
 from vastui.campaign.plan import CANARY_STEPS, TUNING_TIMED_STEPS
+from vastui.campaign.ports import HostConnection
 from vastui.remote.protocol import Progress, Result
 
 # A tuning run skips the warm-up the race measured on this instance (at least this many steps), then times
@@ -39,7 +40,7 @@ class ShortRun:
     data_wait_share: float | None = None   # of the timed steps' time, spent waiting for input
 
 
-async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: int, variant: Variant) -> ShortRun:
+async def short_run(ctx: CandidateContext, run: CandidateRun, conn: HostConnection, variant: Variant) -> ShortRun:
     """One short run of ``variant`` (``ShortRun``).
 
     The run skips the warm-up the race measured here (``run.warmup_steps``, at least MIN_SKIP_STEPS), then times
@@ -50,7 +51,7 @@ async def short_run(ctx: CandidateContext, run: CandidateRun, host: str, port: i
     argv = workload_argv(ctx.manifest, variant=variant, steps=skip + TUNING_TIMED_STEPS, seconds=0)
     marks: list[Progress] = []
     result: Result | None = None
-    async with ctx.executor.run_agent(host, port, argv) as session:
+    async with conn.run_agent(argv) as session:
         async for record in session:
             note_record(ctx, run, record)
             if isinstance(record, Progress) and record.units > 0:

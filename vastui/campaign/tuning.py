@@ -17,6 +17,7 @@ from vastui.bench.stats import Interval, latency_plausible
 from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, TuningStep, judge_ab, plan_ab_pairs, plan_tuning
 from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant
 from vastui.campaign.live import band
+from vastui.campaign.ports import HostConnection
 from vastui.campaign.short_runs import DeadlineReached, RunTimes, run_prior_s, short_run
 from vastui.errors import RemoteError
 from vastui.events import Notice
@@ -131,8 +132,7 @@ class _PairedTrial:
 
     ctx: CandidateContext
     run: CandidateRun
-    host: str
-    port: int
+    conn: HostConnection
     base: Variant
     change: Variant
     times: RunTimes
@@ -164,7 +164,7 @@ class _PairedTrial:
             for arm in pair:
                 started = self.ctx.clock.now()
                 variant = self.base if arm is Arm.BASELINE else self.change
-                done = await short_run(self.ctx, self.run, self.host, self.port, variant)
+                done = await short_run(self.ctx, self.run, self.conn, variant)
                 self.times.add(variant, self.ctx.clock.now() - started, done.work_s)
                 self.correct = self.correct and done.passed
                 got[arm] = done.units_per_s
@@ -202,10 +202,10 @@ class _PairedTrial:
         return verdict
 
 
-async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *, start: Variant,
+async def tune(ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *, start: Variant,
                bottleneck: Bottleneck, time_left_s: Callable[[], float]) -> TuningOutcome:
     """Tune ``run``'s instance from ``start`` (``TuningSearch``)."""
-    search = TuningSearch(ctx, run, host, port, start=start, bottleneck=bottleneck, time_left_s=time_left_s)
+    search = TuningSearch(ctx, run, conn, start=start, bottleneck=bottleneck, time_left_s=time_left_s)
     return await search.tune()
 
 
@@ -214,9 +214,9 @@ class TuningSearch:
     nothing); keep what clearly helps; then the knobs that might have helped, together (they may only pay jointly);
     stop when time runs out. One search per tuned candidate; its state is what the steps share."""
 
-    def __init__(self, ctx: CandidateContext, run: CandidateRun, host: str, port: int, *, start: Variant,
+    def __init__(self, ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *, start: Variant,
                  bottleneck: Bottleneck, time_left_s: Callable[[], float]) -> None:
-        self.ctx, self.run, self.host, self.port = ctx, run, host, port
+        self.ctx, self.run, self.conn = ctx, run, conn
         self.time_left_s = time_left_s
         self.best = start
         self.trials: list[TuningTrial] = []
@@ -335,7 +335,7 @@ class TuningSearch:
             return None
         ctx.bus.publish(TuningTrialStarted(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
                                            knob=knob, baseline=was, value=value))
-        trial = _PairedTrial(ctx, run, self.host, self.port, best, change, self.times)
+        trial = _PairedTrial(ctx, run, self.conn, best, change, self.times)
         try:
             verdict = await trial.judge(room_for=lambda more: self.time_left_s() >= self.times.trial_estimate_s(
                 more, best, change) + self._reserve_s(change))

@@ -219,10 +219,9 @@ async def _cmd_ssh_run(args: argparse.Namespace) -> int:
     keys = [settings.ssh_key_path] if settings.ssh_key_path else []
     runner = SshRunner(known_hosts=settings.known_hosts_path, client_keys=keys, use_agent=not keys)
     # Direct first when the row offers it, then the proxy; refusals are retried until --wait (docs/api-notes.md §3.12).
-    host, port = await runner.wait_ready_first(endpoints, deadline_s=args.wait)
-    status = await runner.stream_command(host, port, command,
-                                         on_stdout=lambda text: print(text, end="", flush=True),
-                                         on_stderr=lambda text: print(text, end="", file=sys.stderr, flush=True))
+    async with runner.connect_first(endpoints, deadline_s=args.wait) as conn:
+        status = await conn.stream_command(command, on_stdout=lambda text: print(text, end="", flush=True),
+                                           on_stderr=lambda text: print(text, end="", file=sys.stderr, flush=True))
     return 255 if status is None else status  # as ssh does when the remote side gives no exit status
 
 

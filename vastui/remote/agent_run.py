@@ -1,7 +1,9 @@
 """One agent run on a host: upload the agent, start it detached, follow its records (resuming after a drop), stop it.
 
 The agent appends its records to a file on the host, so a dropped connection loses nothing: the run reconnects
-(on the runner's held connection when the host is held) and resumes reading after the last ``seq`` it has.
+(through the connection it rides, which every other channel to the host shares) and resumes reading after the last
+``seq`` it has. The run knows that connection only as an ``AgentLink`` (``runner.SshConnection`` is one), so this
+module needs nothing of the runner's.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ import hashlib
 import logging
 import shlex
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import asyncssh
 
@@ -23,12 +25,10 @@ from vastui.errors import RemoteError
 from vastui.remote.agent import EXIT_AGENT_GONE
 from vastui.remote.protocol import Record, Result, parse_record
 from vastui.remote.sshio import SSH_ERRORS as _SSH_ERRORS
+from vastui.remote.sshio import CommandResult
 from vastui.remote.sshio import sftp_write as _sftp_write
 from vastui.remote.sshio import text_of as _text
 from vastui.remote.sshio import translate as _translate
-
-if TYPE_CHECKING:
-    from vastui.remote.runner import SshRunner
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,37 @@ MAX_IDLE_RECONNECTS = 10  # reconnects in a row that bring no new record before 
 
 
 MAX_START_RECONNECTS = 3  # connections cut while the agent is uploaded or started, before the run is given up
+
+
+class AgentLink(Protocol):
+    """What an agent run needs of the SSH connection it rides: the live connection, a reconnect after a drop, a
+    way to report one lost, a one-shot command (the stop), and where the agent lives on the host."""
+
+    @property
+    def where(self) -> str: ...
+
+    @property
+    def python(self) -> str: ...
+
+    @property
+    def remote_dir(self) -> str: ...
+
+    @property
+    def reconnect_deadline_s(self) -> float: ...
+
+    async def current(self) -> asyncssh.SSHClientConnection:
+        """The live SSH connection (reopened when it dropped)."""
+        ...
+
+    async def reconnect(self) -> asyncssh.SSHClientConnection:
+        """After a drop: a live connection, retried within ``reconnect_deadline_s``."""
+        ...
+
+    def lost(self, conn: asyncssh.SSHClientConnection) -> None:
+        """A channel on ``conn`` failed at the SSH level: the next use reconnects."""
+        ...
+
+    async def run_command(self, argv: Sequence[str], *, timeout_s: float | None = None) -> CommandResult: ...
 
 
 class _Cut(RemoteError):
@@ -50,34 +81,30 @@ class _Dropped(Exception):
 class AgentRun:
     """One agent run on one host: started on enter, records on iteration, stopped on an early exit."""
 
-    def __init__(self, runner: SshRunner, host: str, port: int, argv: list[str], *, interval_s: float,
-                 output_file: str | None) -> None:
-        self.host = host
-        self.port = port
-        self.where = f"{host}:{port}"
+    def __init__(self, link: AgentLink, argv: list[str], *, interval_s: float, output_file: str | None) -> None:
+        self.where = link.where
         self.run_id = uuid.uuid4().hex[:12]
         self.last_seq = 0
         self.reconnects = 0
         self.result: Result | None = None
-        self._runner = runner
+        self._link = link
         self._argv = argv
         self._interval_s = interval_s
         self._output_file = output_file
         self._conn: asyncssh.SSHClientConnection | None = None
-        self._owned = True
         self._abandoned = False
         self._iterator: AsyncGenerator[Record, None] | None = None
-        run_dir = f"{runner.remote_dir}/runs/{self.run_id}"
-        self.agent_path = f"{runner.remote_dir}/agent-{_agent_digest()}.py"
+        run_dir = f"{link.remote_dir}/runs/{self.run_id}"
+        self.agent_path = f"{link.remote_dir}/agent-{_agent_digest()}.py"
         self.out_path = f"{run_dir}/records.jsonl"
         self.pid_path = f"{run_dir}/agent.pid"
 
     async def __aenter__(self) -> AgentRun:
-        """Upload and start the agent. A connection cut meanwhile is reconnected (within the runner's reconnect
+        """Upload and start the agent. A connection cut meanwhile is reconnected (within the link's reconnect
         deadline) and the start picks up where it stopped: the upload is redone, and the agent is started again
         only when its pid file shows it never started (a second agent would write into the same records)."""
         cuts = 0
-        self._conn, self._owned = await self._runner._connection(self.host, self.port)
+        self._conn = await self._link.current()
         while True:
             starting = False
             try:
@@ -94,8 +121,7 @@ class AgentRun:
                     raise RemoteError(f"{self.where}: the SSH connection was cut {cuts} times while run "
                                       f"{self.run_id} started ({exc})", title="SSH unstable") from exc
                 log.warning("lost %s while starting run %s (%s); reconnecting", self.where, self.run_id, exc)
-                self._conn, self._owned = await self._runner._reconnect_within(
-                    self.host, self.port, deadline_s=self._runner.reconnect_deadline_s)
+                self._conn = await self._link.reconnect()
             except BaseException as exc:
                 self._let_go(failed=isinstance(exc, RemoteError))
                 if starting:  # it may be running on the host already (a cancel mid-start): do not leave it there
@@ -124,14 +150,10 @@ class AgentRun:
         self._abandoned = True
 
     def _let_go(self, *, failed: bool) -> None:
-        """Done with the connection: close it when this run opened it; a failed one is dropped (held or not)."""
+        """Done with the connection (it stays open for the host's other channels); a failed one is dropped."""
         conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        if failed:
-            self._runner._lost(self.host, self.port, conn)
-        elif self._owned:
-            conn.close()
+        if conn is not None and failed:
+            self._link.lost(conn)
 
     def __aiter__(self) -> AsyncIterator[Record]:
         self._iterator = self._records()
@@ -148,7 +170,7 @@ class AgentRun:
             raise _Cut(str(_translate(exc, self.where))) from exc
 
     def _agent_command(self, *args: str) -> str:
-        return shlex.join([self._runner.python, self.agent_path, *args])
+        return shlex.join([self._link.python, self.agent_path, *args])
 
     async def _start(self, conn: asyncssh.SSHClientConnection) -> None:
         options = ["--detach", "--out", self.out_path, "--pid-file", self.pid_path, "--interval",
@@ -157,7 +179,7 @@ class AgentRun:
             options += ["--output-file", self._output_file]
         try:
             started = await conn.run(self._agent_command(*options, "--", *self._argv), check=False,
-                                     timeout=self._runner.reconnect_deadline_s)
+                                     timeout=self._link.reconnect_deadline_s)
         except (asyncssh.PermissionDenied, TimeoutError) as exc:
             raise _translate(exc, self.where) from exc
         except _SSH_ERRORS as exc:
@@ -173,8 +195,7 @@ class AgentRun:
         idle_reconnects = 0
         while self.result is None:
             if self._conn is None:
-                self._conn, self._owned = await self._runner._reconnect_within(
-                    self.host, self.port, deadline_s=self._runner.reconnect_deadline_s)
+                self._conn = await self._link.reconnect()
             seq_before = self.last_seq
             try:
                 async with contextlib.aclosing(self._follow(self._conn)) as records:
@@ -217,9 +238,9 @@ class AgentRun:
 
     async def stop(self, *, timeout_s: float = 30.0) -> None:
         """Stop the remote agent (SIGTERM, then SIGKILL); a failure is logged, not raised (best effort)."""
-        argv = [self._runner.python, self.agent_path, "--stop", "--pid-file", self.pid_path]
+        argv = [self._link.python, self.agent_path, "--stop", "--pid-file", self.pid_path]
         try:
-            await asyncio.wait_for(self._runner.run_command(self.host, self.port, argv), timeout_s)
+            await asyncio.wait_for(self._link.run_command(argv), timeout_s)
         except (RemoteError, TimeoutError) as exc:
             log.warning("could not stop agent run %s on %s: %s", self.run_id, self.where, exc)
 

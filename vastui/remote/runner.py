@@ -1,13 +1,15 @@
 """The SSH edge: connect to a rented host, upload and drive the agent, stream its records; asyncssh stays here.
 
 Host keys are trusted on first use and a changed key is refused (``known_hosts.py``). Every remote command is
-built with ``shlex.join``. Inside ``async with runner.hold(host, port)`` every channel to that host — uploads,
-the agent's start, its follower, one-shot commands, its stop — rides one SSH connection, opened once: a handshake
+built with ``shlex.join``. ``async with runner.connect(host, port, deadline_s=...) as conn`` waits until the host
+accepts SSH and hands back an ``SshConnection``; every channel to that host — uploads, the agent's start, its
+follower, one-shot commands, its stop — is a call on it and rides one SSH connection, opened once: a handshake
 per operation would cost the console seconds per candidate (minutes on a simulator's scaled clock) and make the
-measured console overhead depend on how busy this machine is. A dropped held connection is replaced on the next
-use. The agent runs detached on the host and appends its records to a file (``agent_run.py``), so a dropped
-connection loses nothing: the runner reconnects and resumes reading after the last ``seq`` it has. asyncssh and
-OS errors are translated into ``RemoteError`` (``RemoteTimeout`` for deadlines, ``HostKeyMismatch`` for keys).
+measured console overhead depend on how busy this machine is. A second ``connect`` to a connected host shares that
+connection, which is closed when the last block on it ends. A dropped connection is replaced on the next use. The
+agent runs detached on the host and appends its records to a file (``agent_run.py``), so a dropped connection loses
+nothing: the run reconnects and resumes reading after the last ``seq`` it has. asyncssh and OS errors are
+translated into ``RemoteError`` (``RemoteTimeout`` for deadlines, ``HostKeyMismatch`` for keys).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import contextlib
 import logging
 import shlex
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import asyncssh
@@ -27,6 +28,7 @@ from vastui.errors import HostKeyMismatch, RemoteError, RemoteTimeout
 from vastui.remote.agent_run import AGENT_SOURCE, AgentRun
 from vastui.remote.known_hosts import KnownHosts
 from vastui.remote.sshio import SSH_ERRORS as _SSH_ERRORS
+from vastui.remote.sshio import CommandResult
 from vastui.remote.sshio import sftp_write as _sftp_write
 from vastui.remote.sshio import text_of as _text
 from vastui.remote.sshio import translate as _translate
@@ -34,20 +36,11 @@ from vastui.remote.sshio import translate as _translate
 log = logging.getLogger(__name__)
 MAX_PUT_RECONNECTS = 3  # connections cut during one file write before it is given up
 
-__all__ = ["AGENT_SOURCE", "AgentRun", "CommandResult", "SshRunner"]
-
-
-@dataclass(frozen=True, slots=True)
-class CommandResult:
-    """A finished one-shot command; ``exit_status`` is None when it ended by a signal."""
-
-    exit_status: int | None
-    stdout: str
-    stderr: str
+__all__ = ["AGENT_SOURCE", "AgentRun", "CommandResult", "SshConnection", "SshRunner"]
 
 
 class SshRunner:
-    """Runs commands and the agent on hosts over SSH.
+    """Opens SSH connections to hosts and hands them out (``connect``); commands and the agent run on those.
 
     ``client_keys`` empty means the usual discovery (ssh-agent, then ``~/.ssh/id_ed25519`` and friends).
     ``clock`` drives deadlines and retry pauses; ``known_hosts`` is the TOFU file vastui owns.
@@ -69,16 +62,16 @@ class SshRunner:
         self.remote_dir = remote_dir
         self.clock: Clock = clock or WallClock()
         self._tofu_locks: dict[tuple[str, int], asyncio.Lock] = {}
-        self._held: dict[tuple[str, int], asyncssh.SSHClientConnection] = {}
-        self._holds: dict[tuple[str, int], int] = {}
-        # A held endpoint's way back after a drop: itself first, then its instance's other endpoints.
-        self._routes: dict[tuple[str, int], list[tuple[str, int]]] = {}
-        self.connections_opened = 0      # SSH handshakes made (a held host should need one)
+        # The connections handed out and not yet closed, by the endpoint each was opened at: a second ``connect``
+        # to one of them shares it.
+        self._held: dict[tuple[str, int], SshConnection] = {}
+        self.connections_opened = 0      # SSH handshakes made (a connected host should need one)
 
-    async def connect(self, host: str, port: int, *,
-                      siblings: Sequence[tuple[str, int]] = ()) -> asyncssh.SSHClientConnection:
-        """One SSH connection, with the recorded host key enforced (or recorded now, on first contact). A first
-        contact trusts a key recorded at ``siblings`` (the instance's other endpoints), if any (``known_hosts.py``)."""
+    async def open_connection(self, host: str, port: int, *,
+                              siblings: Sequence[tuple[str, int]] = ()) -> asyncssh.SSHClientConnection:
+        """One bare SSH connection (the caller closes it), with the recorded host key enforced (or recorded now, on
+        first contact). A first contact trusts a key recorded at ``siblings`` (the instance's other endpoints), if
+        any (``known_hosts.py``)."""
         where = f"{host}:{port}"
         # One first contact per address at a time (so a key is recorded once); other hosts are not held up.
         async with self._tofu_locks.setdefault((host, port), asyncio.Lock()):
@@ -103,85 +96,39 @@ class SshRunner:
         return conn
 
     @contextlib.asynccontextmanager
-    async def hold(self, host: str, port: int, *, deadline_s: float) -> AsyncIterator[None]:
-        """Wait (up to ``deadline_s``) until ``host`` accepts SSH, then keep that one connection for every call
-        to the host inside the block; it is closed when the last hold on the host ends."""
-        async with self.hold_first([(host, port)], deadline_s=deadline_s):
-            yield
+    async def connect(self, host: str, port: int, *, deadline_s: float) -> AsyncIterator[SshConnection]:
+        """Wait (up to ``deadline_s``) until ``host`` accepts SSH, then hand back the connection every call to the
+        host inside the block rides; it is closed when the last block on it ends."""
+        async with self.connect_first([(host, port)], deadline_s=deadline_s) as conn:
+            yield conn
 
     @contextlib.asynccontextmanager
-    async def hold_first(self, endpoints: Sequence[tuple[str, int]], *,
-                         deadline_s: float) -> AsyncIterator[tuple[str, int]]:
-        """``hold`` on the first of ``endpoints`` (one instance's addresses, in order) that accepts SSH within
-        ``deadline_s``; yields the endpoint every call inside the block must use. A connection to it that drops
-        is reopened at it, or else at the instance's next endpoint that accepts (a direct port that closes
-        mid-run leaves the proxy)."""
-        key = next((endpoint for endpoint in endpoints if endpoint in self._held), None)
-        if key is None:
-            conn, key = await self.connect_first(endpoints, deadline_s=deadline_s)
-            if key in self._held:          # another hold connected meanwhile: keep theirs
+    async def connect_first(self, endpoints: Sequence[tuple[str, int]], *,
+                            deadline_s: float) -> AsyncIterator[SshConnection]:
+        """``connect`` to the first of ``endpoints`` (one instance's addresses, in order) that accepts SSH within
+        ``deadline_s``; ``SshConnection.endpoint`` says which. When one of them is connected already (and its
+        connection not lost), that connection is shared. A connection that drops is reopened at its endpoint, or
+        else at the instance's next endpoint that accepts (a direct port that closes mid-run leaves the proxy)."""
+        shared = next((self._held[e] for e in endpoints if e in self._held and self._held[e].is_live), None)
+        if shared is None:
+            conn, endpoint = await self.open_first(endpoints, deadline_s=deadline_s)
+            shared = self._held.get(endpoint)
+            if shared is None:
+                route = [endpoint, *(e for e in dict.fromkeys(endpoints) if e != endpoint)]
+                shared = self._held[endpoint] = SshConnection(self, endpoint, route=route, conn=conn)
+            elif shared.is_live:       # another connect got there meanwhile: keep theirs
                 conn.close()
             else:
-                self._held[key] = conn
-        self._holds[key] = self._holds.get(key, 0) + 1
-        self._routes.setdefault(key, [key, *(e for e in dict.fromkeys(endpoints) if e != key)])
+                shared.adopt(conn)
+        shared.users += 1
         try:
-            yield key
+            yield shared
         finally:
-            self._holds[key] -= 1
-            if self._holds[key] <= 0:
-                del self._holds[key]
-                self._routes.pop(key, None)
-                held = self._held.pop(key, None)
-                if held is not None:
-                    held.close()
-                    with contextlib.suppress(*_SSH_ERRORS):
-                        await held.wait_closed()
-
-    async def _connection(self, host: str, port: int) -> tuple[asyncssh.SSHClientConnection, bool]:
-        """The held connection to the host (reopened if it dropped), or a new one; True when the caller owns
-        it and must close it."""
-        key = (host, port)
-        if key not in self._holds:
-            return await self.connect(host, port), True
-        held = self._held.get(key)
-        if held is None or held.is_closed():
-            held = await self._reopen(key)
-            self._held[key] = held
-        return held, False
-
-    async def _reopen(self, key: tuple[str, int]) -> asyncssh.SSHClientConnection:
-        """One try along a held endpoint's route (itself, then its instance's other endpoints); the endpoint's own
-        error when none accepts."""
-        route = self._routes.get(key, [key])
-        errors: list[RemoteError] = []
-        for host, port in route:
-            try:
-                return await self.connect(host, port, siblings=route)
-            except HostKeyMismatch:
-                raise
-            except RemoteError as exc:
-                errors.append(exc)
-        raise errors[0]
-
-    async def _reconnect_within(self, host: str, port: int, *,
-                                deadline_s: float) -> tuple[asyncssh.SSHClientConnection, bool]:
-        """After a drop: ``connect_within``; the new connection becomes the held one when the host is held."""
-        key = (host, port)
-        held = self._held.get(key)
-        if key in self._holds and held is not None and not held.is_closed():
-            return held, False             # another channel has reconnected already
-        conn, _endpoint = await self.connect_first(self._routes.get(key, [key]), deadline_s=deadline_s)
-        if key not in self._holds:
-            return conn, True
-        self._held[key] = conn
-        return conn, False
-
-    def _lost(self, host: str, port: int, conn: asyncssh.SSHClientConnection) -> None:
-        """A channel on ``conn`` failed at the SSH level: drop it so the next use reconnects."""
-        if self._held.get((host, port)) is conn:
-            del self._held[(host, port)]
-        conn.abort()
+            shared.users -= 1
+            if shared.users <= 0:
+                if self._held.get(shared.endpoint) is shared:
+                    del self._held[shared.endpoint]
+                await shared.close()
 
     def forget_host(self, host: str, port: int) -> int:
         """Forget the recorded key of ``host:port`` (call after its instance is destroyed; ports get reused)."""
@@ -197,18 +144,13 @@ class SshRunner:
     async def wait_ready_first(self, endpoints: Sequence[tuple[str, int]], *,
                                deadline_s: float) -> tuple[str, int]:
         """``wait_ready`` over one instance's endpoints in order; returns the first that accepted."""
-        conn, endpoint = await self.connect_first(endpoints, deadline_s=deadline_s)
+        conn, endpoint = await self.open_first(endpoints, deadline_s=deadline_s)
         conn.close()
         await conn.wait_closed()
         return endpoint
 
-    async def connect_within(self, host: str, port: int, *, deadline_s: float) -> asyncssh.SSHClientConnection:
-        """``connect``, retried every ``retry_interval_s`` until it works or ``deadline_s`` has passed."""
-        conn, _endpoint = await self.connect_first([(host, port)], deadline_s=deadline_s)
-        return conn
-
-    async def connect_first(self, endpoints: Sequence[tuple[str, int]], *,
-                            deadline_s: float) -> tuple[asyncssh.SSHClientConnection, tuple[str, int]]:
+    async def open_first(self, endpoints: Sequence[tuple[str, int]], *,
+                         deadline_s: float) -> tuple[asyncssh.SSHClientConnection, tuple[str, int]]:
         """Try each endpoint in order, round after round every ``retry_interval_s``, until one accepts or
         ``deadline_s`` has passed. A refused connection, a dropped handshake (sshd not up yet) and a refused key
         (keys reach new instances late) are retried; a changed host key ends it at once. At the deadline the
@@ -221,7 +163,7 @@ class SshRunner:
             reasons: list[RemoteError] = []
             for host, port in endpoints:
                 try:
-                    return await self.connect(host, port, siblings=endpoints), (host, port)
+                    return await self.open_connection(host, port, siblings=endpoints), (host, port)
                 except HostKeyMismatch:
                     raise
                 except RemoteError as exc:
@@ -233,88 +175,163 @@ class SshRunner:
                                     f"{'; '.join(map(str, reasons))}", title="SSH not ready") from reasons[-1]
             await self.clock.sleep(self._retry_interval_s)
 
-    async def run_command(self, host: str, port: int, argv: Sequence[str], *,
-                          timeout_s: float | None = None) -> CommandResult:
+
+class SshConnection:
+    """One host's SSH connection as ``SshRunner.connect`` hands it back: every call on it rides that connection.
+
+    A connection that dropped is reopened on the next call (at ``endpoint``, else along the instance's other
+    endpoints); once the last ``connect`` block on it has ended it is closed, and a call raises ``RemoteError``.
+    """
+
+    def __init__(self, runner: SshRunner, endpoint: tuple[str, int], *, route: Sequence[tuple[str, int]],
+                 conn: asyncssh.SSHClientConnection) -> None:
+        self.endpoint = endpoint
+        self.where = f"{endpoint[0]}:{endpoint[1]}"
+        self.users = 0                   # the ``connect`` blocks open on it
+        self._runner = runner
+        self._route = list(route)        # the way back after a drop: the endpoint first, then its siblings
+        self._conn: asyncssh.SSHClientConnection | None = conn
+        self._closed = False
+
+    @property
+    def python(self) -> str:
+        return self._runner.python
+
+    @property
+    def remote_dir(self) -> str:
+        return self._runner.remote_dir
+
+    @property
+    def reconnect_deadline_s(self) -> float:
+        return self._runner.reconnect_deadline_s
+
+    @property
+    def is_live(self) -> bool:
+        """Open, and its SSH connection not known to be lost."""
+        return not self._closed and self._conn is not None
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def adopt(self, conn: asyncssh.SSHClientConnection) -> None:
+        """Ride ``conn`` from now on (a ``connect`` opened it while this one's was lost)."""
+        self._conn = conn
+
+    async def current(self) -> asyncssh.SSHClientConnection:
+        """The SSH connection, reopened (one try along the route) when it dropped."""
+        self._check_open()
+        if self._conn is None or self._conn.is_closed():
+            self._conn = await self._reopen()
+        return self._conn
+
+    async def _reopen(self) -> asyncssh.SSHClientConnection:
+        """One try along the route (the endpoint, then its instance's other endpoints); the endpoint's own error
+        when none accepts."""
+        errors: list[RemoteError] = []
+        for host, port in self._route:
+            try:
+                return await self._runner.open_connection(host, port, siblings=self._route)
+            except HostKeyMismatch:
+                raise
+            except RemoteError as exc:
+                errors.append(exc)
+        raise errors[0]
+
+    async def reconnect(self) -> asyncssh.SSHClientConnection:
+        """After a drop: the connection another channel has reopened meanwhile, or a new one along the route,
+        retried within the runner's ``reconnect_deadline_s``."""
+        self._check_open()
+        if self._conn is not None and not self._conn.is_closed():
+            return self._conn              # another channel has reconnected already
+        conn, _endpoint = await self._runner.open_first(self._route, deadline_s=self.reconnect_deadline_s)
+        if self._closed:                   # the last block ended meanwhile: nothing may ride it now
+            conn.close()
+            self._check_open()
+        self._conn = conn
+        return conn
+
+    def lost(self, conn: asyncssh.SSHClientConnection) -> None:
+        """A channel on ``conn`` failed at the SSH level: drop it so the next use reconnects."""
+        if self._conn is conn:
+            self._conn = None
+        conn.abort()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RemoteError(f"{self.where}: the connection was closed (its connect block has ended)",
+                              title="SSH closed")
+
+    async def close(self) -> None:
+        """Close the SSH connection; later calls raise ``RemoteError``."""
+        self._closed = True
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+            with contextlib.suppress(*_SSH_ERRORS):
+                await conn.wait_closed()
+
+    async def run_command(self, argv: Sequence[str], *, timeout_s: float | None = None) -> CommandResult:
         """Run one command to completion (argv joined with ``shlex.join``)."""
-        where = f"{host}:{port}"
-        conn, owned = await self._connection(host, port)
+        conn = await self.current()
         try:
             result = await conn.run(shlex.join(argv), check=False, timeout=timeout_s)
         except TimeoutError as exc:       # the command was slow; the connection is fine
-            raise _translate(exc, where) from exc
+            raise _translate(exc, self.where) from exc
         except _SSH_ERRORS as exc:
-            self._lost(host, port, conn)
-            raise _translate(exc, where) from exc
-        finally:
-            if owned:
-                conn.close()
+            self.lost(conn)
+            raise _translate(exc, self.where) from exc
         return CommandResult(exit_status=result.exit_status, stdout=_text(result.stdout),
                              stderr=_text(result.stderr))
 
-    async def put_file(self, host: str, port: int, *, data: bytes, remote_path: str) -> None:
+    async def put_file(self, *, data: bytes, remote_path: str) -> None:
         """Write ``data`` to ``remote_path`` (relative paths start in the login directory) over SFTP."""
-        await self.put_chunks(host, port, open_chunks=lambda: (data,), remote_path=remote_path)
+        await self.put_chunks(open_chunks=lambda: (data,), remote_path=remote_path)
 
-    async def put_chunks(self, host: str, port: int, *, open_chunks: Callable[[], Iterable[bytes]],
-                         remote_path: str) -> None:
+    async def put_chunks(self, *, open_chunks: Callable[[], Iterable[bytes]], remote_path: str) -> None:
         """Stream the chunks ``open_chunks()`` yields to ``remote_path`` over SFTP, one chunk in memory at a time.
 
         The write is atomic (a temporary name, then a rename), so a connection cut meanwhile is reconnected
         (within ``reconnect_deadline_s``) and the write done again from a fresh ``open_chunks()``, up to
         ``MAX_PUT_RECONNECTS`` times. An error the source raises (not an SSH one) ends the write at once, the
         temporary file removed, and is raised as it is."""
-        where = f"{host}:{port}"
-        conn, owned = await self._connection(host, port)
+        conn = await self.current()
         cuts = 0
         while True:
             try:
                 async with conn.start_sftp_client() as sftp:
                     await _sftp_write(sftp, remote_path, open_chunks())
+                return
             except asyncssh.PermissionDenied as exc:
-                if owned:
-                    conn.close()
-                raise _translate(exc, where) from exc
+                raise _translate(exc, self.where) from exc
             except _SSH_ERRORS as exc:
-                self._lost(host, port, conn)   # aborted, held or not
+                self.lost(conn)
                 cuts += 1
                 if cuts > MAX_PUT_RECONNECTS:
-                    raise _translate(exc, where) from exc
-                log.warning("lost %s while writing %s (%s); reconnecting", where, remote_path, exc)
-                conn, owned = await self._reconnect_within(host, port, deadline_s=self.reconnect_deadline_s)
-                continue
-            except BaseException:
-                if owned:
-                    conn.close()
-                raise
-            if owned:
-                conn.close()
-            return
+                    raise _translate(exc, self.where) from exc
+                log.warning("lost %s while writing %s (%s); reconnecting", self.where, remote_path, exc)
+                conn = await self.reconnect()
 
-    async def stream_command(self, host: str, port: int, argv: Sequence[str], *,
-                             on_stdout: Callable[[str], None], on_stderr: Callable[[str], None]) -> int | None:
+    async def stream_command(self, argv: Sequence[str], *, on_stdout: Callable[[str], None],
+                             on_stderr: Callable[[str], None]) -> int | None:
         """Run one command, handing its output to the callbacks as it comes; returns the exit status."""
-        where = f"{host}:{port}"
-        conn, owned = await self._connection(host, port)
+        conn = await self.current()
         try:
             async with conn.create_process(shlex.join(argv)) as process:
                 await asyncio.gather(_relay(process.stdout, on_stdout), _relay(process.stderr, on_stderr))
                 await process.wait()
                 return process.exit_status
         except _SSH_ERRORS as exc:
-            self._lost(host, port, conn)
-            raise _translate(exc, where) from exc
-        finally:
-            if owned:
-                conn.close()
+            self.lost(conn)
+            raise _translate(exc, self.where) from exc
 
-    def run_agent(self, host: str, port: int, argv: Sequence[str], *, interval_s: float = 1.0,
-                  output_file: str | None = None) -> AgentRun:
+    def run_agent(self, argv: Sequence[str], *, interval_s: float = 1.0, output_file: str | None = None) -> AgentRun:
         """Upload the agent, start ``argv`` under it on the host, and stream its records.
 
-        Use as ``async with runner.run_agent(...) as run: async for record in run: ...``; leaving the block
+        Use as ``async with conn.run_agent(...) as run: async for record in run: ...``; leaving the block
         before the result (an exception, a break, a cancel) stops the remote agent and its workload.
         """
-        return AgentRun(self, host, port, list(argv), interval_s=interval_s, output_file=output_file)
+        return AgentRun(self, list(argv), interval_s=interval_s, output_file=output_file)
 
 
 async def _relay(stream: asyncssh.SSHReader[str], sink: Callable[[str], None]) -> None:

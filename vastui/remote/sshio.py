@@ -1,14 +1,25 @@
-"""What the SSH edge's parts share: asyncssh and OS errors translated into ``RemoteError``, atomic SFTP writes."""
+"""What the SSH edge's parts share: asyncssh and OS errors translated into ``RemoteError``, atomic SFTP writes, a
+finished command's result."""
 
 from __future__ import annotations
 
 import contextlib
 import posixpath
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import asyncssh
 
 from vastui.errors import HostKeyMismatch, RemoteError, RemoteTimeout
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """A finished one-shot command; ``exit_status`` is None when it ended by a signal."""
+
+    exit_status: int | None
+    stdout: str
+    stderr: str
 
 
 def translate(exc: BaseException, where: str) -> RemoteError:
