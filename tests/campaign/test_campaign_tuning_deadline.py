@@ -8,7 +8,7 @@ candidate from a seeded world, and the manifest is the example workload's.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -124,9 +124,11 @@ class ScriptedHost:
             if not session.finished:
                 self.stopped_early += 1
 
-    def run_agent(self, host: str, port: int, argv: Sequence[str], *, interval_s: float = 1.0,
-                  output_file: str | None = None) -> Any:
+    def run_agent(self, argv: Sequence[str], *, interval_s: float = 1.0, output_file: str | None = None) -> Any:
         return self._session(argv)
+
+    async def put_chunks(self, *, open_chunks: Callable[[], Iterable[bytes]], remote_path: str) -> None:
+        raise AssertionError(f"tuning uploads nothing (asked for {remote_path})")
 
 
 def _tuning_manifest(tmp_path: Path) -> Manifest:
@@ -149,16 +151,17 @@ def _leader(manifest: Manifest, clock: FakeClock, *, work_left_s: float, canary_
 
 
 def _context(manifest: Manifest, clock: FakeClock, host: ScriptedHost, bus: EventBus | None = None) -> CandidateContext:
-    # tune() uses the executor, the clock and the bus; the marketplace, store and approver are never reached
+    # tune() uses the connection it is given (the host), the clock and the bus; the marketplace, executor, store
+    # and approver are never reached
     return CandidateContext(campaign_id="ctune", manifest=manifest, market=None,  # type: ignore[arg-type]
-                            executor=host, store=None, approver=None,  # type: ignore[arg-type]
+                            executor=None, store=None, approver=None,  # type: ignore[arg-type]
                             clock=clock, bus=bus or EventBus(), on_owned=lambda _id: None)
 
 
 async def _tune(manifest: Manifest, clock: FakeClock, host: ScriptedHost, run: CandidateRun,
                 bus: EventBus | None = None) -> Any:
     start = Variant(batch_size=64, precision="fp32", loaders=4)
-    return await tune(_context(manifest, clock, host, bus), run, "127.0.0.1", 22, start=start,
+    return await tune(_context(manifest, clock, host, bus), run, host, start=start,
                       bottleneck=Bottleneck.COMPUTE_BOUND, time_left_s=lambda: run.work_time_left_s(clock.now()))
 
 
@@ -344,7 +347,7 @@ async def test_a_batch_that_gained_nothing_while_input_bound_is_tried_again_once
     host = ScriptedHost(clock, speed={128: 1.05, 256: 1.08}, input_bound_below=4)
     run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
     start = Variant(batch_size=64, precision="fp32", loaders=1)
-    outcome = await tune(_context(manifest, clock, host), run, "127.0.0.1", 22, start=start,
+    outcome = await tune(_context(manifest, clock, host), run, host, start=start,
                          bottleneck=Bottleneck.COMPUTE_BOUND, time_left_s=lambda: run.work_time_left_s(clock.now()))
     assert [(t.knob, t.value, t.verdict.accepted) for t in outcome.trials] == [
         ("batch_size", "256", False), ("loaders", "4", True), ("batch_size", "256", True)]
@@ -369,7 +372,7 @@ async def test_a_batch_whose_output_failed_is_not_tried_again_at_the_same_precis
 
 async def _tune_from(manifest: Manifest, clock: FakeClock, host: ScriptedHost, run: CandidateRun,
                      start: Variant) -> Any:
-    return await tune(_context(manifest, clock, host), run, "127.0.0.1", 22, start=start,
+    return await tune(_context(manifest, clock, host), run, host, start=start,
                       bottleneck=Bottleneck.COMPUTE_BOUND, time_left_s=lambda: run.work_time_left_s(clock.now()))
 
 

@@ -67,18 +67,11 @@ class HostsNeverAnswer:
     async def wait_ready(self, host: str, port: int, *, deadline_s: float) -> None:
         raise RemoteError(f"{host}:{port} never answered")
 
-    def hold(self, host: str, port: int, *, deadline_s: float) -> Any:
+    def connect(self, host: str, port: int, *, deadline_s: float) -> Any:
         raise RemoteError(f"{host}:{port} never answered")
 
-    def hold_first(self, endpoints: Sequence[tuple[str, int]], *, deadline_s: float) -> Any:
+    def connect_first(self, endpoints: Sequence[tuple[str, int]], *, deadline_s: float) -> Any:
         raise RemoteError(f"{endpoints} never answered")
-
-    async def put_chunks(self, host: str, port: int, *, open_chunks: Any, remote_path: str) -> None:
-        raise RemoteError("unreachable")
-
-    def run_agent(self, host: str, port: int, argv: Sequence[str], *, interval_s: float = 1.0,
-                  output_file: str | None = None) -> Any:
-        raise RemoteError("unreachable")
 
     def forget_host(self, host: str, port: int) -> int:
         return 0

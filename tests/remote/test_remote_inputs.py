@@ -31,10 +31,9 @@ INPUT = "resnet-canary.jsonl"
 
 @dataclass
 class _Ctx:
-    """What ``stage_inputs`` reads of a candidate's context: the manifest and the executor."""
+    """What ``stage_inputs`` reads of a candidate's context: the manifest."""
 
     manifest: Manifest
-    executor: SshRunner
 
 
 def _manifest(tmp_path: Path, *, input_bytes: bytes | None = None) -> Path:
@@ -50,7 +49,8 @@ def _manifest(tmp_path: Path, *, input_bytes: bytes | None = None) -> Path:
 
 
 async def _stage(manifest: Manifest, runner: SshRunner, host: str, port: int) -> None:
-    await stage_inputs(cast(CandidateContext, cast(Any, _Ctx(manifest, runner))), host, port)
+    async with runner.connect(host, port, deadline_s=30) as conn:
+        await stage_inputs(cast(CandidateContext, cast(Any, _Ctx(manifest))), conn)
 
 
 def _files_under(root: Path) -> dict[str, bytes]:
@@ -109,7 +109,8 @@ async def test_a_large_input_is_loaded_and_staged_with_bounded_memory(
     digest = hashlib.sha256(data).hexdigest()
     del data
     host, port = await pool.start_host(instance_id=23, machine=make_machine(), authorized_keys=[client_key.public])
-    await runner.run_command(host, port, ["true"])   # connect (and record the host key) outside the measurement
+    async with runner.connect(host, port, deadline_s=30) as conn:   # the host key recorded outside the measurement
+        await conn.run_command(["true"])
     tracemalloc.start()
     try:
         manifest = load_manifest(path)

@@ -41,27 +41,30 @@ async def test_first_contact_records_the_host_key_and_later_contacts_must_match(
     assert recorded == [" ".join(pool.host_public_key(instance_id=1).split()[:2])]
     assert (tmp_path / "known_hosts").read_text().startswith(f"[127.0.0.1]:{port} ssh-ed25519 ")
     assert (tmp_path / "known_hosts").stat().st_mode & 0o077 == 0
-    result = await runner.run_command(host, port, ["true"])
+    async with runner.connect(host, port, deadline_s=10) as conn:
+        result = await conn.run_command(["true"])
     assert result.exit_status == 0
     assert len(runner.known_hosts.lookup(host, port)) == 1  # not recorded twice
 
     other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().split()
     (tmp_path / "known_hosts").write_text(f"[127.0.0.1]:{port} {other[0]} {other[1]}\n")
     with pytest.raises(HostKeyMismatch):
-        await runner.run_command(host, port, ["true"])
+        async with runner.connect(host, port, deadline_s=10):
+            pass
     started = time.monotonic()
     with pytest.raises(HostKeyMismatch):  # refused at once, not retried until the deadline
         await runner.wait_ready(host, port, deadline_s=30)
     assert time.monotonic() - started < 5
 
     assert runner.forget_host(host, port) == 1
-    assert (await runner.run_command(host, port, ["true"])).exit_status == 0
+    async with runner.connect(host, port, deadline_s=10) as conn:
+        assert (await conn.run_command(["true"])).exit_status == 0
 
 
 async def test_a_changed_key_on_the_same_address_is_refused(runner: SshRunner) -> None:
     port = _free_port()
     first = await _bare_server(port)
-    conn = await runner.connect("127.0.0.1", port)
+    conn = await runner.open_connection("127.0.0.1", port)
     conn.close()
     await conn.wait_closed()
     first.close()
@@ -70,7 +73,7 @@ async def test_a_changed_key_on_the_same_address_is_refused(runner: SshRunner) -
     second = await _bare_server(port)  # same address, new key: a reinstalled host, or someone in between
     try:
         with pytest.raises(HostKeyMismatch, match="differs from the one recorded"):
-            await runner.connect("127.0.0.1", port)
+            await runner.open_connection("127.0.0.1", port)
     finally:
         second.close()
         await second.wait_closed()
@@ -91,10 +94,11 @@ async def test_an_unknown_client_key_is_refused_until_it_is_attached(
     keys: list[str] = []
     host, port = await pool.start_host(instance_id=6, machine=make_machine(), authorized_keys=keys)
     with pytest.raises(RemoteError, match="refused our SSH key") as caught:
-        await runner.run_command(host, port, ["true"])
+        await runner.open_connection(host, port)
     assert not isinstance(caught.value, HostKeyMismatch)
     keys.append(client_key.public)  # the market's live list: attaching a key takes effect at the next login
-    assert (await runner.run_command(host, port, ["true"])).exit_status == 0
+    async with runner.connect(host, port, deadline_s=10) as conn:
+        assert (await conn.run_command(["true"])).exit_status == 0
 
 
 async def test_wait_ready_gives_up_at_the_deadline_on_the_runner_clock(client_key: ClientKey, tmp_path: Path) -> None:
@@ -129,24 +133,26 @@ async def test_run_command_keeps_arguments_intact_and_reports_status_and_streams
         pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
     host, port = await pool.start_host(instance_id=7, machine=make_machine(), authorized_keys=[client_key.public])
     tricky = ["a b", "c'd", "$HOME", "; rm -rf /", "*"]
-    result = await runner.run_command(host, port, ["printf", "%s|", *tricky])
-    assert result.exit_status == 0 and result.stdout == "|".join(tricky) + "|"
-    result = await runner.run_command(
-        host, port, ["python3", "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"])
-    assert (result.exit_status, result.stdout, result.stderr) == (3, "out\n", "err\n")
-    out: list[str] = []
-    err: list[str] = []
-    status = await runner.stream_command(host, port, ["sh", "-c", "echo one; echo two >&2; echo three; exit 4"],
-                                         on_stdout=out.append, on_stderr=err.append)
+    async with runner.connect(host, port, deadline_s=10) as conn:
+        result = await conn.run_command(["printf", "%s|", *tricky])
+        assert result.exit_status == 0 and result.stdout == "|".join(tricky) + "|"
+        result = await conn.run_command(
+            ["python3", "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"])
+        assert (result.exit_status, result.stdout, result.stderr) == (3, "out\n", "err\n")
+        out: list[str] = []
+        err: list[str] = []
+        status = await conn.stream_command(["sh", "-c", "echo one; echo two >&2; echo three; exit 4"],
+                                           on_stdout=out.append, on_stderr=err.append)
     assert status == 4 and "".join(out) == "one\nthree\n" and "".join(err) == "two\n"
 
 
 async def test_put_file_writes_into_the_instance_filesystem(
         pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
     host, port = await pool.start_host(instance_id=8, machine=make_machine(), authorized_keys=[client_key.public])
-    await runner.put_file(host, port, data=b"\x00payload", remote_path="inputs/canary.jsonl")
-    assert (pool.root_dir(instance_id=8) / "inputs" / "canary.jsonl").read_bytes() == b"\x00payload"
-    result = await runner.run_command(host, port, ["python3", "-c", "print(open('inputs/canary.jsonl','rb').read())"])
+    async with runner.connect(host, port, deadline_s=10) as conn:
+        await conn.put_file(data=b"\x00payload", remote_path="inputs/canary.jsonl")
+        assert (pool.root_dir(instance_id=8) / "inputs" / "canary.jsonl").read_bytes() == b"\x00payload"
+        result = await conn.run_command(["python3", "-c", "print(open('inputs/canary.jsonl','rb').read())"])
     assert result.stdout == "b'\\x00payload'\n"
 
 
@@ -154,6 +160,7 @@ async def test_commands_see_no_operator_secrets(pool: SshHostPool, runner: SshRu
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VAST_API_KEY", "operator-secret-key")
     host, port = await pool.start_host(instance_id=9, machine=make_machine(), authorized_keys=[client_key.public])
-    result = await runner.run_command(host, port, ["env"])
+    async with runner.connect(host, port, deadline_s=10) as conn:
+        result = await conn.run_command(["env"])
     assert result.exit_status == 0 and "operator-secret-key" not in result.stdout
     assert "VASTUI_NVML_MODULE=vastui.sim.fakenvml" in result.stdout

@@ -51,7 +51,7 @@ async def _gone_within(*pids: int, seconds: float) -> bool:
 
 
 async def _run(runner: SshRunner, host: str, port: int, argv: list[str], *, interval_s: float = 2.0) -> list[Record]:
-    async with runner.run_agent(host, port, argv, interval_s=interval_s) as run:
+    async with runner.connect(host, port, deadline_s=30) as conn, conn.run_agent(argv, interval_s=interval_s) as run:
         records = [record async for record in run]
     assert [r.seq for r in records] == list(range(1, len(records) + 1))
     assert isinstance(records[-1], Result) and run.result is records[-1]
@@ -126,7 +126,8 @@ async def test_a_wrong_output_host_gives_a_different_digest_for_the_same_input(
     for instance_id, fault in ((3, Fault.NONE), (4, Fault.WRONG_OUTPUT), (5, Fault.NONE)):
         host, port = await pool.start_host(instance_id=instance_id, machine=make_machine(fault=fault),
                                            authorized_keys=[client_key.public])
-        await runner.put_file(host, port, data=INPUT, remote_path="inputs/canary.jsonl")
+        async with runner.connect(host, port, deadline_s=30) as conn:
+            await conn.put_file(data=INPUT, remote_path="inputs/canary.jsonl")
         records = await _run(runner, host, port, workload("--steps", "20", "--input", "inputs/canary.jsonl"))
         result = records[-1]
         assert isinstance(result, Result) and result.exit_status == 0
@@ -141,7 +142,8 @@ async def test_killing_the_ssh_connection_mid_run_loses_no_records(
     host, port = await pool.start_host(instance_id=6, machine=make_machine(), authorized_keys=[client_key.public])
     records: list[Record] = []
     drops = 0
-    async with runner.run_agent(host, port, workload("--steps", "80"), interval_s=1.0) as run:
+    async with runner.connect(host, port, deadline_s=30) as conn, \
+            conn.run_agent(workload("--steps", "80"), interval_s=1.0) as run:
         async for record in run:
             records.append(record)
             if isinstance(record, Progress) and drops < 2 and record.units_total in (320, 960):
@@ -157,7 +159,7 @@ async def test_killing_the_ssh_connection_mid_run_loses_no_records(
 async def test_leaving_a_run_early_stops_the_remote_agent_and_its_workload(
         pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
     host, port = await pool.start_host(instance_id=7, machine=make_machine(), authorized_keys=[client_key.public])
-    async with runner.run_agent(host, port, workload("--steps", "0")) as run:
+    async with runner.connect(host, port, deadline_s=30) as conn, conn.run_agent(workload("--steps", "0")) as run:
         async for record in run:
             if isinstance(record, Progress):
                 break
@@ -182,7 +184,8 @@ async def test_a_host_that_dies_mid_run_goes_away_and_the_run_fails(
     host, port = await pool.start_host(instance_id=8, machine=machine, authorized_keys=[client_key.public])
     records: list[Record] = []
     with pytest.raises(RemoteError):
-        async with runner.run_agent(host, port, workload("--steps", "400")) as run:
+        async with runner.connect(host, port, deadline_s=30) as conn, \
+                conn.run_agent(workload("--steps", "400")) as run:
             async for record in run:
                 records.append(record)
     assert died == [(8, "the machine went down mid-run")] and not pool.is_running(instance_id=8)
@@ -226,7 +229,7 @@ async def test_cancelling_a_run_stops_the_remote_agent(
     runs: list[AgentRun] = []
 
     async def consume() -> None:
-        async with runner.run_agent(host, port, workload("--steps", "0")) as run:
+        async with runner.connect(host, port, deadline_s=30) as conn, conn.run_agent(workload("--steps", "0")) as run:
             runs.append(run)
             async for record in run:
                 if isinstance(record, Progress):
@@ -246,22 +249,22 @@ async def test_cancelling_a_run_stops_the_remote_agent(
 async def test_a_held_host_uses_one_connection_for_every_channel_and_survives_a_drop(
         pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
     host, port = await pool.start_host(instance_id=9, machine=make_machine(), authorized_keys=[client_key.public])
-    async with runner.hold(host, port, deadline_s=30):
-        await runner.put_file(host, port, data=INPUT, remote_path="inputs/canary.jsonl")
-        for _ in range(2):   # two agent runs (upload check, start, follower, result) and a command
+    async with runner.connect(host, port, deadline_s=30) as conn:
+        await conn.put_file(data=INPUT, remote_path="inputs/canary.jsonl")
+        for _ in range(2):   # two agent runs (each a connect of its own, shared) and a command
             records = await _run(runner, host, port, workload("--steps", "10", "--input", "inputs/canary.jsonl"))
             assert isinstance(records[-1], Result) and records[-1].exit_status == 0
-        assert (await runner.run_command(host, port, ["true"])).exit_status == 0
+        assert (await conn.run_command(["true"])).exit_status == 0
         assert runner.connections_opened == 1
         dropped = 0
-        async with runner.run_agent(host, port, workload("--steps", "40")) as run:
+        async with conn.run_agent(workload("--steps", "40")) as run:
             async for record in run:
                 if isinstance(record, Progress) and dropped == 0:
                     dropped = pool.drop_connections(instance_id=9)
         assert dropped == 1 and run.reconnects == 1 and isinstance(run.result, Result)
-        assert (await runner.run_command(host, port, ["true"])).exit_status == 0
-        assert runner.connections_opened == 2          # the drop's replacement is held and reused
-    assert not runner._held and not runner._holds    # the hold is over: its connection is closed
+        assert (await conn.run_command(["true"])).exit_status == 0
+        assert runner.connections_opened == 2          # the drop's replacement is kept and reused
+    assert not runner._held and conn.is_closed       # the block is over: its connection is closed
 
 
 async def test_a_workload_starved_of_cpu_is_timed_by_its_work_not_by_when_its_markers_arrive(
@@ -272,7 +275,8 @@ async def test_a_workload_starved_of_cpu_is_timed_by_its_work_not_by_when_its_ma
     host, port = await pool.start_host(instance_id=21, machine=machine, authorized_keys=[client_key.public])
     records: list[Record] = []
     paused = False
-    async with runner.run_agent(host, port, workload("--steps", "100", "--batch", "32"), interval_s=1.0) as run:
+    async with runner.connect(host, port, deadline_s=30) as conn, \
+            conn.run_agent(workload("--steps", "100", "--batch", "32"), interval_s=1.0) as run:
         async for record in run:
             records.append(record)
             if not paused and isinstance(record, Progress) and record.phase == "measure":
@@ -325,9 +329,9 @@ async def test_a_connection_cut_while_the_agent_starts_is_reconnected_and_the_ag
 async def test_a_connection_cut_while_a_file_is_written_is_reconnected_and_the_file_written_whole(
         pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
     host, port = await pool.start_host(instance_id=12, machine=make_machine(), authorized_keys=[client_key.public])
-    async with runner.hold(host, port, deadline_s=30):
+    async with runner.connect(host, port, deadline_s=30) as conn:
         pool.cut_next_sftp(instance_id=12)
-        await runner.put_file(host, port, data=INPUT, remote_path="inputs/canary.jsonl")
+        await conn.put_file(data=INPUT, remote_path="inputs/canary.jsonl")
     assert (pool.root_dir(instance_id=12) / "inputs" / "canary.jsonl").read_bytes() == INPUT
 
 

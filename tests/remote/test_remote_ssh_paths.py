@@ -114,9 +114,9 @@ async def test_a_proxy_only_instance_is_reached_through_its_proxy(rig: Rig, clie
     assert instance.ssh_host is not None and instance.ssh_port is not None
     assert instance.ssh_endpoints() == [(instance.ssh_host, instance.ssh_port)]
     runner = rig.runner(client_key.path)
-    async with runner.hold_first(instance.ssh_endpoints(), deadline_s=300) as (host, port):
-        result = await runner.run_command(host, port, ["echo", "through the proxy"])
-    assert (host, port) == (instance.ssh_host, instance.ssh_port)
+    async with runner.connect_first(instance.ssh_endpoints(), deadline_s=300) as conn:
+        result = await conn.run_command(["echo", "through the proxy"])
+    assert conn.endpoint == (instance.ssh_host, instance.ssh_port)
     assert result.exit_status == 0 and result.stdout == "through the proxy\n"
 
 
@@ -146,9 +146,9 @@ async def test_direct_is_preferred_and_the_proxy_used_when_direct_refuses(rig: R
 
     rig.pool.refuse_direct(instance_id=instance.id)
     second = rig.runner(client_key.path)
-    async with second.hold_first(endpoints, deadline_s=300) as chosen:
-        assert chosen == proxy
-        assert (await second.run_command(*chosen, ["true"])).exit_status == 0
+    async with second.connect_first(endpoints, deadline_s=300) as conn:
+        assert conn.endpoint == proxy
+        assert (await conn.run_command(["true"])).exit_status == 0
     # one instance, one sshd, one host key: the proxy's was checked against the key recorded on the direct path
     assert second.known_hosts.lookup(*proxy) == second.known_hosts.lookup(*direct) != []
 
@@ -166,7 +166,7 @@ async def test_a_proxy_that_shows_another_key_than_the_direct_path_is_refused(ri
     proxy_of_other = other.ssh_endpoints()[0]
     await rig.runner(client_key.path, known_hosts="kh-other").wait_ready_first([proxy_of_other], deadline_s=300)
     with pytest.raises(HostKeyMismatch, match="differs from the one recorded"):
-        await runner.connect(*proxy_of_other, siblings=[direct])
+        await runner.open_connection(*proxy_of_other, siblings=[direct])
     assert runner.known_hosts.lookup(*proxy_of_other) == []
 
 
@@ -180,7 +180,7 @@ async def test_a_key_that_reaches_the_host_late_is_retried_until_accepted(rig: R
     (host, port), = instance.ssh_endpoints()
     runner = rig.runner(client_key.path)
     with pytest.raises(RemoteError, match="refused our SSH key"):
-        await runner.connect(host, port)
+        await runner.open_connection(host, port)
     started = rig.clock.now()
     await runner.wait_ready_first(instance.ssh_endpoints(), deadline_s=KEYS_LATE_S[1] + 30)
     assert rig.clock.now() > started   # it was refused at first and retried on the clock
@@ -211,7 +211,7 @@ async def test_sshd_that_comes_up_after_running_is_waited_for(rig: Rig, client_k
     (host, port), = instance.ssh_endpoints()
     runner = rig.runner(client_key.path)
     with pytest.raises(RemoteError) as refused:
-        await runner.connect(host, port)
+        await runner.open_connection(host, port)
     assert "refused our SSH key" not in str(refused.value)
     started = rig.clock.now()
     await runner.wait_ready_first(instance.ssh_endpoints(), deadline_s=120)
@@ -279,13 +279,13 @@ async def test_a_held_direct_connection_that_drops_comes_back_through_the_proxy(
     instance = await rig.rent(runtype=DEFAULT_RUNTYPE)
     direct, proxy = instance.ssh_endpoints()
     runner = rig.runner(client_key.path)
-    async with runner.hold_first([direct, proxy], deadline_s=300) as chosen:
-        assert chosen == direct
+    async with runner.connect_first([direct, proxy], deadline_s=300) as conn:
+        assert conn.endpoint == direct
         rig.pool.refuse_direct(instance_id=instance.id)
         assert rig.pool.drop_connections(instance_id=instance.id) == 1
         # an upload reconnects after a drop (a one-shot command would report the drop, the next one reconnect)
-        await runner.put_file(*chosen, data=b"x", remote_path="after-the-drop")
-        result = await runner.run_command(*chosen, ["echo", "still here"])
+        await conn.put_file(data=b"x", remote_path="after-the-drop")
+        result = await conn.run_command(["echo", "still here"])
         assert result.stdout == "still here\n"
     assert (rig.pool.root_dir(instance_id=instance.id) / "after-the-drop").read_bytes() == b"x"
     assert runner.connections_opened == 2

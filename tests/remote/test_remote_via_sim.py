@@ -57,7 +57,8 @@ async def test_rent_run_and_measure_through_the_simulated_marketplace(
         await runner.wait_ready(host, port, deadline_s=30)
         loaders = 8
         records: list[Record] = []
-        async with runner.run_agent(host, port, workload("--steps", "100", "--loaders", str(loaders))) as run:
+        async with runner.connect(host, port, deadline_s=30) as conn, \
+                conn.run_agent(workload("--steps", "100", "--loaders", str(loaders))) as run:
             async for record in run:
                 records.append(record)
                 if isinstance(record, Progress) and record.units_total == 1600:
@@ -110,7 +111,8 @@ async def test_a_host_that_dies_mid_run_takes_its_instance_offline(client_key: C
                                use_agent=False, retry_interval_s=0.05, reconnect_deadline_s=2.0)
             records: list[Record] = []
             with pytest.raises(RemoteError):
-                async with runner.run_agent(*endpoint, workload("--steps", "0")) as run:
+                async with runner.connect(*endpoint, deadline_s=30) as conn, \
+                        conn.run_agent(workload("--steps", "0")) as run:
                     async for record in run:
                         records.append(record)
             assert run.result is None and any(isinstance(r, Progress) for r in records)
