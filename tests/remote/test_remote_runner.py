@@ -1,4 +1,5 @@
-"""SshRunner against real asyncssh servers on 127.0.0.1: host keys (TOFU), readiness, one-shot commands, files."""
+"""SshRunner against real asyncssh servers on 127.0.0.1: host keys (TOFU), readiness, the connections it hands back,
+one-shot commands, files."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pytest
 
 from tests.fakes import FakeClock
 from tests.remote.remote_support import ClientKey, make_machine
+from vastui.campaign.ports import HostConnection, HostExecutor
 from vastui.errors import HostKeyMismatch, RemoteError, RemoteTimeout
-from vastui.remote.runner import SshRunner
+from vastui.remote.runner import SshConnection, SshRunner
 from vastui.sim.hosts import SshHostPool
 
 
@@ -164,3 +166,43 @@ async def test_commands_see_no_operator_secrets(pool: SshHostPool, runner: SshRu
         result = await conn.run_command(["env"])
     assert result.exit_status == 0 and "operator-secret-key" not in result.stdout
     assert "VASTUI_NVML_MODULE=vastui.sim.fakenvml" in result.stdout
+
+
+async def test_connect_hands_back_a_connection_shared_per_host_and_closed_with_its_last_block(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
+    host, port = await pool.start_host(instance_id=31, machine=make_machine(), authorized_keys=[client_key.public])
+    other_host, other_port = await pool.start_host(instance_id=32, machine=make_machine(),
+                                                   authorized_keys=[client_key.public])
+    executor: HostExecutor = runner              # the campaign's port, as the campaign sees the runner
+    async with executor.connect(host, port, deadline_s=10) as first:
+        assert isinstance(first, SshConnection) and first.endpoint == (host, port)
+        async with runner.connect(host, port, deadline_s=10) as second:
+            assert second is first               # a second connect to a connected host shares its connection
+            assert (await second.run_command(["echo", "one"])).stdout == "one\n"
+        assert not first.is_closed               # still in use by the outer block
+        assert (await first.run_command(["echo", "two"])).stdout == "two\n"
+        assert runner.connections_opened == 1
+        async with runner.connect(other_host, other_port, deadline_s=10) as other:
+            assert other is not first and other.endpoint == (other_host, other_port)
+            assert (await other.run_command(["true"])).exit_status == 0
+        assert other.is_closed and runner.connections_opened == 2
+    assert first.is_closed and not runner._held
+    with pytest.raises(RemoteError, match="connection was closed"):
+        await first.run_command(["true"])       # nothing rides a connection once its last block has ended
+    async with runner.connect(host, port, deadline_s=10) as again:
+        assert again is not first and runner.connections_opened == 3
+
+
+async def test_connect_fails_when_no_endpoint_accepts_and_keeps_nothing(client_key: ClientKey,
+                                                                       tmp_path: Path) -> None:
+    clock = FakeClock()
+    runner = SshRunner(known_hosts=tmp_path / "kh", client_keys=[client_key.path], use_agent=False, clock=clock,
+                       retry_interval_s=2.0, connect_timeout_s=2.0)
+    first = _free_port()
+    second = next(port for port in iter(_free_port, 0) if port != first)
+    reached: list[HostConnection] = []
+    with pytest.raises(RemoteTimeout, match=f"127.0.0.1:{first} or 127.0.0.1:{second} did not accept SSH within 5 s"):
+        async with runner.connect_first([("127.0.0.1", first), ("127.0.0.1", second)], deadline_s=5) as conn:
+            reached.append(conn)
+    assert reached == [] and not runner._held and runner.connections_opened == 0
+    assert clock.sleeps == [2.0, 2.0]
