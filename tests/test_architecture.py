@@ -130,3 +130,31 @@ def test_the_loaders_are_exempt_because_they_do_read_files() -> None:
     for name in ("manifest", "inputs"):
         source = (ROOT / "vastui" / "bench" / f"{name}.py").read_text(encoding="utf-8")
         assert file_accesses(source, module=f"vastui.bench.{name}")
+
+
+def names_of_the_sqlite_class(folder: Path) -> list[str]:
+    """Where modules under ``folder`` name ``SqliteStore`` in code (imports, annotations, calls): 'file:line'."""
+    import ast
+
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            named = (isinstance(node, ast.Name) and node.id == "SqliteStore"
+                     or isinstance(node, ast.alias) and node.name == "SqliteStore"
+                     or isinstance(node, ast.Attribute) and node.attr == "SqliteStore"
+                     or isinstance(node, ast.ImportFrom) and (node.module or "").endswith("sqlite_store"))
+            if named:
+                found.append(f"{path.relative_to(folder)}:{getattr(node, 'lineno', 0)}")
+    return found
+
+
+def test_the_campaign_keeps_its_data_through_the_store_protocol() -> None:
+    """Campaign code takes ``CampaignStore`` (campaign/ports.py); only the composition roots know the SQLite class."""
+    assert names_of_the_sqlite_class(ROOT / "vastui" / "campaign") == []
+
+
+def test_the_store_protocol_check_sees_the_class_named(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("from vastui.store import SqliteStore\n")
+    (tmp_path / "b.py").write_text("import vastui.store\n\ndef f(s: 'x') -> None:\n    vastui.store.SqliteStore\n")
+    (tmp_path / "c.py").write_text("from vastui.campaign.ports import CampaignStore\n")
+    assert names_of_the_sqlite_class(tmp_path) == ["a.py:1", "b.py:4"]

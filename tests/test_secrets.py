@@ -171,7 +171,7 @@ async def test_the_console_screen_logs_and_errors_hold_no_key(tmp_path: Path,
                          manifest_path=fast_manifest(tmp_path / "m", max_candidates=2)) as demo:
         handle = demo.start(plan_approved=True)
         services = ConsoleServices(market=demo.client, clock=demo.services.clock, bus=demo.services.bus,
-                            store=demo.services.store, audit=demo.services.store)
+                            store=demo.store, audit=demo.store)
         app = VastuiApp(services=services, settings=console_settings(time_scale=TIME_SCALE), campaign=handle)
         pilot: Pilot[None]
         async with app.run_test(size=(160, 50)) as pilot:

@@ -61,7 +61,7 @@ async def campaign_console(tmp_path: Path, *, seed: int, expiry_s: float = 3600.
         demo.services.bus.listen(events.append)
         handle = demo.start(plan_approved=False, expiry_s=expiry_s, wall=wall)
         services = ConsoleServices(market=demo.client, clock=demo.services.clock, bus=demo.services.bus,
-                            store=demo.services.store, audit=demo.services.store)
+                            store=demo.store, audit=demo.store)
         app = VastuiApp(services=services, settings=console_settings(time_scale=time_scale), campaign=handle)
         try:
             yield CampaignConsole(app, demo, handle, events)

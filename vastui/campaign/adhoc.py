@@ -17,8 +17,9 @@ import time
 
 from vastui.campaign.labels import build_label
 from vastui.campaign.owner import current_owner
+from vastui.campaign.ports import CampaignStore
 from vastui.clock import Clock
-from vastui.store import Campaign, Intent, SqliteStore
+from vastui.store import Campaign, Intent
 from vastui.store.records import CampaignPhase
 
 ADHOC_DIGEST = "adhoc-console"
@@ -44,7 +45,7 @@ def renter_of(campaign_id: str | None) -> str | None:
 class AdhocOwner:
     """The console session's ad-hoc campaign, created in the store on the first rent."""
 
-    def __init__(self, *, store: SqliteStore, clock: Clock) -> None:
+    def __init__(self, *, store: CampaignStore, clock: Clock) -> None:
         self._store = store
         self._clock = clock
         self.campaign_id: str | None = None

@@ -38,13 +38,14 @@ from typing import TYPE_CHECKING, Any
 
 from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRecord, AuditSink, RequestState
 from vastui.campaign.approvers import PlanApprover, PlanTerms
+from vastui.campaign.ports import CampaignStore
 from vastui.clock import Clock, MonotonicClock, WallClock
 from vastui.errors import ApprovalRequired, VastuiError
 from vastui.events import EventBus, Notice
 from vastui.events_live import ApprovalAnswered, ApprovalCancelled, ApprovalExpired, ApprovalRequested
 
 if TYPE_CHECKING:
-    from vastui.store import SqliteStore
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class _Entry:
 class _Keeping:
     """Where a detached broker keeps its requests, and the task that polls for their answers."""
 
-    store: SqliteStore
+    store: CampaignStore
     campaign_id: str
     epoch: Clock
     poll_s: float
@@ -237,7 +238,7 @@ class ApprovalBroker:
         """Whether requests that need a human are kept in the store for ``vastui campaign approve``."""
         return self._keeping is not None
 
-    def keep_for_command(self, store: SqliteStore, *, campaign_id: str, epoch: Clock | None = None,
+    def keep_for_command(self, store: CampaignStore, *, campaign_id: str, epoch: Clock | None = None,
                          poll_s: float = KEEP_POLL_S) -> None:
         """Nobody is at the console, but the operator answers from a shell: every request that waits for a human
         now, and every later one, is kept in ``store`` under ``campaign_id`` (asked-at and expires-at on ``epoch``,

@@ -25,7 +25,7 @@ from vastui.campaign.labels import build_label
 from vastui.campaign.live import record_event
 from vastui.campaign.measure import MeasuredBlock
 from vastui.campaign.plan import CANARY_STEPS, DESTROY_MARGIN_S, Candidate, readiness_deadline_s
-from vastui.campaign.ports import HostConnection, HostExecutor, Marketplace, Record
+from vastui.campaign.ports import CampaignStore, HostConnection, HostExecutor, Marketplace, Record
 from vastui.campaign.startup import RENTED_DISK_GIB, LoadingSplit, StartupParts, split_loading
 from vastui.clock import Clock
 from vastui.errors import (
@@ -40,7 +40,6 @@ from vastui.errors import (
 )
 from vastui.events import CandidatePhaseChanged, EventBus, InstanceRented, InstanceStatusChanged
 from vastui.remote.protocol import GpuSample, Phase, Progress, Result
-from vastui.store import SqliteStore
 from vastui.store.records import GpuSample as StoredSample
 from vastui.store.records import ProgressRecord
 from vastui.vast.models import Instance, InstanceStatus
@@ -225,7 +224,7 @@ class CandidateContext:
     manifest: Manifest
     market: Marketplace
     executor: HostExecutor
-    store: SqliteStore
+    store: CampaignStore
     approver: Approver
     clock: Clock
     bus: EventBus

@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vastui.approval import Action, ApprovalRequest, Approver, instance_target
-from vastui.campaign.ports import Marketplace
+from vastui.campaign.ports import CampaignStore, Marketplace
 from vastui.clock import Clock, clock_scale
 from vastui.errors import ApiError, ApprovalRequired, AuthError, NotFound, StoreError
 from vastui.events import EventBus, InstanceConfirmedGone, InstanceDestroyed, Notice
-from vastui.store import SqliteStore
 from vastui.store.records import InstanceState
 from vastui.vast.models import Answered
 
@@ -189,7 +188,7 @@ async def teardown(*, client: Marketplace, approver: Approver, clock: Clock, bus
     return state.report
 
 
-async def record_teardown(store: SqliteStore, report: TeardownReport, *, clock: Clock,
+async def record_teardown(store: CampaignStore, report: TeardownReport, *, clock: Clock,
                           on_refused: Callable[[StoreError, str], None] | None = None) -> None:
     """Write what a teardown did and proved: when each destroy went out, and each instance proven gone (the
     listings that missed it). ``on_refused`` is told of a write the store refused (a full disk), and the rest are

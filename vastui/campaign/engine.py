@@ -44,7 +44,7 @@ from vastui.campaign.labels import is_campaigns
 from vastui.campaign.live import decision_event
 from vastui.campaign.measuring import Measurer, RaceState
 from vastui.campaign.plan import Candidate, Plan
-from vastui.campaign.ports import HostConnection, HostExecutor, Marketplace
+from vastui.campaign.ports import CampaignStore, HostConnection, HostExecutor, Marketplace
 from vastui.campaign.report import attribution_of
 from vastui.campaign.reserves import Reserves
 from vastui.campaign.slots import Ledger, Slot
@@ -54,7 +54,6 @@ from vastui.clock import Clock
 from vastui.errors import ApiError, AuthError, RemoteError, StoreError, VastuiError
 from vastui.events import CampaignFinished, EventBus, InstanceDestroyed, Notice
 from vastui.events_live import CampaignPhaseChanged
-from vastui.store import SqliteStore
 from vastui.store.records import CampaignPhase, InstanceState, RunStatus
 from vastui.vast.models import Answered
 
@@ -88,7 +87,7 @@ class CampaignEngine:
     """Runs one planned campaign to its decision and proves its teardown."""
 
     def __init__(self, *, plan: Plan, manifest: Manifest, market: Marketplace, executor: HostExecutor,
-                 store: SqliteStore, approver: Approver, clock: Clock, bus: EventBus,
+                 store: CampaignStore, approver: Approver, clock: Clock, bus: EventBus,
                  on_owned: Callable[[int], None] | None = None, poll_s: float = 10.0, teardown_poll_s: float = 5.0) -> None:
         self.plan = plan
         self.manifest = manifest

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import Protocol
 
-from vastui.approval import Approval
+from vastui.approval import Approval, AuditRecord, AuditSink, RequestState
 from vastui.remote.protocol import AgentError, GpuSample, Phase, Progress, Result
+from vastui.store import records
 from vastui.vast.models import Answered, CreatedInstance, Instance, InstanceListing, Offer
 
 Record = GpuSample | Progress | Phase | Result | AgentError
@@ -73,3 +75,139 @@ class HostExecutor(Protocol):
         ...
 
     def forget_host(self, host: str, port: int) -> int: ...
+
+
+class CampaignStore(AuditSink, Protocol):
+    """What a campaign keeps in and reads from the store (``SqliteStore`` is the one implementation): campaigns and
+    their phases, intents and instance transitions, runs and measurements, hosts, the audit log, kept requests."""
+
+    async def add_measurements(self, *, progress: Sequence[records.ProgressRecord] = (),
+                               samples: Sequence[records.GpuSample] = ()) -> None: ...
+
+    async def audit_records(self, *, campaign_id: str | None = None) -> list[AuditRecord]: ...
+
+    async def bad_hosts(self, *, now: float, machine_id: int | None = None) -> list[records.BadHost]: ...
+
+    async def bind_intent(self, *, intent_id: int, instance_id: int, at: float) -> records.Intent: ...
+
+    async def campaign(self, campaign_id: str) -> records.Campaign | None: ...
+
+    async def campaign_owners(self) -> dict[str, records.CampaignOwner]: ...
+
+    async def campaigns(self) -> list[records.Campaign]: ...
+
+    async def cancel_kept_requests(self, campaign_id: str, *, at: float, reason: str) -> int: ...
+
+    async def claim_campaign(self, owner: records.CampaignOwner) -> None: ...
+
+    async def create_campaign(
+        self,
+        *,
+        campaign_id: str,
+        manifest_digest: str,
+        created_at: float,
+        phase: str,
+        budget_usd: float | None = None,
+        deadline_at: float | None = None,
+    ) -> records.Campaign: ...
+
+    async def fail_intent(self, *, intent_id: int, error: str, at: float) -> records.Intent: ...
+
+    async def finish_campaign(self, *, campaign_id: str, phase: str, at: float, note: str | None = None) -> records.Campaign: ...
+
+    async def finish_run(
+        self,
+        *,
+        run_id: int,
+        status: records.RunStatus,
+        at: float,
+        throughput_units_per_s: float | None = None,
+        stats_json: str | None = None,
+        error: str | None = None,
+    ) -> records.Run: ...
+
+    async def host_knowledge(self, *, workload_digest: str,
+                             machine_ids: Sequence[int] | None = None) -> list[records.HostKnowledge]: ...
+
+    async def intent_for_instance(self, instance_id: int) -> records.Intent | None: ...
+
+    async def keep_request(self, *, campaign_id: str, request_id: str, action: str, target: str, summary: str,
+                           cost_cap_usd: float | None, gpu_name: str | None, num_gpus: int | None,
+                           dph_usd: float | None, deadline_at: float | None, asked_at: float,
+                           expires_at: float) -> records.KeptRequest: ...
+
+    async def kept_requests(self, campaign_id: str, *,
+                            state: RequestState | None = None) -> list[records.KeptRequest]: ...
+
+    async def manifest(self, digest: str) -> records.Manifest | None: ...
+
+    async def open_runs(self, *, campaign_id: str) -> list[records.Run]: ...
+
+    async def owned_instances(self, *, campaign_id: str | None = None) -> list[records.OwnedInstance]: ...
+
+    @property
+    def path(self) -> Path: ...
+
+    async def record_bad_host(
+        self,
+        *,
+        machine_id: int,
+        reason: str,
+        evidence_json: str,
+        recorded_at: float,
+        expires_at: float | None,
+        campaign_id: str | None = None,
+    ) -> records.BadHost: ...
+
+    async def record_gone(self, *, instance_id: int, missed_listing_at: Sequence[float], at: float) -> records.DestroyEvidence: ...
+
+    async def record_intent(
+        self,
+        *,
+        campaign_id: str,
+        offer_id: int,
+        label: str,
+        at: float,
+        machine_id: int | None = None,
+        dph_usd: float | None = None,
+        deadline_at: float | None = None,
+    ) -> records.Intent: ...
+
+    async def record_run_phases(self, *, run_id: int, pull_s: float | None = None, ready_s: float | None = None,
+                                warmup_s: float | None = None) -> records.Run: ...
+
+    async def record_transition(self, *, instance_id: int, state: records.InstanceState | str, at: float,
+                                detail: str | None = None) -> None: ...
+
+    async def release_campaign(self, campaign_id: str, *, pid: int) -> None: ...
+
+    async def rule_out_intent(self, *, intent_id: int, at: float, reason: str) -> records.Intent: ...
+
+    async def runs(self, *, campaign_id: str) -> list[records.Run]: ...
+
+    async def save_manifest(self, *, digest: str, name: str, toml_text: str, stored_at: float) -> records.Manifest: ...
+
+    async def save_offer_snapshots(self, snapshots: Sequence[records.OfferSnapshot]) -> None: ...
+
+    async def save_receipt(self, *, campaign_id: str, created_at: float, json_text: str,
+                           markdown_text: str) -> records.Receipt: ...
+
+    async def set_campaign_phase(self, *, campaign_id: str, phase: str, at: float, note: str | None = None) -> records.Campaign: ...
+
+    async def settle_kept_request(self, row_id: int, *, state: RequestState, answered_by: str, at: float,
+                                  reason: str | None) -> None: ...
+
+    async def start_run(
+        self,
+        *,
+        campaign_id: str,
+        instance_id: int | None,
+        machine_id: int,
+        gpu_name: str,
+        num_gpus: int,
+        workload_digest: str,
+        variant_json: str,
+        started_at: float,
+    ) -> records.Run: ...
+
+    async def transitions(self, instance_id: int) -> list[records.InstanceTransition]: ...

@@ -22,14 +22,13 @@ from vastui.campaign.engine import CampaignEngine, CampaignOutcome
 from vastui.campaign.labels import is_campaigns
 from vastui.campaign.owner import OwnerState, current_owner, owner_state
 from vastui.campaign.plan import Plan, build_plan
-from vastui.campaign.ports import HostExecutor, Marketplace
+from vastui.campaign.ports import CampaignStore, HostExecutor, Marketplace
 from vastui.campaign.report import build_receipt
 from vastui.campaign.startup import RENTED_DISK_GIB
 from vastui.clock import Clock, clock_scale
 from vastui.config import Redactor
 from vastui.errors import CampaignError
 from vastui.events import CampaignStarted, EventBus, PlanMade
-from vastui.store import SqliteStore
 from vastui.store.records import CampaignPhase, InstanceState, IntentStatus, OfferSnapshot, RunStatus
 from vastui.vast.models import InstanceListing
 
@@ -40,7 +39,7 @@ SEARCH_LIMIT = 400
 class CampaignServices:
     market: Marketplace
     executor: HostExecutor
-    store: SqliteStore
+    store: CampaignStore
     clock: Clock
     bus: EventBus
     redact: Redactor
@@ -113,7 +112,7 @@ async def write_receipt(services: CampaignServices, *, manifest: Manifest, plan:
     return receipt
 
 
-async def _destroy_times(store: SqliteStore, instance_ids: Sequence[int]) -> dict[int, float]:
+async def _destroy_times(store: CampaignStore, instance_ids: Sequence[int]) -> dict[int, float]:
     """When each instance's first destroy went out, from its recorded transitions."""
     times: dict[int, float] = {}
     for instance_id in instance_ids:

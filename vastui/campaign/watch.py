@@ -20,11 +20,11 @@ from vastui.campaign.adhoc import is_adhoc
 from vastui.campaign.cleanup import TeardownReport, record_teardown, teardown
 from vastui.campaign.labels import parse_label
 from vastui.campaign.owner import OwnerState, owner_state
-from vastui.campaign.ports import Marketplace
+from vastui.campaign.ports import CampaignStore, Marketplace
 from vastui.clock import Clock
 from vastui.errors import ApiError, VastuiError
 from vastui.events import EventBus, LeakFound, LeaksChecked, Notice
-from vastui.store import Campaign, Intent, OwnedInstance, SqliteStore
+from vastui.store import Campaign, Intent, OwnedInstance
 from vastui.store.records import CampaignPhase
 from vastui.vast.models import Instance, InstanceListing, InstanceStatus
 
@@ -145,7 +145,7 @@ class LeakReport:
         return f"no leaks among {self.listed_count} listed instance(s){unowned}"
 
 
-async def find_leaks(*, market: Marketplace, store: SqliteStore, clock: Clock) -> LeakReport:
+async def find_leaks(*, market: Marketplace, store: CampaignStore, clock: Clock) -> LeakReport:
     """Reconcile the full instance listing against the store; costs and deadlines are judged at ``clock.now()``,
     read right after the listing: give it the client's ``MarketClock``, so "now" is the marketplace's (its
     ``start_date`` is on that clock; docs/architecture.md, One clock for money).
@@ -253,7 +253,7 @@ class LeakWatcher:
     incomplete listing or a failed check also publishes a warning ``Notice``.
     """
 
-    def __init__(self, *, market: Marketplace, store: SqliteStore, clock: Clock, bus: EventBus,
+    def __init__(self, *, market: Marketplace, store: CampaignStore, clock: Clock, bus: EventBus,
                  interval_s: float = DEFAULT_INTERVAL_S) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be positive")
@@ -311,7 +311,7 @@ class ListedDestroyApprover:
         return Approval(request, granted_by=self._granted_by, granted_at=self._clock.now())
 
 
-async def destroy_leaks(*, market: Marketplace, store: SqliteStore, approver: Approver, clock: Clock,
+async def destroy_leaks(*, market: Marketplace, store: CampaignStore, approver: Approver, clock: Clock,
                         bus: EventBus, leaks: Sequence[Leak], poll_s: float = 5.0,
                         max_rounds: int = 60) -> TeardownReport:
     """Destroy each leak under its own approval, prove it gone (two successive complete listings) and record it.

@@ -237,7 +237,7 @@ def _setup(args: argparse.Namespace) -> tuple[Settings, Clock]:
 
 
 async def _with_services(args: argparse.Namespace,
-                         body: Callable[[CampaignServices, HttpVastClient], Awaitable[int]], *,
+                         body: Callable[[CampaignServices, HttpVastClient, SqliteStore], Awaitable[int]], *,
                          key_check: KeyCheck | None = None) -> int:
     settings, clock = _setup(args)
     store = await SqliteStore.open(settings.db_path)
@@ -249,7 +249,7 @@ async def _with_services(args: argparse.Namespace,
             if key_check is not None:
                 await _check_key(args, key_check, client, settings, store, clock)
             services = await _services(args, settings, store, client, clock)
-            return await body(services, client)
+            return await body(services, client, store)
     finally:
         await store.close()
 
@@ -281,7 +281,7 @@ async def _check_key(args: argparse.Namespace, check: KeyCheck, client: HttpVast
 def _cmd_campaign_plan(args: argparse.Namespace) -> int:
     manifest = load_manifest(args.manifest, check_query=parse_query)
 
-    async def body(services: CampaignServices, client: HttpVastClient) -> int:
+    async def body(services: CampaignServices, client: HttpVastClient, store: SqliteStore) -> int:
         plan = await plan_campaign(services, manifest=manifest, campaign_id=new_campaign_id())
         print(render_plan(plan))
         return 0
@@ -304,7 +304,7 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
     expiry_s = load_settings(url=args.url, api_key=args.api_key, db_path=args.db,
                              ssh_key=args.ssh_key).approval_expiry_s
 
-    async def body(services: CampaignServices, client: HttpVastClient) -> int:
+    async def body(services: CampaignServices, client: HttpVastClient, store: SqliteStore) -> int:
         campaign_id = new_campaign_id()
         plan = await plan_campaign(services, manifest=manifest, campaign_id=campaign_id)
         if not (args.headless or args.json) and _on_terminal():
@@ -316,7 +316,7 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
                                     policy=OutsidePlanRefuser() if args.approve_plan else None,
                                     expiry_s=expiry_s)
             watch_for_exit(handle, resume_command(campaign_id, args))
-            result = await run_in_console(services, handle, market=client, time_scale=args.time_scale,
+            result = await run_in_console(services, handle, market=client, store=store, time_scale=args.time_scale,
                                           on_detach=_printer(console, False))
             console.print(render_markdown(result.receipt, redact=services.redact), highlight=False, markup=False)
             console.print(_summary(result.receipt), highlight=False, markup=False)
@@ -380,7 +380,7 @@ def _cmd_campaign_resume(args: argparse.Namespace) -> int:
         raise ConfigError("no terminal to ask for approvals: pass --approve-plan to approve destroying the "
                           "instances this campaign created")
 
-    async def body(services: CampaignServices, client: HttpVastClient) -> int:
+    async def body(services: CampaignServices, client: HttpVastClient, store: SqliteStore) -> int:
         terms = PlanTerms(campaign_id=args.campaign_id, offer_ids=frozenset(), max_spend_usd=0.0)
         approver = _approver(args, terms, services.clock)
         report = await resume_campaign(services, campaign_id=args.campaign_id, approver=approver,

@@ -42,17 +42,17 @@ def console_settings(*, time_scale: float) -> ConsoleSettings:
                            leaks_interval_s=30.0 * time_scale, logs_interval_s=5.0 * time_scale)
 
 
-async def run_in_console(services: CampaignServices, handle: CampaignHandle, *, market: ConsoleMarket,
+async def run_in_console(services: CampaignServices, handle: CampaignHandle, *, market: ConsoleMarket, store: SqliteStore,
                          time_scale: float, on_detach: Callable[[Event], None]) -> CampaignResult:
     """Show the campaign in the console until the operator leaves; then await its end here (headless, printing
     with ``on_detach``, when the operator detached). Ctrl-C on the headless wait aborts it and proves it gone.
-    ``market`` is the client behind ``services.market``, as the console calls it (it rents and funds too)."""
+    ``market`` is the client behind ``services.market``, as the console calls it (it rents and funds too), and
+    ``store`` the store behind ``services.store``, as the console reads it."""
     from vastui.tui.app import VastuiApp
     from vastui.tui.campaign_control import Leaving
     from vastui.tui.services import ConsoleServices
 
-    console_services = ConsoleServices(market=market, clock=services.clock, bus=services.bus, store=services.store,
-                                       audit=services.store)
+    console_services = ConsoleServices(market=market, clock=services.clock, bus=services.bus, store=store, audit=store)
     app = VastuiApp(services=console_services, settings=console_settings(time_scale=time_scale), campaign=handle)
     try:
         await app.run_async()
@@ -69,7 +69,7 @@ async def run_in_console(services: CampaignServices, handle: CampaignHandle, *, 
         return await handle.result()
     if app.control.leaving is not Leaving.DETACHED:
         handle.abort("the console closed while the campaign ran")
-    elif (command := leave_pending(handle.broker, services.store, campaign_id=handle.campaign_id,
+    elif (command := leave_pending(handle.broker, store, campaign_id=handle.campaign_id,
                                    keep=app.control.kept_for_command)) is not None:
         print(f"detached; {len(handle.broker.pending())} request(s) wait for an answer now, and later ones will: "
               f"each is kept until it expires. List and answer them with: {shlex.join(command)}", file=sys.stderr,
@@ -112,7 +112,7 @@ def demo_in_console(args: argparse.Namespace, *, data_dir: Path | None,
                              data_dir=data_dir) as demo:
             handle = demo.start(plan_approved=False, expiry_s=expiry_s)
             watch_for_exit(handle, ())
-            result = await run_in_console(demo.services, handle, market=demo.client, time_scale=args.time_scale,
+            result = await run_in_console(demo.services, handle, market=demo.client, store=demo.store, time_scale=args.time_scale,
                                           on_detach=printer)
             return result, await demo.instances_left(), demo.db_path
 

@@ -91,6 +91,7 @@ class DemoSession:
     market: Market
     client: HttpVastClient
     db_path: Path
+    store: SqliteStore        # the campaign's store, as the console reads it too
 
     @property
     def plan_text(self) -> str:
@@ -139,7 +140,7 @@ async def open_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_d
                                                 bus=EventBus(), redact=Redactor([secret]), poll_s=10.0,
                                                 teardown_poll_s=5.0)
                     plan = await plan_campaign(services, manifest=manifest, campaign_id=new_campaign_id())
-                    yield DemoSession(services, manifest, plan, server.market, client, db_path)
+                    yield DemoSession(services, manifest, plan, server.market, client, db_path, store)
             finally:
                 await store.close()
 
