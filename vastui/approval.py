@@ -24,7 +24,6 @@ class Action(enum.StrEnum):
     PREPAY_INSTANCE = "prepay_instance"
     TRANSFER_CREDIT = "transfer_credit"
     CREATE_SSH_KEY = "create_ssh_key"
-    DELETE_SSH_KEY = "delete_ssh_key"
     ATTACH_SSH_KEY = "attach_ssh_key"
 
 

@@ -168,25 +168,6 @@ class PlanMade(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class ApprovalGiven(Event):
-    """Kept for older views; a campaign publishes ``events_live.ApprovalAnswered`` instead."""
-
-    campaign_id: str | None
-    action: str
-    target: str
-    granted_by: str
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalRefused(Event):
-    """Kept for older views; a campaign publishes ``events_live.ApprovalAnswered`` instead."""
-
-    campaign_id: str | None
-    action: str
-    target: str
-
-
-@dataclass(frozen=True, slots=True)
 class InstanceRented(Event):
     campaign_id: str
     candidate: str

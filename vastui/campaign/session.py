@@ -1,7 +1,7 @@
 """A campaign from manifest to receipt, and its resume after a crash: the steps around the engine.
 
-``plan_campaign`` spends nothing. ``run_campaign`` records the campaign, runs the engine under the operator's
-approvals, and writes the receipt. ``resume_campaign`` reconciles the store with the marketplace after the console
+``plan_campaign`` spends nothing. ``start_campaign`` (campaign/handle.py) records the campaign, runs the engine
+under the operator's approvals, and writes the receipt. ``resume_campaign`` reconciles the store with the marketplace after the console
 was killed at any point, destroys what the campaign left behind, and keeps every measurement.
 """
 
@@ -109,17 +109,6 @@ async def write_receipt(services: Services, *, manifest: Manifest, plan: Plan, o
     await store.finish_campaign(campaign_id=plan.campaign_id, at=clock.now(),
                                 phase="finished" if receipt.teardown_passed else "leaked")
     return receipt
-
-
-async def run_campaign(services: Services, *, manifest: Manifest, plan: Plan, approver: Approver,
-                       on_owned: Callable[[int], None] | None = None) -> tuple[Receipt, CampaignOutcome]:
-    """Record the campaign, run it under ``approver`` (which decides every request: no human is waited for),
-    write the receipt. Every answer goes to the audit log. The same as ``start_campaign(...).result()``."""
-    from vastui.campaign.handle import start_campaign  # the handle is built on this module's steps
-
-    handle = start_campaign(services, manifest=manifest, plan=plan, policy=approver, on_owned=on_owned)
-    result = await handle.result(abort_if_cancelled="the caller stopped waiting")
-    return result.receipt, result.outcome
 
 
 async def _destroy_times(store: SqliteStore, instance_ids: Sequence[int]) -> dict[int, float]:
