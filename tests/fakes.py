@@ -7,6 +7,8 @@ from types import SimpleNamespace
 
 import httpx
 
+from vastui.approval import AuditRecord
+
 
 class FakeClock:
     """A clock that only moves when someone sleeps on it (or ``advance`` is called); records every sleep."""
@@ -162,3 +164,13 @@ class FakeNvml:
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: int) -> int:
         return int(self._gpu(handle, "throttle"))
+
+
+class FakeAudit:
+    """An audit sink that keeps its records in memory (the store is the real one)."""
+
+    def __init__(self) -> None:
+        self.records: list[AuditRecord] = []
+
+    async def record_audit(self, record: AuditRecord) -> None:
+        self.records.append(record)

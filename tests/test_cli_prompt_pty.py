@@ -13,7 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from vastui.approval import Action, ApprovalRequest, NullAudit, offer_target
+from tests.fakes import FakeAudit
+from vastui.approval import Action, ApprovalRequest, offer_target
 from vastui.campaign.approvers import PromptApprover
 from vastui.campaign.broker import ApprovalBroker
 from vastui.cli_terminal import ask_on_terminal
@@ -81,7 +82,7 @@ async def test_concurrent_requests_prompt_one_at_a_time_and_a_second_y_is_not_ca
     master, slave = pty_pair
     stderr = on_terminal(monkeypatch, slave)
     clock = WallClock()
-    audit = NullAudit()
+    audit = FakeAudit()
     broker = ApprovalBroker(clock=clock, bus=EventBus(), audit=audit,
                             operator=PromptApprover(ask_on_terminal, clock=clock))
     requests = [ApprovalRequest(action=Action.CREATE_INSTANCE, target=offer_target(offer),

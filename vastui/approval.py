@@ -128,13 +128,3 @@ class AuditSink(Protocol):
     """Where approvals and mutating calls are written (the store implements it)."""
 
     async def record_audit(self, record: AuditRecord) -> None: ...
-
-
-class NullAudit:
-    """An audit sink that keeps records in memory (for one-shot commands and tests)."""
-
-    def __init__(self) -> None:
-        self.records: list[AuditRecord] = []
-
-    async def record_audit(self, record: AuditRecord) -> None:
-        self.records.append(record)

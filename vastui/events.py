@@ -262,33 +262,6 @@ class CampaignFinished(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class LeakFound(Event):
-    """An instance billing without a reason (``campaign/watch.py``). Re-published on every check with the cost so
-    far, so a view keys it by ``instance_id`` and replaces the previous one. Costs are None when the marketplace did
-    not say the price or the start date."""
-
-    instance_id: int
-    reason: str
-    accrued_usd: float | None
-    burn_usd_per_h: float | None
-    label: str | None = None
-    campaign_id: str | None = None
-    status: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class LeaksChecked(Event):
-    """One leak check ended. ``is_complete`` False means the listing failed part-way: the state is *unknown*, and
-    ``leaked_ids`` are only those seen. Leaks no longer in ``leaked_ids`` or ``unowned_ids`` are gone."""
-
-    is_complete: bool
-    leaked_ids: tuple[int, ...]
-    unowned_ids: tuple[int, ...]
-    burn_usd_per_h: float
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Notice(Event):
     """A line of text for the operator (warnings, degraded data)."""
 

@@ -113,7 +113,7 @@ def test_excluded_candidates_are_out() -> None:
     assert {f.candidate_id for f in race.finalists()} == {"a"}  # c has nothing known yet, b failed
     race.exclude("c", reason=EliminationReason.THROTTLED, detail="thermal")
     race.exclude("a", reason=EliminationReason.FAILED, detail="readiness deadline")
-    assert race.decide().finished and race.active == ()
+    assert race.decide().finished and not race.active
 
 
 # --- the worked example through the race and the decision ---------------------------------------------------------

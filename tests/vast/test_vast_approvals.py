@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from tests.fakes import FakeClock, FakeVastApi
-from vastui.approval import Action, Approval, ApprovalRequest, NullAudit
+from tests.fakes import FakeAudit, FakeClock, FakeVastApi
+from vastui.approval import Action, Approval, ApprovalRequest
 from vastui.config import Secret
 from vastui.errors import ApiError, ApprovalRequired
 from vastui.vast.client import HttpVastClient, recipient_target, ssh_key_target
@@ -76,7 +76,7 @@ def approval(action: Action, target: str, *, cap: float | None = None) -> Approv
                                     campaign_id="c1"), granted_by="operator", granted_at=0.0)
 
 
-def make_client(api: FakeVastApi, audit: NullAudit | None = None) -> HttpVastClient:
+def make_client(api: FakeVastApi, audit: FakeAudit | None = None) -> HttpVastClient:
     return HttpVastClient(base_url="http://vast.test", api_key=Secret("sk-test-key-0001"), clock=FakeClock(),
                           transport=api.transport(), audit=audit)
 
@@ -105,7 +105,7 @@ async def test_no_request_with_an_approval_for_something_else(case: Case) -> Non
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 async def test_the_approved_call_is_sent_once_and_audited(case: Case) -> None:
     api = FakeVastApi(httpx.Response(200, json=case.reply))
-    audit = NullAudit()
+    audit = FakeAudit()
     granted = approval(case.action, case.target)
     async with make_client(api, audit) as client:
         result = await case.call(client, granted)
@@ -123,7 +123,7 @@ async def test_the_approved_call_is_sent_once_and_audited(case: Case) -> None:
     assert record.outcome.startswith("ok")
 
 
-class AuditBeforeEachRequest(NullAudit):
+class AuditBeforeEachRequest(FakeAudit):
     """Notes how many audit records existed when each request left (the transport asks it)."""
 
     def __init__(self) -> None:
@@ -148,7 +148,7 @@ async def test_a_mutation_is_on_record_before_its_request_leaves(case: Case) -> 
 
 async def test_a_failed_call_is_audited_with_its_error() -> None:
     api = FakeVastApi(httpx.Response(200, json={"success": False, "msg": "instance is busy"}))
-    audit = NullAudit()
+    audit = FakeAudit()
     async with make_client(api, audit) as client:
         with pytest.raises(ApiError, match="instance is busy"):
             await client.stop_instance(4, approval=approval(Action.STOP_INSTANCE, "instance:4"))
