@@ -72,10 +72,6 @@ class BlockMeter:
         self.units_total = 0
         self.accepted_total = 0
 
-    @property
-    def is_warm(self) -> bool:
-        return self.warmup is not None
-
     def add(self, record: Record) -> MeasuredBlock | None:
         """Take one record; return a block if this record completed one."""
         if isinstance(record, GpuSample):
