@@ -110,12 +110,21 @@ class Approver(Protocol):
     async def request(self, request: ApprovalRequest) -> Approval | None: ...
 
 
+class AuditKind(enum.StrEnum):
+    """What an audit record says (the value is what the audit log stores)."""
+
+    APPROVAL = "approval"   # an approval granted
+    DECLINED = "declined"   # a request refused, expired or cancelled
+    SENDING = "sending"     # a mutating call about to go out
+    CALL = "call"           # that call's outcome
+
+
 @dataclass(frozen=True, slots=True)
 class AuditRecord:
     """One line of the audit log: an approval granted or declined, or a mutating call and its outcome."""
 
     at: float
-    kind: str  # "approval", "declined", "sending" (a mutating call about to go out), "call" (its outcome)
+    kind: AuditKind
     action: Action
     target: str
     approval_id: str | None

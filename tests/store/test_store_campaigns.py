@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.store.store_support import DIGEST
-from vastui.approval import Action, AuditRecord, AuditSink, instance_target, offer_target
+from vastui.approval import Action, AuditKind, AuditRecord, AuditSink, instance_target, offer_target
 from vastui.errors import StoreError
 from vastui.store import SCHEMA_VERSION, OfferSnapshot, SqliteStore
 
@@ -121,11 +121,11 @@ async def test_receipts_keep_every_version(campaign_store: SqliteStore) -> None:
 async def test_audit_log_is_an_audit_sink_and_queries_by_campaign(campaign_store: SqliteStore) -> None:
     sink: AuditSink = campaign_store
     records = [
-        AuditRecord(at=1.0, kind="approval", action=Action.CREATE_INSTANCE, target=offer_target(5), approval_id="a1",
-                    granted_by="operator", outcome="granted", campaign_id="c1"),
-        AuditRecord(at=2.0, kind="call", action=Action.CREATE_INSTANCE, target=offer_target(5), approval_id="a1",
-                    granted_by=None, outcome="created instance 77", campaign_id="c1"),
-        AuditRecord(at=3.0, kind="declined", action=Action.DESTROY_INSTANCE, target=instance_target(9),
+        AuditRecord(at=1.0, kind=AuditKind.APPROVAL, action=Action.CREATE_INSTANCE, target=offer_target(5),
+                    approval_id="a1", granted_by="operator", outcome="granted", campaign_id="c1"),
+        AuditRecord(at=2.0, kind=AuditKind.CALL, action=Action.CREATE_INSTANCE, target=offer_target(5),
+                    approval_id="a1", granted_by=None, outcome="created instance 77", campaign_id="c1"),
+        AuditRecord(at=3.0, kind=AuditKind.DECLINED, action=Action.DESTROY_INSTANCE, target=instance_target(9),
                     approval_id=None, granted_by="operator", outcome="declined", campaign_id=None),
     ]
     for record in records:
@@ -136,8 +136,8 @@ async def test_audit_log_is_an_audit_sink_and_queries_by_campaign(campaign_store
 
 
 async def test_history_tables_refuse_rewrites(campaign_store: SqliteStore, db_path: Path) -> None:
-    await campaign_store.record_audit(AuditRecord(1.0, "call", Action.DESTROY_INSTANCE, "instance:1", None, None,
-                                                  "ok", "c1"))
+    await campaign_store.record_audit(AuditRecord(1.0, AuditKind.CALL, Action.DESTROY_INSTANCE, "instance:1", None,
+                                                  None, "ok", "c1"))
     await campaign_store.record_transition(instance_id=1, state="running", at=1.0)
     with closing(sqlite3.connect(db_path)) as other:
         for sql in ("UPDATE audit_log SET outcome = 'forged'", "DELETE FROM audit_log",

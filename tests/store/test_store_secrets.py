@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vastui.approval import Action, AuditRecord, offer_target
+from vastui.approval import Action, AuditKind, AuditRecord, offer_target
 from vastui.config import Secret
 from vastui.store import GpuSample, InstanceState, OfferSnapshot, RunStatus, SqliteStore
 
@@ -32,7 +32,7 @@ async def _campaign_with_the_key_everywhere(store: SqliteStore) -> None:
     bound = await store.record_intent(campaign_id="c1", offer_id=502, label="vastui:c1", at=5.0)
     await store.bind_intent(intent_id=bound.intent_id, instance_id=9001, at=6.0)
     await store.record_transition(instance_id=9001, state=InstanceState.LOADING, at=7.0, detail=leak)
-    await store.record_audit(AuditRecord(8.0, "call", Action.CREATE_INSTANCE, offer_target(502), "a1", None,
+    await store.record_audit(AuditRecord(8.0, AuditKind.CALL, Action.CREATE_INSTANCE, offer_target(502), "a1", None,
                                          f"created 9001 {leak}", "c1"))
     run = await store.start_run(campaign_id="c1", instance_id=9001, machine_id=7, gpu_name="RTX 4090", num_gpus=1,
                                 workload_digest="d1", variant_json=json.dumps({"env": leak}), started_at=9.0)

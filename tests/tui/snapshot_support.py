@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from textual.pilot import Pilot
 
-from vastui.approval import Action, Approval, ApprovalRequest, AuditRecord, instance_target, offer_target
+from vastui.approval import Action, Approval, ApprovalRequest, AuditKind, AuditRecord, instance_target, offer_target
 from vastui.campaign.watch import find_leaks
 from vastui.config import Secret
 from vastui.events import EventBus
@@ -127,21 +127,24 @@ async def _knowledge(store: SqliteStore, offers: list[Any]) -> None:
 async def _audit(store: SqliteStore, *, rented: int, stopped: int) -> None:
     """What the Activity view shows: a rent approved and sent, one refused, one expired, a stop sent and done."""
     records = [
-        AuditRecord(at=START + 5, kind="approval", action=Action.CREATE_INSTANCE, target=offer_target(rented),
+        AuditRecord(at=START + 5, kind=AuditKind.APPROVAL, action=Action.CREATE_INSTANCE, target=offer_target(rented),
                     approval_id="ap-1", granted_by="console dialog", outcome="rent offer: 1x RTX 4090 at $0.404/h"),
-        AuditRecord(at=START + 6, kind="sending", action=Action.CREATE_INSTANCE, target=offer_target(rented),
+        AuditRecord(at=START + 6, kind=AuditKind.SENDING, action=Action.CREATE_INSTANCE, target=offer_target(rented),
                     approval_id="ap-1", granted_by="console dialog", outcome="create_instance sending"),
-        AuditRecord(at=START + 8, kind="call", action=Action.CREATE_INSTANCE, target=offer_target(rented),
+        AuditRecord(at=START + 8, kind=AuditKind.CALL, action=Action.CREATE_INSTANCE, target=offer_target(rented),
                     approval_id="ap-1", granted_by="console dialog", outcome="ok: instance created"),
-        AuditRecord(at=START + 60, kind="declined", action=Action.CREATE_INSTANCE, target=offer_target(rented + 1),
-                    approval_id=None, granted_by=None, outcome="rent for candidate c3 — refused: by the operator",
+        AuditRecord(at=START + 60, kind=AuditKind.DECLINED, action=Action.CREATE_INSTANCE,
+                    target=offer_target(rented + 1), approval_id=None, granted_by=None,
+                    outcome="rent for candidate c3 — refused: by the operator",
                     campaign_id="crun"),
-        AuditRecord(at=START + 1200, kind="declined", action=Action.CREATE_INSTANCE, target=offer_target(rented + 2),
-                    approval_id=None, granted_by=None, outcome="rent for candidate r1 — expired: no answer in 15m "
+        AuditRecord(at=START + 1200, kind=AuditKind.DECLINED, action=Action.CREATE_INSTANCE,
+                    target=offer_target(rented + 2), approval_id=None, granted_by=None,
+                    outcome="rent for candidate r1 — expired: no answer in 15m "
                     "(counts as refused)", campaign_id="crun"),
-        AuditRecord(at=START + 1810, kind="approval", action=Action.STOP_INSTANCE, target=instance_target(stopped),
-                    approval_id="ap-2", granted_by="test", outcome="stop the gone campaign's instance"),
-        AuditRecord(at=START + 1811, kind="call", action=Action.STOP_INSTANCE, target=instance_target(stopped),
+        AuditRecord(at=START + 1810, kind=AuditKind.APPROVAL, action=Action.STOP_INSTANCE,
+                    target=instance_target(stopped), approval_id="ap-2", granted_by="test",
+                    outcome="stop the gone campaign's instance"),
+        AuditRecord(at=START + 1811, kind=AuditKind.CALL, action=Action.STOP_INSTANCE, target=instance_target(stopped),
                     approval_id="ap-2", granted_by="test", outcome="ok"),
     ]
     for record in records:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.fakes import FakeAudit, FakeClock, FakeVastApi
-from vastui.approval import Action, Approval, ApprovalRequest
+from vastui.approval import Action, Approval, ApprovalRequest, AuditKind
 from vastui.config import Secret
 from vastui.errors import ApiError, ApprovalRequired
 from vastui.vast.client import HttpVastClient, recipient_target, ssh_key_target
@@ -69,9 +69,10 @@ CASES = [
          "POST", b"/api/v0/instances/1/ssh/", {"ssh_key": PUBKEY}, {"success": True}),
 ]
 IDS = [case.name for case in CASES]
+MONEY_CASES = [case for case in CASES if case.action in (Action.PREPAY_INSTANCE, Action.TRANSFER_CREDIT)]
 
 
-def approval(action: Action, target: str, *, cap: float | None = None) -> Approval:
+def approval(action: Action, target: str, *, cap: float | None = 10.0) -> Approval:
     return Approval(ApprovalRequest(action=action, target=target, summary="test", cost_cap_usd=cap,
                                     campaign_id="c1"), granted_by="operator", granted_at=0.0)
 
@@ -117,8 +118,8 @@ async def test_the_approved_call_is_sent_once_and_audited(case: Case) -> None:
     assert (request.method, request.url.raw_path) == (case.method, case.path)
     assert json.loads(request.content) == case.body
     sending, record = audit.records
-    assert (sending.kind, sending.action, sending.target) == ("sending", case.action, case.target)
-    assert (record.kind, record.action, record.target) == ("call", case.action, case.target)
+    assert (sending.kind, sending.action, sending.target) == (AuditKind.SENDING, case.action, case.target)
+    assert (record.kind, record.action, record.target) == (AuditKind.CALL, case.action, case.target)
     assert sending.approval_id == record.approval_id == granted.approval_id and record.campaign_id == "c1"
     assert record.outcome.startswith("ok")
 
@@ -163,6 +164,18 @@ async def test_money_over_the_approved_cap_is_refused_before_io() -> None:
             await client.prepay_instance(1, 10, approval=capped)
         assert not capped.used
     assert api.requests == []
+
+
+@pytest.mark.parametrize("case", MONEY_CASES, ids=[case.name for case in MONEY_CASES])
+async def test_money_without_a_cost_cap_is_refused_before_io(case: Case) -> None:
+    api = FakeVastApi()
+    audit = FakeAudit()
+    capless = approval(case.action, case.target, cap=None)
+    async with make_client(api, audit) as client:
+        with pytest.raises(ApprovalRequired) as refused:
+            await case.call(client, capless)
+    assert refused.value.title == "No cost cap"
+    assert not capless.used and api.requests == [] and audit.records == []
 
 
 @pytest.mark.parametrize("key", ["-----BEGIN OPENSSH PRIVATE KEY-----\nabc", "/home/me/.ssh/id.pub"])

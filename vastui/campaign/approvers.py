@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRecord, AuditSink
+from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditKind, AuditRecord, AuditSink
 from vastui.clock import Clock
 from vastui.errors import ApprovalRequired
 
@@ -126,7 +126,7 @@ class AuditedApprover:
     async def _record(self, request: ApprovalRequest, approval: Approval | None, *, note: str) -> None:
         await self._audit.record_audit(AuditRecord(
             at=self._clock.now(),
-            kind="approval" if approval else "declined",
+            kind=AuditKind.APPROVAL if approval else AuditKind.DECLINED,
             action=request.action,
             target=request.target,
             approval_id=approval.approval_id if approval else None,

@@ -36,7 +36,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRecord, AuditSink, RequestState
+from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditKind, AuditRecord, AuditSink, RequestState
 from vastui.campaign.approvers import PlanApprover, PlanTerms
 from vastui.clock import Clock, MonotonicClock, WallClock
 from vastui.errors import ApprovalRequired, VastuiError
@@ -446,7 +446,7 @@ class ApprovalBroker:
             note += " (counts as refused)"
         try:
             await self._audit.record_audit(AuditRecord(
-                at=now, kind="approval" if granted else "declined", action=p.action, target=p.target,
+                at=now, kind=AuditKind.APPROVAL if granted else AuditKind.DECLINED, action=p.action, target=p.target,
                 approval_id=answer.approval.approval_id if granted and answer.approval else None,
                 granted_by=answer.by if granted else None, outcome=note, campaign_id=p.campaign_id))
         except VastuiError as exc:
