@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fakes import FakeAudit
+from tests.waiting import until
 from vastui.approval import Action, ApprovalRequest, offer_target
 from vastui.campaign.approvers import PromptApprover
 from vastui.campaign.broker import ApprovalBroker
@@ -40,15 +41,6 @@ def on_terminal(monkeypatch: pytest.MonkeyPatch, slave: int) -> io.StringIO:
     stderr = io.StringIO()
     monkeypatch.setattr(sys, "stderr", stderr)
     return stderr
-
-
-async def until(condition: object, what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
-    while not condition():  # type: ignore[operator]
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 def typed_ahead(master: int, text: bytes) -> None:

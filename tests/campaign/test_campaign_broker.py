@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.campaign.campaign_support import ManualClock
+from tests.waiting import until
 from vastui.approval import Action, Approval, ApprovalRequest, instance_target, offer_target
 from vastui.campaign.approvers import PlanTerms, PromptApprover, RefusingApprover
 from vastui.campaign.broker import OWN_INSTANCE_RULE, ApprovalBroker
@@ -25,8 +26,6 @@ EXPIRY_S = 600.0
 WAIT_S = 10.0   # wall-clock bound on waiting for a condition (never reached when things work)
 
 
-
-
 def rent(offer_id: int, *, cap: float = 1.0) -> ApprovalRequest:
     return ApprovalRequest(action=Action.CREATE_INSTANCE, target=offer_target(offer_id), summary=f"rent {offer_id}",
                            cost_cap_usd=cap, campaign_id=CAMPAIGN, gpu_name="RTX_4090", num_gpus=2, dph_usd=0.55,
@@ -36,16 +35,6 @@ def rent(offer_id: int, *, cap: float = 1.0) -> ApprovalRequest:
 def destroy(instance_id: int) -> ApprovalRequest:
     return ApprovalRequest(action=Action.DESTROY_INSTANCE, target=instance_target(instance_id),
                            summary=f"destroy {instance_id}", campaign_id=CAMPAIGN)
-
-
-async def until(condition: object, what: str) -> None:
-    """Poll ``condition()`` until true, with a wall-clock deadline."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
-    while not condition():  # type: ignore[operator]
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.005)
 
 
 @pytest.fixture

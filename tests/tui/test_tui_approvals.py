@@ -12,6 +12,7 @@ import pytest
 
 from tests.fakes import FakeWallClock
 from tests.tui.campaign_console_support import WAIT_S, CampaignConsole, campaign_console, wait_until
+from tests.waiting import until
 from vastui.bench.receipt import render_markdown
 from vastui.clock import ScaledClock
 from vastui.events import InstanceRented
@@ -38,16 +39,6 @@ def answerable(console: CampaignConsole) -> int:
 def granted_by(console: CampaignConsole, request_id: str) -> str | None:
     return next((e.answered_by for e in console.events if isinstance(e, ApprovalAnswered)
                  and e.request_id == request_id and e.granted), None)
-
-
-async def until(condition: object, what: str) -> None:
-    """Wait without the pilot (the app may have exited)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
-    while not condition():  # type: ignore[operator]
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 @pytest.mark.parametrize(("key", "view"), [("1", "offers"), ("4", "account"), ("6", "gpus")])

@@ -4,12 +4,12 @@ unanswered expires and is audited as refused, and the queue shows it leave."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
-from tests.tui.campaign_console_support import WAIT_S, CampaignConsole, campaign_console, pending_count, wait_until
+from tests.tui.campaign_console_support import CampaignConsole, campaign_console, pending_count, wait_until
+from tests.waiting import until
 from vastui.approval import offer_target
 from vastui.events import InstanceRented
 from vastui.events_live import AbortRequested, ApprovalAnswered, ApprovalExpired, ApprovalRequested
@@ -25,16 +25,6 @@ def racing(console: CampaignConsole) -> bool:
     if console.handle.is_done:
         raise AssertionError("the campaign ended before the race was seen")
     return picture is not None and any(c.phase == "measuring" and c.blocks for c in picture.snapshot.candidates)
-
-
-async def until(condition: object, what: str) -> None:
-    """Wait without the pilot (the app may have exited)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
-    while not condition():  # type: ignore[operator]
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def test_refusing_one_rent_leaves_its_candidate_out_and_abort_during_the_race_proves_all_gone(
