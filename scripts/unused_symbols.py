@@ -7,7 +7,9 @@ Imports alone do not count, so a re-export that nobody reads is not a use (an im
 so does a string that spells the name: getattr and lazy import tables). The match is by name, not by type, so a
 method is used when any ``.name`` of the same spelling is read; that errs towards "used", never towards "unused".
 
-Also counted as used: the console script's entry point (pyproject.toml), dunder names, methods that a framework or
+Also counted as used: the members of an enum that is built from a value somewhere (``Status(text)``: any member
+may arrive from the marketplace, the store or a command line), the console script's entry point (pyproject.toml),
+dunder names, methods that a framework or
 a standard base class calls by name (the class's non-vastui bases define the name, e.g. Textual's ``compose``,
 ``on_mount``, ``render``), and Textual's naming conventions (``on_*``, ``action_*``, ``watch_*``, ``validate_*``,
 ``compute_*``, ``key_*``) and ``@on(...)`` handlers.
@@ -117,6 +119,7 @@ class UseCollector(ast.NodeVisitor):
 
     def __init__(self) -> None:
         self.names: set[str] = set()
+        self.called: set[str] = set()   # names called as ``Name(...)``: for an enum, parsing a value
         self._inside: list[str] = []
 
     def _read(self, name: str) -> None:
@@ -126,6 +129,11 @@ class UseCollector(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if not isinstance(node.ctx, ast.Store):
             self._read(node.id)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name):
+            self.called.add(node.func.id)
+        self.generic_visit(node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         # ``from m import f as _f`` reads ``f`` under another name; the reads of ``_f`` are not reads of ``f``.
@@ -200,8 +208,10 @@ def framework_names(symbol: Symbol) -> bool:
     return False
 
 
-def is_exempt(symbol: Symbol) -> bool:
+def is_exempt(symbol: Symbol, parsed_enums: set[str]) -> bool:
     name = symbol.name
+    if symbol.kind == "enum member" and symbol.qualname.split(".")[0] in parsed_enums:
+        return True
     if name.startswith("__") and name.endswith("__"):
         return True
     if symbol.kind == "method" and (name.startswith(TEXTUAL_PREFIXES) or framework_names(symbol)):
@@ -221,7 +231,7 @@ def unused() -> list[Symbol]:
             collector.visit(ast.parse(path.read_text(), filename=str(path)))
     used = collector.names | entry_points()
     symbols = [s for path in python_files(PACKAGE) for s in definitions(path)]
-    return [s for s in symbols if s.name not in used and not is_exempt(s)]
+    return [s for s in symbols if s.name not in used and not is_exempt(s, collector.called)]
 
 
 def main() -> int:

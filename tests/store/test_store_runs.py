@@ -87,7 +87,7 @@ async def test_host_knowledge_keeps_every_run_and_best_is_a_query(campaign_store
     first = await _run(store, campaign_id="c1", machine_id=7, throughput=100.0)
     better = await _run(store, campaign_id="c2", machine_id=7, throughput=130.0)  # another campaign, same host
     worse = await _run(store, campaign_id="c2", machine_id=7, throughput=90.0)  # must not overwrite the best
-    failed = await _run(store, campaign_id="c2", machine_id=7, status=RunStatus.FAILED_CORRECTNESS, throughput=999.0)
+    failed = await _run(store, campaign_id="c2", machine_id=7, status=RunStatus.ERROR, throughput=999.0)
     other_host = await _run(store, machine_id=8, throughput=120.0)
     two_gpus = await _run(store, machine_id=8, num_gpus=2, throughput=210.0)
     other_gpu = await _run(store, machine_id=9, gpu_name="A100 SXM4", throughput=150.0)

@@ -26,17 +26,14 @@ class IntentStatus(enum.StrEnum):
 class InstanceState(enum.StrEnum):
     """Well-known lifecycle states for ``record_transition``; any other provider status string is accepted too."""
 
-    REQUESTED = "requested"
     CREATED = "created"
     LOADING = "loading"
     RUNNING = "running"
-    SSH_READY = "ssh_ready"
     EXITED = "exited"
     OFFLINE = "offline"
     UNKNOWN = "unknown"
     STOPPED = "stopped"
     DESTROY_REQUESTED = "destroy_requested"
-    DESTROYED = "destroyed"  # the destroy call was accepted; not yet proven gone
     GONE = "gone"  # two successive complete listings missed it (see ``record_gone``)
 
 
@@ -45,8 +42,6 @@ class RunStatus(enum.StrEnum):
 
     RUNNING = "running"
     OK = "ok"
-    FAILED_READINESS = "failed_readiness"
-    FAILED_CORRECTNESS = "failed_correctness"
     ERROR = "error"
     INTERRUPTED = "interrupted"  # found still RUNNING after a crash and closed by resume
 
