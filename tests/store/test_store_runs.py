@@ -64,8 +64,8 @@ async def test_telemetry_batches_round_trip(campaign_store: SqliteStore) -> None
     progress = [ProgressRecord(run_id=run.run_id, at=20.0 + i, units_done=64.0 * i, units_accepted=64.0 * i,
                                data_wait_s=0.1 * i, compute_s=1.0, latencies_s=(0.01, 0.02 * i)) for i in range(50)]
     progress.append(ProgressRecord(run_id=run.run_id, at=99.0, units_done=1.0, units_accepted=0.0))
-    await campaign_store.add_gpu_samples(samples)
-    await campaign_store.add_progress(progress)
+    await campaign_store.add_measurements(samples=samples)
+    await campaign_store.add_measurements(progress=progress)
     await campaign_store.add_measurements()  # nothing to do, no error
     assert await campaign_store.gpu_samples(run_id=run.run_id) == samples
     assert await campaign_store.gpu_samples(run_id=run.run_id, gpu_index=1) == [s for s in samples if s.gpu_index]

@@ -36,8 +36,8 @@ async def _campaign_with_the_key_everywhere(store: SqliteStore) -> None:
                                          f"created 9001 {leak}", "c1"))
     run = await store.start_run(campaign_id="c1", instance_id=9001, machine_id=7, gpu_name="RTX 4090", num_gpus=1,
                                 workload_digest="d1", variant_json=json.dumps({"env": leak}), started_at=9.0)
-    await store.add_gpu_samples([GpuSample(run_id=run.run_id, at=10.0 + i, gpu_index=0, util_pct=90.0)
-                                 for i in range(20)])
+    await store.add_measurements(samples=[GpuSample(run_id=run.run_id, at=10.0 + i, gpu_index=0, util_pct=90.0)
+                                          for i in range(20)])
     await store.finish_run(run_id=run.run_id, status=RunStatus.ERROR, at=30.0, stats_json=json.dumps({"log": leak}),
                            error=leak)
     await store.record_bad_host(machine_id=7, reason=leak, evidence_json=json.dumps({"stderr": leak}),
