@@ -90,13 +90,3 @@ async def test_gone_needs_two_listings_and_releases_ownership(campaign_store: Sq
     assert await store.destroy_evidence(campaign_id="c1") == [evidence]
     assert await store.destroy_evidence(campaign_id="c2") == []
     assert await store.destroy_evidence() == [evidence]
-
-
-async def test_an_intent_deadline_moves_with_the_phase(campaign_store: SqliteStore) -> None:
-    intent = await campaign_store.record_intent(campaign_id="c1", offer_id=1, label="l", at=1.0, deadline_at=600.0)
-    moved = await campaign_store.set_intent_deadline(intent_id=intent.intent_id, deadline_at=1800.0)
-    assert moved.deadline_at == 1800.0
-    [owned] = await campaign_store.owned_instances()
-    assert owned.intent.deadline_at == 1800.0
-    with pytest.raises(StoreError, match="no such intent"):
-        await campaign_store.set_intent_deadline(intent_id=99, deadline_at=1.0)

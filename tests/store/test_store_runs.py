@@ -82,7 +82,7 @@ async def test_a_batch_is_all_or_nothing(campaign_store: SqliteStore) -> None:
     assert await campaign_store.gpu_samples(run_id=run.run_id) == []
 
 
-async def test_host_knowledge_keeps_every_run_and_best_is_a_query(campaign_store: SqliteStore) -> None:
+async def test_host_knowledge_keeps_every_run_and_the_best_of_each_host(campaign_store: SqliteStore) -> None:
     store = campaign_store
     first = await _run(store, campaign_id="c1", machine_id=7, throughput=100.0)
     better = await _run(store, campaign_id="c2", machine_id=7, throughput=130.0)  # another campaign, same host
@@ -93,21 +93,17 @@ async def test_host_knowledge_keeps_every_run_and_best_is_a_query(campaign_store
     other_gpu = await _run(store, machine_id=9, gpu_name="A100 SXM4", throughput=150.0)
     await _run(store, machine_id=7, throughput=5000.0, digest="sha256:another-workload")
 
-    host7 = await store.runs_for_host(machine_id=7, gpu_name="RTX 4090", num_gpus=1, workload_digest=DIGEST)
-    assert host7 == [first, better, worse, failed]
     spread = await store.throughputs(machine_id=7, gpu_name="RTX 4090", num_gpus=1, workload_digest=DIGEST)
     assert spread == [100.0, 130.0, 90.0]
-    best = await store.best_runs(workload_digest=DIGEST)
-    assert best == [two_gpus, other_gpu, better, other_host]
-    assert await store.best_runs(workload_digest=DIGEST, gpu_name="RTX 4090", num_gpus=1) == [better, other_host]
-    assert await store.best_runs(workload_digest=DIGEST, machine_id=8) == [two_gpus, other_host]
-    assert await store.best_runs(workload_digest=DIGEST, limit=1) == [two_gpus]
 
     knowledge = {(k.machine_id, k.gpu_name, k.num_gpus): k for k in await store.host_knowledge(workload_digest=DIGEST)}
     assert set(knowledge) == {(7, "RTX 4090", 1), (8, "RTX 4090", 1), (8, "RTX 4090", 2), (9, "A100 SXM4", 1)}
     known7 = knowledge[(7, "RTX 4090", 1)]
     assert (known7.n_runs, known7.n_ok, known7.best, known7.campaign_ids) == (4, 3, better, ("c1", "c2"))
-    assert known7.runs == tuple(host7) and known7.throughputs_units_per_s == (100.0, 130.0, 90.0)
+    assert known7.runs == (first, better, worse, failed) and known7.throughputs_units_per_s == (100.0, 130.0, 90.0)
+    assert {key: k.best for key, k in knowledge.items()} == {
+        (7, "RTX 4090", 1): better, (8, "RTX 4090", 1): other_host, (8, "RTX 4090", 2): two_gpus,
+        (9, "A100 SXM4", 1): other_gpu}
     only_8 = await store.host_knowledge(workload_digest=DIGEST, machine_ids=[8])
     assert {(k.machine_id, k.num_gpus) for k in only_8} == {(8, 1), (8, 2)}
     assert await store.host_knowledge(workload_digest=DIGEST, machine_ids=[]) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.store.store_support import offer_snapshots
 from vastui.approval import Action, AuditKind, AuditRecord, offer_target
 from vastui.config import Secret
 from vastui.store import GpuSample, InstanceState, OfferSnapshot, RunStatus, SqliteStore
@@ -58,7 +59,7 @@ async def test_the_api_key_never_reaches_the_database_files(tmp_path: Path) -> N
         assert API_KEY[:32].encode() not in while_open
         [intent, _] = await store.intents(campaign_id="c1")
         assert intent.error is not None and "<redacted>" in intent.error and MARKER in intent.error
-        [snapshot] = await store.offer_snapshots(campaign_id="c1")
+        [snapshot] = offer_snapshots(store.path, campaign_id="c1")
         assert json.loads(snapshot.snapshot_json)["url"].endswith("api_key=<redacted>")  # still valid JSON
     finally:
         await store.close()

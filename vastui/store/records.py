@@ -38,7 +38,7 @@ class InstanceState(enum.StrEnum):
 
 
 class RunStatus(enum.StrEnum):
-    """How a run ended. Only OK runs with a throughput take part in ``best_runs``."""
+    """How a run ended. Only OK runs with a throughput count for a host's best (``HostKnowledge.best``)."""
 
     RUNNING = "running"
     OK = "ok"
