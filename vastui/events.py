@@ -86,10 +86,6 @@ class Subscription:
     def empty(self) -> bool:
         return not self._items and not self._lost_count
 
-    def qsize(self) -> int:
-        """How many ``get_nowait`` calls would succeed now (a pending loss marker counts as one)."""
-        return len(self._items) + (1 if self._lost_count else 0)
-
 
 class EventBus:
     """Numbers each event and fans it out: to listeners (called at once, in order, never dropped — for state that
