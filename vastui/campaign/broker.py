@@ -153,10 +153,6 @@ class ApprovalBroker:
         """Requests waiting for an answer, oldest first."""
         return tuple(e.pending for e in self._open.values() if not e.answer.done())
 
-    @property
-    def is_plan_approved(self) -> bool:
-        return self._plan is not None
-
     # --- what a view (or the campaign) calls -------------------------------------------------------------------
     def approve(self, request_id: str, *, by: str = "operator") -> bool:
         """Grant one pending request; False when it is no longer pending (answered, expired or unknown). A request
@@ -232,11 +228,6 @@ class ApprovalBroker:
         return cancelled
 
     # --- kept for a command (the operator detached, and answers from a shell) ---------------------------------
-    @property
-    def is_keeping(self) -> bool:
-        """Whether requests that need a human are kept in the store for ``vastui campaign approve``."""
-        return self._keeping is not None
-
     def keep_for_command(self, store: SqliteStore, *, campaign_id: str, epoch: Clock | None = None,
                          poll_s: float = KEEP_POLL_S) -> None:
         """Nobody is at the console, but the operator answers from a shell: every request that waits for a human
