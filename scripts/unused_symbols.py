@@ -227,7 +227,8 @@ def is_exempt(symbol: Symbol, parsed_enums: set[str]) -> bool:
 
 
 def python_files(directory: str) -> list[Path]:
-    return sorted(p for p in (ROOT / directory).rglob("*.py") if ".venv" not in p.parts)
+    this_script = Path(__file__).resolve()   # its own strings ("method", "class", ...) are no uses
+    return sorted(p for p in (ROOT / directory).rglob("*.py") if ".venv" not in p.parts and p != this_script)
 
 
 def collect(directories: tuple[str, ...]) -> UseCollector:
