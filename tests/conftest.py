@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, settings
 # Property and fuzz tests: CI runs a fixed seed and a fixed budget (the same examples on every run, so a failure
 # reproduces); HYPOTHESIS_PROFILE=long is the documented longer hunt (random seeds, 50x the examples); see
 # docs/testing.md. Tests that pin max_examples themselves keep their number under every profile.
-_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+_COMMON: dict[str, Any] = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
            "print_blob": True}
 settings.register_profile("ci", derandomize=True, database=None, max_examples=100, **_COMMON)
 settings.register_profile("long", max_examples=5000, **_COMMON)

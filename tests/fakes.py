@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from types import SimpleNamespace
 
@@ -164,6 +165,14 @@ class FakeNvml:
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: int) -> int:
         return int(self._gpu(handle, "throttle"))
+
+
+def subcommand(parser: argparse.ArgumentParser, *names: str) -> argparse.ArgumentParser:
+    """The parser of a (nested) subcommand, to read its --help text: ``subcommand(p, "campaign", "run")``."""
+    for name in names:
+        action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = action.choices[name]
+    return parser
 
 
 class FakeAudit:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from vastui.cli_campaign import SLO_NOT_MET
-from vastui.cli_terminal import ask_on_terminal, held_while_asking
+from vastui.cli.campaign import SLO_NOT_MET
+from vastui.cli.terminal import ask_on_terminal, held_while_asking
 from vastui.tui.themes import theme_names
 
 WAIT_S = 10.0

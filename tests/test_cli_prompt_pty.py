@@ -18,7 +18,7 @@ from tests.waiting import until
 from vastui.approval import Action, ApprovalRequest, offer_target
 from vastui.campaign.approvers import PromptApprover
 from vastui.campaign.broker import ApprovalBroker
-from vastui.cli_terminal import ask_on_terminal
+from vastui.cli.terminal import ask_on_terminal
 from vastui.clock import WallClock
 from vastui.events import EventBus
 

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from vastui.cli_signals import ExitReport, Stopped, signals_restored, stopping_on_signals
+from vastui.cli.signals import ExitReport, Stopped, signals_restored, stopping_on_signals
 
 
 async def _until_cancelled(*, swallow: bool, ready: asyncio.Event) -> str:

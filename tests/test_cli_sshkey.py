@@ -25,7 +25,7 @@ from tests.fakes import FakeClock, FakeVastApi
 from vastui.approval import Action, Approval, ApprovalRequest
 from vastui.campaign.approvers import PromptApprover
 from vastui.cli import main
-from vastui.cli_sshkey import local_keys, register_key, require_registered_key
+from vastui.cli.sshkey import local_keys, register_key, require_registered_key
 from vastui.config import Secret
 from vastui.errors import ApiError, ConfigError
 from vastui.remote.local_keys import read_public_key_file, runner_public_keys

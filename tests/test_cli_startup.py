@@ -11,8 +11,9 @@ import pytest
 
 from vastui.cli import LAZY_COMMANDS, build_parser
 
-HEAVY = ("asyncssh", "aiosqlite", "vastui.cli_campaign", "vastui.campaign.plan", "vastui.bench.receipt",
+HEAVY = ("asyncssh", "aiosqlite", "vastui.cli.campaign", "vastui.campaign.plan", "vastui.bench.receipt",
          "vastui.remote.runner", "vastui.sim", "textual")
+EXTRAS = ("starlette", "uvicorn", "pynvml")  # the [sim] and [nvml] extras: vastui runs without them
 
 
 def _loaded_after(code: str) -> list[str]:
@@ -24,12 +25,34 @@ def _loaded_after(code: str) -> list[str]:
 @pytest.mark.parametrize("argv", [["--help"], ["offers", "--help"], ["instances", "--help"], ["sim", "--help"]])
 def test_help_and_the_market_commands_load_nothing_heavy(argv: list[str]) -> None:
     loaded = _loaded_after(f"from vastui.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass")
-    assert not [name for name in (*HEAVY, "asyncio", "httpx", "rich") if name in loaded]
+    assert not [name for name in (*HEAVY, *EXTRAS, "asyncio", "httpx", "rich") if name in loaded]
+
+
+def _without_extras(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter where importing starlette, uvicorn or pynvml fails, as without the extras."""
+    blocked = "".join(f"sys.modules[{name!r}] = None\n" for name in EXTRAS)
+    return subprocess.run([sys.executable, "-c", f"import sys\n{blocked}{code}"], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_vastui_imports_and_helps_without_the_extras() -> None:
+    result = _without_extras("import vastui.cli, vastui.campaign.handle, vastui.remote.runner\n"
+                             "from vastui.cli import main\nmain(['--help'])")
+    assert result.returncode == 0, result.stderr
+    assert "usage: vastui" in result.stdout
+
+
+@pytest.mark.parametrize("argv", [["sim", "--port", "0"], ["demo", "--headless"]])
+def test_the_simulator_commands_name_the_extra_they_need(argv: list[str]) -> None:
+    result = _without_extras(f"from vastui.cli import main\nsys.exit(main({argv!r}))")
+    assert result.returncode == 1
+    assert result.stderr.startswith("vastui: Missing extra:"), result.stderr
+    assert "pip install 'vastui[sim]'" in result.stderr
 
 
 def test_offers_loads_the_client_and_not_the_campaign_machinery() -> None:
     code = ("from vastui.cli import build_parser\nbuild_parser(['offers'])\n"
-            "import vastui.vast.client, vastui.vast.query, vastui.cli_terminal")
+            "import vastui.vast.client, vastui.vast.query, vastui.cli.terminal")
     loaded = _loaded_after(code)
     assert "httpx" in loaded
     assert not [name for name in HEAVY if name in loaded]

@@ -161,7 +161,7 @@ async def test_the_console_screen_logs_and_errors_hold_no_key(tmp_path: Path,
                                                               caplog: pytest.LogCaptureFixture) -> None:
     from textual.pilot import Pilot
 
-    from vastui.cli_campaign_console import console_settings
+    from vastui.cli.campaign_console import console_settings
     from vastui.tui.app import VastuiApp
     from vastui.tui.services import Services
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from vastui.bench.cost import CostInputs, cost_per_accepted_unit
 from vastui.bench.manifest import LatencyCeiling, MeasureRule, Slo
-from vastui.bench.select import EliminationReason, Finalist, Race, RaceCandidate, decide_profile
+from vastui.bench.select import EliminationReason, Finalist, Race, RaceCandidate, RaceEnd, decide_profile
 from vastui.bench.stats import Block, Interval, Verdict
 
 CHEAP = CostInputs(price_per_hour_usd=1.0, startup_s=120.0)
@@ -42,7 +42,7 @@ def test_no_elimination_before_min_blocks_then_the_clearly_worse_goes() -> None:
     assert step.active == ("a",) and not step.finished  # the winner needs 10 blocks of evidence
     run_rounds(race, {"a": 100.0}, 5, noise=0.02)
     step = race.decide()
-    assert step.finished and step.reason == "one candidate remains" and step.leader == "a"
+    assert step.ended is RaceEnd.ONE_REMAINS and step.leader == "a"
 
 
 def test_holm_levels_step_down_over_challengers() -> None:
@@ -68,7 +68,7 @@ def test_indifference_zone_stops_the_race_between_equals() -> None:
         step = race.decide()
         if step.finished:
             break
-    assert step.finished and "within 3 %" in step.reason
+    assert step.ended is RaceEnd.WITHIN_MARGIN and "within 3 %" in step.reason   # the words say the margin
     assert rounds >= 10  # never before the winner's minimum evidence
     assert set(step.active) == {"a", "b"}
 
@@ -79,13 +79,13 @@ def test_budget_and_block_cap_stop_the_race() -> None:
     run_rounds(race, {"a": 100.0, "b": 100.0}, 1, noise=0.3)
     assert not race.decide(spent_usd=1.99).finished
     step = race.decide(spent_usd=2.0)
-    assert step.finished and "budget" in step.reason
+    assert step.ended is RaceEnd.BUDGET_SPENT
     for seed in (9, 10):
         run_rounds(race, {"a": 100.0, "b": 100.0}, 1, noise=0.3, seed=seed)
         assert not race.decide(spent_usd=0.5).finished  # 30 % noise: neither separated nor within 3 %
     run_rounds(race, {"a": 100.0, "b": 100.0}, 1, noise=0.3, seed=11)
     step = race.decide(spent_usd=0.5)
-    assert step.finished and step.reason == "every remaining candidate reached 4 blocks"
+    assert step.ended is RaceEnd.MAX_BLOCKS and "4 blocks" in step.reason
 
 
 def test_slo_floor_and_latency_ceiling_eliminate() -> None:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.campaign.test_campaign_kept_requests import ManualClock, rent, until
+from tests.campaign.campaign_support import ManualClock
+from tests.campaign.test_campaign_kept_requests import rent, until
 from tests.fakes import FakeClock
 from vastui.approval import Approval, ApprovalRequest
 from vastui.campaign.approvers import PlanTerms

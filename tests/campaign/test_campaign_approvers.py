@@ -15,7 +15,7 @@ import pytest
 from tests.fakes import FakeClock
 from vastui.approval import Action, Approval, ApprovalRequest, Approver, instance_target, offer_target
 from vastui.campaign.approvers import AuditedApprover, PlanApprover, PlanTerms, PromptApprover, RefusingApprover
-from vastui.cli_terminal import ask_on_terminal as _ask_on_terminal
+from vastui.cli.terminal import ask_on_terminal as _ask_on_terminal
 from vastui.errors import ApprovalRequired
 from vastui.store import SqliteStore
 

@@ -4,7 +4,6 @@ for nothing either way; what stays listed, or was refused, is reported and makes
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
@@ -15,7 +14,7 @@ from tests.fakes import FakeClock
 from vastui.campaign.approvers import PlanApprover, PlanTerms, RefusingApprover
 from vastui.campaign.cleanup import LISTINGS_TO_CONFIRM, PATIENCE_S, TeardownReport, teardown
 from vastui.config import Secret
-from vastui.events import Event, EventBus, InstanceConfirmedGone, InstanceDestroyed, Notice
+from vastui.events import Event, EventBus, InstanceConfirmedGone, InstanceDestroyed, Notice, Subscription
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.sim.instance import CreateRequest
@@ -68,7 +67,7 @@ async def rent(market: Market, count: int, *, label: str = f"vastui-{CAMPAIGN}-c
     return ids
 
 
-def drain(queue: asyncio.Queue[Event]) -> list[Event]:
+def drain(queue: Subscription) -> list[Event]:
     events = []
     while not queue.empty():
         events.append(queue.get_nowait())

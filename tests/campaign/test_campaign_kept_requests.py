@@ -208,7 +208,7 @@ async def test_a_late_grant_of_a_request_the_broker_expired_is_overwritten_as_ex
 async def test_after_a_detach_the_console_keeps_or_refuses_what_waits(
         keep: bool, broker: ApprovalBroker, store: SqliteStore, other: SqliteStore, paths: Path,
         events: list[Event]) -> None:
-    from vastui.cli_campaign_console import leave_pending
+    from vastui.cli.campaign_console import leave_pending
 
     waiting = asyncio.create_task(broker.request(rent(777)))
     await until(lambda: asyncio.sleep(0, len(broker.pending()) == 1), "a request waiting for a human")

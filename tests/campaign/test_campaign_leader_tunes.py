@@ -13,8 +13,8 @@ from pathlib import Path
 from tests.campaign.campaign_support import fast_manifest
 from vastui.bench.cost import cost_per_accepted_unit
 from vastui.bench.manifest import Manifest, MeasureRule, load_manifest
-from vastui.bench.runs import Block
 from vastui.bench.select import Race, RaceCandidate
+from vastui.bench.stats import Block
 from vastui.campaign.candidate import CandidateRun
 from vastui.campaign.charges import PRIOR_OPTIMISM, hopeless_reason, prior_cost_inputs
 from vastui.campaign.measure import MeasuredBlock

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from tests.campaign.campaign_support import fast_manifest, first_destroys
 from vastui.campaign.engine import RESCHEDULE_AFTER_S
@@ -194,7 +195,7 @@ async def test_an_unknown_that_outlasts_its_grace_fails_the_candidate(tmp_path: 
     assert failures and all("went unknown for" in f for f in failures), failures
 
 
-def _calm() -> dict[str, object]:
+def _calm() -> dict[str, Any]:
     return {"scheduling": 0.0, "scheduling_failure": 0.0, "transient_unknown": 0.0, "null_first_show": 0.0,
             "runtime_failure": 0.0}
 

@@ -19,7 +19,7 @@ from vastui.bench.receipt import render_json, render_markdown
 from vastui.campaign.approvers import PlanApprover, PlanTerms
 from vastui.campaign.cleanup import MAX_OUTAGE_WAIT_S, PATIENCE_S, teardown
 from vastui.campaign.session import Services, resume_campaign
-from vastui.cli_campaign import resume_hint
+from vastui.cli.campaign import resume_hint
 from vastui.clock import Clock, ScaledClock, clock_scale
 from vastui.config import Redactor, Secret
 from vastui.events import EventBus

@@ -61,7 +61,8 @@ async def test_resume_refuses_a_campaign_whose_console_still_runs(tmp_path: Path
                             redact=None)  # type: ignore[arg-type]
         with pytest.raises(CampaignError, match=re.escape(f"still running (pid {console.pid}")):
             await resume_campaign(services, campaign_id="clive", approver=None)  # type: ignore[arg-type]
-        assert (await store.campaign("clive")).is_active   # nothing was changed
+        campaign = await store.campaign("clive")
+        assert campaign is not None and campaign.is_active   # nothing was changed
     finally:
         console.kill()
         console.wait()

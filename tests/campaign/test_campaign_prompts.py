@@ -17,7 +17,7 @@ import pytest
 
 from tests.campaign.campaign_support import fast_manifest
 from vastui.campaign.approvers import PromptApprover
-from vastui.cli_terminal import ask_on_terminal
+from vastui.cli.terminal import ask_on_terminal
 from vastui.events import Event, InstanceRented
 from vastui.events_live import ApprovalAnswered
 from vastui.sim.demo import open_demo

@@ -79,7 +79,9 @@ async def test_a_rate_limited_campaign_on_a_crowded_account_proves_its_instances
     # `vastui leaks` read the whole listing: the 100 others, no more, no fewer
     code, report, stderr = leaks
     assert code == 0 and report["is_complete"] and report["verdict"] == "clean", (report.get("summary"), stderr)
-    assert {leak["instance_id"] for leak in report["leaks"]} == others and report["listed_count"] == OTHERS
+    listed = report["leaks"]
+    assert isinstance(listed, list)
+    assert {leak["instance_id"] for leak in listed} == others and report["listed_count"] == OTHERS
 
     # no 429 anywhere: not from the simulator, not in what the user saw
     assert [(r.method, r.path) for r in log if r.status == 429] == []

@@ -35,7 +35,7 @@ def _counts(db: Path) -> tuple[int, int, int]:
     if not db.exists():
         return (0, 0, 0)
     with sqlite3.connect(db) as conn:
-        return tuple(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[return-value]
+        return tuple(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                      for table in ("runs", "progress", "gpu_samples"))
 
 

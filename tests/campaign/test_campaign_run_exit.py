@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fakes import subcommand
 from vastui.cli import build_parser
-from vastui.cli_campaign import NOTHING_CHOSEN, SLO_NOT_MET, run_exit_status
+from vastui.cli.campaign import NOTHING_CHOSEN, SLO_NOT_MET, run_exit_status
 
 
 @pytest.mark.parametrize(("teardown_passed", "chosen", "slo_met", "status"), [
@@ -19,8 +20,7 @@ def test_chosen_none_or_slo_not_met_exits_non_zero(teardown_passed: bool, chosen
 
 def test_the_run_help_documents_the_exit_statuses() -> None:
     parser = build_parser(["campaign", "run"])
-    campaign = parser._subparsers._group_actions[0].choices["campaign"]  # type: ignore[union-attr]
-    run = campaign._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    run = subcommand(parser, "campaign", "run")
     text = run.format_help()
     assert "exit status" in text and "chosen: none" in text and str(NOTHING_CHOSEN) in text
     assert "SLO met: no" in text and str(SLO_NOT_MET) in text

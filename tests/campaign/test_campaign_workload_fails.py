@@ -14,6 +14,7 @@ from tests.campaign.campaign_support import fast_manifest
 from vastui.bench.manifest import load_manifest
 from vastui.events import Event, InstanceRented
 from vastui.sim.demo import DemoResult, run_demo
+from vastui.sim.hosts import SshHostPool
 from vastui.sim.market import Market
 from vastui.store import SqliteStore
 
@@ -94,6 +95,7 @@ async def test_an_input_changed_after_loading_stops_the_campaign_and_blames_no_h
             canary_input.write_bytes(canary_input.read_bytes() + b'{"id": "one record more"}\n')
 
     async def look_at_hosts(market: Market) -> None:
+        assert isinstance(market.host_provider, SshHostPool)
         base = Path(market.host_provider._base)
         secrets_seen.extend(str(p) for p in base.rglob("*") if p.is_file() and SECRET in p.read_bytes())
 

@@ -47,6 +47,11 @@ def _slow(rng: random.Random) -> Knobs:
     return {"slow_reply_rate": round(rng.uniform(0.01, 0.03), 3), "slow_reply_s": SLOW_REPLY_S}
 
 
+def _number(value: float | int | bool | tuple[float, float]) -> float:
+    assert not isinstance(value, tuple), value
+    return float(value)
+
+
 def _rate(name: str, low: float, high: float) -> Callable[[random.Random], Knobs]:
     return lambda rng: {name: round(rng.uniform(low, high), 3)}
 
@@ -129,11 +134,11 @@ def mix_for(seed: int) -> Mix:
     knobs: Knobs = {}
     for kind in kinds:
         knobs.update(FAULTS[kind](rng))
-    total = sum(float(knobs.get(name, 0.0)) for name in _INSTANCE_RATES)  # type: ignore[arg-type]
+    total = sum(_number(knobs.get(name, 0.0)) for name in _INSTANCE_RATES)
     if total > 0.9:
         for name in _INSTANCE_RATES:
             if name in knobs:
-                knobs[name] = round(float(knobs[name]) * 0.9 / total, 3)  # type: ignore[arg-type]
+                knobs[name] = round(_number(knobs[name]) * 0.9 / total, 3)
     world_seed = rng.choice(WORLD_SEEDS)
     lines = rng.randint(3, 45) if disturbed else None
     disturbance = (lead if lead in DISTURBANCES else rng.choice(DISTURBANCES)) if disturbed else None

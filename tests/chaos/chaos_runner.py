@@ -447,10 +447,10 @@ async def check_market(report: CampaignReport, market: Market, db: Path, chosen_
         what = _actions_of(record.method, record.path)
         if what is None:
             continue
-        actions, target = what
-        if not any(a == action and (target is None or t == target) for (a, t) in approvals for action in actions):
+        actions, aimed = what
+        if not any(a == action and (aimed is None or t == aimed) for (a, t) in approvals for action in actions):
             unapproved.append(f"{record.method} {record.path} ({record.status}) has no approval")
-        elif not any(a == action and (target is None or t == target) for (a, t) in calls for action in actions):
+        elif not any(a == action and (aimed is None or t == aimed) for (a, t) in calls for action in actions):
             unapproved.append(f"{record.method} {record.path} ({record.status}) has no audited call")
     _judge(report, ALL_APPROVED, not unapproved, unapproved, "unapproved calls", len(unapproved))
     if chosen_instance is None:

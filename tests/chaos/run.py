@@ -16,7 +16,7 @@ from pathlib import Path
 from tests.campaign.campaign_support import fast_manifest
 from tests.chaos.chaos_mix import mix_for
 from tests.chaos.chaos_runner import CampaignReport, run_chaos_campaign, summary
-from vastui.cli_campaign import _event_line as event_line  # the headless run's progress lines
+from vastui.cli.campaign import _event_line as event_line  # the headless run's progress lines
 from vastui.events import Event
 
 

@@ -100,6 +100,7 @@ async def test_a_chaotic_campaign_keeps_every_promise(seed: int, tmp_path: Path)
     if mix.disturbance == KILL:
         assert report.outcome.startswith("killed"), report.outcome
     elif mix.disturbs_console:
+        assert mix.disturbance is not None
         assert report.injected[mix.disturbance] == 1, report.line()
         assert report.held[NO_TRACEBACK], report.line()
         if mix.disturbance == DOUBLE_SIGNAL:   # stopped by the first signal, whenever the second one lands

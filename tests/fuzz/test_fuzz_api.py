@@ -7,7 +7,7 @@ exception type. The replies travel over a real ASGI transport (``httpx.ASGITrans
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import httpx
@@ -90,8 +90,8 @@ class Replier:
         self.script = script
         self.count = 0
 
-    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
-                      send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
+                      send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
         assert scope["type"] == "http"
         while (await receive()).get("more_body"):
             pass

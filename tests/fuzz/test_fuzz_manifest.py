@@ -8,6 +8,7 @@ the field checks; raw bytes and TOML fragments cover the reader itself.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import re
 import shutil
@@ -61,6 +62,14 @@ toml_values = st.recursive(toml_scalars, lambda inner: st.one_of(
     max_leaves=8)
 
 
+def _replace_with(line: str, _match: re.Match[str]) -> str:
+    return line
+
+
+def _append_line(line: str, match: re.Match[str]) -> str:
+    return f"{match.group(0)}\n{line}"
+
+
 @st.composite
 def mutated_manifests(draw: st.DrawFn) -> str:
     text = BASE
@@ -70,14 +79,15 @@ def mutated_manifests(draw: st.DrawFn) -> str:
         pattern = re.compile(rf"(?m)^{key} = .*$")
         if action == "set":
             literal = toml_value(draw(toml_values))
-            text = pattern.sub(lambda _m, key=key, literal=literal: f"{key} = {literal}", text, count=1)
+            text = pattern.sub(functools.partial(_replace_with, f"{key} = {literal}"), text, count=1)
         elif action == "drop":
             text = pattern.sub("", text, count=1)
         elif action == "duplicate":
             text = pattern.sub(lambda m: f"{m.group(0)}\n{m.group(0)}", text, count=1)
         else:
             name = draw(st.from_regex(r"[a-z_]{1,10}", fullmatch=True))
-            text = pattern.sub(lambda m, name=name: f"{m.group(0)}\n{name} = {toml_value(draw(toml_scalars))}", text, count=1)
+            extra = f"{name} = {toml_value(draw(toml_scalars))}"
+            text = pattern.sub(functools.partial(_append_line, extra), text, count=1)
     return text
 
 

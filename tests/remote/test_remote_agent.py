@@ -426,7 +426,7 @@ def test_a_scaled_clock_counts_the_agents_own_start_at_wall_speed(monkeypatch: p
     # to start: 120 simulated seconds that a simulated machine would not spend. Counted at scale 1 it is 0.4 s,
     # and from there the clock runs at its scale again.
     wall = _WallClock(1000.4)
-    monkeypatch.setattr(agent.time, "time", wall)
+    monkeypatch.setattr("vastui.remote.agent.time.time", wall)
     clock = agent.AgentClock(300.0, 5000.0, 1000.0)
     assert clock.now() == pytest.approx(5120.0)
     clock.count_start_at_scale_one()

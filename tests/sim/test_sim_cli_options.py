@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.fakes import subcommand
 from vastui.sim.factory import DEMO_API_KEY
 
 KEY = "sk-sim-from-elsewhere-42"
@@ -136,7 +137,7 @@ def test_the_chaos_choices_are_the_simulators_profiles() -> None:
     from vastui.cli import build_parser
     from vastui.sim.chaos import PROFILES, Chaos
 
-    sim = build_parser(["sim"])._subparsers._group_actions[0].choices["sim"]  # type: ignore[union-attr]
+    sim = subcommand(build_parser(["sim"]), "sim")
     action = next(a for a in sim._actions if a.dest == "chaos")
     assert tuple(action.choices or ()) == tuple(PROFILES)
     assert Chaos.from_profile("quota", seed=1).describe() == "the search quota exhausted"

@@ -13,7 +13,7 @@ from textual.pilot import Pilot
 
 from tests.campaign.campaign_support import fast_manifest
 from vastui.campaign.handle import CampaignHandle
-from vastui.cli_campaign_console import console_settings
+from vastui.cli.campaign_console import console_settings
 from vastui.clock import Clock
 from vastui.events import Event
 from vastui.sim.demo import DemoSession, open_demo

@@ -225,5 +225,5 @@ class SceneApp(VastuiApp):
 def scene_app(scene: Scene, *, theme: str = "dark", view: str = "offers", readonly: bool = False) -> SceneApp:
     """A console that shows ``scene`` and nothing else, on a frozen clock."""
     settings = ConsoleSettings(theme=theme, initial_view=view, live=False, readonly=readonly)
-    services = Services(market=SilentMarket(), clock=FrozenClock(scene.now), bus=EventBus())  # type: ignore[arg-type]
+    services = Services(market=SilentMarket(), clock=FrozenClock(scene.now), bus=EventBus())
     return SceneApp(scene, services=services, settings=settings)

@@ -13,13 +13,18 @@ from tests.tui.campaign_canned import CID, NOW, racing_snapshot
 from tests.waiting import until
 from vastui.campaign.handle import CampaignResult
 from vastui.campaign.snapshot import CampaignSnapshot
+from vastui.clock import Clock, WallClock
 from vastui.events import CandidateEliminated, EventBus, SampleTaken
 from vastui.events_live import ProgressReported
+from vastui.store import SqliteStore
 from vastui.tui.campaign_feed import Derived, follow_campaign
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture
 
 
 class Answers:
+    def __init__(self) -> None:
+        self.wall: Clock = WallClock()
+
     def approve(self, request_id: str, *, by: str = "") -> bool:
         return False
 
@@ -28,6 +33,12 @@ class Answers:
 
     def approve_plan(self, *, by: str = "") -> int:
         return 0
+
+    def stop_asking(self, reason: str) -> int:
+        return 0
+
+    def keep_for_command(self, store: SqliteStore, *, campaign_id: str) -> None:
+        return None
 
 
 class FakeCampaign:

@@ -101,7 +101,7 @@ def scene_console(scene: Scene, *, view: str = "offers", memory: Path | None = N
 
     settings = ConsoleSettings(theme="dark", initial_view=view, live=False, readonly=readonly,
                                view_memory_path=memory)
-    services = Services(market=SilentMarket(), clock=FrozenClock(scene.now), bus=EventBus())  # type: ignore[arg-type]
+    services = Services(market=SilentMarket(), clock=FrozenClock(scene.now), bus=EventBus())
     return SceneApp(scene, services=services, settings=settings)
 
 

@@ -53,7 +53,7 @@ async def test_filter_sort_mark_and_rent_through_the_dialog(tmp_path: Path) -> N
 
             await wait_for(pilot, filtered, what="filtered offers")
             await pilot.pause()
-            offers = app.state.offers.offers  # type: ignore[union-attr]
+            offers = app.state.offers.offers
             assert all((o.reliability or 0) > 0.9 for o in offers)
             prices = [o.dph_total for o in offers]
             assert prices == sorted(prices)
@@ -114,7 +114,7 @@ async def test_filter_sort_mark_and_rent_through_the_dialog(tmp_path: Path) -> N
 
             def statuses() -> dict[int, str]:
                 table = instances.table
-                return {int(k): str(table.cells_of(k)[5]) for k in table.keys_in_order  # type: ignore[index]
+                return {int(k): str(table.cells_of(k)[5]) for k in table.keys_in_order
                         if int(k) in rented}
 
             await wait_for(pilot, lambda: set(statuses()) == rented, what="the rented instances listed")
@@ -138,7 +138,7 @@ async def test_filter_sort_mark_and_rent_through_the_dialog(tmp_path: Path) -> N
             # destroy with confirmation: Enter alone cancels; Confirm destroys exactly that one
             await pilot.press("d")
             await wait_for(pilot, lambda: dialog(app) is not None, what="the destroy dialog")
-            assert "irreversible" in dialog(app).proposal.consequence  # type: ignore[union-attr]
+            assert "irreversible" in dialog(app).proposal.consequence
             await pilot.press("enter")
             await wait_for(pilot, lambda: dialog(app) is None, what="cancel")
             assert destroys(sim.requests()) == []

@@ -48,7 +48,7 @@ async def test_views_help_command_bar_and_themes(tmp_path: Path) -> None:
             await wait_for(pilot, lambda: any(n.message == "leak check slow" for n in app._notifications),
                            what="the bus notice as a notification")
 
-            names = {c.title for c in app.get_system_commands(app.screen)}
+            names = {c.title for c in app.get_system_commands(app.screen_stack[-1])}
             assert {"View: Offers", "View: Leaks", "Theme: light", "Theme: dark"} <= names
             assert "Theme" not in names   # Textual's own picker: its themes are not this console's
             bar = app.query_one(StatusBar)

@@ -8,6 +8,8 @@ changes only when the console's rendering does. Update the pictures after a deli
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
@@ -41,14 +43,15 @@ def shows_the_scene(app: SceneApp, view: str) -> bool:
     figures in place of its waiting line."""
     if view == "account":
         return str(app.query_one("#account-body", Static).content).startswith("account ")
-    kinds = {"offers": OffersView, "instances": InstancesView, "leaks": LeaksView, "activity": ActivityView}
+    kinds: dict[str, type[OffersView | InstancesView | LeaksView | ActivityView]] = {
+        "offers": OffersView, "instances": InstancesView, "leaks": LeaksView, "activity": ActivityView}
     return len(app.query_one(kinds[view]).table.keys_in_order) > 0
 
 
 @pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
 @pytest.mark.parametrize("view", ["offers", "instances", "leaks", "account", "activity"])
 def test_each_view_at_each_size(view: str, size: tuple[int, int], scene: Scene,
-                                snap_compare) -> None:  # type: ignore[no-untyped-def]
+                                snap_compare: Callable[..., bool]) -> None:
     app = scene_app(scene, view=view)
 
     async def shown(pilot: Pilot[None]) -> None:
@@ -75,7 +78,7 @@ async def _wait_for_dialog(app: SceneApp, pilot: Pilot[None]) -> None:
 
 @pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
 def test_the_rent_dialog_for_two_marked_offers(size: tuple[int, int], scene: Scene,
-                                               snap_compare) -> None:  # type: ignore[no-untyped-def]
+                                               snap_compare: Callable[..., bool]) -> None:
     app = scene_app(scene)
 
     async def mark_two_and_rent(pilot: Pilot[None]) -> None:

@@ -66,8 +66,8 @@ async def test_a_console_opened_late_shows_how_long_an_instance_has_really_run(t
                            and c[STATUS] == "running", what="the instance listed running")
             cells = view.table.cells_of(str(instance_id))
             assert cells is not None
-            shown = str(cells[SINCE])
-            assert shown.endswith("m") and int(shown[:-1]) >= 3, shown   # not the seconds since the console opened
+            since = str(cells[SINCE])
+            assert since.endswith("m") and int(since[:-1]) >= 3, since   # not the seconds since the console opened
 
 
 @pytest.mark.slow

@@ -44,6 +44,6 @@ async def test_a_burst_of_keys_switches_views_and_fills_the_filter(tmp_path: Pat
         assert offers.marked == set(), "no key of the burst reached the table (space marks there)"
 
         burst(app, [("escape", None), ("space", " ")])
-        await wait_for(pilot, lambda: offers.table.has_focus and (offers.marked or bar.value != "num_gpus>=2"),
+        await wait_for(pilot, lambda: offers.table.has_focus and (bool(offers.marked) or bar.value != "num_gpus>=2"),
                        what="Escape and space handled", deadline_s=10)
         assert len(offers.marked) == 1 and bar.value == "num_gpus>=2", "Escape leaves the bar; space then marks"

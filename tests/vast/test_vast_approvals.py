@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from tests.fakes import FakeAudit, FakeClock, FakeVastApi
-from vastui.approval import Action, Approval, ApprovalRequest, AuditKind
+from vastui.approval import Action, Approval, ApprovalRequest, AuditKind, recipient_target
 from vastui.config import Secret
 from vastui.errors import ApiError, ApprovalRequired
-from vastui.vast.client import HttpVastClient, recipient_target, ssh_key_target
+from vastui.vast.client import HttpVastClient, ssh_key_target
 
 PUBKEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample operator@laptop"
 

@@ -13,6 +13,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -289,7 +290,7 @@ async def test_the_kind_simulator_takes_none_of_these_turns() -> None:
     assert _status(await market.show_instance(instance_id)) == "loading"
 
 
-def _never() -> dict[str, object]:
+def _never() -> dict[str, Any]:
     return {"scheduling": 0.0, "scheduling_failure": 0.0, "transient_unknown": 0.0, "null_first_show": 0.0,
             "runtime_failure": 0.0}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fakes import subcommand
 from vastui.cli import build_parser, main
 from vastui.errors import QueryError
 from vastui.vast.query import build_search_body, parse_order, parse_query
@@ -23,7 +24,7 @@ def test_a_limit_of_one_or_none_still_builds() -> None:
 
 
 def test_the_offers_help_says_what_limit_takes() -> None:
-    offers = build_parser(["offers"])._subparsers._group_actions[0].choices["offers"]  # type: ignore[union-attr]
+    offers = subcommand(build_parser(["offers"]), "offers")
     assert "at least 1" in offers.format_help()
 
 

@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from tests.fakes import FakeClock, FakeVastApi
-from vastui.approval import Action, Approval, ApprovalRequest
+from vastui.approval import Action, Approval, ApprovalRequest, recipient_target
 from vastui.config import Secret
 from vastui.errors import ApiError, AuthError, NotFound, QuotaExceeded, RateLimited, TransportError
-from vastui.vast.client import HttpVastClient, recipient_target
+from vastui.vast.client import HttpVastClient
 from vastui.vast.wire import GarbledReply
 
 KEY = "sk-live-abcdef0123456789"

@@ -77,13 +77,28 @@ class Standing:
     elimination: Elimination | None
 
 
+class RaceEnd(StrEnum):
+    """Where the race stands after a step: still measuring, or why it ended."""
+
+    MEASURING = "measuring"
+    ALL_ELIMINATED = "all_eliminated"
+    BUDGET_SPENT = "budget_spent"
+    MAX_BLOCKS = "max_blocks"
+    ONE_REMAINS = "one_remains"
+    WITHIN_MARGIN = "within_margin"
+
+
 @dataclass(frozen=True, slots=True)
 class RaceStep:
     eliminated: tuple[Elimination, ...]
-    finished: bool
-    reason: str
+    ended: RaceEnd
+    reason: str        # ``ended`` in words, for people
     leader: str | None
     active: tuple[str, ...]
+
+    @property
+    def finished(self) -> bool:
+        return self.ended is not RaceEnd.MEASURING
 
 
 @dataclass(slots=True)
@@ -211,8 +226,8 @@ class Race:
         eliminated = self._eliminate_slo() + self._eliminate_cost()
         active = self.active
         leader = self._leader(active)
-        finished, reason = self._stop(active, leader, spent_usd)
-        return RaceStep(eliminated, finished, reason, leader, active)
+        ended, reason = self._stop(active, leader, spent_usd)
+        return RaceStep(eliminated=eliminated, ended=ended, reason=reason, leader=leader, active=active)
 
     def _eligible(self, cid: str) -> bool:
         return len(self._entries[cid].blocks) >= self.measure.min_blocks
@@ -291,20 +306,20 @@ class Race:
         _, high_best = percentile_bounds(self._cost_distribution(self._entries[best]), confidence=1.0 - level)
         return low_i > high_best
 
-    def _stop(self, active: Sequence[str], leader: str | None, spent_usd: float) -> tuple[bool, str]:
+    def _stop(self, active: Sequence[str], leader: str | None, spent_usd: float) -> tuple[RaceEnd, str]:
         if not active:
-            return True, "every candidate was eliminated"
+            return RaceEnd.ALL_ELIMINATED, "every candidate was eliminated"
         if self.budget_usd is not None and spent_usd >= self.budget_usd:
-            return True, f"benchmark budget spent (${spent_usd:.2f} of ${self.budget_usd:.2f})"
+            return RaceEnd.BUDGET_SPENT, f"benchmark budget spent (${spent_usd:.2f} of ${self.budget_usd:.2f})"
         blocks = {cid: len(self._entries[cid].blocks) for cid in active}
         if all(n >= self.measure.max_blocks for n in blocks.values()):
-            return True, f"every remaining candidate reached {self.measure.max_blocks} blocks"
+            return RaceEnd.MAX_BLOCKS, f"every remaining candidate reached {self.measure.max_blocks} blocks"
         if leader is None or blocks[leader] < self.measure.winner_min_blocks:
-            return False, "measuring"
+            return RaceEnd.MEASURING, "measuring"
         if len(active) == 1:
-            return True, "one candidate remains"
+            return RaceEnd.ONE_REMAINS, "one candidate remains"
         if not all(n >= self.measure.min_blocks for n in blocks.values()):
-            return False, "measuring"
+            return RaceEnd.MEASURING, "measuring"
         # Within the zone on the within-run evidence: more blocks of these runs cannot tell them apart further
         # (the between-run part does not shrink with blocks), so measuring on only spends.
         floor = 1.0 / (1.0 + self.indifference)
@@ -312,8 +327,8 @@ class Race:
             if cid != leader:
                 low, _ = percentile_bounds(self._ratios(cid, leader, between_runs=False), confidence=self.confidence)
                 if low < floor:
-                    return False, "measuring"
-        return True, f"the leader is within {100 * self.indifference:g} % of every remaining candidate"
+                    return RaceEnd.MEASURING, "measuring"
+        return RaceEnd.WITHIN_MARGIN, f"the leader is within {100 * self.indifference:g} % of every remaining candidate"
 
     def finalists(self) -> tuple[Finalist, ...]:
         """What is known of every candidate still in the race, and of those eliminated on cost (marked

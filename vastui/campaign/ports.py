@@ -1,6 +1,6 @@
 """The small protocols through which a campaign reaches the marketplace, the hosts and the store.
 
-The composition root (cli.py) passes the real ones: ``HttpVastClient``, ``SshRunner``, ``SqliteStore``. Keeping the
+The composition root (vastui/cli/) passes the real ones: ``HttpVastClient``, ``SshRunner``, ``SqliteStore``. Keeping the
 campaign on protocols keeps it free of httpx, asyncssh and aiosqlite (docs/architecture.md, Dependency rules).
 """
 

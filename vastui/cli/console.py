@@ -6,9 +6,10 @@ Only argparse is imported here at module level; the console (Textual) and the se
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
-from vastui.cli_terminal import add_connection_args
+from vastui.cli.terminal import add_connection_args
 from vastui.errors import VastuiError
 
 
@@ -18,7 +19,8 @@ def add_console_command(parser: argparse.ArgumentParser,
     add_console_args(p)
     p.set_defaults(handler=run_console)
     add_console_args(parser, top_level=True)
-    parser.set_defaults(handler=run_bare)
+    # the parser is handed to the bare command (its help is what a script gets), never imported back from vastui.cli
+    parser.set_defaults(handler=functools.partial(run_bare, parser=parser))
 
 
 def add_console_args(parser: argparse.ArgumentParser, *, top_level: bool = False) -> None:
@@ -40,12 +42,10 @@ def theme_name(text: str) -> str:
         raise argparse.ArgumentTypeError(f"unknown theme; the themes are: {', '.join(theme_names()) or 'none found'}") from None
 
 
-def run_bare(args: argparse.Namespace) -> int | object:
-    """``vastui`` with no command: the console on a terminal, the help otherwise (scripts get no surprise)."""
+def run_bare(args: argparse.Namespace, *, parser: argparse.ArgumentParser) -> int | object:
+    """``vastui`` with no command: the console on a terminal, ``parser``'s help otherwise (scripts get no surprise)."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        from vastui.cli import build_parser
-
-        build_parser().print_help()
+        parser.print_help()
         return 2
     args.url = None
     args.api_key = None
@@ -58,7 +58,7 @@ async def run_console(args: argparse.Namespace) -> int:
         raise VastuiError("the console needs a terminal (stdin and stdout); without one use the headless "
                           "commands: vastui offers, instances, leaks, campaign plan/run, demo --headless "
                           "(see vastui --help)", title="No terminal")
-    from vastui.cli_terminal import vast_client
+    from vastui.cli.terminal import vast_client
     from vastui.clock import MarketClock
     from vastui.config import load_settings
     from vastui.events import EventBus

@@ -1,5 +1,5 @@
 """`vastui ssh-key add|list`, and the check a campaign makes before its first rent: is the SSH key this machine
-will log in with registered on the account? (part of the composition root: only cli*.py modules print)
+will log in with registered on the account? (part of the composition root: only vastui/cli/ prints)
 
 A rented host accepts only the account's registered keys. Without that check a fresh account rents every candidate
 and loses each one to "refused our SSH key" after its readiness wait — paid for, measured nothing.
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vastui.approval import Action, Approval, ApprovalRequest, Approver
-from vastui.cli_terminal import add_connection_args, ask_on_terminal, make_table, print_table, vast_client
+from vastui.cli.terminal import add_connection_args, ask_on_terminal, make_table, print_table, vast_client
 from vastui.errors import ApiError, ConfigError
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """What the CLI commands share: connection flags, the marketplace client they build, tables, and the
-operator's yes/no prompt. Part of the composition root (only cli*.py modules print)."""
+operator's yes/no prompt. Part of the composition root (only vastui/cli/ prints)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The campaign commands of the CLI (part of the composition root): demo, campaign plan/run/resume.
 
-Split from cli.py to keep each file to one screenful of concerns; only cli.py and this module print or exit.
+One module of the vastui/cli/ package; only that package prints or exits.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from vastui.campaign.approvers import (
 from vastui.campaign.handle import start_campaign
 from vastui.campaign.plan import render_plan
 from vastui.campaign.session import Services, new_campaign_id, plan_campaign, resume_campaign
-from vastui.cli_signals import run_async, watch_for_exit
-from vastui.cli_terminal import add_connection_args, ask_on_terminal, held_while_asking, positive_number
+from vastui.cli.signals import run_async, watch_for_exit
+from vastui.cli.sim import require_simulator
+from vastui.cli.terminal import add_connection_args, ask_on_terminal, held_while_asking, positive_number
 from vastui.clock import Clock, MarketClock
 from vastui.config import Redactor, Settings, ensure_folder, load_settings
 from vastui.errors import ConfigError
@@ -94,7 +95,7 @@ def add_campaign_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     pr.add_argument("--approve-plan", action="store_true",
                     help="approve destroying the instances this campaign created (what its plan promised)")
     pr.set_defaults(handler=_cmd_campaign_resume)
-    from vastui.cli_campaign_approve import add_approve_commands
+    from vastui.cli.approve import add_approve_commands
 
     add_approve_commands(csub)
 
@@ -192,12 +193,13 @@ def _on_terminal() -> bool:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    require_simulator()
     from vastui.sim.demo import run_demo  # the simulator only for the demo
 
     console = Console(stderr=args.json, soft_wrap=True)
     settings = load_settings()
     if not (args.headless or args.json or not _on_terminal()):
-        from vastui.cli_campaign_console import demo_in_console
+        from vastui.cli.campaign_console import demo_in_console
 
         return demo_in_console(args, data_dir=settings.data_dir, printer=_printer(console, args.quiet),
                                summary=_summary, expiry_s=settings.approval_expiry_s)
@@ -259,9 +261,9 @@ class KeyCheck(enum.StrEnum):
 
 async def _check_key(args: argparse.Namespace, check: KeyCheck, client: HttpVastClient, settings: Settings,
                      store: SqliteStore, clock: Clock) -> None:
-    """The SSH key check before a campaign (vastui/cli_sshkey.py). A run offers to register the key only when
+    """The SSH key check before a campaign (vastui/cli/sshkey.py). A run offers to register the key only when
     someone is at the terminal to answer: not without one, nor for ``--approve-plan --headless`` (a script's run)."""
-    from vastui.cli_sshkey import require_registered_key
+    from vastui.cli.sshkey import require_registered_key
 
     interactive = sys.stdin.isatty() and not (args.approve_plan and (args.headless or args.json))
     approver = (AuditedApprover(PromptApprover(ask_on_terminal, clock=clock), audit=store, clock=clock)
@@ -304,7 +306,7 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
         campaign_id = new_campaign_id()
         plan = await plan_campaign(services, manifest=manifest, campaign_id=campaign_id)
         if not (args.headless or args.json) and _on_terminal():
-            from vastui.cli_campaign_console import run_in_console
+            from vastui.cli.campaign_console import run_in_console
 
             # The console shows the plan and queues every rent for a key (`A` approves the plan as a whole).
             handle = start_campaign(services, manifest=manifest, plan=plan, plan_approved=args.approve_plan,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from vastui.cli_terminal import ask_on_terminal, fmt_num, make_table, print_table
+from vastui.cli.terminal import ask_on_terminal, fmt_num, make_table, print_table
 from vastui.config import load_settings
 from vastui.errors import VastuiError
 from vastui.store import KeptRequest, RequestState, SqliteStore

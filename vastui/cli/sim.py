@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vastui.cli_terminal import port_number, positive_number
+from vastui.cli.terminal import port_number, positive_number
 from vastui.errors import VastuiError
 
 SIM_EPILOG = """\
@@ -19,6 +19,18 @@ the key the simulator accepts, first found:
   $VASTUI_SIM_API_KEY
   otherwise the demo key vastui-demo-key, printed at start
 """
+
+
+def require_simulator() -> None:
+    """The simulator's web stack comes with the ``[sim]`` extra: without it, say which extra to install (not a
+    traceback). Called by ``vastui sim`` and ``vastui demo`` before they load ``vastui.sim``."""
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise VastuiError(f"the simulated marketplace needs the [sim] extra ({exc.name} is not installed): "
+                          "pip install 'vastui[sim]' (in a clone: pip install -e '.[sim]')",
+                          title="Missing extra") from exc
 
 
 def add_sim_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,6 +60,7 @@ async def _cmd_sim(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
+    require_simulator()
     from vastui.clock import ScaledClock
     from vastui.config import resolve_sim_key
     from vastui.sim.chaos import Chaos

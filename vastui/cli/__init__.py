@@ -1,7 +1,8 @@
 """Composition root: parses argv, loads settings, builds the real services, runs a headless command or the TUI.
 
-This is the only module (with the TUI) that prints or exits. Each ``_cmd_*`` function builds what its command
-needs and returns the process exit code.
+This package (with the TUI) is the only place that prints or exits. This module holds ``main`` (the ``vastui``
+console script), the parser and the market commands; each other command has its module here. Each ``_cmd_*``
+function builds what its command needs and returns the process exit code.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING
 
 from vastui import __version__
-from vastui.cli_leaks import add_leaks_command
-from vastui.cli_output import guarded_output
-from vastui.cli_parser import SafeArgumentParser
-from vastui.cli_signals import (
+from vastui.cli.leaks import add_leaks_command
+from vastui.cli.output import guarded_output
+from vastui.cli.parser import SafeArgumentParser
+from vastui.cli.signals import (
     ExitReport,
     Stopped,
     install_exit_report,
@@ -25,8 +26,8 @@ from vastui.cli_signals import (
     signals_restored,
     stopping_on_signals,
 )
-from vastui.cli_sim import add_sim_command
-from vastui.cli_terminal import add_connection_args, fmt_num, make_table, print_table, vast_client
+from vastui.cli.sim import add_sim_command
+from vastui.cli.terminal import add_connection_args, fmt_num, make_table, print_table, vast_client
 from vastui.errors import VastuiError
 
 if TYPE_CHECKING:
@@ -54,10 +55,10 @@ The marketplace URL from --url, then VAST_URL, then https://console.vast.ai.
 # only when argv names them, so `vastui --help`, `offers` and `instances` never load them. Each entry is
 # name -> (module, its registering function, the one-line help shown in `vastui --help`).
 LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
-    "demo": ("vastui.cli_campaign", "add_campaign_commands",
+    "demo": ("vastui.cli.campaign", "add_campaign_commands",
              "run a whole benchmark campaign on the embedded simulated marketplace"),
-    "campaign": ("vastui.cli_campaign", "add_campaign_commands", "plan, run and resume benchmark campaigns"),
-    "ssh-key": ("vastui.cli_sshkey", "add_ssh_key_command", "register SSH public keys on the account"),
+    "campaign": ("vastui.cli.campaign", "add_campaign_commands", "plan, run and resume benchmark campaigns"),
+    "ssh-key": ("vastui.cli.sshkey", "add_ssh_key_command", "register SSH public keys on the account"),
 }
 
 
@@ -107,7 +108,7 @@ def build_parser(argv: Sequence[str] | None = None) -> SafeArgumentParser:
     add_leaks_command(sub)
 
     _add_lazy_commands(sub, argv)
-    from vastui.cli_console import add_console_command  # argparse only; Textual loads when the console runs
+    from vastui.cli.console import add_console_command  # argparse only; Textual loads when the console runs
 
     add_console_command(parser, sub)
 
@@ -319,6 +320,3 @@ def _run_handler(handler: Callable[[argparse.Namespace], object], args: argparse
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

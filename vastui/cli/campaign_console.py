@@ -22,7 +22,7 @@ from vastui.bench.receipt import Receipt, render_markdown
 from vastui.campaign.broker import ApprovalBroker
 from vastui.campaign.handle import CampaignHandle, CampaignResult
 from vastui.campaign.session import Services
-from vastui.cli_signals import run_async, watch_for_exit
+from vastui.cli.signals import run_async, watch_for_exit
 from vastui.events import Event
 from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient

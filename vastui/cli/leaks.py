@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from vastui.cli_terminal import (
+from vastui.cli.terminal import (
     add_connection_args,
     ask_on_terminal,
     fmt_num,
