@@ -44,7 +44,7 @@ from vastui.events_live import ProgressReported, StandingRow, StandingsUpdated
 from vastui.sim.offers import offer_row
 from vastui.sim.world import generate_world
 from vastui.tui.app import VastuiApp
-from vastui.tui.services import ConsoleSettings, Services
+from vastui.tui.services import ConsoleServices, ConsoleSettings
 from vastui.vast.models import InstanceListing, Offer, User
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,7 +161,7 @@ class Run:
 async def through_console(plan: Plan, chunks: list[list[Event]]) -> Run:
     bus = EventBus(queue_size=100_000)
     source = StreamedCampaign(plan, bus)
-    services = Services(market=CannedMarket(), clock=_Clock(source), bus=bus)  # type: ignore[arg-type]
+    services = ConsoleServices(market=CannedMarket(), clock=_Clock(source), bus=bus)  # type: ignore[arg-type]
     app = VastuiApp(services=services, campaign=source,
                     settings=ConsoleSettings(live=False, initial_view="gpus", campaign_redraw_s=0.0))
     async with app.run_test(size=(160, 48), headless=True) as pilot:

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from vastui.bench.cost import CostInputs, cost_per_accepted_unit
 from vastui.bench.manifest import Manifest, load_manifest
+from vastui.campaign.candidate import NotRented
 from vastui.campaign.charges import bill_of
 from vastui.campaign.prior import DISK_GIB
 from vastui.campaign.startup import rates_of
@@ -324,7 +325,7 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
         out.spend_usd = receipt.campaign_cost_usd
         out.everything_usd = _everything_spend(outcome, manifest, market)
         out.spent_on = _spent_on(outcome, manifest, tuning_s)
-        out.passed_over = sum(1 for r in outcome.runs if r.detail.startswith("passed over"))
+        out.passed_over = sum(1 for r in outcome.runs if r.not_rented is NotRented.PASSED_OVER)
         chosen = next((r for r in outcome.runs if r.cid == receipt.decision.chosen), None)
         best_offer = min(costs, key=lambda oid: costs[oid])
         in_shortlist = any(o.id == best_offer for o in shortlist)

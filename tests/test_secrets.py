@@ -163,14 +163,14 @@ async def test_the_console_screen_logs_and_errors_hold_no_key(tmp_path: Path,
 
     from vastui.cli.campaign_console import console_settings
     from vastui.tui.app import VastuiApp
-    from vastui.tui.services import Services
+    from vastui.tui.services import ConsoleServices
 
     caplog.set_level(logging.DEBUG)
     screens: list[str] = []
     async with open_demo(seed=7, time_scale=TIME_SCALE, data_dir=tmp_path / "data", api_key=FAKE_KEY,
                          manifest_path=fast_manifest(tmp_path / "m", max_candidates=2)) as demo:
         handle = demo.start(plan_approved=True)
-        services = Services(market=demo.client, clock=demo.services.clock, bus=demo.services.bus,
+        services = ConsoleServices(market=demo.client, clock=demo.services.clock, bus=demo.services.bus,
                             store=demo.services.store, audit=demo.services.store)
         app = VastuiApp(services=services, settings=console_settings(time_scale=TIME_SCALE), campaign=handle)
         pilot: Pilot[None]

@@ -12,6 +12,7 @@ import pytest
 
 from tests.campaign.campaign_support import destroys_past_deadline, fast_manifest, first_destroys
 from vastui.bench.manifest import load_manifest
+from vastui.campaign.candidate import NotRented
 from vastui.sim.demo import run_demo
 from vastui.sim.market import Market
 from vastui.sim.truth import Fault
@@ -121,7 +122,7 @@ async def test_campaign_stops_renting_when_the_next_rental_could_exceed_the_budg
     result = await run_demo(seed=3, time_scale=TIME_SCALE, data_dir=tmp_path / "data",
                             manifest_path=manifest_path, on_market=_facts_into(facts))
     skipped = [r for r in result.outcome.runs if r.instance_id is None]
-    assert skipped and all("budget" in r.detail for r in skipped)
+    assert skipped and all(r.not_rented is NotRented.OVER_BUDGET for r in skipped), [r.detail for r in skipped]
     assert len(skipped) < len(result.outcome.runs), "the budget fits one rental: it must be made"
     assert sum(r.candidate.max_spend_usd for r in result.outcome.runs if r.instance_id is not None) <= budget
     assert facts.billed_usd <= budget

@@ -14,6 +14,7 @@ import pytest
 from tests.campaign.campaign_support import fast_manifest
 from tests.waiting import until
 from vastui.approval import offer_target
+from vastui.campaign.candidate import NotRented
 from vastui.campaign.handle import CampaignHandle
 from vastui.campaign.snapshot import CampaignSnapshot, CampaignStage
 from vastui.events import (
@@ -220,7 +221,7 @@ async def test_a_refused_rent_leaves_its_candidate_out_and_is_never_sent(tmp_pat
     assert len(refused) == 1 and refused[0] not in creates
     assert creates, "the approved candidates were rented"
     [left_out] = [r for r in result.outcome.runs if r.candidate.offer.id == refused[0]]
-    assert left_out.instance_id is None and left_out.detail == "rent not approved"
+    assert left_out.instance_id is None and left_out.not_rented is NotRented.NOT_APPROVED
     assert alive == []
     async with await SqliteStore.open(db_path) as store:
         audit = await store.audit_records(campaign_id=handle.campaign_id)

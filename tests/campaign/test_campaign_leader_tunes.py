@@ -5,8 +5,6 @@ the decision would choose is tuned too."""
 
 from __future__ import annotations
 
-import asyncio
-from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,8 +16,9 @@ from vastui.bench.stats import Block
 from vastui.campaign.candidate import CandidateRun
 from vastui.campaign.charges import PRIOR_OPTIMISM, hopeless_reason, prior_cost_inputs
 from vastui.campaign.measure import MeasuredBlock
-from vastui.campaign.measuring import Measuring
+from vastui.campaign.measuring import MeasuringEnded, MeasuringStop, RaceState
 from vastui.campaign.plan import build_plan
+from vastui.campaign.slots import Slot
 from vastui.sim.offers import offer_row
 from vastui.sim.world import generate_world
 from vastui.vast.models import Offer
@@ -27,18 +26,9 @@ from vastui.vast.models import Offer
 NOW = 1_800_000_000.0
 
 
-class _Engine(Measuring):
-    """Only the state ``leader_may_tune`` reads."""
-
-    def __init__(self, manifest: Manifest) -> None:
-        self.manifest = manifest
-        self._leader = None
-        self._tuning_started = set()
-        self._certified = set()
-        self._choice_now = None
-        self._tune_next = set()
-        self._stop = defaultdict(asyncio.Event)
-        self._finished = asyncio.Event()
+def _state(manifest: Manifest, race: Race | None = None) -> RaceState:
+    """The race's shared state, nobody leading yet (``leader_may_tune`` reads no race)."""
+    return RaceState(race=race or Race([], units=manifest.production_units), manifest=manifest)
 
 
 def _run(manifest: Manifest, *, blocks: int, runs_done: int, index: int = 0) -> CandidateRun:
@@ -57,48 +47,50 @@ def _run(manifest: Manifest, *, blocks: int, runs_done: int, index: int = 0) -> 
 def test_the_leader_tunes_only_with_enough_blocks_a_certified_slo_and_something_to_try(tmp_path: Path) -> None:
     manifest = load_manifest(fast_manifest(tmp_path / "m", tune_precision=True))
     need = manifest.measure.winner_min_blocks
-    engine = _Engine(manifest)
-    run = _run(manifest, blocks=need, runs_done=manifest.measure.min_runs - 1)
-    engine._leader, engine._certified, engine._choice_now = run.cid, {run.cid}, run.cid
-    assert engine.leader_may_tune(run)
+    slot = Slot(_run(manifest, blocks=need, runs_done=manifest.measure.min_runs - 1), certified=True)
+    state = _leading(manifest, slot)
+    assert state.leader_may_tune(slot)
 
-    assert not _Engine(manifest).leader_may_tune(run)                     # not the leader
-    engine._choice_now = "c9"
-    assert not engine.leader_may_tune(run)    # leads by point, but a narrower rival would be chosen: measures on
-    engine._choice_now = run.cid
-    engine._certified = set()
-    assert not engine.leader_may_tune(run)                                # SLO not yet certified
-    engine._certified = {run.cid}
-    assert not engine.leader_may_tune(_run(manifest, blocks=need - 1, runs_done=1))   # too few blocks
+    assert not _state(manifest).leader_may_tune(slot)                     # not the leader
+    state.choice_now = "c9"
+    assert not state.leader_may_tune(slot)    # leads by point, but a narrower rival would be chosen: measures on
+    state.choice_now = slot.cid
+    slot.certified = False
+    assert not state.leader_may_tune(slot)                                # SLO not yet certified
+    slot.certified = True
+    few = Slot(_run(manifest, blocks=need - 1, runs_done=1), certified=True)
+    assert not _leading(manifest, few).leader_may_tune(few)               # too few blocks
     assert manifest.measure.min_runs == 2
-    early = _run(manifest, blocks=need, runs_done=0)                      # in its first run of two: not yet
-    assert not engine.leader_may_tune(early)
-    engine._leader, engine._tuning_started = run.cid, {run.cid}
-    assert not engine.leader_may_tune(run)                                # one tuning per candidate
-    engine._tuning_started = {"c9"}
-    assert engine.leader_may_tune(run)                                    # another's tuning does not stop it
-    engine._tuning_started = set()
+    early = Slot(_run(manifest, blocks=need, runs_done=0), certified=True)   # in its first run of two: not yet
+    assert not _leading(manifest, early).leader_may_tune(early)
+    slot.tuning_started = True
+    assert not state.leader_may_tune(slot)                                # one tuning per candidate
+    slot.tuning_started = False
+    other = Slot(_run(manifest, blocks=need, runs_done=1, index=1), tuning_started=True)
+    assert other.cid != slot.cid and state.leader_may_tune(slot)          # another's tuning does not stop it
     untunable = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",)))
-    assert not _with(untunable, run).leader_may_tune(run)                 # nothing the manifest lets it try
+    assert not _leading(untunable, slot).leader_may_tune(slot)            # nothing the manifest lets it try
 
 
 def test_a_leader_stopped_for_tuning_stays_bound_for_it_when_the_lead_moves_on(tmp_path: Path) -> None:
     """Its measuring ended for tuning; a block from another candidate took the lead before its instance got there.
     It is still tuned (before, it sat idle until the race ended and was never tuned)."""
     manifest = load_manifest(fast_manifest(tmp_path / "m", tune_precision=True))
-    run = _run(manifest, blocks=manifest.measure.winner_min_blocks, runs_done=manifest.measure.min_runs - 1)
-    engine = _with(manifest, run)
-    reason = engine._stop_reason(run)
-    assert reason is not None and "goes to tuning" in reason
-    engine._leader = "c9"
-    assert not engine.leader_may_tune(run)
-    assert engine._stop_reason(run) == reason and engine._tune_next == {run.cid}
+    slot = Slot(_run(manifest, blocks=manifest.measure.winner_min_blocks, runs_done=manifest.measure.min_runs - 1),
+                certified=True)
+    state = _leading(manifest, slot)
+    reason = state.stop_reason(slot, now=NOW)
+    assert reason == MeasuringStop(MeasuringEnded.TO_TUNING, blocks=manifest.measure.winner_min_blocks)
+    assert slot.tune_next
+    state.leader = "c9"
+    assert not state.leader_may_tune(slot)
+    assert state.stop_reason(slot, now=NOW) == reason and slot.tune_next
 
 
-def _with(manifest: Manifest, run: CandidateRun) -> _Engine:
-    engine = _Engine(manifest)
-    engine._leader, engine._certified, engine._choice_now = run.cid, {run.cid}, run.cid
-    return engine
+def _leading(manifest: Manifest, slot: Slot, race: Race | None = None) -> RaceState:
+    state = _state(manifest, race)
+    state.leader, state.choice_now = slot.cid, slot.cid
+    return state
 
 
 def test_a_candidate_is_passed_over_only_when_even_twice_its_prior_cannot_win_a_certified_leader(tmp_path: Path) -> None:
@@ -140,18 +132,17 @@ async def test_a_candidate_that_ran_on_to_the_narrower_interval_while_the_leader
     for theta in (99.0, 100.0, 101.0, 100.0, 99.5, 100.5, 100.0, 99.8):   # a little slower, and steady
         race.add_block(steady.cid, Block(units=theta * 30.0, duration_s=30.0, steps=30))
     assert race.decide().leader == leader.cid
-    engine = _with(manifest, leader)
-    engine.race, engine._lock = race, asyncio.Lock()
-    engine._tuning_started = {leader.cid}
-    assert await engine._would_be_chosen(steady)
-    assert not await engine._would_be_chosen(leader)          # tuned already
-    engine._tuning_started = {steady.cid}
-    assert not await engine._would_be_chosen(steady)          # once each
+    leading, steady_slot = Slot(leader), Slot(steady)
+    state = _leading(manifest, leading, race)
+    leading.tuning_started = True
+    assert await state.would_be_chosen(steady_slot)
+    assert not await state.would_be_chosen(leading)          # tuned already
+    leading.tuning_started, steady_slot.tuning_started = False, True
+    assert not await state.would_be_chosen(steady_slot)      # once each
+    steady_slot.tuning_started = False
     untunable = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",)))
-    engine.manifest, engine._tuning_started = untunable, {leader.cid}
-    assert not await engine._would_be_chosen(steady)          # nothing the manifest lets it try
-    engine.manifest = manifest
+    assert not await _leading(untunable, leading, race).would_be_chosen(steady_slot)   # nothing the manifest lets it try
     for theta in (100.0, 100.0, 100.0):                       # the leader's interval narrows: it is the choice
         race.add_block(leader.cid, Block(units=theta * 30.0, duration_s=30.0, steps=30))
     race.add_block(leader.cid, Block(units=103.0 * 30.0, duration_s=30.0, steps=30))
-    assert not await engine._would_be_chosen(steady)
+    assert not await state.would_be_chosen(steady_slot)

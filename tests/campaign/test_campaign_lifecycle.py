@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.campaign.campaign_support import fast_manifest, first_destroys
+from vastui.campaign.candidate import CandidatePhase, NotRented
 from vastui.campaign.engine import RESCHEDULE_AFTER_S
 from vastui.events import CandidatePhaseChanged, Event, InstanceRented, InstanceStatusChanged
 from vastui.sim.demo import open_demo
@@ -47,8 +48,8 @@ async def test_a_rent_scheduling_cannot_place_is_refused_at_once_and_rents_nothi
         creates = [r for r in demo.market.request_log if r.method == "PUT" and r.path.startswith("/api/v0/asks/")]
         assert creates and all(r.status == 400 for r in creates)
         assert demo.market.every_instance() == [] and demo.market.account.credit_usd == CREDIT_USD
-    reasons = [e.detail for e in events if isinstance(e, CandidatePhaseChanged) and e.phase == "skipped"]
-    assert reasons and all("could not be scheduled" in reason for reason in reasons), reasons
+    skipped = [r for r in result.outcome.runs if r.phase is CandidatePhase.SKIPPED]
+    assert skipped and all(r.not_rented is NotRented.NOT_SCHEDULED for r in skipped), [r.detail for r in skipped]
     assert result.receipt.decision.chosen is None
     # every offer was asked twice (the refusal is about that moment), never a third time
     per_offer = Counter(t for r in creates for t in r.target_ids)

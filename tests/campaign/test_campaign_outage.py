@@ -18,7 +18,7 @@ from tests.fakes import FakeClock
 from vastui.bench.receipt import render_json, render_markdown
 from vastui.campaign.approvers import PlanApprover, PlanTerms
 from vastui.campaign.cleanup import MAX_OUTAGE_WAIT_S, PATIENCE_S, teardown
-from vastui.campaign.session import Services, resume_campaign
+from vastui.campaign.session import CampaignServices, resume_campaign
 from vastui.cli.campaign import resume_hint
 from vastui.clock import Clock, ScaledClock, clock_scale
 from vastui.config import Redactor, Secret
@@ -153,7 +153,7 @@ async def test_resume_waits_out_an_outage_for_its_listing_then_cleans_up(
         await store.create_campaign(campaign_id=CAMPAIGN, manifest_digest="sha256:" + "0" * 64,
                                     created_at=clock.now(), phase="measuring")
         wire.down_until = clock.now() + OLD_GIVE_UP_S  # five minutes without an answer
-        services = Services(market=client, executor=None, store=store, clock=clock,  # type: ignore[arg-type]
+        services = CampaignServices(market=client, executor=None, store=store, clock=clock,  # type: ignore[arg-type]
                             bus=EventBus(), redact=Redactor([]), teardown_poll_s=POLL_S)
         report = await resume_campaign(services, campaign_id=CAMPAIGN, approver=_approver(clock, ids))
     finally:

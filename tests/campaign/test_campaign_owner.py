@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vastui.campaign.owner import OwnerState, current_owner, owner_state, pid_started
-from vastui.campaign.session import Services, resume_campaign
+from vastui.campaign.session import CampaignServices, resume_campaign
 from vastui.errors import CampaignError
 from vastui.store import SqliteStore
 
@@ -57,7 +57,7 @@ async def test_resume_refuses_a_campaign_whose_console_still_runs(tmp_path: Path
         owner = replace(current_owner("clive", at=5.0), pid=console.pid, pid_started=pid_started(console.pid))
         await store.claim_campaign(owner)
         # the refusal comes before anything touches the marketplace (none is given here)
-        services = Services(store=store, market=None, executor=None, clock=None, bus=None,  # type: ignore[arg-type]
+        services = CampaignServices(store=store, market=None, executor=None, clock=None, bus=None,  # type: ignore[arg-type]
                             redact=None)  # type: ignore[arg-type]
         with pytest.raises(CampaignError, match=re.escape(f"still running (pid {console.pid}")):
             await resume_campaign(services, campaign_id="clive", approver=None)  # type: ignore[arg-type]

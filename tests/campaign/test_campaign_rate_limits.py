@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.campaign.campaign_support import fast_manifest
-from vastui.campaign.candidate import RATE_LIMITED, CandidatePhase
+from vastui.campaign.candidate import CandidatePhase, NotRented
 from vastui.events import Event, Notice
 from vastui.sim import middleware
 from vastui.sim.demo import open_demo
@@ -144,7 +144,7 @@ async def test_creates_refused_by_rate_limits_burn_no_reserve_and_blame_no_offer
         creates = [r.status for r in demo.market.request_log if r.method == "PUT" and "/asks/" in r.path]
 
     assert instances == [] and creates and set(creates) == {429}
-    assert result.outcome.runs and all(r.phase is CandidatePhase.SKIPPED and r.detail.startswith(RATE_LIMITED)
+    assert result.outcome.runs and all(r.phase is CandidatePhase.SKIPPED and r.not_rented is NotRented.RATE_LIMITED
                                        for r in result.outcome.runs), [r.detail for r in result.outcome.runs]
     notices = [e.text for e in events if isinstance(e, Notice)]
     assert not [text for text in notices if "trying reserve" in text or "vanished" in text], notices

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.campaign.campaign_support import destroys_past_deadline, fast_manifest, first_destroys
+from vastui.campaign.tuning import TuningStop
 from vastui.sim.demo import run_demo
 from vastui.sim.market import Market
 from vastui.sim.realism import Realism
@@ -75,7 +76,7 @@ async def test_tuning_never_outlives_the_leaders_deadline(tmp_path: Path) -> Non
     phases = [(r.cid, str(r.phase), r.detail) for r in result.outcome.runs]
     assert tuning is not None, f"no leader was offered tuning: {phases}"
     assert tuning.trials == (), f"a trial ran inside a 1500 s lifetime: {tuning}; {phases}"
-    assert tuning.stopped_early is not None and "deadline" in tuning.stopped_early
+    assert tuning.stopped is not None and tuning.stopped.why in (TuningStop.NO_ROOM, TuningStop.DEADLINE)
     assert await destroys_past_deadline(result.db_path, result.receipt.campaign_id, destroyed_at) == []
     assert result.receipt.decision.chosen is not None
     assert result.instances_left == 0 and result.receipt.teardown_passed

@@ -32,7 +32,7 @@ from vastui.campaign.plan import (
     tuning_allowance_s,
 )
 from vastui.campaign.short_runs import skip_steps, timed_throughput
-from vastui.campaign.tuning import tune, value_order
+from vastui.campaign.tuning import TuningStop, tune, value_order
 from vastui.events import EventBus, Notice
 from vastui.remote.protocol import Progress, Result
 from vastui.sim.offers import offer_row
@@ -178,8 +178,9 @@ async def test_a_trial_the_prior_says_cannot_fit_is_never_started(tmp_path: Path
     notices = [e for e in published if isinstance(e, Notice)]
     assert [n.text for n in notices] == [f"{run.cid}: tuning stopped: {outcome.stopped_early}"]  # the console shows why
     assert outcome.profile.precision == "fp32"
-    assert outcome.stopped_early is not None and "leaves 15.0 min" in outcome.stopped_early
-    assert "takes about 16.7 min" in outcome.stopped_early
+    stopped = outcome.stopped
+    assert stopped is not None and stopped.why is TuningStop.NO_ROOM, stopped
+    assert (round(stopped.left_s / 60, 1), round(stopped.needed_s / 60, 1)) == (15.0, 16.7)
 
 
 async def test_a_trial_that_runs_out_of_time_is_abandoned_and_its_remote_run_stopped(tmp_path: Path) -> None:
@@ -189,7 +190,7 @@ async def test_a_trial_that_runs_out_of_time_is_abandoned_and_its_remote_run_sto
     run = _leader(manifest, clock, work_left_s=300.0, canary_s=None)
     outcome = await _tune(manifest, clock, host, run)
     assert outcome.trials == () and outcome.profile.precision == "fp32"
-    assert outcome.stopped_early is not None and "abandoned, not judged" in outcome.stopped_early
+    assert outcome.stopped is not None and outcome.stopped.why is TuningStop.DEADLINE, outcome.stopped
     assert host.started == 8 and host.stopped_early == 1   # seven whole runs (280 s), the eighth cut short
     assert run.deadline_at is not None
     # work stopped at the first record past the work deadline: the destroy margin is left for the destroy
@@ -206,8 +207,9 @@ async def test_after_a_trial_the_next_is_estimated_from_the_runs_it_timed(tmp_pa
     outcome = await _tune(manifest, clock, host, run)
     assert [(t.knob, t.value) for t in outcome.trials] == [("precision", "bf16")]
     assert host.started == 10 and host.stopped_early == 0
-    assert outcome.stopped_early is not None and "takes about 8.3 min" in outcome.stopped_early
-    assert "leaves 7.5 min" in outcome.stopped_early
+    stopped = outcome.stopped
+    assert stopped is not None and stopped.why is TuningStop.NO_ROOM, stopped
+    assert (round(stopped.left_s / 60, 1), round(stopped.needed_s / 60, 1)) == (7.5, 8.3)
 
 
 def test_the_time_cap_budgets_every_trial_the_manifest_allows(tmp_path: Path) -> None:
@@ -235,7 +237,7 @@ async def test_a_compute_knob_that_gains_nothing_moves_the_input_path_up(tmp_pat
     run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
     outcome = await _tune(manifest, clock, host, run)
     assert [t.knob for t in outcome.trials] == ["precision", "loaders", "batch_size"]
-    assert outcome.stopped_early is None and not any(t.verdict.accepted for t in outcome.trials)
+    assert outcome.stopped is None and not any(t.verdict.accepted for t in outcome.trials)
 
 
 def test_a_short_run_is_timed_after_the_warm_up_its_instance_settled_in() -> None:
@@ -272,7 +274,9 @@ async def test_a_trial_too_long_for_the_deadline_gives_way_to_a_cheaper_knob(tmp
     assert [(t.knob, t.value) for t in outcome.trials] == [("loaders", "8")]
     assert host.started == 10
     assert not any("VASTUI_BATCH_SIZE=256" in arg for argv in host.argv for arg in argv)
-    assert outcome.stopped_early is not None and "batch_size -> 256 takes about 33.3 min" in outcome.stopped_early
+    stopped = outcome.stopped
+    assert stopped is not None and stopped.why is TuningStop.NO_ROOM, stopped
+    assert (stopped.knob, stopped.value, round(stopped.needed_s / 60, 1)) == ("batch_size", "256", 33.3)
 
 
 def test_batch_sizes_are_tried_largest_first() -> None:

@@ -19,6 +19,7 @@ from tests.campaign.campaign_support import fast_manifest
 from tests.fakes import FakeClock
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.campaign.approvers import PlanApprover, PlanTerms
+from vastui.campaign.candidate import NotRented
 from vastui.campaign.engine import CampaignEngine
 from vastui.campaign.plan import Plan, build_plan
 from vastui.config import Secret
@@ -135,7 +136,7 @@ async def test_a_possibly_created_instance_keeps_its_budget_and_is_found_by_labe
     # the lost create did rent: the marketplace made an instance carrying the label
     assert len(wire.creates) == 1, "the second rent must wait: the first may be billing"
     skipped = runs[second.candidate_id]
-    assert skipped.instance_id is None and "budget" in skipped.detail
+    assert skipped.instance_id is None and skipped.not_rented is NotRented.OVER_BUDGET
     # the final teardown found the possibly-created instance by its label, destroyed it and proved it gone
     assert market.instance_ids() == []
     assert len(outcome.teardown.gone) == 1 and outcome.teardown.is_clean

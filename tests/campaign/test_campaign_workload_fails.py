@@ -12,6 +12,7 @@ import pytest
 
 from tests.campaign.campaign_support import fast_manifest
 from vastui.bench.manifest import load_manifest
+from vastui.campaign.blame import FailureKind
 from vastui.events import Event, InstanceRented
 from vastui.sim.demo import DemoResult, run_demo
 from vastui.sim.hosts import SshHostPool
@@ -50,15 +51,15 @@ def _assert_stopped_cleanly(result: DemoResult, *, why: str, max_rented: int) ->
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "command", "failed_with"), [
-    ("not found", '["no-such-workload-binary", "--steps"]', "canary failed (exit 127)"),
-    ("exits 1", '["sh", "-c", "echo \'ValueError: no such flag --inputt\' >&2; exit 1"]', "canary failed (exit 1)"),
+@pytest.mark.parametrize(("name", "command", "kind", "exit_status"), [
+    ("not found", '["no-such-workload-binary", "--steps"]', FailureKind.CANARY_EXIT, "127"),
+    ("exits 1", '["sh", "-c", "echo \'ValueError: no such flag --inputt\' >&2; exit 1"]', FailureKind.CANARY_EXIT, "1"),
     # ignores VASTUI_STEPS and never ends: both time out at their deadline, the rest are never rented
-    ("never ends", '["sh", "-c", "echo ok; exec sleep 100000"]', "did not finish before the instance's deadline"),
-    ("wrong output", '["sh", "-c", "echo not-the-expected-output"]', "wrong output"),
+    ("never ends", '["sh", "-c", "echo ok; exec sleep 100000"]', FailureKind.CANARY_TIMEOUT, None),
+    ("wrong output", '["sh", "-c", "echo not-the-expected-output"]', FailureKind.WRONG_OUTPUT, None),
 ])
 async def test_a_workload_that_fails_its_first_two_canaries_the_same_way_stops_the_campaign(
-        tmp_path: Path, name: str, command: str, failed_with: str) -> None:
+        tmp_path: Path, name: str, command: str, kind: FailureKind, exit_status: str | None) -> None:
     manifest_path = _with_command(fast_manifest(tmp_path / "m", max_candidates=8, max_lifetime_s=1800), command)
     first_wave = load_manifest(manifest_path).budget.max_instances
     rents: list[InstanceRented] = []
@@ -73,7 +74,10 @@ async def test_a_workload_that_fails_its_first_two_canaries_the_same_way_stops_t
     _assert_stopped_cleanly(result, why="the workload itself fails", max_rented=first_wave)
     assert len(rents) <= first_wave
     failed = [r for r in result.outcome.runs if r.phase == "failed"]
-    assert len(failed) >= 2 and all(failed_with in r.detail for r in failed), [r.detail for r in failed]
+    assert len(failed) >= 2 and all(r.failed_with is not None and r.failed_with.kind is kind for r in failed), [
+        r.detail for r in failed]
+    if exit_status is not None:   # the exit status is part of what the failures showed alike
+        assert all(r.failed_with is not None and r.failed_with.signature[0] == exit_status for r in failed)
     assert await _bad_hosts(result) == []
 
 
@@ -105,7 +109,8 @@ async def test_an_input_changed_after_loading_stops_the_campaign_and_blames_no_h
     why = "input 'resnet-canary.jsonl' changed since the manifest was loaded"
     _assert_stopped_cleanly(result, why=why, max_rented=first_wave)
     failed = [r for r in result.outcome.runs if r.phase == "failed"]
-    assert failed and all(why in r.detail for r in failed)
+    assert failed and all(r.failed_with is not None and r.failed_with.kind is FailureKind.INPUT_CHANGED
+                          for r in failed), [r.detail for r in failed]
     assert secrets_seen == []
     assert await _bad_hosts(result) == []
 
@@ -115,7 +120,8 @@ async def test_a_wrong_output_host_is_still_marked_bad_once_another_canary_passe
     # seed 17: the first candidate's host gives a wrong output, the others pass: the held mark is the host's after all
     result = await asyncio.wait_for(run_demo(seed=17, time_scale=300.0, data_dir=tmp_path / "data",
                                              manifest_path=fast_manifest(tmp_path / "m")), timeout=600)
-    wrong = [r for r in result.outcome.runs if r.phase == "failed" and "wrong output" in r.detail]
+    wrong = [r for r in result.outcome.runs
+             if r.failed_with is not None and r.failed_with.kind is FailureKind.WRONG_OUTPUT]
     assert wrong, "seed 17 no longer rents a wrong-output host: pick another seed"
     assert result.outcome.halt is None and result.receipt.decision.chosen is not None
     bad = await _bad_hosts(result)

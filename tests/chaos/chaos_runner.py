@@ -36,7 +36,7 @@ from tests.campaign.small_disk import fill_disk, small_disk
 from tests.chaos.chaos_mix import BROKEN_PIPE, CLIENT_TIMEOUT_S, DOUBLE_SIGNAL, FULL_DISK, KILL, Mix
 from vastui.approval import Action, Approval, ApprovalRequest, AuditKind, AuditRecord
 from vastui.campaign.handle import start_campaign
-from vastui.campaign.session import Services, new_campaign_id, plan_campaign
+from vastui.campaign.session import CampaignServices, new_campaign_id, plan_campaign
 from vastui.clock import ScaledClock
 from vastui.config import Redactor, Secret
 from vastui.errors import VastuiError
@@ -185,7 +185,7 @@ async def run_in_process(mix: Mix, manifest: Path, work: Path, server: SimServer
                                   timeout_s=CLIENT_TIMEOUT_S, transport=transport) as client:
             runner = SshRunner(known_hosts=work / "known_hosts", client_keys=[key_path], use_agent=False,
                                clock=clock, retry_interval_s=5.0, reconnect_deadline_s=120.0)
-            services = Services(market=client, executor=runner, store=store, clock=clock, bus=EventBus(),
+            services = CampaignServices(market=client, executor=runner, store=store, clock=clock, bus=EventBus(),
                                 redact=Redactor([Secret(KEY)]), poll_s=10.0, teardown_poll_s=5.0)
             if on_event is not None:
                 services.bus.listen(on_event)

@@ -19,7 +19,7 @@ from vastui.events import Event
 from vastui.sim.demo import DemoSession, open_demo
 from vastui.sim.realism import Realism
 from vastui.tui.app import VastuiApp
-from vastui.tui.services import Services
+from vastui.tui.services import ConsoleServices
 from vastui.tui.views.campaign import CampaignView
 
 TIME_SCALE = 100.0     # as the handle's tests: slow enough that a loaded machine still sees the race
@@ -60,7 +60,7 @@ async def campaign_console(tmp_path: Path, *, seed: int, expiry_s: float = 3600.
         events: list[Event] = []
         demo.services.bus.listen(events.append)
         handle = demo.start(plan_approved=False, expiry_s=expiry_s, wall=wall)
-        services = Services(market=demo.client, clock=demo.services.clock, bus=demo.services.bus,
+        services = ConsoleServices(market=demo.client, clock=demo.services.clock, bus=demo.services.bus,
                             store=demo.services.store, audit=demo.services.store)
         app = VastuiApp(services=services, settings=console_settings(time_scale=time_scale), campaign=handle)
         try:

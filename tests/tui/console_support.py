@@ -31,7 +31,7 @@ from vastui.sim.server import SimServer
 from vastui.store import SqliteStore
 from vastui.tui.app import VastuiApp
 from vastui.tui.dialogs.confirm import ConfirmDialog
-from vastui.tui.services import ConsoleSettings, Services
+from vastui.tui.services import ConsoleServices, ConsoleSettings
 from vastui.vast.client import HttpVastClient
 
 # A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
@@ -48,8 +48,9 @@ READ_PATHS = ("/api/v0/bundles/", "/api/v0/instances/request_logs/")
 
 
 @dataclass
-class SimConsole:
-    app: VastuiApp
+class SimParts:
+    """A simulator, a client on it and a store: what a console is given (the console's sources take them alone)."""
+
     market: Market
     client: HttpVastClient
     store: SqliteStore
@@ -62,6 +63,11 @@ class SimConsole:
     def mutations(self) -> list[RequestRecord]:
         """Answered requests that could change the account (searches and log requests excluded)."""
         return [r for r in self.market.request_log if r.is_mutating and not r.path.startswith(READ_PATHS)]
+
+
+@dataclass
+class SimConsole(SimParts):
+    app: VastuiApp
 
 
 class FaultyTransport(httpx.AsyncBaseTransport):
@@ -85,10 +91,9 @@ class FaultyTransport(httpx.AsyncBaseTransport):
 
 
 @asynccontextmanager
-async def sim_console(tmp_path: Path, *, settings: ConsoleSettings = FAST, seed: int = 7, n_machines: int = 120,
-                      timeout_s: float = 5.0, max_attempts: int = 2,
-                      over_socket: bool = False) -> AsyncIterator[SimConsole]:
-    """A console on a fresh simulator (not yet running: use ``app.run_test``).
+async def sim_parts(tmp_path: Path, *, seed: int = 7, n_machines: int = 120, timeout_s: float = 5.0,
+                    max_attempts: int = 2, over_socket: bool = False) -> AsyncIterator[SimParts]:
+    """A fresh simulator, a client on it (auditing into the store) and a store on ``tmp_path``.
 
     ``over_socket`` serves the simulator on a loopback TCP port (needed where client timeouts must bite: the ASGI
     transport has no network timeouts).
@@ -105,14 +110,26 @@ async def sim_console(tmp_path: Path, *, settings: ConsoleSettings = FAST, seed:
             base_url, transport = "http://sim.test", FaultyTransport(httpx.ASGITransport(app=create_app(market)))
         client = HttpVastClient(base_url=base_url, api_key=Secret(KEY), clock=clock, transport=transport,
                                 timeout_s=timeout_s, max_attempts=max_attempts, audit=store)
-        services = Services(market=client, clock=clock, bus=EventBus(), store=store, audit=store)
-        app = VastuiApp(services=services, settings=settings)
         try:
-            yield SimConsole(app=app, market=market, client=client, store=store, clock=clock, transport=transport)
+            yield SimParts(market=market, client=client, store=store, clock=clock, transport=transport)
         finally:
             await client.aclose()
             await store.close()
             await market.aclose()
+
+
+@asynccontextmanager
+async def sim_console(tmp_path: Path, *, settings: ConsoleSettings = FAST, seed: int = 7, n_machines: int = 120,
+                      timeout_s: float = 5.0, max_attempts: int = 2,
+                      over_socket: bool = False) -> AsyncIterator[SimConsole]:
+    """A console on a fresh simulator (not yet running: use ``app.run_test``); see ``sim_parts``."""
+    async with sim_parts(tmp_path, seed=seed, n_machines=n_machines, timeout_s=timeout_s, max_attempts=max_attempts,
+                         over_socket=over_socket) as parts:
+        services = ConsoleServices(market=parts.client, clock=parts.clock, bus=EventBus(), store=parts.store,
+                                   audit=parts.store)
+        app = VastuiApp(services=services, settings=settings)
+        yield SimConsole(market=parts.market, client=parts.client, store=parts.store, clock=parts.clock,
+                         transport=parts.transport, app=app)
 
 
 def with_settings(**changes: object) -> ConsoleSettings:
@@ -164,7 +181,7 @@ def grant(action: Action, target: str) -> Approval:
                     granted_at=0.0)
 
 
-async def rent_outside(sim: SimConsole, *, label: str, query: str = "num_gpus=1", skip: int = 0) -> int:
+async def rent_outside(sim: SimParts, *, label: str, query: str = "num_gpus=1", skip: int = 0) -> int:
     """Rent one offer straight through the client, outside the console and any campaign; its instance id."""
     offer = (await sim.client.search_offers(query, order="dph+", limit=skip + 1))[skip]
     made = await sim.client.create_instance(offer_id=offer.id, image="pytorch/pytorch", disk_gib=10, label=label,

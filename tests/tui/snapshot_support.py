@@ -30,7 +30,7 @@ from vastui.sim.realism import Realism
 from vastui.store import RunStatus, SqliteStore
 from vastui.tui.app import VastuiApp
 from vastui.tui.health import Source, SourceHealth
-from vastui.tui.services import ConsoleSettings, Services
+from vastui.tui.services import ConsoleServices, ConsoleSettings
 from vastui.tui.state import ActivityPage, ConsoleState, InstancePage, OfferPage
 from vastui.tui.widgets.statusbar import StatusBar
 from vastui.vast.client import HttpVastClient
@@ -204,7 +204,7 @@ def capture_scene(tmp_path: Path) -> Scene:
 class SceneApp(VastuiApp):
     """The console, shown ``scene`` as soon as it mounts (its own sources never answer)."""
 
-    def __init__(self, scene: Scene, *, services: Services, settings: ConsoleSettings) -> None:
+    def __init__(self, scene: Scene, *, services: ConsoleServices, settings: ConsoleSettings) -> None:
         super().__init__(services=services, settings=settings)
         self.scene = scene
 
@@ -225,5 +225,5 @@ class SceneApp(VastuiApp):
 def scene_app(scene: Scene, *, theme: str = "dark", view: str = "offers", readonly: bool = False) -> SceneApp:
     """A console that shows ``scene`` and nothing else, on a frozen clock."""
     settings = ConsoleSettings(theme=theme, initial_view=view, live=False, readonly=readonly)
-    services = Services(market=SilentMarket(), clock=FrozenClock(scene.now), bus=EventBus())
+    services = ConsoleServices(market=SilentMarket(), clock=FrozenClock(scene.now), bus=EventBus())
     return SceneApp(scene, services=services, settings=settings)

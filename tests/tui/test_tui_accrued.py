@@ -21,7 +21,7 @@ from vastui.sim.factory import build_market
 from vastui.sim.instance import CreateRequest
 from vastui.sim.server import SimServer
 from vastui.tui.app import VastuiApp
-from vastui.tui.services import ConsoleSettings, Services
+from vastui.tui.services import ConsoleServices, ConsoleSettings
 from vastui.tui.views.instances import COLUMNS, InstancesView
 from vastui.vast.client import HttpVastClient
 
@@ -53,7 +53,7 @@ async def test_a_running_instances_accrued_cost_is_on_the_marketplaces_clock_and
         async with asyncio.timeout(120):    # let the instance run a while: a guard against a hang, not a speed check
             while sim_clock.now() < state.created_at + RUN_BEFORE_LOOKING_S:
                 await asyncio.sleep(0.05)
-        app = VastuiApp(services=Services(market=client, clock=clock, bus=EventBus()), settings=SETTINGS)
+        app = VastuiApp(services=ConsoleServices(market=client, clock=clock, bus=EventBus()), settings=SETTINGS)
         async with app.run_test(size=(160, 40)) as pilot:
             view = app.query_one(InstancesView)
 

@@ -11,7 +11,7 @@ from vastui.approval import Action, AuditKind, AuditRecord, instance_target, off
 from vastui.events import EventBus
 from vastui.store import SqliteStore
 from vastui.tui.app import VastuiApp
-from vastui.tui.services import ConsoleSettings, Services
+from vastui.tui.services import ConsoleServices, ConsoleSettings
 from vastui.tui.views.activity import ActivityView
 
 
@@ -29,7 +29,7 @@ async def test_activity_lists_the_audit_log_newest_first(tmp_path: Path) -> None
                                         "rent — refused: by the operator"))
         await store.record_audit(record(START + 20, AuditKind.DECLINED, offer_target(3),
                                         "rent — expired (counts as refused)"))
-        services = Services(market=SilentMarket(), clock=FrozenClock(START + 60), bus=EventBus(),
+        services = ConsoleServices(market=SilentMarket(), clock=FrozenClock(START + 60), bus=EventBus(),
                             store=store, audit=store)
         app = VastuiApp(services=services, settings=ConsoleSettings(live=False, initial_view="activity"))
         async with app.run_test(size=(120, 30)) as pilot:

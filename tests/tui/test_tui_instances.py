@@ -34,6 +34,14 @@ async def test_prepay_stop_start_label_and_copy_ssh(tmp_path: Path) -> None:
 
             await wait_for(pilot, lambda: cell(5) == "running", what="running", deadline_s=60.0)
 
+            # text that is not an amount is said and dropped: no dialog, nothing sent
+            await pilot.press("p")
+            await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the amount prompt")
+            await pilot.press(*"ten", "enter")
+            await wait_for(pilot, lambda: any(n.message == "not an amount of USD: 'ten'" for n in app._notifications),
+                           what="the refusal of a non-amount")
+            assert not isinstance(app.screen, PromptScreen) and dialog(app) is None and prepays(sim) == []
+
             # prepay over the threshold: the amount must be typed; Confirm alone does nothing
             await pilot.press("p")
             await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the amount prompt")

@@ -16,7 +16,7 @@ from tests.tui.snapshot_support import Scene, SceneApp, capture_scene
 from vastui.events import EventBus
 from vastui.tui.dialogs.confirm import ConfirmDialog
 from vastui.tui.dialogs.help import HelpScreen
-from vastui.tui.services import ConsoleSettings, Services
+from vastui.tui.services import ConsoleServices, ConsoleSettings
 from vastui.tui.views.offers import OffersView
 from vastui.tui.widgets.keyed_table import ASCENDING, DESCENDING, SQUEEZE_USEFUL, Forms, KeyedTable
 from vastui.tui.widgets.throughput_axis import time_axis
@@ -101,7 +101,7 @@ def scene_console(scene: Scene, *, view: str = "offers", memory: Path | None = N
 
     settings = ConsoleSettings(theme="dark", initial_view=view, live=False, readonly=readonly,
                                view_memory_path=memory)
-    services = Services(market=SilentMarket(), clock=FrozenClock(scene.now), bus=EventBus())
+    services = ConsoleServices(market=SilentMarket(), clock=FrozenClock(scene.now), bus=EventBus())
     return SceneApp(scene, services=services, settings=settings)
 
 

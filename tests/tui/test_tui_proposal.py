@@ -8,7 +8,7 @@ import pytest
 from vastui.approval import Action, ApprovalRequest, instance_target, offer_target
 from vastui.errors import ApprovalRequired, QuotaExceeded, VastuiError
 from vastui.tui.feeds import MAX_BACKOFF_FACTOR, pause_after_failure
-from vastui.tui.proposal import make_proposal
+from vastui.tui.proposal import make_proposal, parse_usd
 
 
 def req(action: Action, target: str, cap: float | None = None) -> ApprovalRequest:
@@ -33,6 +33,15 @@ def test_money_above_the_threshold_needs_the_amount() -> None:
     small = make_proposal(title="t", requests=[req(Action.TRANSFER_CREDIT, "recipient:a", 5.0)], lines=[],
                           consequence="", amount_usd=5.0, money_confirm_over_usd=20)
     assert small.typed is None
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("25", 25.0), ("$25.00", 25.0), ("  $0.5 ", 0.5), ("10.25", 10.25), ("x", None), ("", None), ("$", None),
+    ("25 USD", None),
+])
+def test_an_amount_of_usd_is_read_one_way(text: str, expected: float | None) -> None:
+    """The prepay and transfer prompts and the typed confirmation read amounts with this one function."""
+    assert parse_usd(text) == expected
 
 
 def test_money_without_a_cost_cap_is_impossible() -> None:

@@ -14,7 +14,7 @@ from textual.widgets import Markdown
 from tests.tui.campaign_canned import NOW, finished_pictures, racing_picture
 from vastui.events import EventBus
 from vastui.tui.app import VastuiApp
-from vastui.tui.services import ConsoleSettings, Services
+from vastui.tui.services import ConsoleServices, ConsoleSettings
 from vastui.tui.state import ConsoleState
 from vastui.vast.models import InstanceListing, Offer, User
 
@@ -47,7 +47,7 @@ class CannedMarket:
 
 
 def console(view: str) -> VastuiApp:
-    services = Services(market=CannedMarket(), clock=FrozenClock(), bus=EventBus())  # type: ignore[arg-type]
+    services = ConsoleServices(market=CannedMarket(), clock=FrozenClock(), bus=EventBus())  # type: ignore[arg-type]
     return VastuiApp(services=services, settings=ConsoleSettings(live=False, theme="dark", initial_view=view))
 
 

@@ -17,7 +17,7 @@ from vastui.events import EventBus
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
 from vastui.tui.app import VastuiApp
-from vastui.tui.services import Services
+from vastui.tui.services import ConsoleServices
 from vastui.tui.views.instances import COLUMNS, InstancesView, StatusSince, since_text, status_since
 from vastui.tui.widgets.statusbar import StatusBar
 from vastui.vast.client import HttpVastClient
@@ -78,7 +78,7 @@ async def test_a_console_on_a_scaled_simulator_labels_its_durations_as_simulated
     clock = MarketClock()
     async with HttpVastClient(base_url="http://sim.test", api_key=Secret(KEY), clock=clock,
                               transport=httpx.ASGITransport(app=create_app(market))) as client:
-        app = VastuiApp(services=Services(market=client, clock=clock, bus=EventBus()), settings=FAST)
+        app = VastuiApp(services=ConsoleServices(market=client, clock=clock, bus=EventBus()), settings=FAST)
         async with app.run_test(size=(160, 48)) as pilot:
             bar = app.query_one(StatusBar)
             await wait_for(pilot, lambda: app.state.user is not None, what="the first answers")

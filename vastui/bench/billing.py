@@ -73,6 +73,12 @@ def storage_charge_usd(rates: Rates, *, exists_s: float) -> float:
     return rates.storage_usd_per_hour * max(0.0, exists_s) / S_PER_H
 
 
+def accrued_usd(*, dph_total: float, start_at: float, now: float) -> float:
+    """What an instance listed at ``dph_total`` ($/h, all in) has accrued from ``start_at`` (the marketplace's start
+    date) to ``now``, by the second. A start after ``now`` (clock skew) has cost nothing yet."""
+    return dph_total * max(0.0, now - start_at) / S_PER_H
+
+
 def bandwidth_charge_usd(rates: Rates, *, down_gb: float, up_gb: float = 0.0) -> float:
     """Traffic's charge: GB down and up at the machine's prices."""
     return max(0.0, down_gb) * rates.inet_down_usd_per_gb + max(0.0, up_gb) * rates.inet_up_usd_per_gb

@@ -15,6 +15,7 @@ import os
 import secrets
 import time
 
+from vastui.campaign.labels import build_label
 from vastui.campaign.owner import current_owner
 from vastui.clock import Clock
 from vastui.store import Campaign, Intent, SqliteStore
@@ -70,7 +71,8 @@ class AdhocOwner:
         one to create the instance under."""
         campaign_id = await self._ensure()
         return await self._store.record_intent(campaign_id=campaign_id, offer_id=offer_id,
-                                               label=f"vastui-{campaign_id}-{RENTER}-{offer_id}",
+                                               label=build_label(campaign_id=campaign_id, candidate_id=RENTER,
+                                                                 offer_id=offer_id),
                                                at=self._clock.now(), machine_id=machine_id, dph_usd=dph_usd,
                                                deadline_at=deadline_at)
 

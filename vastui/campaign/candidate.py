@@ -21,6 +21,7 @@ from vastui.approval import Action, ApprovalRequest, Approver, offer_target
 from vastui.bench.inputs import check_pinned, pinned_chunks
 from vastui.bench.manifest import Manifest
 from vastui.campaign.blame import Failure, FailureKind
+from vastui.campaign.labels import build_label
 from vastui.campaign.live import record_event
 from vastui.campaign.measure import MeasuredBlock
 from vastui.campaign.plan import CANARY_STEPS, DESTROY_MARGIN_S, Candidate, readiness_deadline_s
@@ -79,6 +80,21 @@ class CandidatePhase(enum.StrEnum):
     ABORTED = "aborted"
 
 
+class NotRented(enum.StrEnum):
+    """Why a candidate was never rented (its phase is ``SKIPPED``): the engine and the tests read this; people read
+    the phase's detail, which says it with the particulars."""
+
+    STOPPED = "stopped"               # the operator's abort or the campaign's halt came before its turn
+    RACE_DECIDED = "race decided"     # the race was decided before its turn
+    PASSED_OVER = "passed over"       # even its best case could not beat what is measured (charges.hopeless_reason)
+    OVER_BUDGET = "over budget"       # its worst case could exceed the budget (before asking, or once granted)
+    NOT_APPROVED = "not approved"     # the operator (or the plan's rules) refused the rent
+    RATE_LIMITED = "rate limited"     # the marketplace answered 429: nothing was rented, the offer is not blamed
+    REFUSED = "refused"               # the marketplace refused the offer (and no reserve was left)
+    NOT_SCHEDULED = "not scheduled"   # scheduling could not place it, asked twice (and no reserve was left)
+    VANISHED = "vanished"             # the offer was gone (and no reserve was left)
+
+
 class CandidateFailed(VastuiError):
     """The candidate failed a gate (readiness, SSH, canary); ``bad_host`` says whether the host is to blame when
     the workload is not (``blame.WorkloadJudge`` decides that); ``failure`` is the evidence compared between
@@ -111,6 +127,8 @@ class CandidateRun:
     warmup_steps: int = 0                   # steps its runs' start took to settle, the most of them (tuning skips them)
     passed_gate: bool | None = None
     failure: str | None = None
+    failed_with: Failure | None = None      # the failure as evidence (its kind), when it failed
+    not_rented: NotRented | None = None     # why it was never rented, while its phase is SKIPPED
     detail: str = ""
     blocks: list[MeasuredBlock] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)
@@ -212,17 +230,22 @@ class CandidateContext:
     bus: EventBus
     on_owned: Callable[[int], None]
     poll_s: float = POLL_S
-    # Reserve the candidate's worst case against the budget once its rent is granted (False: no room left).
-    reserve: Callable[[CandidateRun], bool] = lambda _run: True
 
     def label(self, candidate: Candidate) -> str:
-        return f"vastui-{self.campaign_id}-{candidate.candidate_id}-{candidate.offer.id}"
+        return build_label(campaign_id=self.campaign_id, candidate_id=candidate.candidate_id,
+                           offer_id=candidate.offer.id)
 
     def phase(self, run: CandidateRun, phase: CandidatePhase, detail: str = "") -> None:
         run.phase = phase
         run.detail = detail
+        run.not_rented = None
         self.bus.publish(CandidatePhaseChanged(at=self.clock.now(), campaign_id=self.campaign_id,
                                                candidate=run.cid, phase=str(phase), detail=detail))
+
+    def skip(self, run: CandidateRun, why: NotRented, detail: str) -> None:
+        """The candidate is not rented (for now: a reserve may yet take its place), for ``why``."""
+        self.phase(run, CandidatePhase.SKIPPED, detail)
+        run.not_rented = why
 
 
 def workload_argv(manifest: Manifest, *, variant: Variant, steps: int, seconds: float) -> list[str]:
@@ -255,10 +278,12 @@ def scheduling_refused(exc: ApiError) -> bool:
     return exc.code == SCHEDULING_FAILED
 
 
-async def rent(ctx: CandidateContext, run: CandidateRun, *, again: bool = False) -> RentOutcome:
+async def rent(ctx: CandidateContext, run: CandidateRun, *, reserve: Callable[[], bool],
+               again: bool = False) -> RentOutcome:
     """Approve, write the intent, create. Anything but ``RENTED``: nothing was spent (the phase says why).
-    ``again``: the marketplace refused this offer's last create outright (``NOT_SCHEDULED``), and the request says
-    so."""
+    ``reserve`` holds the candidate's worst case against the budget once the rent is granted (False: no room
+    left). ``again``: the marketplace refused this offer's last create outright (``NOT_SCHEDULED``), and the
+    request says so."""
     c = run.candidate
     ctx.phase(run, CandidatePhase.RENTING)
     for item in ctx.manifest.workload.inputs:   # an input swapped since the load stops the campaign before a rent
@@ -276,10 +301,10 @@ async def rent(ctx: CandidateContext, run: CandidateRun, *, again: bool = False)
                               deadline_at=ctx.clock.now() + c.time_cap_s)
     approval = await ctx.approver.request(request)
     if approval is None:
-        ctx.phase(run, CandidatePhase.SKIPPED, "rent not approved")
+        ctx.skip(run, NotRented.NOT_APPROVED, "rent not approved")
         return RentOutcome.NOT_APPROVED
-    if not ctx.reserve(run):   # spend is reserved when the rent is granted, not while it waits for an answer
-        ctx.phase(run, CandidatePhase.SKIPPED, f"budget: granted, but ${c.max_spend_usd:.2f} more could now "
+    if not reserve():   # spend is reserved when the rent is granted, not while it waits for an answer
+        ctx.skip(run, NotRented.OVER_BUDGET, f"budget: granted, but ${c.max_spend_usd:.2f} more could now "
                                                f"exceed the budget")
         return RentOutcome.OVER_BUDGET
     label = ctx.label(c)
@@ -298,7 +323,7 @@ async def rent(ctx: CandidateContext, run: CandidateRun, *, again: bool = False)
                               bad_host=False) from exc
     except RateLimited as exc:  # the marketplace did nothing (docs/api-notes.md §1.4): the offer is not to blame
         await ctx.store.rule_out_intent(intent_id=intent.intent_id, at=ctx.clock.now(), reason=str(exc))
-        ctx.phase(run, CandidatePhase.SKIPPED, f"{RATE_LIMITED}: nothing was rented, offer {c.offer.id} is not "
+        ctx.skip(run, NotRented.RATE_LIMITED, f"{RATE_LIMITED}: nothing was rented, offer {c.offer.id} is not "
                                                f"blamed: {exc}")
         return RentOutcome.RATE_LIMITED
     except (CreateFailed, ApiError) as exc:
@@ -308,7 +333,7 @@ async def rent(ctx: CandidateContext, run: CandidateRun, *, again: bool = False)
         if scheduling_refused(exc):   # the engine may ask again: the candidate is still on its way
             ctx.phase(run, CandidatePhase.RENTING, f"offer {c.offer.id} could not be scheduled now: {exc}")
             return RentOutcome.NOT_SCHEDULED
-        ctx.phase(run, CandidatePhase.SKIPPED, f"offer {c.offer.id} could not be rented: {exc}")
+        ctx.skip(run, NotRented.REFUSED, f"offer {c.offer.id} could not be rented: {exc}")
         return RentOutcome.REFUSED
     # Ours from this moment: teardown must be able to destroy it even if recording it fails below.
     run.instance_id = created.instance_id

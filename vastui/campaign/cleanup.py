@@ -8,14 +8,17 @@ leave an instance billing — and only then reports what may still exist.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from vastui.approval import Action, ApprovalRequest, Approver, instance_target
 from vastui.campaign.ports import Marketplace
 from vastui.clock import Clock, clock_scale
-from vastui.errors import ApiError, ApprovalRequired, AuthError, NotFound
+from vastui.errors import ApiError, ApprovalRequired, AuthError, NotFound, StoreError
 from vastui.events import EventBus, InstanceConfirmedGone, InstanceDestroyed, Notice
+from vastui.store import SqliteStore
+from vastui.store.records import InstanceState
 from vastui.vast.models import Answered
 
 LISTINGS_TO_CONFIRM = 2
@@ -184,6 +187,29 @@ async def teardown(*, client: Marketplace, approver: Approver, clock: Clock, bus
     await _poll(state, poll_s=poll_s, max_rounds=max_rounds, patience_s=patience_s * clock_scale(clock))
     state.report.still_alive.extend(sorted(state.pending))
     return state.report
+
+
+async def record_teardown(store: SqliteStore, report: TeardownReport, *, clock: Clock,
+                          on_refused: Callable[[StoreError, str], None] | None = None) -> None:
+    """Write what a teardown did and proved: when each destroy went out, and each instance proven gone (the
+    listings that missed it). ``on_refused`` is told of a write the store refused (a full disk), and the rest are
+    still written: destroying stopped the billing, the record can wait. Without it the refusal is raised."""
+    for instance_id, at in report.destroy_sent_at.items():
+        await _record(store.record_transition(instance_id=instance_id, state=InstanceState.DESTROY_REQUESTED, at=at),
+                      "record a destroy", on_refused)
+    for gone in report.gone:
+        await _record(store.record_gone(instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at,
+                                        at=clock.now()), "record an instance proven gone", on_refused)
+
+
+async def _record(write: Coroutine[Any, Any, object], what: str,
+                  on_refused: Callable[[StoreError, str], None] | None) -> None:
+    try:
+        await write
+    except StoreError as exc:
+        if on_refused is None:
+            raise
+        on_refused(exc, what)
 
 
 async def _poll(state: _Teardown, *, poll_s: float, max_rounds: int, patience_s: float) -> None:

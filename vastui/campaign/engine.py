@@ -29,6 +29,7 @@ from vastui.campaign.candidate import (
     CandidateFailed,
     CandidatePhase,
     CandidateRun,
+    NotRented,
     RentOutcome,
     Variant,
     canary,
@@ -37,21 +38,24 @@ from vastui.campaign.candidate import (
     stage_inputs,
     wait_running,
 )
-from vastui.campaign.charges import bill_of, hopeless_reason, prior_cost_inputs
-from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, teardown
+from vastui.campaign.charges import hopeless_reason, prior_cost_inputs
+from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, record_teardown, teardown
+from vastui.campaign.labels import is_campaigns
 from vastui.campaign.live import decision_event
-from vastui.campaign.measuring import Measuring
+from vastui.campaign.measuring import Measurer, RaceState
 from vastui.campaign.plan import Candidate, Plan
 from vastui.campaign.ports import HostExecutor, Marketplace
 from vastui.campaign.report import attribution_of
 from vastui.campaign.reserves import Reserves
+from vastui.campaign.slots import Ledger, Slot
+from vastui.campaign.snapshot import CampaignStage
 from vastui.campaign.tuning import TuningOutcome, tune
 from vastui.clock import Clock
 from vastui.errors import ApiError, AuthError, RemoteError, StoreError, VastuiError
 from vastui.events import CampaignFinished, EventBus, InstanceDestroyed, Notice
 from vastui.events_live import CampaignPhaseChanged
 from vastui.store import SqliteStore
-from vastui.store.records import InstanceState, RunStatus
+from vastui.store.records import CampaignPhase, InstanceState, RunStatus
 from vastui.vast.models import Answered
 
 log = logging.getLogger(__name__)
@@ -60,9 +64,11 @@ log = logging.getLogger(__name__)
 # the refusal is about the machine's resources at that moment (docs/api-notes.md, cancel_unavail).
 RESCHEDULE_AFTER_S = 60.0
 _ON_THE_WAY = frozenset({CandidatePhase.RENTING, CandidatePhase.LOADING, CandidatePhase.SSH, CandidatePhase.CANARY})
+# A rent the marketplace refused, the offer still listed, with no reserve left: why the candidate is not rented.
+_NOT_RENTED = {RentOutcome.REFUSED: NotRented.REFUSED, RentOutcome.NOT_SCHEDULED: NotRented.NOT_SCHEDULED}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CampaignOutcome:
     campaign_id: str
     runs: tuple[CandidateRun, ...]
@@ -78,7 +84,7 @@ class CampaignOutcome:
     halt: Halt | None = None               # why the campaign stopped renting early (the workload fails, ...)
 
 
-class CampaignEngine(Measuring):
+class CampaignEngine:
     """Runs one planned campaign to its decision and proves its teardown."""
 
     def __init__(self, *, plan: Plan, manifest: Manifest, market: Marketplace, executor: HostExecutor,
@@ -91,30 +97,18 @@ class CampaignEngine(Measuring):
         self.teardown_poll_s = teardown_poll_s
         self.ctx = CandidateContext(campaign_id=plan.campaign_id, manifest=manifest, market=market,
                                     executor=executor, store=store, approver=approver, clock=clock, bus=bus,
-                                    on_owned=on_owned or (lambda _id: None), poll_s=poll_s,
-                                    reserve=self._reserve)
-        self.runs = [CandidateRun(c) for c in plan.candidates]
+                                    on_owned=on_owned or (lambda _id: None), poll_s=poll_s)
+        self.slots = [Slot(CandidateRun(c)) for c in plan.candidates]
+        self.ledger = Ledger(slots=self.slots, manifest=manifest, clock=clock)
         self._reserves = Reserves(plan.reserves)
-        self.race = Race([RaceCandidate(c.candidate_id, self._prior_cost(c), c.prior_throughput_units_per_s)
-                          for c in plan.candidates], units=manifest.production_units, slo=manifest.slo,
-                         measure=manifest.measure, budget_usd=manifest.budget.max_usd)
-        self._lock = asyncio.Lock()
-        self._slots = asyncio.Semaphore(manifest.budget.max_instances)
-        self._stop: dict[str, asyncio.Event] = {c.candidate_id: asyncio.Event() for c in plan.candidates}
-        self._finished = asyncio.Event()
-        self._committed_usd: dict[str, float] = {}   # cap while alive, actual once destroyed
-        self._rented_local: dict[str, float] = {}
-        self._race_reason = "measuring"
-        self._leader: str | None = None
+        race = Race([RaceCandidate(c.candidate_id, self._prior_cost(c), c.prior_throughput_units_per_s)
+                     for c in plan.candidates], units=manifest.production_units, slo=manifest.slo,
+                    measure=manifest.measure, budget_usd=manifest.budget.max_usd)
+        self.state = RaceState(race=race, manifest=manifest)
+        self._measurer = Measurer(ctx=self.ctx, state=self.state, slots=self.slots, ledger=self.ledger)
+        self._turns = asyncio.Semaphore(manifest.budget.max_instances)   # instances alive at once
         self.tuning: TuningOutcome | None = None      # the chosen candidate's tuning, else the last one's
         self._tuned_cid: str | None = None             # ... and whose it is
-        self._tunings: dict[str, TuningOutcome] = {}   # every leader that was tuned (one tuning per candidate)
-        self._certified: set[str] = set()
-        self._choice_now: str | None = None
-        self._tuning_started: set[str] = set()
-        self._tune_next: set[str] = set()
-        self._destroy_sent: set[int] = set()          # instances whose destroy went out (approved) before teardown
-        self._tasks: list[asyncio.Task[None]] = []     # one per candidate, so an abort can stop them
         self.aborted: str | None = None
         self.halted: Halt | None = None                 # the campaign stopped itself (blame.py): no more rents
         self._judge = WorkloadJudge()
@@ -123,79 +117,68 @@ class CampaignEngine(Measuring):
     def _prior_cost(self, c: Candidate) -> CostInputs:
         return prior_cost_inputs(c, self.manifest)
 
+    @property
+    def runs(self) -> list[CandidateRun]:
+        return [slot.run for slot in self.slots]
+
     # --- money --------------------------------------------------------------------------------------------------
     def spent_usd(self) -> float:
-        """What the marketplace has billed so far: the billing model over each rental's created / running /
-        destroyed moments (the marketplace's, and for destroys and now the campaign's clock, which the CLI keeps on
-        the marketplace's: docs/architecture.md, One clock for money)."""
-        now = self.clock.now()
-        return sum(bill_of(run, manifest=self.manifest, created_local=self._rented_local.get(run.cid),
-                           now=now).total_usd
-                   for run in self.runs if run.cid in self._rented_local)
+        """What the marketplace has billed so far (``Ledger.spent_usd``)."""
+        return self.ledger.spent_usd()
 
     def reserved_usd(self) -> float:
-        """The budget held for rentals: each live one's worst case, each ended one's actual cost."""
-        return sum(self._committed_usd.values())
-
-    def _can_afford(self, candidate: Candidate) -> bool:
-        return sum(self._committed_usd.values()) + candidate.max_spend_usd <= self.manifest.budget.max_usd + 1e-9
-
-    def _reserve(self, run: CandidateRun) -> bool:
-        """Called when a rent is granted (no await between the check and the hold: concurrent grants cannot
-        overbook); a request still waiting for an answer holds nothing."""
-        if not self._can_afford(run.candidate):
-            return False
-        self._committed_usd[run.cid] = run.candidate.max_spend_usd
-        self._rented_local[run.cid] = self.clock.now()   # may bill from the create call on, answer or not
-        return True
+        """The budget held for rentals (``Ledger.reserved_usd``)."""
+        return self.ledger.reserved_usd()
 
     def abort(self, reason: str) -> None:
         """Stop every candidate now; ``run`` then tears down and proves every instance gone, as after any end."""
         if self.aborted is not None:
             return
         self.aborted = reason
-        self._race_reason = f"aborted: {reason}"
-        self._finished.set()
-        for task in self._tasks:
-            task.cancel()
+        self.state.finish(f"aborted: {reason}")
+        for slot in self.slots:
+            if slot.task is not None:
+                slot.task.cancel()
 
     # --- the campaign --------------------------------------------------------------------------------------------
     async def run(self) -> CampaignOutcome:
         store = self.ctx.store
-        await store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase="measuring", at=self.clock.now())
-        self._stage("running")
+        await store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase=CampaignPhase.MEASURING, at=self.clock.now())
+        self._stage(CampaignStage.RUNNING)
         try:
             async with asyncio.TaskGroup() as group:
-                for run in self.runs:
-                    self._tasks.append(group.create_task(self._candidate(run)))
+                for slot in self.slots:
+                    slot.task = group.create_task(self._candidate(slot))
         finally:
-            await self._paperwork(store.set_campaign_phase(campaign_id=self.plan.campaign_id, phase="teardown",
+            await self._paperwork(store.set_campaign_phase(campaign_id=self.plan.campaign_id,
+                                                           phase=CampaignPhase.TEARDOWN,
                                                            at=self.clock.now()), "record the teardown phase")
-            self._stage("teardown", self.aborted or "")
+            self._stage(CampaignStage.TEARDOWN, self.aborted or "")
             report = await self.teardown_all(reason="campaign finished")
             for run in self.runs:
                 if run.ended_at is None and run.instance_id in report.destroy_sent_at:
                     run.ended_at = report.destroy_sent_at[run.instance_id]
-        finalists = self.race.finalists()
-        seen = {cid: TunedEvidence(t.kept_gains, t.profile_latencies_ms) for cid, t in self._tunings.items()}
+        finalists = self.state.race.finalists()
+        tuned = {slot.cid: slot.tuning for slot in self.slots if slot.tuning is not None}
+        seen = {cid: TunedEvidence(t.kept_gains, t.profile_latencies_ms) for cid, t in tuned.items()}
         decision, certified_tuned = decide_with_tuned_evidence(finalists, seen, slo=self.manifest.slo,
                                                                units=self.manifest.production_units)
         if self.halted is not None and decision.chosen is None:
             decision = replace(decision, reason=self.halted.describe())
-        if decision.chosen in self._tunings:   # a later leader was tuned too: the receipt speaks of the chosen
-            self._tuned_cid, self.tuning = decision.chosen, self._tunings[decision.chosen]
+        if decision.chosen in tuned:   # a later leader was tuned too: the receipt speaks of the chosen
+            self._tuned_cid, self.tuning = decision.chosen, tuned[decision.chosen]
         tuned_cost = self._tuned_cost(decision, finalists)
         self.bus.publish(decision_event(decision, at=self.clock.now(), campaign_id=self.plan.campaign_id))
-        now = self.clock.now()
-        billed = {run.cid: bill_of(run, manifest=self.manifest, created_local=self._rented_local.get(run.cid),
-                                   now=now).total_usd for run in self.runs if run.cid in self._rented_local}
+        billed = self.ledger.billed_usd()
         spend = sum(billed.values())
         self.bus.publish(CampaignFinished(at=self.clock.now(), campaign_id=self.plan.campaign_id,
                                           status="clean" if report.is_clean else "LEAK", spend_usd=spend))
-        return CampaignOutcome(self.plan.campaign_id, tuple(self.runs), decision, report, spend, self._race_reason,
-                               self.tuning, tuned_cost, billed, self._tuned_cid, certified_tuned, self.halted)
+        return CampaignOutcome(campaign_id=self.plan.campaign_id, runs=tuple(self.runs), decision=decision,
+                               teardown=report, spend_usd=spend, race_reason=self.state.reason, tuning=self.tuning,
+                               tuned_cost=tuned_cost, billed_usd=billed, tuned_candidate=self._tuned_cid,
+                               certified_tuned=certified_tuned, halt=self.halted)
 
-    def _stage(self, phase: str, detail: str = "") -> None:
+    def _stage(self, phase: CampaignStage, detail: str = "") -> None:
         self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,
                                               detail=detail))
 
@@ -219,14 +202,10 @@ class CampaignEngine(Measuring):
             self.ctx.on_owned(instance_id)  # labelled or recorded by this campaign: its plan promised to destroy
         report = await teardown(client=self.ctx.market, approver=self.ctx.approver, clock=self.clock, bus=self.bus,
                                 instance_ids=ids, campaign_id=self.plan.campaign_id, reason=reason,
-                                poll_s=self.teardown_poll_s, already_destroyed=self._destroy_sent)
-        for instance_id, at in report.destroy_sent_at.items():
-            await self._paperwork(self.ctx.store.record_transition(
-                instance_id=instance_id, state=InstanceState.DESTROY_REQUESTED, at=at), "record a destroy")
-        for gone in report.gone:
-            await self._paperwork(self.ctx.store.record_gone(
-                instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at, at=self.clock.now()),
-                "record an instance proven gone")
+                                poll_s=self.teardown_poll_s,
+                                already_destroyed={slot.run.instance_id for slot in self.slots
+                                                   if slot.destroy_sent and slot.run.instance_id is not None})
+        await record_teardown(self.ctx.store, report, clock=self.clock, on_refused=self._paperwork_refused)
         return report
 
     async def _paperwork(self, write: Coroutine[Any, Any, object], what: str) -> None:
@@ -235,8 +214,11 @@ class CampaignEngine(Measuring):
         try:
             await write
         except StoreError as exc:
-            self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="error",
-                                    text=f"could not {what} ({exc.message}); the teardown goes on"))
+            self._paperwork_refused(exc, what)
+
+    def _paperwork_refused(self, exc: StoreError, what: str) -> None:
+        self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="error",
+                                text=f"could not {what} ({exc.message}); the teardown goes on"))
 
     async def _found_by_label(self) -> set[int]:
         """Instances labelled with this campaign's id: catches a create whose answer was lost."""
@@ -244,23 +226,25 @@ class CampaignEngine(Measuring):
             listing = await self.ctx.market.list_instances()
         except VastuiError:
             return set()
-        prefix = f"vastui-{self.plan.campaign_id}-"
-        return {i.id for i in listing.instances if (i.label or "").startswith(prefix)}
+        return {i.id for i in listing.instances if is_campaigns(i.label, self.plan.campaign_id)}
 
-    async def _candidate(self, run: CandidateRun) -> None:
-        async with self._slots:
-            if self._stop[run.cid].is_set() or self._finished.is_set():
-                self.ctx.phase(run, CandidatePhase.SKIPPED, f"stopped before its turn: {self._stopped_by}"
-                               if self._stopped_by else "race decided before its turn")
-                self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail="not measured: race decided")
+    async def _candidate(self, slot: Slot) -> None:
+        run = slot.run
+        async with self._turns:
+            if slot.eliminated or self.state.finished.is_set():
+                if self._stopped_by is not None:
+                    self.ctx.skip(run, NotRented.STOPPED, f"stopped before its turn: {self._stopped_by}")
+                else:
+                    self.ctx.skip(run, NotRented.RACE_DECIDED, "race decided before its turn")
+                self.state.race.exclude(run.cid, reason=EliminationReason.FAILED, detail="not measured: race decided")
                 return
             if (hopeless := await self._hopeless(run.candidate)) is not None and not await self._take_reserve(
                     run, hopeless):
-                self.ctx.phase(run, CandidatePhase.SKIPPED, hopeless)
-                self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=f"not measured: {hopeless}")
+                self.ctx.skip(run, NotRented.PASSED_OVER, hopeless)
+                self.state.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=f"not measured: {hopeless}")
                 return
             try:
-                await self._life(run)
+                await self._life(slot)
             except CandidateFailed as exc:
                 await self._fail(run, exc)
             except AuthError as exc:   # no request can succeed with this key: stop renting, say why
@@ -273,13 +257,13 @@ class CampaignEngine(Measuring):
                     await self._stopped_by_abort(run)
                 raise
             finally:
-                await self._release(run)
+                await self._release(slot)
 
     async def _hopeless(self, candidate: Candidate) -> str | None:
         """Why this candidate, not rented yet, cannot beat what is measured (charges.hopeless_reason), or None."""
-        async with self._lock:
-            leader = self._leader
-            standing = await asyncio.to_thread(self.race.standing, leader) if leader is not None else None
+        async with self.state.lock:
+            leader = self.state.leader
+            standing = await asyncio.to_thread(self.state.race.standing, leader) if leader is not None else None
         high = standing.cost_per_unit.high if standing is not None and standing.cost_per_unit is not None else None
         certified = standing is not None and standing.slo is Verdict.MET
         return hopeless_reason(candidate, self.manifest, leader=leader, leader_cost_high=high,
@@ -298,7 +282,7 @@ class CampaignEngine(Measuring):
         """``reserve`` takes ``run``'s place (its id kept), with its own prior in the race; the console is told."""
         self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="info", text=why))
         run.candidate = replace(reserve, candidate_id=run.cid)
-        self.race.set_cost(run.cid, self._prior_cost(run.candidate),
+        self.state.race.set_cost(run.cid, self._prior_cost(run.candidate),
                            prior_throughput_units_per_s=run.candidate.prior_throughput_units_per_s)
 
     @property
@@ -313,12 +297,11 @@ class CampaignEngine(Measuring):
         if self.halted is not None or self.aborted is not None:
             return
         self.halted = halt
-        self._race_reason = halt.describe()
-        self._finished.set()
-        async with self._lock:
+        self.state.finish(halt.describe())
+        async with self.state.lock:
             for run in self.runs:
                 if not run.blocks:   # a prior alone must not be chosen from a campaign that stopped itself
-                    self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=halt.describe())
+                    self.state.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=halt.describe())
         self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="error",
                                 text=f"campaign stopped: {halt.describe()}"))
         current = asyncio.current_task()
@@ -326,9 +309,9 @@ class CampaignEngine(Measuring):
         # found by a listing, which the rejected key cannot read; let be, its id is known and reported.
         spared = {CandidatePhase.WAITING} | ({CandidatePhase.RENTING} if halt.reason is HaltReason.KEY_REJECTED
                                              else set())
-        for run, task in zip(self.runs, self._tasks, strict=True):
-            if task is not current and run.phase not in spared:
-                task.cancel()   # one still waiting for a slot skips itself when it gets one
+        for slot in self.slots:
+            if slot.task is not None and slot.task is not current and slot.run.phase not in spared:
+                slot.task.cancel()   # one still waiting for a slot skips itself when it gets one
 
     async def _stopped_by_abort(self, run: CandidateRun) -> None:
         """Say where the abort found it; a run it cut short is closed as interrupted (its records are kept)."""
@@ -338,9 +321,10 @@ class CampaignEngine(Measuring):
             await self.ctx.store.finish_run(run_id=run.run_id, status=RunStatus.INTERRUPTED, at=self.clock.now(),
                                             error=f"aborted: {self._stopped_by}")
 
-    async def _life(self, run: CandidateRun) -> None:
-        if not await self._rent_or_replace(run):
-            self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=run.detail or "not rented")
+    async def _life(self, slot: Slot) -> None:
+        run = slot.run
+        if not await self._rent_or_replace(slot):
+            self.state.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=run.detail or "not rented")
             return
         instance = await wait_running(self.ctx, run)
         await read_loading(self.ctx, run)
@@ -354,32 +338,33 @@ class CampaignEngine(Measuring):
             async with self.ctx.executor.hold_first(endpoints,
                                                     deadline_s=self.manifest.budget.readiness_min_s) as (host, port):
                 connected = True
-                await self._on_host(run, host, port)
+                await self._on_host(slot, host, port)
         except RemoteError as exc:
             if not connected:
                 raise CandidateFailed(f"SSH never became ready: {exc}", bad_host=True) from exc
             raise
 
-    async def _on_host(self, run: CandidateRun, host: str, port: int) -> None:
+    async def _on_host(self, slot: Slot, host: str, port: int) -> None:
+        run = slot.run
         await stage_inputs(self.ctx, host, port)
         variant = Variant.first(run.candidate, self.manifest)
         await canary(self.ctx, run, host, port, variant)
         for mark in self._judge.canary_passed().marks:   # the workload works: held failures were the hosts'
             await self._record_bad_host(mark)
         self._verdict.set()
-        await self._measure(run, host, port, variant)
+        await self._measurer.measure(slot, host, port, variant)
         # Tune the leader on its own instance: when the race is decided, or when it ran out of blocks while leading
         # (waiting idle for the others would bill for nothing).
         # (A leader stopped by its deadline is still offered: tuning then says the deadline left it no time.)
-        done_measuring = (self._finished.is_set() or len(run.blocks) >= self.manifest.measure.max_blocks
-                          or run.work_time_left_s(self.clock.now()) <= 0 or self.leader_may_tune(run))
-        leads = done_measuring and (self._leader == run.cid or await self._would_be_chosen(run))
-        if (run.blocks and (leads or run.cid in self._tune_next) and run.cid not in self._tuning_started
-                and not self._stop[run.cid].is_set()):
-            await self._tune(run, host, port, variant)
+        done_measuring = (self.state.finished.is_set() or len(run.blocks) >= self.manifest.measure.max_blocks
+                          or run.work_time_left_s(self.clock.now()) <= 0 or self.state.leader_may_tune(slot))
+        leads = done_measuring and (self.state.leader == run.cid or await self.state.would_be_chosen(slot))
+        if run.blocks and (leads or slot.tune_next) and not slot.tuning_started and not slot.eliminated:
+            await self._tune(slot, host, port, variant)
 
-    async def _tune(self, run: CandidateRun, host: str, port: int, variant: Variant) -> None:
+    async def _tune(self, slot: Slot, host: str, port: int, variant: Variant) -> None:
         """One variable at a time on the leader's own instance, inside its deadline."""
+        run = slot.run
         attribution = attribution_of(run, units=self.manifest.production_units)
         if attribution is None:
             return
@@ -388,27 +373,28 @@ class CampaignEngine(Measuring):
         def time_left() -> float:
             return run.work_time_left_s(self.clock.now())
 
-        self._tuning_started.add(run.cid)
+        slot.tuning_started = True
         outcome = await tune(self.ctx, run, host, port, start=variant, bottleneck=attribution.bottleneck,
                              time_left_s=time_left)
-        self._tunings[run.cid] = outcome
+        slot.tuning = outcome
         self._tuned_cid, self.tuning = run.cid, outcome
         self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks; tuned: {outcome.profile.describe()}")
 
-    async def _rent_or_replace(self, run: CandidateRun) -> bool:
+    async def _rent_or_replace(self, slot: Slot) -> bool:
         """Re-check the offer right before renting; a vanished offer is replaced from the reserves, once each. An
         offer scheduling could not place is asked again once, ``RESCHEDULE_AFTER_S`` later (a new approval): the
         refusal is about that moment's free resources, and nothing was rented or billed."""
+        run = slot.run
         rescheduled: set[int] = set()
         while True:
             candidate = run.candidate
             await self._while_in_doubt(run)
             if self._stopped_by is not None:
-                self.ctx.phase(run, CandidatePhase.SKIPPED, f"stopped before its turn: {self._stopped_by}")
+                self.ctx.skip(run, NotRented.STOPPED, f"stopped before its turn: {self._stopped_by}")
                 return False
-            if not self._can_afford(candidate):
-                self.ctx.phase(run, CandidatePhase.SKIPPED,
-                               f"budget: ${candidate.max_spend_usd:.2f} more could exceed ${self.plan.budget_usd:.2f}")
+            if not self.ledger.can_afford(candidate):
+                self.ctx.skip(run, NotRented.OVER_BUDGET,
+                              f"budget: ${candidate.max_spend_usd:.2f} more could exceed ${self.plan.budget_usd:.2f}")
                 return False
             try:
                 still_there = bool(await self.ctx.market.search_offers(f"id={candidate.offer.id}"))
@@ -416,12 +402,13 @@ class CampaignEngine(Measuring):
                 still_there = True
             outcome = RentOutcome.REFUSED
             if still_there:
-                outcome = await rent(self.ctx, run, again=candidate.offer.id in rescheduled)
+                outcome = await rent(self.ctx, run, again=candidate.offer.id in rescheduled,
+                                     reserve=lambda: self.ledger.hold(slot))
                 if outcome is RentOutcome.RENTED:
-                    self._rented_local[run.cid] = self.clock.now()
+                    slot.rented_local_at = self.clock.now()
                     return True
-                self._rented_local.pop(run.cid, None)
-            self._committed_usd.pop(run.cid, None)
+                slot.rented_local_at = None
+            slot.committed_usd = None
             if outcome in (RentOutcome.NOT_APPROVED, RentOutcome.OVER_BUDGET, RentOutcome.RATE_LIMITED):
                 return False   # nothing wrong with the offer: no reserve takes its place
             if outcome is RentOutcome.NOT_SCHEDULED and candidate.offer.id not in rescheduled:
@@ -436,15 +423,17 @@ class CampaignEngine(Measuring):
                    else f"offer {candidate.offer.id} vanished")
             replacement = self._reserves.for_vanished(candidate)
             if replacement is None:
-                self.ctx.phase(run, CandidatePhase.SKIPPED, f"{why}; no reserve left")
+                self.ctx.skip(run, _NOT_RENTED[outcome] if still_there else NotRented.VANISHED,
+                              f"{why}; no reserve left")
                 return False
             self._stand_in(run, replacement, f"{run.cid}: {why}, trying reserve {replacement.offer.id}")
 
     async def _fail(self, run: CandidateRun, exc: CandidateFailed) -> None:
         run.failure = str(exc)
+        run.failed_with = exc.failure
         self.ctx.phase(run, CandidatePhase.FAILED, str(exc))
-        async with self._lock:
-            self.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=str(exc))
+        async with self.state.lock:
+            self.state.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=str(exc))
         mark = (BadHostMark(machine_id=run.candidate.offer.machine_id, reason=str(exc)[:200],
                             evidence_json=json.dumps({"instance_id": run.instance_id, **exc.evidence}, default=str))
                 if exc.bad_host and run.instance_id is not None else None)
@@ -468,12 +457,13 @@ class CampaignEngine(Measuring):
                                              evidence_json=mark.evidence_json, recorded_at=now,
                                              expires_at=now + BAD_HOST_TTL_S, campaign_id=self.plan.campaign_id)
 
-    async def _release(self, run: CandidateRun) -> None:
+    async def _release(self, slot: Slot) -> None:
         """Destroy this candidate's instance as soon as it is done with (the final teardown verifies it)."""
+        run = slot.run
         self._verdict.set()   # one fewer on its way to a canary verdict
         if run.instance_id is None:
             if run.uncertain_label is None:
-                self._committed_usd.pop(run.cid, None)
+                slot.committed_usd = None
             # else: the create's answer was lost and an instance may be billing until the final teardown finds
             # it by label, so its worst case stays reserved against the budget
             return
@@ -485,7 +475,7 @@ class CampaignEngine(Measuring):
                                            reason=f"{run.cid} {run.phase}",
                                            on_sending=lambda: sending_at.append(self.clock.now()),
                                            on_answered=windows.append):
-                self._destroy_sent.add(run.instance_id)
+                slot.destroy_sent = True
                 self.bus.publish(InstanceDestroyed(at=self.clock.now(), campaign_id=self.plan.campaign_id,
                                                    instance_id=run.instance_id))
                 await self.ctx.store.record_transition(instance_id=run.instance_id,
@@ -495,10 +485,8 @@ class CampaignEngine(Measuring):
                     self.ctx.executor.forget_host(*endpoint)
         except VastuiError as exc:
             log.warning("destroying %s failed (final teardown retries): %s", run.instance_id, exc)
-        if run.instance_id in self._destroy_sent:
+        if slot.destroy_sent:
             # billing stops as the marketplace handles the destroy: between the request and its answer
             run.ended_at = windows[0].midpoint if windows else (sending_at[0] if sending_at else self.clock.now())
-        self._committed_usd[run.cid] = bill_of(run, manifest=self.manifest,
-                                               created_local=self._rented_local.get(run.cid),
-                                               now=self.clock.now()).total_usd
+        self.ledger.settle(slot)
 

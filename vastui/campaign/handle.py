@@ -25,7 +25,7 @@ from vastui.campaign.approvers import PlanTerms
 from vastui.campaign.broker import DEFAULT_EXPIRY_S, ApprovalBroker
 from vastui.campaign.engine import CampaignEngine, CampaignOutcome
 from vastui.campaign.plan import Plan
-from vastui.campaign.session import Services, make_engine, record_campaign, write_receipt
+from vastui.campaign.session import CampaignServices, make_engine, record_campaign, write_receipt
 from vastui.campaign.snapshot import CampaignSnapshot, CampaignStage
 from vastui.campaign.tracker import CampaignTracker
 from vastui.clock import Clock
@@ -50,7 +50,7 @@ class CampaignHandle:
     """One campaign started by ``start_campaign``. Its methods are safe to call from the event loop's thread at
     any time, before, during and after the run."""
 
-    def __init__(self, services: Services, *, manifest: Manifest, plan: Plan, broker: ApprovalBroker,
+    def __init__(self, services: CampaignServices, *, manifest: Manifest, plan: Plan, broker: ApprovalBroker,
                  on_owned: Callable[[int], None] | None) -> None:
         self.campaign_id = plan.campaign_id
         self.plan = plan
@@ -157,7 +157,7 @@ class CampaignHandle:
             self._on_owned(instance_id)
 
 
-def start_campaign(services: Services, *, manifest: Manifest, plan: Plan, plan_approved: bool = False,
+def start_campaign(services: CampaignServices, *, manifest: Manifest, plan: Plan, plan_approved: bool = False,
                    policy: Approver | None = None, operator: Approver | None = None,
                    expiry_s: float = DEFAULT_EXPIRY_S, plan_approved_by: str = "approve-plan",
                    on_owned: Callable[[int], None] | None = None, wall: Clock | None = None) -> CampaignHandle:

@@ -1,15 +1,19 @@
 """Measuring a candidate for the race: independent runs of warm-up and blocks, each block fed to the race.
 
-Part of the campaign engine (``engine.py`` mixes it in): at least ``min_runs`` separate agent processes per candidate
-when its deadline leaves room, every block decided on at once (off the event loop), a run cut by the deadline left
-for the destroy.
+The engine's measuring collaborator (``Measurer``) is given the context, the race's shared state (``RaceState``,
+which also says who stops measuring to be tuned), the slots and the ledger. At least ``min_runs`` separate agent
+processes per candidate when its deadline leaves room, every block decided on at once (off the event loop), a run
+cut by the deadline left for the destroy; why measuring ended is a ``MeasuringStop``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from vastui.bench.manifest import Manifest
 from vastui.bench.select import EliminationReason, Race, decide_profile
@@ -26,71 +30,160 @@ from vastui.campaign.candidate import (
 from vastui.campaign.charges import measured_cost_inputs
 from vastui.campaign.live import standings_event, warmup_event
 from vastui.campaign.measure import BlockMeter, MeasuredBlock
-from vastui.campaign.plan import Plan, tuning_trials
+from vastui.campaign.plan import tuning_trials
 from vastui.campaign.ports import Record
-from vastui.clock import Clock
+from vastui.campaign.slots import Ledger, Slot
 from vastui.errors import RemoteError
-from vastui.events import BlockMeasured, CandidateEliminated, EventBus, Notice
+from vastui.events import BlockMeasured, CandidateEliminated, Notice
 from vastui.remote.protocol import Result
 from vastui.store.records import RunStatus
 
 
-class Measuring:
-    """The engine's measuring half; the engine provides the state below."""
+class MeasuringEnded(enum.StrEnum):
+    """Why a candidate's measuring, or one agent run of it, ended."""
 
-    plan: Plan
-    manifest: Manifest
-    clock: Clock
-    bus: EventBus
-    ctx: CandidateContext
+    MAX_BLOCKS = "max blocks"             # it reached the manifest's most blocks
+    TO_TUNING = "to tuning"               # it leads with enough evidence: its instance goes to tuning
+    ELIMINATED = "eliminated"             # the race dropped it
+    RACE_DECIDED = "race decided"
+    DEADLINE = "instance deadline"
+    STREAM_ENDED = "stream ended"         # the agent's records stopped coming
+    SHARE_DONE = "share done"             # this run gave its share of the minimum evidence: the next run starts
+    RACE = "race"                         # the race said stop after a block
+    WORKLOAD_ENDED = "the workload ended"
+    RUN_NOT_STARTED = "run did not start"   # a further run would not start: the evidence already had stands
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuringStop:
+    """Why measuring ended (``why``) with its particulars; ``describe`` says it for people."""
+
+    why: MeasuringEnded
+    blocks: int = 0          # MAX_BLOCKS: the most allowed; TO_TUNING: how many it had
+    run: int = 0             # RUN_NOT_STARTED: which run (counted from 1)
+    race_reason: str = ""    # RACE_DECIDED: the race's own reason
+
+    def describe(self) -> str:
+        match self.why:
+            case MeasuringEnded.MAX_BLOCKS:
+                return f"reached {self.blocks} blocks"
+            case MeasuringEnded.TO_TUNING:
+                return f"leading with {self.blocks} blocks: its instance goes to tuning"
+            case MeasuringEnded.RACE_DECIDED:
+                return f"race decided: {self.race_reason}"
+            case MeasuringEnded.RUN_NOT_STARTED:
+                return f"run {self.run} did not start"
+        return str(self.why)
+
+
+@dataclass(slots=True, eq=False)
+class RaceState:
+    """The race as the engine and the measuring both see it, and who gets instance time next. ``lock`` is held
+    around every use of the race (its decisions run off the event loop)."""
+
     race: Race
-    _lock: asyncio.Lock
-    _stop: dict[str, asyncio.Event]
-    _finished: asyncio.Event
-    _leader: str | None
-    _race_reason: str
-    _tuning_started: set[str]  # candidates whose tuning began (each leader is tuned at most once)
-    _certified: set[str]       # candidates whose SLO the race certified at the last block
-    _choice_now: str | None    # whom the decision would choose if taken at the last block
-    _tune_next: set[str]       # candidates that stopped measuring to be tuned (kept, even if the lead moves on)
-    runs: list[CandidateRun]
+    manifest: Manifest
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    finished: asyncio.Event = field(default_factory=asyncio.Event)   # the race is decided (or stopped): no more rents
+    reason: str = "measuring"           # why the race ended, for the receipt
+    leader: str | None = None
+    choice_now: str | None = None       # whom the decision would choose if taken at the last block
 
-    def spent_usd(self) -> float:
-        raise NotImplementedError
+    def finish(self, reason: str) -> None:
+        self.reason = reason
+        self.finished.set()
 
-    def reserved_usd(self) -> float:
-        raise NotImplementedError
+    def leader_may_tune(self, slot: Slot) -> bool:
+        """The leader with the winner's minimum evidence stops measuring and tunes on its own instance (a later
+        leader is tuned too, on its own instance: the chosen one's tuning is what counts): more blocks
+        of one profile shrink only the within-run error, which the between-run part already outweighs, while
+        tuning needs instance time the deadline would otherwise have spent on them.
 
-    async def _measure(self, run: CandidateRun, host: str, port: int, variant: Variant) -> None:
+        Only once the decision, taken now, would choose it: a leader by point whose interval is still wider than a
+        rival's (the decision takes the lowest *upper* bound) measures on, or the rival, running on to its
+        ``max_blocks`` while the leader tunes, would win on the narrower interval the leader gave up (seen in the
+        decision benchmark: chosen 7-10 % dearer than the leader it stopped measuring)."""
+        run = slot.run
+        return (self.leader == slot.cid and self.choice_now == slot.cid and not slot.tuning_started
+                and tuning_trials(self.manifest) > 0
+                and len(run.blocks) >= self.manifest.measure.winner_min_blocks
+                and slot.certified   # the SLO's evidence (e.g. p99's 459 steps) comes from blocks
+                and run.measured_runs + 1 >= self.manifest.measure.min_runs)
+
+    async def would_be_chosen(self, slot: Slot) -> bool:
+        """Whether the decision, taken now, would choose ``slot``: the race's leader is the lowest cost point, the
+        decision the lowest upper bound, and a candidate that ran on to max_blocks while the leader was tuned can
+        end with the narrower interval and be chosen. It is tuned too, while its instance lives: a choice left at
+        its first profile can be far from its best (a third of its speed, seen in the decision benchmark)."""
+        if tuning_trials(self.manifest) <= 0 or slot.tuning_started:
+            return False
+        async with self.lock:
+            finalists = await asyncio.to_thread(self.race.finalists)
+        return decide_profile(finalists, units=self.manifest.production_units).chosen == slot.cid
+
+    def stop_reason(self, slot: Slot, *, now: float) -> MeasuringStop | None:
+        """Why ``slot`` stops measuring now, or None while it measures on."""
+        run = slot.run
+        if len(run.blocks) >= self.manifest.measure.max_blocks:
+            return MeasuringStop(MeasuringEnded.MAX_BLOCKS, blocks=self.manifest.measure.max_blocks)
+        if slot.tune_next or self.leader_may_tune(slot):
+            # Once stopped for tuning it is tuned, though another block may have moved the lead meanwhile: its
+            # measuring is over either way, and its instance's time is better spent on the trials than idle.
+            slot.tune_next = True
+            return MeasuringStop(MeasuringEnded.TO_TUNING, blocks=len(run.blocks))
+        if slot.eliminated:
+            return MeasuringStop(MeasuringEnded.ELIMINATED)
+        if self.finished.is_set():
+            return MeasuringStop(MeasuringEnded.RACE_DECIDED, race_reason=self.reason)
+        if run.work_time_left_s(now) <= 0:
+            return MeasuringStop(MeasuringEnded.DEADLINE)
+        return None
+
+
+class Measurer:
+    """Measures each candidate for the race and feeds the race its blocks."""
+
+    def __init__(self, *, ctx: CandidateContext, state: RaceState, slots: Sequence[Slot], ledger: Ledger) -> None:
+        self.ctx = ctx
+        self.state = state
+        self.slots = slots
+        self.ledger = ledger
+        self.manifest = ctx.manifest
+        self.clock = ctx.clock
+        self.bus = ctx.bus
+
+    async def measure(self, slot: Slot, host: str, port: int, variant: Variant) -> None:
         """Blocks from at least ``min_runs`` independent runs (separate agent processes, each warmed up): the
         first runs stop after their share of the minimum evidence, the last one runs until the race says stop."""
+        run = slot.run
         self.ctx.phase(run, CandidatePhase.MEASURING)
         c = run.candidate
         stored = await self.ctx.store.start_run(
-            campaign_id=self.plan.campaign_id, instance_id=run.instance_id, machine_id=c.offer.machine_id,
+            campaign_id=self.ctx.campaign_id, instance_id=run.instance_id, machine_id=c.offer.machine_id,
             gpu_name=c.offer.gpu_name, num_gpus=c.gpu_count, workload_digest=self.manifest.digest,
             variant_json=variant.to_json(), started_at=self.clock.now())
         run.run_id = stored.run_id
         await self.ctx.store.record_run_phases(run_id=stored.run_id, pull_s=run.startup_s)
         rule = self.manifest.measure
         share = max(1, -(-rule.min_blocks // max(1, rule.min_runs)))   # blocks per run until min_runs are had
-        ended = "stream ended"
+        ended = MeasuringStop(MeasuringEnded.STREAM_ENDED)
         warmups: list[float] = []
         for index in range(max(1, rule.min_runs)):
             last = index == max(1, rule.min_runs) - 1
             try:
-                ended = await self._one_run(run, host, port, variant, index=index, warmups=warmups,
+                ended = await self._one_run(slot, host, port, variant, index=index, warmups=warmups,
                                             blocks_until=None if last else len(run.blocks) + share)
             except RemoteError as exc:
                 if index == 0 or not run.blocks:
                     raise
                 # A further run that would not start leaves the evidence already had standing (one run fewer).
-                self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="warning",
+                self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.ctx.campaign_id, level="warning",
                                         text=f"{run.cid}: run {index + 1} did not start ({exc}); keeping "
                                              f"{len(run.blocks)} blocks from {run.measured_runs} run(s)"))
-                ended = f"run {index + 1} did not start"
+                ended = MeasuringStop(MeasuringEnded.RUN_NOT_STARTED, run=index + 1)
                 break
-            if self._stop_reason(run) is not None or ended != "share done":
+            if (self.state.stop_reason(slot, now=self.clock.now()) is not None
+                    or ended.why is not MeasuringEnded.SHARE_DONE):
                 break
         thetas = [b.throughput_units_per_s for b in run.blocks]
         await self.ctx.store.finish_run(
@@ -99,25 +192,26 @@ class Measuring:
             stats_json=json.dumps({"blocks": len(thetas), "runs": run.measured_runs, "warmup_s": run.warmup_s,
                                    "startup_s": run.startup_s}),
             error=None if thetas else "no complete block")
-        reason = self._stop_reason(run) or ended
+        reason = (self.state.stop_reason(slot, now=self.clock.now()) or ended).describe()
         if len(run.blocks) < self.manifest.measure.min_blocks and run.phase is CandidatePhase.MEASURING:
             # Too little evidence to race on (a slow host hit its deadline): out of the race, data kept.
-            async with self._lock:
-                self.race.exclude(run.cid, reason=EliminationReason.FAILED,
+            async with self.state.lock:
+                self.state.race.exclude(run.cid, reason=EliminationReason.FAILED,
                                   detail=f"only {len(run.blocks)} blocks before it stopped ({reason})")
         if run.phase is CandidatePhase.MEASURING:
             self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks in {run.measured_runs} run(s); "
                                                      f"stopped: {reason}")
 
-    async def _one_run(self, run: CandidateRun, host: str, port: int, variant: Variant, *, index: int,
-                       warmups: list[float], blocks_until: int | None) -> str:
-        """One agent run's warm-up and blocks; says why it ended ("share done" when it gave its share)."""
+    async def _one_run(self, slot: Slot, host: str, port: int, variant: Variant, *, index: int,
+                       warmups: list[float], blocks_until: int | None) -> MeasuringStop:
+        """One agent run's warm-up and blocks; says why it ended (``SHARE_DONE`` when it gave its share)."""
+        run = slot.run
         meter = BlockMeter(warmup=self.manifest.warmup, measure=self.manifest.measure, run=index)
         started_at, blocks_before = self.clock.now(), len(run.blocks)
         left_s = run.work_time_left_s(self.clock.now())
         argv = workload_argv(self.manifest, variant=variant, steps=0, seconds=max(left_s, 60.0))
         buffer: list[Record] = []
-        ended = "stream ended"
+        ended = MeasuringEnded.STREAM_ENDED
         async with self.ctx.executor.run_agent(host, port, argv) as session:
             async for record in session:
                 note_record(self.ctx, run, record)
@@ -130,7 +224,7 @@ class Measuring:
                     run.warmup_lost_s.append(lost)
                     settled = meter.warmup.settled_steps
                     run.warmup_steps = max(run.warmup_steps, meter.warmup.steps if settled is None else settled)
-                    self.bus.publish(warmup_event(meter.warmup, at=record.t, campaign_id=self.plan.campaign_id,
+                    self.bus.publish(warmup_event(meter.warmup, at=record.t, campaign_id=self.ctx.campaign_id,
                                                   candidate=run.cid))
                     await self._warm(run)
                 if block is not None:
@@ -138,18 +232,18 @@ class Measuring:
                     run.latencies_ms.extend(block.block.latencies_ms)
                     await save_records(self.ctx, run, buffer)
                     buffer = []
-                    if await self._block_done(run, block):
+                    if await self._block_done(slot, block):
                         if run.work_time_left_s(self.clock.now()) <= 0:
                             session.abandon()
-                        ended = "race"
+                        ended = MeasuringEnded.RACE
                         break
                     if blocks_until is not None and len(run.blocks) >= blocks_until:
                         if self._another_run_fits(run, started_at=started_at, blocks_before=blocks_before):
-                            ended = "share done"
+                            ended = MeasuringEnded.SHARE_DONE
                             break
                         blocks_until = None   # no time for a fresh process: this run goes on (the prior covers)
                 if isinstance(record, Result):
-                    ended = "the workload ended"
+                    ended = MeasuringEnded.WORKLOAD_ENDED
                     break
                 if run.work_time_left_s(self.clock.now()) <= 0:
                     session.abandon()   # the destroy comes next and ends it; stopping first would eat its margin
@@ -159,7 +253,7 @@ class Measuring:
             run.measured_runs += 1
         run.units_total += meter.units_total
         run.accepted_total += meter.accepted_total
-        return ended
+        return MeasuringStop(ended)
 
     def _another_run_fits(self, run: CandidateRun, *, started_at: float, blocks_before: int) -> bool:
         """Whether a fresh run (its start, warm-up and a share of blocks, as long as this one's took) and the
@@ -173,80 +267,41 @@ class Measuring:
     async def _warm(self, run: CandidateRun) -> None:
         if run.run_id is not None:
             await self.ctx.store.record_run_phases(run_id=run.run_id, warmup_s=run.warmup_s)
-        self.race.set_cost(run.cid, measured_cost_inputs(run, self.manifest))
+        self.state.race.set_cost(run.cid, measured_cost_inputs(run, self.manifest))
 
-    async def _block_done(self, run: CandidateRun, measured: MeasuredBlock) -> bool:
+    async def _block_done(self, slot: Slot, measured: MeasuredBlock) -> bool:
         """Feed the race; True when this candidate should stop measuring."""
-        self.bus.publish(BlockMeasured(at=measured.end_t, campaign_id=self.plan.campaign_id, candidate=run.cid,
+        run, state = slot.run, self.state
+        self.bus.publish(BlockMeasured(at=measured.end_t, campaign_id=self.ctx.campaign_id, candidate=run.cid,
                                        block_index=len(run.blocks), throughput_units_per_s=measured.
                                        throughput_units_per_s, data_wait_share=measured.data_wait_share,
                                        gpu_util_pct=measured.gpu_util_pct))
-        async with self._lock:
-            self.race.add_block(run.cid, measured.block)
+        async with state.lock:
+            state.race.add_block(run.cid, measured.block)
             # Tens of milliseconds of bootstrap: off the event loop, so records, polls and SSH keep flowing (on a
             # simulator's scaled clock a stalled loop is minutes of someone's deadline).
-            spent = self.spent_usd()
-            step, finalists = await asyncio.to_thread(lambda: (self.race.decide(spent_usd=spent),
-                                                               self.race.finalists()))
-            self._choice_now = decide_profile(finalists, units=self.manifest.production_units).chosen
+            spent = self.ledger.spent_usd()
+            step, finalists = await asyncio.to_thread(lambda: (state.race.decide(spent_usd=spent),
+                                                               state.race.finalists()))
+            state.choice_now = decide_profile(finalists, units=self.manifest.production_units).chosen
             for elimination in step.eliminated:
-                self._stop[elimination.candidate_id].set()
-                self.bus.publish(CandidateEliminated(at=self.clock.now(), campaign_id=self.plan.campaign_id,
+                self.bus.publish(CandidateEliminated(at=self.clock.now(), campaign_id=self.ctx.campaign_id,
                                                      candidate=elimination.candidate_id,
                                                      reason=f"{elimination.reason}: {elimination.detail}"))
-                for other in self.runs:
-                    if other.cid == elimination.candidate_id and other.phase is CandidatePhase.MEASURING:
-                        self.ctx.phase(other, CandidatePhase.ELIMINATED, elimination.detail)
-            self._leader = step.leader
-            standings = standings_event(self.race, step, at=self.clock.now(), campaign_id=self.plan.campaign_id,
-                                        spent_usd=self.spent_usd(), reserved_usd=self.reserved_usd(),
+                for other in self.slots:
+                    if other.cid == elimination.candidate_id:
+                        other.eliminated = True
+                        if other.run.phase is CandidatePhase.MEASURING:
+                            self.ctx.phase(other.run, CandidatePhase.ELIMINATED, elimination.detail)
+            state.leader = step.leader
+            standings = standings_event(state.race, step, at=self.clock.now(), campaign_id=self.ctx.campaign_id,
+                                        spent_usd=self.ledger.spent_usd(),
+                                        reserved_usd=self.ledger.reserved_usd(),
                                         budget_usd=self.manifest.budget.max_usd)
-            self._certified = {row.candidate for row in standings.rows if row.slo == str(Verdict.MET)}
+            certified = {row.candidate for row in standings.rows if row.slo == str(Verdict.MET)}
+            for other in self.slots:
+                other.certified = other.cid in certified
             self.bus.publish(standings)
             if step.finished:
-                self._race_reason = step.reason
-                self._finished.set()
-        return self._stop_reason(run) is not None
-
-    def leader_may_tune(self, run: CandidateRun) -> bool:
-        """The leader with the winner's minimum evidence stops measuring and tunes on its own instance (a later
-        leader is tuned too, on its own instance: the chosen one's tuning is what counts): more blocks
-        of one profile shrink only the within-run error, which the between-run part already outweighs, while
-        tuning needs instance time the deadline would otherwise have spent on them.
-
-        Only once the decision, taken now, would choose it: a leader by point whose interval is still wider than a
-        rival's (the decision takes the lowest *upper* bound) measures on, or the rival, running on to its
-        ``max_blocks`` while the leader tunes, would win on the narrower interval the leader gave up (seen in the
-        decision benchmark: chosen 7-10 % dearer than the leader it stopped measuring)."""
-        return (self._leader == run.cid and self._choice_now == run.cid and run.cid not in self._tuning_started
-                and tuning_trials(self.manifest) > 0
-                and len(run.blocks) >= self.manifest.measure.winner_min_blocks
-                and run.cid in self._certified   # the SLO's evidence (e.g. p99's 459 steps) comes from blocks
-                and run.measured_runs + 1 >= self.manifest.measure.min_runs)
-
-    async def _would_be_chosen(self, run: CandidateRun) -> bool:
-        """Whether the decision, taken now, would choose ``run``: the race's leader is the lowest cost point, the
-        decision the lowest upper bound, and a candidate that ran on to max_blocks while the leader was tuned can
-        end with the narrower interval and be chosen. It is tuned too, while its instance lives: a choice left at
-        its first profile can be far from its best (a third of its speed, seen in the decision benchmark)."""
-        if tuning_trials(self.manifest) <= 0 or run.cid in self._tuning_started:
-            return False
-        async with self._lock:
-            finalists = await asyncio.to_thread(self.race.finalists)
-        return decide_profile(finalists, units=self.manifest.production_units).chosen == run.cid
-
-    def _stop_reason(self, run: CandidateRun) -> str | None:
-        if len(run.blocks) >= self.manifest.measure.max_blocks:
-            return f"reached {self.manifest.measure.max_blocks} blocks"
-        if run.cid in self._tune_next or self.leader_may_tune(run):
-            # Once stopped for tuning it is tuned, though another block may have moved the lead meanwhile: its
-            # measuring is over either way, and its instance's time is better spent on the trials than idle.
-            self._tune_next.add(run.cid)
-            return f"leading with {len(run.blocks)} blocks: its instance goes to tuning"
-        if self._stop[run.cid].is_set():
-            return "eliminated"
-        if self._finished.is_set():
-            return f"race decided: {self._race_reason}"
-        if run.work_time_left_s(self.clock.now()) <= 0:
-            return "instance deadline"
-        return None
+                state.finish(step.reason)
+        return state.stop_reason(slot, now=self.clock.now()) is not None

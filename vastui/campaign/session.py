@@ -17,8 +17,9 @@ from vastui.approval import Approver
 from vastui.bench.manifest import Manifest
 from vastui.bench.receipt import Receipt, cost_text, render_json, render_markdown
 from vastui.campaign.approvers import AuditedApprover
-from vastui.campaign.cleanup import MAX_OUTAGE_WAIT_S, PATIENCE_S, TeardownReport, teardown
+from vastui.campaign.cleanup import MAX_OUTAGE_WAIT_S, PATIENCE_S, TeardownReport, record_teardown, teardown
 from vastui.campaign.engine import CampaignEngine, CampaignOutcome
+from vastui.campaign.labels import is_campaigns
 from vastui.campaign.owner import OwnerState, current_owner, owner_state
 from vastui.campaign.plan import Plan, build_plan
 from vastui.campaign.ports import HostExecutor, Marketplace
@@ -36,7 +37,7 @@ SEARCH_LIMIT = 400
 
 
 @dataclass(slots=True)
-class Services:
+class CampaignServices:
     market: Marketplace
     executor: HostExecutor
     store: SqliteStore
@@ -51,7 +52,7 @@ def new_campaign_id() -> str:
     return "c" + secrets.token_hex(4)
 
 
-async def plan_campaign(services: Services, *, manifest: Manifest, campaign_id: str) -> Plan:
+async def plan_campaign(services: CampaignServices, *, manifest: Manifest, campaign_id: str) -> Plan:
     """Search with the manifest's query, join host knowledge and bad hosts, shortlist. Spends nothing."""
     offers = await services.market.search_offers(manifest.shortlist.query, order="dlperf_usd-", limit=SEARCH_LIMIT,
                                                  storage_gib=RENTED_DISK_GIB)
@@ -65,7 +66,7 @@ async def plan_campaign(services: Services, *, manifest: Manifest, campaign_id: 
     return plan
 
 
-async def record_campaign(services: Services, *, manifest: Manifest, plan: Plan) -> None:
+async def record_campaign(services: CampaignServices, *, manifest: Manifest, plan: Plan) -> None:
     """Write the campaign, its manifest and the offers it was planned on to the store; announce it."""
     store, clock = services.store, services.clock
     now = clock.now()
@@ -88,7 +89,7 @@ async def record_campaign(services: Services, *, manifest: Manifest, plan: Plan)
                                   spend_upper_bound_usd=plan.spend_upper_bound_usd))
 
 
-def make_engine(services: Services, *, manifest: Manifest, plan: Plan, approver: Approver,
+def make_engine(services: CampaignServices, *, manifest: Manifest, plan: Plan, approver: Approver,
                 on_owned: Callable[[int], None] | None = None) -> CampaignEngine:
     """The engine for a recorded campaign; ``approver`` must audit its own answers (the broker does)."""
     return CampaignEngine(plan=plan, manifest=manifest, market=services.market, executor=services.executor,
@@ -96,7 +97,8 @@ def make_engine(services: Services, *, manifest: Manifest, plan: Plan, approver:
                           on_owned=on_owned, poll_s=services.poll_s, teardown_poll_s=services.teardown_poll_s)
 
 
-async def write_receipt(services: Services, *, manifest: Manifest, plan: Plan, outcome: CampaignOutcome) -> Receipt:
+async def write_receipt(services: CampaignServices, *, manifest: Manifest, plan: Plan,
+                        outcome: CampaignOutcome) -> Receipt:
     """Build and store the receipt of a campaign the engine finished; close the campaign in the store."""
     store, clock = services.store, services.clock
     receipt = build_receipt(campaign_id=plan.campaign_id, created_at=clock.now(), manifest=manifest,
@@ -138,7 +140,7 @@ def _notes(outcome: CampaignOutcome) -> tuple[str, ...]:
     return tuple(notes)
 
 
-async def save_receipt(services: Services, receipt: Receipt) -> None:
+async def save_receipt(services: CampaignServices, receipt: Receipt) -> None:
     await services.store.save_receipt(campaign_id=receipt.campaign_id, created_at=receipt.created_at,
                                       json_text=render_json(receipt, redact=services.redact),
                                       markdown_text=render_markdown(receipt, redact=services.redact))
@@ -153,7 +155,7 @@ class ResumeReport:
     interrupted_runs: int
 
 
-async def resume_campaign(services: Services, *, campaign_id: str, approver: Approver,
+async def resume_campaign(services: CampaignServices, *, campaign_id: str, approver: Approver,
                           on_owned: Callable[[int], None] | None = None) -> ResumeReport:
     """Reconcile after a crash: find every instance the campaign may own, destroy it, prove it gone."""
     store, clock = services.store, services.clock
@@ -176,10 +178,9 @@ async def resume_campaign(services: Services, *, campaign_id: str, approver: App
                                error="console stopped before the run ended")
         interrupted += 1
     listing = await _complete_listing(services)
-    prefix = f"vastui-{campaign_id}-"
-    by_label = {i.label: i.id for i in listing.instances if i.label and i.label.startswith(prefix)}
+    by_label = {i.label: i.id for i in listing.instances if i.label and is_campaigns(i.label, campaign_id)}
     by_label.update({r.label: r.id for r in listing.unreadable  # an odd row is still this campaign's instance
-                     if r.id is not None and r.label and r.label.startswith(prefix)})
+                     if r.id is not None and r.label and is_campaigns(r.label, campaign_id)})
     ids = set(by_label.values())
     for owned in await store.owned_instances(campaign_id=campaign_id):
         intent = owned.intent
@@ -197,11 +198,7 @@ async def resume_campaign(services: Services, *, campaign_id: str, approver: App
     report = await teardown(client=services.market, approver=audited, clock=clock, bus=services.bus,
                             instance_ids=ids, campaign_id=campaign_id, reason="resume after a crash: clean up",
                             poll_s=services.teardown_poll_s)
-    for instance_id, at in report.destroy_sent_at.items():
-        await store.record_transition(instance_id=instance_id, state=InstanceState.DESTROY_REQUESTED, at=at)
-    for gone in report.gone:
-        await store.record_gone(instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at,
-                                at=clock.now())
+    await record_teardown(store, report, clock=clock)
     if campaign.is_active:
         await store.finish_campaign(campaign_id=campaign_id, at=clock.now(),
                                     phase="cleaned_up" if report.is_clean else "leaked",
@@ -210,7 +207,7 @@ async def resume_campaign(services: Services, *, campaign_id: str, approver: App
     return ResumeReport(campaign_id, tuple(sorted(ids)), report, len(runs), interrupted)
 
 
-async def _complete_listing(services: Services) -> InstanceListing:
+async def _complete_listing(services: CampaignServices) -> InstanceListing:
     """A complete listing, waited for through an outage as patiently as the teardown (``cleanup.PATIENCE_S``)."""
     clock, poll_s = services.clock, services.teardown_poll_s
     started, wait = clock.now(), poll_s

@@ -7,9 +7,10 @@ interval excludes zero, exceeds the minimum gain and the output still passes the
 
 from __future__ import annotations
 
+import enum
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from vastui.bench.attribution import DATA_WAIT_SHARE_MAX, Bottleneck
 from vastui.bench.stats import Interval, latency_plausible
@@ -38,11 +39,46 @@ class TuningTrial:
         return f"{self.knob} {self.baseline} -> {self.value}: {state} ({self.verdict.reason})"
 
 
+class TuningStop(enum.StrEnum):
+    """Why tuning stopped before it had tried everything it planned."""
+
+    NO_ROOM = "no room"            # the deadline left no room for a trial (cheaper ones may have run)
+    DEADLINE = "deadline"          # the instance reached its deadline during a trial: abandoned, not judged
+    REMOTE_ERROR = "remote error"  # a short run failed on the host
+
+
+@dataclass(frozen=True, slots=True)
+class TuningStopped:
+    """Why tuning stopped early (``why``) with its particulars; ``describe`` says it for people."""
+
+    why: TuningStop
+    knob: str = ""          # the trial it stopped at
+    value: str = ""
+    left_s: float = 0.0     # NO_ROOM: the work time the deadline left
+    needed_s: float = 0.0   # NO_ROOM: what the trial would have taken
+    error: str = ""         # REMOTE_ERROR: what the host said
+
+    def describe(self) -> str:
+        match self.why:
+            case TuningStop.NO_ROOM:
+                return (f"the instance's deadline leaves {max(self.left_s, 0.0) / 60:.1f} min; "
+                        f"an A/B trial of {self.knob} -> {self.value} takes about {self.needed_s / 60:.1f} min")
+            case TuningStop.DEADLINE:
+                return (f"the instance reached its deadline during the trial {self.knob} -> {self.value} "
+                        f"(abandoned, not judged)")
+        return self.error
+
+
 @dataclass(frozen=True, slots=True)
 class TuningOutcome:
     trials: tuple[TuningTrial, ...]
     profile: Variant
-    stopped_early: str | None = None
+    stopped: TuningStopped | None = None
+
+    @property
+    def stopped_early(self) -> str | None:
+        """Why tuning stopped early, for people; None when it tried all it planned."""
+        return self.stopped.describe() if self.stopped is not None else None
 
     @property
     def kept_gains(self) -> tuple[Interval, ...]:
@@ -88,201 +124,179 @@ def _profile(variant: Variant) -> Profile:
                    gpu_count=variant.gpu_count)
 
 
-async def _ab(ctx: CandidateContext, run: CandidateRun, host: str, port: int, base: Variant,
-              change: Variant, times: RunTimes, *, room_for: Callable[[int], bool] = lambda _pairs: False
-              ) -> AbVerdict:
-    """``min_pairs`` interleaved pairs, judged; when that leaves a promising change undecided (its point gain above
-    the minimum, its interval still reaching below zero: a noisy host) and ``room_for`` says the deadline allows as
-    many again, those too, judged once more over all of them. Two looks, not one per pair: each extra look would
-    raise the chance of keeping a change that gains nothing."""
-    tuning = ctx.manifest.tuning
-    a_values: list[float] = []
-    b_values: list[float] = []
-    a_latencies: list[float] = []
-    b_latencies: list[float] = []
-    b_waits: list[float] = []
-    correct = True
-    order = plan_ab_pairs(pairs=2 * tuning.min_pairs)
+@dataclass(slots=True)
+class _PairedTrial:
+    """One A/B trial's runs on the leader's instance: interleaved pairs of ``base`` and ``change``, and what they
+    gave so far (throughputs, latencies, the variant's input waits, whether every output was correct)."""
 
-    async def play(pairs: Sequence[tuple[Arm, Arm]]) -> None:
-        nonlocal correct
+    ctx: CandidateContext
+    run: CandidateRun
+    host: str
+    port: int
+    base: Variant
+    change: Variant
+    times: RunTimes
+    a_values: list[float] = field(default_factory=list)
+    b_values: list[float] = field(default_factory=list)
+    a_latencies: list[float] = field(default_factory=list)
+    b_latencies: list[float] = field(default_factory=list)
+    b_waits: list[float] = field(default_factory=list)
+    correct: bool = True
+
+    async def judge(self, *, room_for: Callable[[int], bool]) -> AbVerdict:
+        """``min_pairs`` interleaved pairs, judged; when that leaves a promising change undecided (its point gain
+        above the minimum, its interval still reaching below zero: a noisy host) and ``room_for`` says the deadline
+        allows as many again, those too, judged once more over all of them. Two looks, not one per pair: each extra
+        look would raise the chance of keeping a change that gains nothing."""
+        tuning = self.ctx.manifest.tuning
+        order = plan_ab_pairs(pairs=2 * tuning.min_pairs)
+        await self._play(order[:tuning.min_pairs])
+        verdict = self._judged()
+        if (not verdict.accepted and verdict.gain is not None and verdict.gain.point > tuning.min_gain
+                and verdict.gain.low < 0 < verdict.gain.high and room_for(tuning.min_pairs)):
+            await self._play(order[tuning.min_pairs:])
+            verdict = self._judged()
+        return verdict
+
+    async def _play(self, pairs: Sequence[tuple[Arm, Arm]]) -> None:
         for pair in pairs:
             got: dict[Arm, float | None] = {}
             for arm in pair:
-                started = ctx.clock.now()
-                variant = base if arm is Arm.BASELINE else change
-                done = await short_run(ctx, run, host, port, variant)
-                times.add(variant, ctx.clock.now() - started, done.work_s)
-                correct = correct and done.passed
+                started = self.ctx.clock.now()
+                variant = self.base if arm is Arm.BASELINE else self.change
+                done = await short_run(self.ctx, self.run, self.host, self.port, variant)
+                self.times.add(variant, self.ctx.clock.now() - started, done.work_s)
+                self.correct = self.correct and done.passed
                 got[arm] = done.units_per_s
-                (b_latencies if arm is Arm.VARIANT else a_latencies).extend(done.latencies_ms)
+                (self.b_latencies if arm is Arm.VARIANT else self.a_latencies).extend(done.latencies_ms)
                 if arm is Arm.VARIANT:
-                    b_waits.extend([] if done.data_wait_share is None else [done.data_wait_share])
+                    self.b_waits.extend([] if done.data_wait_share is None else [done.data_wait_share])
                     if not done.passed:
                         break   # the change broke the output (or did not fit in memory): no pair can redeem it
-            if Arm.VARIANT in got and not correct:
+            if Arm.VARIANT in got and not self.correct:
                 return
             a, b = got.get(Arm.BASELINE), got.get(Arm.VARIANT)
             if a is None or b is None:
-                correct = correct and b is not None
+                self.correct = self.correct and b is not None
                 continue
-            a_values.append(a)
-            b_values.append(b)
+            self.a_values.append(a)
+            self.b_values.append(b)
 
-    def judged() -> AbVerdict:
-        verdict = replace(judge_ab(baseline_units_per_s=a_values, variant_units_per_s=b_values,
-                                   correctness_ok=correct, min_gain=tuning.min_gain, min_pairs=tuning.min_pairs,
-                                   seed=run.cid),
-                          variant_data_wait=statistics.median(b_waits) if b_waits else None,
-                          baseline_latencies_ms=tuple(a_latencies), variant_latencies_ms=tuple(b_latencies))
-        ceiling = ctx.manifest.slo.latency
-        if ceiling is not None and not latency_plausible(b_latencies, percentile_q=ceiling.percentile,
+    def _judged(self) -> AbVerdict:
+        tuning = self.ctx.manifest.tuning
+        verdict = replace(judge_ab(baseline_units_per_s=self.a_values, variant_units_per_s=self.b_values,
+                                   correctness_ok=self.correct, min_gain=tuning.min_gain,
+                                   min_pairs=tuning.min_pairs, seed=self.run.cid),
+                          variant_data_wait=statistics.median(self.b_waits) if self.b_waits else None,
+                          baseline_latencies_ms=tuple(self.a_latencies),
+                          variant_latencies_ms=tuple(self.b_latencies))
+        ceiling = self.ctx.manifest.slo.latency
+        if ceiling is not None and not latency_plausible(self.b_latencies, percentile_q=ceiling.percentile,
                                                          max_ms=ceiling.max_ms):
             # Perhaps more units a second, but its steps (a larger batch's, say) are too slow for the SLO: not a
             # profile production may run, alone or joined with another knob.
-            over = sum(1 for ms in b_latencies if ms > ceiling.max_ms)
+            over = sum(1 for ms in self.b_latencies if ms > ceiling.max_ms)
             return replace(verdict, accepted=False, breaks_slo=True, reason=(
-                f"rejected: {over} of {len(b_latencies)} steps over the latency SLO's {ceiling.max_ms:g} ms "
+                f"rejected: {over} of {len(self.b_latencies)} steps over the latency SLO's {ceiling.max_ms:g} ms "
                 f"(p{ceiling.percentile:g}); as to speed, {verdict.reason}"))
         return verdict
-
-    await play(order[:tuning.min_pairs])
-    verdict = judged()
-    if (not verdict.accepted and verdict.gain is not None and verdict.gain.point > tuning.min_gain
-            and verdict.gain.low < 0 < verdict.gain.high and room_for(tuning.min_pairs)):
-        await play(order[tuning.min_pairs:])
-        verdict = judged()
-    return verdict
 
 
 async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *, start: Variant,
                bottleneck: Bottleneck, time_left_s: Callable[[], float]) -> TuningOutcome:
-    """Try each allowed knob from the bottleneck's order (the input path moved up when a compute knob gains nothing);
-    keep what clearly helps; then the knobs that might have helped, together (they may only pay jointly); stop when
-    time runs out."""
-    best = start
-    trials: list[TuningTrial] = []
-    times = RunTimes(prior_s=run_prior_s(run))
-    pairs = ctx.manifest.tuning.min_pairs
+    """Tune ``run``'s instance from ``start`` (``TuningSearch``)."""
+    search = TuningSearch(ctx, run, host, port, start=start, bottleneck=bottleneck, time_left_s=time_left_s)
+    return await search.tune()
 
-    def finished(reason: str | None) -> TuningOutcome:
-        ctx.bus.publish(TuningFinished(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
-                                       profile=best.describe(), trials=len(trials), stopped_early=reason))
-        return TuningOutcome(tuple(trials), best, reason)
 
-    def stopped(reason: str, level: str = "info") -> TuningOutcome:
-        ctx.bus.publish(Notice(at=ctx.clock.now(), campaign_id=ctx.campaign_id, level=level,
-                               text=f"{run.cid}: tuning stopped: {reason}"))
-        return finished(reason)
+class TuningSearch:
+    """Try each allowed knob from the bottleneck's order (the input path moved up when a compute knob gains
+    nothing); keep what clearly helps; then the knobs that might have helped, together (they may only pay jointly);
+    stop when time runs out. One search per tuned candidate; its state is what the steps share."""
 
-    unfit: str | None = None    # the first trial the deadline had no room for (a cheaper knob may still fit)
+    def __init__(self, ctx: CandidateContext, run: CandidateRun, host: str, port: int, *, start: Variant,
+                 bottleneck: Bottleneck, time_left_s: Callable[[], float]) -> None:
+        self.ctx, self.run, self.host, self.port = ctx, run, host, port
+        self.time_left_s = time_left_s
+        self.best = start
+        self.trials: list[TuningTrial] = []
+        self.times = RunTimes(prior_s=run_prior_s(run))
+        self.pairs = ctx.manifest.tuning.min_pairs
+        self.unfit: TuningStopped | None = None   # the first trial the deadline had no room for (a cheaper may fit)
+        self.steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start),
+                                      max_gpus=run.candidate.offer.num_gpus))
+        self.joint_tried = len(self.steps) < 2   # one knob alone has nothing to be joined with
+        self.waited: list[TuningStep] = []   # compute knobs that gained nothing, perhaps for want of input: again after
+        self.retried: set[Knob] = set()      # an accepted input-path change (once each)
+        self.hopeful: dict[Knob, int | str] = {}   # unproven gains: knob -> the value that may have gained
+        self.too_big: list[int] = []   # batch sizes whose output failed (out of memory?): again once precision changes
 
-    async def trial(knob: str, was: str, value: str, change: Variant) -> AbVerdict | TuningOutcome | None:
-        """One A/B trial of ``change`` against ``best``: its verdict, the outcome when tuning must stop, or None
-        when the deadline has no room for it (noted; a cheaper trial may still fit)."""
-        nonlocal unfit
-        left, needed = time_left_s(), times.trial_estimate_s(pairs, best, change)
-        if left <= 0 or left < needed:
-            unfit = unfit or (f"the instance's deadline leaves {max(left, 0.0) / 60:.1f} min; "
-                              f"an A/B trial of {knob} -> {value} takes about {needed / 60:.1f} min")
-            return None
-        ctx.bus.publish(TuningTrialStarted(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
-                                           knob=knob, baseline=was, value=value))
-        try:
-            verdict = await _ab(ctx, run, host, port, best, change, times, room_for=lambda more: time_left_s() >=
-                                times.trial_estimate_s(more, best, change) + reserve_s(change))
-        except DeadlineReached:
-            return stopped(f"the instance reached its deadline during the trial {knob} -> {value} "
-                           f"(abandoned, not judged)")
-        except RemoteError as exc:
-            return stopped(str(exc), level="warning")
-        trials.append(TuningTrial(knob, was, value, verdict))
-        ctx.bus.publish(TuningTrialJudged(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
-                                          knob=knob, baseline=was, value=value, accepted=verdict.accepted,
-                                          gain=band(verdict.gain), pairs=verdict.pairs, reason=verdict.reason))
-        ctx.bus.publish(Notice(at=ctx.clock.now(), campaign_id=ctx.campaign_id, level="info",
-                               text=f"{run.cid}: tuning {trials[-1].describe()}"))
-        return verdict
+    async def tune(self) -> TuningOutcome:
+        while True:
+            if self.steps:
+                stop = await self._step(self.steps.pop(0))
+            else:
+                joint = _joint_change(self.best, self.hopeful) if not self.joint_tried else None
+                if joint is None:
+                    break
+                stop = await self._joint(joint)
+            if stop is not None:
+                return stop
+        return self._stopped(self.unfit) if self.unfit is not None else self._finished(None)
 
-    def reserve_s(change: Variant) -> float:
-        """Time the trials still planned need, each priced at what it would run (one per knob left, at the value it
-        tries first; and the joint one, with ``change`` in it): a trial's extra pairs come only out of what is
-        left over. A loaders trial at batch 64 is not priced like the batch-256 trial now being judged."""
-        current = _profile(best)
-        planned = [_variant(current.with_value(s.knob, first), best) for s in steps
-                   if (first := next((v for v in value_order(s.knob, s.values, current.value(s.knob))
-                                      if v != current.value(s.knob) and v not in too_big), None)) is not None]
-        if not joint_tried:
-            planned.append(_variant(_with_values(_with_values(current, hopeful), _changed(current, change)), best))
-        return sum(times.trial_estimate_s(pairs, best, v) for v in planned)
+    async def _joint(self, joint: dict[Knob, int | str]) -> TuningOutcome | None:
+        """The knobs that might have gained, tried together; the outcome when tuning must stop."""
+        self.joint_tried = True
+        knobs = sorted(joint, key=str)
+        change = _variant(_with_values(_profile(self.best), joint), self.best)
+        got = await self._trial("+".join(str(k) for k in knobs),
+                                "/".join(str(_profile(self.best).value(k)) for k in knobs),
+                                "/".join(str(joint[k]) for k in knobs), change)
+        if isinstance(got, TuningOutcome):
+            return got
+        if got is not None and got.accepted:
+            self.best = change
+            for knob in joint:
+                self.hopeful.pop(knob, None)
+            if Knob.PRECISION in joint and self.too_big:
+                self.steps.append(TuningStep(Knob.BATCH_SIZE, tuple(self.too_big)))
+                self.too_big = []
+        return None
 
-    steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start),
-                             max_gpus=run.candidate.offer.num_gpus))
-    joint_tried = len(steps) < 2    # one knob alone has nothing to be joined with
-    waited: list[TuningStep] = []   # compute knobs that gained nothing, perhaps for want of input: tried again after
-    retried: set[Knob] = set()      # an accepted input-path change (once each)
-    hopeful: dict[Knob, int | str] = {}   # unproven gains: knob -> the value that may have gained
-    too_big: list[int] = []         # batch sizes whose output failed (out of memory?): again once precision changes
-    while True:
-        if not steps:
-            joint = _joint_change(best, hopeful) if not joint_tried else None
-            if joint is None:
-                break
-            joint_tried = True
-            knobs = sorted(joint, key=str)
-            change = _variant(_with_values(_profile(best), joint), best)
-            got = await trial("+".join(str(k) for k in knobs), "/".join(str(_profile(best).value(k)) for k in knobs),
-                              "/".join(str(joint[k]) for k in knobs), change)
-            if isinstance(got, TuningOutcome):
-                return got
-            if got is not None and got.accepted:
-                best = change
-                for knob in joint:
-                    hopeful.pop(knob, None)
-                if Knob.PRECISION in joint and too_big:
-                    steps.append(TuningStep(Knob.BATCH_SIZE, tuple(too_big)))
-                    too_big = []
-            continue
-        step = steps.pop(0)
+    async def _step(self, step: TuningStep) -> TuningOutcome | None:
+        """One knob's values, from the likeliest (``value_order``); the outcome when tuning must stop."""
         flat = starved = False
-        was = _profile(best).value(step.knob)
+        was = _profile(self.best).value(step.knob)
         for value in value_order(step.knob, step.values, was):
-            if value == _profile(best).value(step.knob):
+            if value == _profile(self.best).value(step.knob):
                 continue
-            if step.knob is Knob.BATCH_SIZE and value in too_big:
+            if step.knob is Knob.BATCH_SIZE and value in self.too_big:
                 continue   # its output failed (out of memory?) at this precision: it would again
-            change = _variant(_profile(best).with_value(step.knob, value), best)
-            got = await trial(str(step.knob), str(_profile(best).value(step.knob)), str(value), change)
+            change = _variant(_profile(self.best).with_value(step.knob, value), self.best)
+            got = await self._trial(str(step.knob), str(_profile(self.best).value(step.knob)), str(value), change)
             if got is None:
                 continue   # a nearer value of the same knob may be cheaper to try
             if isinstance(got, TuningOutcome):
                 return got
             verdict = got
             if verdict.accepted:
-                best = change
-                hopeful.pop(step.knob, None)
-                if step.knob is Knob.LOADERS and waited:
-                    steps[:0] = waited   # with the input path widened, a compute knob may now pay: again, first
-                    retried.update(w.knob for w in waited)
-                    waited = []
-                if step.knob is Knob.PRECISION and too_big:
-                    steps.insert(0, TuningStep(Knob.BATCH_SIZE, tuple(too_big)))   # less memory a step: again
-                    too_big = []
+                self._keep(step.knob, change)
                 if step.knob is Knob.BATCH_SIZE:
                     break   # the largest batch that clearly helps (larger ones were tried first)
                 continue
             if verdict.output_failed and step.knob is Knob.BATCH_SIZE and isinstance(value, int):
-                too_big.append(value)
+                self.too_big.append(value)
             if verdict.may_gain:
-                hopeful.setdefault(step.knob, value)   # the first: a batch's largest (tried first) that may gain
-            wider = _wider_input(ctx.manifest.tuning.loaders, best, verdict) if step.knob in COMPUTE_KNOBS else None
+                self.hopeful.setdefault(step.knob, value)   # the first: a batch's largest (tried first) that may gain
+            wider = (_wider_input(self.ctx.manifest.tuning.loaders, self.best, verdict)
+                     if step.knob in COMPUTE_KNOBS else None)
             if wider is not None and not verdict.output_failed and not verdict.breaks_slo:
                 # Faster steps that now wait for input: the change pays only with a wider input path, so both
                 # are tried together (neither alone may move anything).
-                hopeful.setdefault(step.knob, value)
-                hopeful.setdefault(Knob.LOADERS, wider)
+                self.hopeful.setdefault(step.knob, value)
+                self.hopeful.setdefault(Knob.LOADERS, wider)
                 starved = True
-            flat = flat or (verdict.gain is not None and verdict.gain.point < ctx.manifest.tuning.min_gain)
+            flat = flat or (verdict.gain is not None and verdict.gain.point < self.ctx.manifest.tuning.min_gain)
             growing = step.knob is Knob.BATCH_SIZE and _above(value, was)
             if growing and flat:
                 break   # the largest batch gains nothing: a smaller step gains less still
@@ -293,10 +307,78 @@ async def tune(ctx: CandidateContext, run: CandidateRun, host: str, port: int, *
             # It gained nothing, or its steps waited for input: perhaps for want of input either way. The input
             # path is tried next (stable sort: the rest after), and this knob again, alone, should that widen
             # the input by itself (the joint trial with the most loaders stays planned for when it does not).
-            steps.sort(key=lambda s: s.knob is not Knob.LOADERS)
-            if step.knob not in retried and any(s.knob is Knob.LOADERS for s in steps):
-                waited.append(step)
-    return stopped(unfit) if unfit is not None else finished(None)
+            self.steps.sort(key=lambda s: s.knob is not Knob.LOADERS)
+            if step.knob not in self.retried and any(s.knob is Knob.LOADERS for s in self.steps):
+                self.waited.append(step)
+        return None
+
+    def _keep(self, knob: Knob, change: Variant) -> None:
+        """``change`` clearly helped: it is the profile from now on, and what waited for it is planned again."""
+        self.best = change
+        self.hopeful.pop(knob, None)
+        if knob is Knob.LOADERS and self.waited:
+            self.steps[:0] = self.waited   # with the input path widened, a compute knob may now pay: again, first
+            self.retried.update(w.knob for w in self.waited)
+            self.waited = []
+        if knob is Knob.PRECISION and self.too_big:
+            self.steps.insert(0, TuningStep(Knob.BATCH_SIZE, tuple(self.too_big)))   # less memory a step: again
+            self.too_big = []
+
+    async def _trial(self, knob: str, was: str, value: str, change: Variant) -> AbVerdict | TuningOutcome | None:
+        """One A/B trial of ``change`` against ``best``: its verdict, the outcome when tuning must stop, or None
+        when the deadline has no room for it (noted; a cheaper trial may still fit)."""
+        ctx, run, best = self.ctx, self.run, self.best
+        left, needed = self.time_left_s(), self.times.trial_estimate_s(self.pairs, best, change)
+        if left <= 0 or left < needed:
+            self.unfit = self.unfit or TuningStopped(TuningStop.NO_ROOM, knob=knob, value=value, left_s=left,
+                                                     needed_s=needed)
+            return None
+        ctx.bus.publish(TuningTrialStarted(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
+                                           knob=knob, baseline=was, value=value))
+        trial = _PairedTrial(ctx, run, self.host, self.port, best, change, self.times)
+        try:
+            verdict = await trial.judge(room_for=lambda more: self.time_left_s() >= self.times.trial_estimate_s(
+                more, best, change) + self._reserve_s(change))
+        except DeadlineReached:
+            return self._stopped(TuningStopped(TuningStop.DEADLINE, knob=knob, value=value))
+        except RemoteError as exc:
+            return self._stopped(TuningStopped(TuningStop.REMOTE_ERROR, knob=knob, value=value, error=str(exc)),
+                                 level="warning")
+        self.trials.append(TuningTrial(knob, was, value, verdict))
+        ctx.bus.publish(TuningTrialJudged(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
+                                          knob=knob, baseline=was, value=value, accepted=verdict.accepted,
+                                          gain=band(verdict.gain), pairs=verdict.pairs, reason=verdict.reason))
+        ctx.bus.publish(Notice(at=ctx.clock.now(), campaign_id=ctx.campaign_id, level="info",
+                               text=f"{run.cid}: tuning {self.trials[-1].describe()}"))
+        return verdict
+
+    def _reserve_s(self, change: Variant) -> float:
+        """Time the trials still planned need, each priced at what it would run (one per knob left, at the value it
+        tries first; and the joint one, with ``change`` in it): a trial's extra pairs come only out of what is
+        left over. A loaders trial at batch 64 is not priced like the batch-256 trial now being judged."""
+        best = self.best
+        current = _profile(best)
+        planned = [_variant(current.with_value(s.knob, first), best) for s in self.steps
+                   if (first := next((v for v in value_order(s.knob, s.values, current.value(s.knob))
+                                      if v != current.value(s.knob) and v not in self.too_big), None)) is not None]
+        if not self.joint_tried:
+            planned.append(_variant(_with_values(_with_values(current, self.hopeful), _changed(current, change)),
+                                    best))
+        return sum(self.times.trial_estimate_s(self.pairs, best, v) for v in planned)
+
+    def _finished(self, stopped: TuningStopped | None) -> TuningOutcome:
+        ctx = self.ctx
+        outcome = TuningOutcome(tuple(self.trials), self.best, stopped)
+        ctx.bus.publish(TuningFinished(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=self.run.cid,
+                                       profile=self.best.describe(), trials=len(self.trials),
+                                       stopped_early=outcome.stopped_early))
+        return outcome
+
+    def _stopped(self, stopped: TuningStopped, level: str = "info") -> TuningOutcome:
+        ctx = self.ctx
+        ctx.bus.publish(Notice(at=ctx.clock.now(), campaign_id=ctx.campaign_id, level=level,
+                               text=f"{self.run.cid}: tuning stopped: {stopped.describe()}"))
+        return self._finished(stopped)
 
 
 def _joint_change(best: Variant, hopeful: dict[Knob, int | str]) -> dict[Knob, int | str] | None:

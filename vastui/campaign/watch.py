@@ -10,24 +10,22 @@ reported as ``unowned`` and are never destroyed unless the operator asks for the
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from vastui.approval import Action, Approval, ApprovalRequest, Approver, instance_target
+from vastui.bench.billing import accrued_usd
 from vastui.campaign.adhoc import is_adhoc
-from vastui.campaign.cleanup import TeardownReport, teardown
+from vastui.campaign.cleanup import TeardownReport, record_teardown, teardown
+from vastui.campaign.labels import parse_label
 from vastui.campaign.owner import OwnerState, owner_state
 from vastui.campaign.ports import Marketplace
 from vastui.clock import Clock
 from vastui.errors import ApiError
 from vastui.events import EventBus
 from vastui.store import Campaign, Intent, OwnedInstance, SqliteStore
-from vastui.store.records import InstanceState
 from vastui.vast.models import Instance, InstanceListing, InstanceStatus
 
-# vastui-<campaign_id>-<candidate_id>-<offer_id>: the campaign id is whatever precedes the last two parts.
-LABEL_PATTERN = re.compile(r"^vastui-(?P<campaign>.+)-(?P<candidate>[^-]+)-(?P<offer>\d+)$")
 CRASHED_PHASE = "crashed"
 
 
@@ -183,8 +181,8 @@ async def find_leaks(*, market: Marketplace, store: SqliteStore, clock: Clock) -
 
 def campaign_of_label(label: str | None) -> str | None:
     """The campaign id in a vastui label (``vastui-<campaign>-<candidate>-<offer>``), or None."""
-    match = LABEL_PATTERN.match(label or "")
-    return match.group("campaign") if match else None
+    parsed = parse_label(label)
+    return parsed.campaign_id if parsed is not None else None
 
 
 def _judge(instance: Instance, intent: Intent | None, campaigns: Mapping[str, Campaign], now: float, *,
@@ -222,7 +220,7 @@ def _leak(instance: Instance, reason: LeakReason, campaign_id: str | None, now: 
     accrued = None
     if instance.dph_total is not None and instance.start_date is not None:
         # the marketplace's start date against the given clock; a start "in the future" (clock skew) costs nothing
-        accrued = instance.dph_total * max(0.0, now - instance.start_date) / 3600.0
+        accrued = accrued_usd(dph_total=instance.dph_total, start_at=instance.start_date, now=now)
     return Leak(instance_id=instance.id, label=instance.label, reason=reason,
                 status=None if instance.actual_status is None else str(instance.actual_status),
                 dph_total=instance.dph_total, accrued_usd=accrued, burn_usd_per_h=instance.dph_total,
@@ -276,11 +274,7 @@ async def destroy_leaks(*, market: Marketplace, store: SqliteStore, approver: Ap
         part = await teardown(client=market, approver=approver, clock=clock, bus=bus, instance_ids=ids,
                               campaign_id=campaign_id, reason=f"leaked: {REASON_TEXT[reason]}", poll_s=poll_s,
                               max_rounds=max_rounds)
-        for instance_id, at in part.destroy_sent_at.items():
-            await store.record_transition(instance_id=instance_id, state=InstanceState.DESTROY_REQUESTED, at=at)
-        for gone in part.gone:
-            await store.record_gone(instance_id=gone.instance_id, missed_listing_at=gone.missed_listing_at,
-                                    at=clock.now())
+        await record_teardown(store, part, clock=clock)
         merged.gone.extend(part.gone)
         merged.still_alive.extend(part.still_alive)
         merged.refused.extend(part.refused)

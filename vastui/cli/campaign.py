@@ -27,7 +27,7 @@ from vastui.campaign.approvers import (
 )
 from vastui.campaign.handle import start_campaign
 from vastui.campaign.plan import render_plan
-from vastui.campaign.session import Services, new_campaign_id, plan_campaign, resume_campaign
+from vastui.campaign.session import CampaignServices, new_campaign_id, plan_campaign, resume_campaign
 from vastui.cli.signals import run_async, watch_for_exit
 from vastui.cli.sim import require_simulator
 from vastui.cli.terminal import add_connection_args, ask_on_terminal, held_while_asking, positive_number
@@ -218,10 +218,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 async def _services(args: argparse.Namespace, settings: Settings, store: SqliteStore,
-                    client: HttpVastClient, clock: Clock) -> Services:
+                    client: HttpVastClient, clock: Clock) -> CampaignServices:
     keys = [settings.ssh_key_path] if settings.ssh_key_path else []
     runner = SshRunner(known_hosts=settings.known_hosts_path, client_keys=keys, use_agent=not keys, clock=clock)
-    return Services(market=client, executor=runner, store=store, clock=clock, bus=EventBus(),
+    return CampaignServices(market=client, executor=runner, store=store, clock=clock, bus=EventBus(),
                     redact=Redactor([settings.api_key.key]))
 
 
@@ -235,7 +235,8 @@ def _setup(args: argparse.Namespace) -> tuple[Settings, Clock]:
     return settings, clock
 
 
-async def _with_services(args: argparse.Namespace, body: Callable[[Services], Awaitable[int]], *,
+async def _with_services(args: argparse.Namespace,
+                         body: Callable[[CampaignServices, HttpVastClient], Awaitable[int]], *,
                          key_check: KeyCheck | None = None) -> int:
     settings, clock = _setup(args)
     store = await SqliteStore.open(settings.db_path)
@@ -247,7 +248,7 @@ async def _with_services(args: argparse.Namespace, body: Callable[[Services], Aw
             if key_check is not None:
                 await _check_key(args, key_check, client, settings, store, clock)
             services = await _services(args, settings, store, client, clock)
-            return await body(services)
+            return await body(services, client)
     finally:
         await store.close()
 
@@ -279,7 +280,7 @@ async def _check_key(args: argparse.Namespace, check: KeyCheck, client: HttpVast
 def _cmd_campaign_plan(args: argparse.Namespace) -> int:
     manifest = load_manifest(args.manifest, check_query=parse_query)
 
-    async def body(services: Services) -> int:
+    async def body(services: CampaignServices, client: HttpVastClient) -> int:
         plan = await plan_campaign(services, manifest=manifest, campaign_id=new_campaign_id())
         print(render_plan(plan))
         return 0
@@ -302,7 +303,7 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
     expiry_s = load_settings(url=args.url, api_key=args.api_key, db_path=args.db,
                              ssh_key=args.ssh_key).approval_expiry_s
 
-    async def body(services: Services) -> int:
+    async def body(services: CampaignServices, client: HttpVastClient) -> int:
         campaign_id = new_campaign_id()
         plan = await plan_campaign(services, manifest=manifest, campaign_id=campaign_id)
         if not (args.headless or args.json) and _on_terminal():
@@ -314,7 +315,7 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
                                     policy=OutsidePlanRefuser() if args.approve_plan else None,
                                     expiry_s=expiry_s)
             watch_for_exit(handle, resume_command(campaign_id, args))
-            result = await run_in_console(services, handle, time_scale=args.time_scale,
+            result = await run_in_console(services, handle, market=client, time_scale=args.time_scale,
                                           on_detach=_printer(console, False))
             console.print(render_markdown(result.receipt, redact=services.redact), highlight=False, markup=False)
             console.print(_summary(result.receipt), highlight=False, markup=False)
@@ -378,7 +379,7 @@ def _cmd_campaign_resume(args: argparse.Namespace) -> int:
         raise ConfigError("no terminal to ask for approvals: pass --approve-plan to approve destroying the "
                           "instances this campaign created")
 
-    async def body(services: Services) -> int:
+    async def body(services: CampaignServices, client: HttpVastClient) -> int:
         terms = PlanTerms(campaign_id=args.campaign_id, offer_ids=frozenset(), max_spend_usd=0.0)
         approver = _approver(args, terms, services.clock)
         report = await resume_campaign(services, campaign_id=args.campaign_id, approver=approver,

@@ -21,16 +21,15 @@ from rich.console import Console
 from vastui.bench.receipt import Receipt, render_markdown
 from vastui.campaign.broker import ApprovalBroker
 from vastui.campaign.handle import CampaignHandle, CampaignResult
-from vastui.campaign.session import Services
+from vastui.campaign.session import CampaignServices
 from vastui.cli.signals import run_async, watch_for_exit
 from vastui.events import Event
 from vastui.store import SqliteStore
-from vastui.vast.client import HttpVastClient
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from vastui.tui.services import ConsoleSettings
+    from vastui.tui.services import ConsoleMarket, ConsoleSettings
 
 
 def console_settings(*, time_scale: float) -> ConsoleSettings:
@@ -43,16 +42,15 @@ def console_settings(*, time_scale: float) -> ConsoleSettings:
                            leaks_interval_s=30.0 * time_scale, logs_interval_s=5.0 * time_scale)
 
 
-async def run_in_console(services: Services, handle: CampaignHandle, *, time_scale: float,
-                         on_detach: Callable[[Event], None]) -> CampaignResult:
+async def run_in_console(services: CampaignServices, handle: CampaignHandle, *, market: ConsoleMarket,
+                         time_scale: float, on_detach: Callable[[Event], None]) -> CampaignResult:
     """Show the campaign in the console until the operator leaves; then await its end here (headless, printing
-    with ``on_detach``, when the operator detached). Ctrl-C on the headless wait aborts it and proves it gone."""
+    with ``on_detach``, when the operator detached). Ctrl-C on the headless wait aborts it and proves it gone.
+    ``market`` is the client behind ``services.market``, as the console calls it (it rents and funds too)."""
     from vastui.tui.app import VastuiApp
     from vastui.tui.campaign_control import Leaving
-    from vastui.tui.services import Services as ConsoleServices
+    from vastui.tui.services import ConsoleServices
 
-    market = services.market
-    assert isinstance(market, HttpVastClient), "the console needs the marketplace client itself"
     console_services = ConsoleServices(market=market, clock=services.clock, bus=services.bus, store=services.store,
                                        audit=services.store)
     app = VastuiApp(services=console_services, settings=console_settings(time_scale=time_scale), campaign=handle)
@@ -114,7 +112,8 @@ def demo_in_console(args: argparse.Namespace, *, data_dir: Path | None,
                              data_dir=data_dir) as demo:
             handle = demo.start(plan_approved=False, expiry_s=expiry_s)
             watch_for_exit(handle, ())
-            result = await run_in_console(demo.services, handle, time_scale=args.time_scale, on_detach=printer)
+            result = await run_in_console(demo.services, handle, market=demo.client, time_scale=args.time_scale,
+                                          on_detach=printer)
             return result, await demo.instances_left(), demo.db_path
 
     result, left, db_path = run_async(run())

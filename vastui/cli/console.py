@@ -64,7 +64,7 @@ async def run_console(args: argparse.Namespace) -> int:
     from vastui.events import EventBus
     from vastui.store import SqliteStore
     from vastui.tui.app import VastuiApp
-    from vastui.tui.services import ConsoleSettings, Services
+    from vastui.tui.services import ConsoleServices, ConsoleSettings
     from vastui.tui.themes import check_theme
     from vastui.tui.view_memory import FILE_NAME as VIEW_MEMORY_FILE
 
@@ -76,6 +76,6 @@ async def run_console(args: argparse.Namespace) -> int:
     clock = MarketClock()   # the marketplace's time, from its answers: accrued cost and deadlines are on it
     async with await SqliteStore.open(settings.db_path) as store, vast_client(args, audit=store,
                                                                               clock=clock) as client:
-        services = Services(market=client, clock=clock, bus=EventBus(), store=store, audit=store)
+        services = ConsoleServices(market=client, clock=clock, bus=EventBus(), store=store, audit=store)
         await VastuiApp(services=services, settings=console).run_async()
     return 0

@@ -23,7 +23,7 @@ from vastui.campaign.broker import DEFAULT_EXPIRY_S
 from vastui.campaign.engine import CampaignOutcome
 from vastui.campaign.handle import CampaignHandle, start_campaign
 from vastui.campaign.plan import Plan, render_plan
-from vastui.campaign.session import Services, new_campaign_id, plan_campaign
+from vastui.campaign.session import CampaignServices, new_campaign_id, plan_campaign
 from vastui.clock import Clock, ScaledClock
 from vastui.config import Redactor, Secret
 from vastui.events import Event, EventBus
@@ -85,7 +85,7 @@ class DemoSession:
     waiting for a view's approvals). ``market`` is the simulator itself (hidden truth, billing, request log) — for
     tests and the console's demo; the campaign sees only the HTTP API and the SSH hosts."""
 
-    services: Services
+    services: CampaignServices
     manifest: Manifest
     plan: Plan
     market: Market
@@ -135,8 +135,9 @@ async def open_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_d
                     await _register_key(client, key_path, clock, store)
                     runner = SshRunner(known_hosts=work / "known_hosts", client_keys=[key_path], use_agent=False,
                                        clock=clock, retry_interval_s=5.0, reconnect_deadline_s=120.0)
-                    services = Services(market=client, executor=runner, store=store, clock=clock, bus=EventBus(),
-                                        redact=Redactor([secret]), poll_s=10.0, teardown_poll_s=5.0)
+                    services = CampaignServices(market=client, executor=runner, store=store, clock=clock,
+                                                bus=EventBus(), redact=Redactor([secret]), poll_s=10.0,
+                                                teardown_poll_s=5.0)
                     plan = await plan_campaign(services, manifest=manifest, campaign_id=new_campaign_id())
                     yield DemoSession(services, manifest, plan, server.market, client, db_path)
             finally:

@@ -46,6 +46,19 @@ class RunStatus(enum.StrEnum):
     INTERRUPTED = "interrupted"  # found still RUNNING after a crash and closed by resume
 
 
+class CampaignPhase(enum.StrEnum):
+    """The phases a campaign is recorded in (``set_campaign_phase`` / ``finish_campaign``); the store keeps the
+    text, so an older database reads the same."""
+
+    PLANNED = "planned"         # recorded with its plan; nothing rented yet
+    MEASURING = "measuring"     # the engine runs: candidates rent, race and tune
+    TEARDOWN = "teardown"       # destroying and proving every instance gone
+    FINISHED = "finished"       # receipt written, teardown proven
+    LEAKED = "leaked"           # ended with an instance not proven gone
+    CLEANED_UP = "cleaned_up"   # resumed after a crash and torn down
+    CRASHED = "crashed"         # the engine raised; ``vastui campaign resume`` cleans up
+
+
 @dataclass(frozen=True, slots=True)
 class Manifest:
     """A workload manifest as it was written, keyed by its identity digest."""

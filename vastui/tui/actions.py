@@ -7,8 +7,9 @@ confirmation is shown or any request is sent, so a read-only console cannot muta
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from vastui.approval import (
     Action,
@@ -21,12 +22,15 @@ from vastui.approval import (
     offer_target,
     recipient_target,
 )
+from vastui.bench.billing import accrued_usd
 from vastui.campaign.adhoc import AdhocOwner
 from vastui.clock import Clock
 from vastui.errors import CreateUncertain, VastuiError
 from vastui.tui.proposal import ProposalApprover, make_proposal
 from vastui.tui.services import ConsoleMarket, ConsoleSettings
 from vastui.vast.models import Instance, Offer
+
+T = TypeVar("T")
 
 
 class ReadOnlyRefused(VastuiError):
@@ -124,19 +128,15 @@ class ConsoleActions:
             intent = await self.owner.intend(offer_id=offer.id, machine_id=offer.machine_id, dph_usd=offer.dph_total,
                                              deadline_at=self._clock.now() + hours * 3600.0)
             label = intent.label
-        try:
-            made = await self._market.create_instance(offer_id=offer.id, image=self._settings.rent_image,
-                                                      disk_gib=self._settings.rent_disk_gib, label=label,
-                                                      approval=approval)
-        except CreateUncertain as exc:   # it may exist: the intent stays owned, found by its label (watch.py)
-            outcome.errors.append(f"offer {offer.id}: {exc.message}")
+        made = await _attempt(outcome, f"offer {offer.id}", self._market.create_instance(
+            offer_id=offer.id, image=self._settings.rent_image, disk_gib=self._settings.rent_disk_gib, label=label,
+            approval=approval))
+        if isinstance(made, VastuiError):
             if self.owner is not None and intent is not None:
-                await self.owner.maybe_rented(intent, exc.message)
-            return
-        except VastuiError as exc:
-            outcome.errors.append(f"offer {offer.id}: {exc.message}")
-            if self.owner is not None and intent is not None:
-                await self.owner.not_rented(intent, exc.message)
+                if isinstance(made, CreateUncertain):   # it may exist: the intent stays owned, found by its label
+                    await self.owner.maybe_rented(intent, made.message)
+                else:
+                    await self.owner.not_rented(intent, made.message)
             return
         outcome.done.append(made.instance_id)
         outcome.offers_rented.append(offer.id)
@@ -169,11 +169,8 @@ class ConsoleActions:
         call = {Action.DESTROY_INSTANCE: self._market.destroy_instance, Action.STOP_INSTANCE: self._market.stop_instance,
                 Action.START_INSTANCE: self._market.start_instance}[action]
         for instance, approval in zip(instances, approvals, strict=False):
-            try:
-                await call(instance.id, approval=approval)
-            except VastuiError as exc:
-                outcome.errors.append(f"instance {instance.id}: {exc.message}")
-            else:
+            sent = await _attempt(outcome, f"instance {instance.id}", call(instance.id, approval=approval))
+            if not isinstance(sent, VastuiError):
                 outcome.done.append(instance.id)
         return outcome
 
@@ -186,11 +183,9 @@ class ConsoleActions:
                                     consequence=f"replaces the label {instance.label!r}")
         outcome = Outcome(Action.LABEL_INSTANCE, declined=not approvals)
         for approval in approvals:
-            try:
-                await self._market.label_instance(instance.id, label, approval=approval)
-            except VastuiError as exc:
-                outcome.errors.append(f"instance {instance.id}: {exc.message}")
-            else:
+            sent = await _attempt(outcome, f"instance {instance.id}",
+                                  self._market.label_instance(instance.id, label, approval=approval))
+            if not isinstance(sent, VastuiError):
                 outcome.done.append(instance.id)
         return outcome
 
@@ -207,11 +202,9 @@ class ConsoleActions:
             consequence="the credit is committed to this instance (a discount in exchange); not refundable")
         outcome = Outcome(Action.PREPAY_INSTANCE, declined=not approvals)
         for approval in approvals:
-            try:
-                await self._market.prepay_instance(instance.id, amount_usd, approval=approval)
-            except VastuiError as exc:
-                outcome.errors.append(f"instance {instance.id}: {exc.message}")
-            else:
+            sent = await _attempt(outcome, f"instance {instance.id}",
+                                  self._market.prepay_instance(instance.id, amount_usd, approval=approval))
+            if not isinstance(sent, VastuiError):
                 outcome.done.append(instance.id)
         return outcome
 
@@ -227,13 +220,21 @@ class ConsoleActions:
                                     consequence=f"irreversible: the credit leaves this account{after}")
         outcome = Outcome(Action.TRANSFER_CREDIT, declined=not approvals)
         for approval in approvals:
-            try:
-                await self._market.transfer_credit(recipient, amount_usd, approval=approval)
-            except VastuiError as exc:
-                outcome.errors.append(f"{recipient}: {exc.message}")
-            else:
+            sent = await _attempt(outcome, recipient,
+                                  self._market.transfer_credit(recipient, amount_usd, approval=approval))
+            if not isinstance(sent, VastuiError):
                 outcome.sentence = f"transferred ${amount_usd:,.2f} to {recipient}"
         return outcome
+
+
+async def _attempt(outcome: Outcome, target: str, request: Awaitable[T]) -> T | VastuiError:
+    """Send one approved request. A failure is written into ``outcome`` under ``target`` and handed back (the
+    caller may need its kind); the console keeps going with the next target."""
+    try:
+        return await request
+    except VastuiError as exc:
+        outcome.errors.append(f"{target}: {exc.message}")
+        return exc
 
 
 def _instance_line(instance: Instance, now: float) -> str:
@@ -241,7 +242,7 @@ def _instance_line(instance: Instance, now: float) -> str:
     nothing in the middle of a field (``1x`` / ``RTX 5060 Ti``)."""
     accrued = ""
     if instance.dph_total is not None and instance.start_date is not None:
-        accrued = f"  accrued ${instance.dph_total * max(0.0, now - instance.start_date) / 3600:.4f}"
+        accrued = f"  accrued ${accrued_usd(dph_total=instance.dph_total, start_at=instance.start_date, now=now):.4f}"
     price = "-" if instance.dph_total is None else f"${instance.dph_total:.3f}/h"
     label = f"\n    label {instance.label}" if instance.label else ""
     return (f"instance {instance.id}  {instance.num_gpus or '?'}x {instance.gpu_name or '?'}  "

@@ -8,9 +8,10 @@ Adding a view
    ``BINDINGS`` and list the keys that change anything in ``MUTATING_ACTIONS`` (read-only mode hides them).
 2. Register it in ``vastui.tui.registry.default_views()`` with a name (typed after ``:``), a key and a title —
    or pass ``views=`` to ``VastuiApp`` (tests do, to build an app with extra or fewer views).
-3. Data it needs that no source fetches yet: add a ``Source`` and a fetch method here, never a network, database
-   or SSH call in the view. Mutations go through ``self.console.perform(lambda actions: actions.<verb>(...))``,
-   which shows the confirmation dialog and refuses in read-only mode.
+3. Data it needs that no source fetches yet: add a ``Source``, its fetch in ``vastui.tui.sources``, its message in
+   ``vastui.tui.messages`` and a feed here — never a network, database or SSH call in the view. Mutations go
+   through ``self.console.perform(lambda actions: actions.<verb>(...))``, which shows the confirmation dialog and
+   refuses in read-only mode.
 """
 
 from __future__ import annotations
@@ -18,18 +19,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, DataTable, Input
 
-from vastui.campaign.adhoc import AdhocOwner, is_adhoc
-from vastui.campaign.watch import LeakReport, find_leaks
+from vastui.campaign.adhoc import AdhocOwner
 from vastui.clock import market_scale
 from vastui.errors import VastuiError
 from vastui.events import Notice
@@ -43,28 +44,33 @@ from vastui.tui.dialogs.help import TABLE_KEYS, HelpScreen, HelpSection
 from vastui.tui.feeds import Wake, poll
 from vastui.tui.health import Source, SourceHealth
 from vastui.tui.messages import (
+    AccountRefreshed,
     ActivityRead,
     CampaignDrawn,
     CampaignEnded,
+    InstancesRefreshed,
+    LeaksRefreshed,
     LogsFailed,
     LogsFetched,
+    OffersRefreshed,
     ReceiptsLoaded,
     SourceFailed,
-    SourceRefreshed,
 )
 from vastui.tui.palette import TEXTUAL_LEFT_OUT, console_commands
 from vastui.tui.proposal import ProposalApprover
 from vastui.tui.registry import ViewSpec, check_registry, default_views
 from vastui.tui.rentals import RentalsQuit
-from vastui.tui.services import ConsoleSettings, Services
-from vastui.tui.state import AccountPage, ActivityPage, ConsoleState, InstancePage, OfferPage, note_gone, transfers_of
+from vastui.tui.services import ConsoleServices, ConsoleSettings
+from vastui.tui.sources import account_page, activity_page, instance_page, leak_report, offer_page
+from vastui.tui.state import ActivityPage, ConsoleState, note_gone
 from vastui.tui.themes import BASE_THEME, check_theme, theme_names, theme_paths
 from vastui.tui.view_memory import ViewMemory
 from vastui.tui.views.base import ConsoleView, focus_now
+from vastui.tui.views.instances import InstancesView
 from vastui.tui.widgets.command_bar import QUIT_WORDS, CommandBar, resolve
 from vastui.tui.widgets.footer import FittingFooter
 from vastui.tui.widgets.statusbar import StatusBar
-from vastui.vast.models import Offer, User
+from vastui.vast.models import Offer
 from vastui.vast.query import build_search_body
 
 if TYPE_CHECKING:
@@ -72,7 +78,7 @@ if TYPE_CHECKING:
 
 ApproverFactory = Callable[["VastuiApp"], ProposalApprover]
 LOG_TAIL_LINES = 500
-ACTIVITY_RECORDS = 500
+P = TypeVar("P")
 HELP_LEFT_OUT = frozenset({"app.focus_next", "app.focus_previous", "focus_next", "focus_previous", "screen.copy_text",
                            "copy_text"})
 
@@ -99,7 +105,7 @@ class VastuiApp(App[None]):
         Binding("ctrl+a", "approvals", "Approvals"),
     ]
 
-    def __init__(self, *, services: Services, settings: ConsoleSettings | None = None,
+    def __init__(self, *, services: ConsoleServices, settings: ConsoleSettings | None = None,
                  views: Sequence[ViewSpec] | None = None, approver: ApproverFactory | None = None,
                  campaign: CampaignSource | None = None) -> None:
         super().__init__()
@@ -178,15 +184,17 @@ class VastuiApp(App[None]):
     # --- feeds ----------------------------------------------------------------------------------------------------
 
     def _start_feeds(self) -> None:
-        fetches: dict[Source, Callable[[], Awaitable[object]]] = {
-            Source.OFFERS: self._fetch_offers, Source.INSTANCES: self._fetch_instances,
-            Source.ACCOUNT: self._fetch_account,
-        }
-        if self.services.store is not None:
-            fetches[Source.LEAKS] = self._fetch_leaks
-            self._run_activity_feed(self.services.store)
-        for source, fetch in fetches.items():
-            self._run_feed(source, fetch)
+        settings, market, store, clock = self.settings, self.services.market, self.services.store, self.services.clock
+        if store is not None:
+            self._run_activity_feed(store)
+        self._run_feed(Source.OFFERS, lambda: offer_page(market=market, store=store, body=self.offers_body,
+                                                         workload_digest=settings.workload_digest, clock=clock),
+                       OffersRefreshed)
+        self._run_feed(Source.INSTANCES, lambda: instance_page(market=market, store=store, clock=clock),
+                       InstancesRefreshed)
+        self._run_feed(Source.ACCOUNT, lambda: account_page(market=market, store=store), AccountRefreshed)
+        if store is not None:
+            self._run_feed(Source.LEAKS, lambda: leak_report(market=market, store=store, clock=clock), LeaksRefreshed)
         self.run_worker(self._follow_bus(), name="bus", group="bus", exclusive=True, exit_on_error=False)
 
     async def _follow_bus(self) -> None:
@@ -202,11 +210,14 @@ class VastuiApp(App[None]):
         finally:
             self.services.bus.unsubscribe(queue)
 
-    def _run_feed(self, source: Source, fetch: Callable[[], Awaitable[object]]) -> None:
+    def _run_feed(self, source: Source, fetch: Callable[[], Awaitable[P]],
+                  refreshed: Callable[[P, float], Message]) -> None:
+        """Poll ``fetch``; each page it delivers is posted as ``refreshed(page, at)``, each failure as
+        ``SourceFailed``."""
         clock = self.services.clock
 
-        def deliver(payload: object) -> None:
-            self.post_message(SourceRefreshed(source, payload, clock.now()))
+        def deliver(page: P) -> None:
+            self.post_message(refreshed(page, clock.now()))
 
         def fail(exc: VastuiError) -> None:
             self.post_message(SourceFailed(source, exc.message, clock.now()))
@@ -230,17 +241,13 @@ class VastuiApp(App[None]):
         """The audit log for the Activity view: read with the instances' rhythm, and at once after any action."""
         clock = self.services.clock
 
-        async def fetch() -> ActivityPage:
-            records = await store.latest_audit_records(limit=ACTIVITY_RECORDS)
-            return ActivityPage(records=tuple(records), at=clock.now())
-
         def fail(exc: VastuiError) -> None:
             self.log.warning(f"the audit log could not be read: {exc.message}")
 
         def deliver(page: ActivityPage) -> None:
             self.post_message(ActivityRead(page))
 
-        self.run_worker(poll(fetch=fetch, deliver=deliver, fail=fail,
+        self.run_worker(poll(fetch=lambda: activity_page(store=store, clock=clock), deliver=deliver, fail=fail,
                              clock=clock, interval_s=self.settings.instances_interval_s, wake=self._activity_wake,
                              live=self.settings.live),
                         name="feed-activity", group="feed-activity", exclusive=True, exit_on_error=False)
@@ -251,72 +258,36 @@ class VastuiApp(App[None]):
         if self.current_view == "activity":
             self.render_current()
 
-    async def _fetch_offers(self) -> OfferPage:
-        offers = tuple(await self.services.market.search_offers_body(self.offers_body))
-        store = self.services.store
-        knowledge = {}
-        bad = {}
-        now = self.services.clock.now()
-        if store is not None:
-            digest = self.settings.workload_digest or await self._latest_workload(store)
-            if digest is not None and offers:
-                machine_ids = sorted({o.machine_id for o in offers})
-                for k in await store.host_knowledge(workload_digest=digest, machine_ids=machine_ids):
-                    knowledge[(k.machine_id, k.gpu_name, k.num_gpus)] = k
-            bad = {b.machine_id: b for b in await store.active_bad_hosts(now=now)}
-        return OfferPage(offers=offers, knowledge=knowledge, bad_hosts=bad, at=now)
+    @on(OffersRefreshed)
+    def _offers(self, message: OffersRefreshed) -> None:
+        self._refreshed(Source.OFFERS, message.at, dataclasses.replace(self.state, offers=message.page))
 
-    @staticmethod
-    async def _latest_workload(store: SqliteStore) -> str | None:
-        """The workload of the most recent campaign: whose measurements the offers table shows by default."""
-        campaigns = [c for c in await store.campaigns() if not is_adhoc(c)]
-        latest = max(campaigns, key=lambda c: c.created_at, default=None)
-        return None if latest is None else latest.manifest_digest
+    @on(InstancesRefreshed)
+    def _instances(self, message: InstancesRefreshed) -> None:
+        page = message.page
+        state = dataclasses.replace(self.state, instances=page,
+                                    gone=note_gone(self.state.instances, self.state.gone, page))
+        # an incomplete listing is shown as INCOMPLETE; the source is not healthy either
+        problem = None if page.listing.is_complete else f"instance listing incomplete: {page.listing.error}"
+        self._refreshed(Source.INSTANCES, message.at, state, problem=problem)
 
-    async def _fetch_instances(self) -> InstancePage:
-        listing = await self.services.market.list_instances()
-        intents = {}
-        if self.services.store is not None:
-            for owned in await self.services.store.owned_instances():
-                if owned.intent.instance_id is not None:
-                    intents[owned.intent.instance_id] = owned.intent
-        return InstancePage(listing=listing, intents=intents, at=self.services.clock.now())
+    @on(AccountRefreshed)
+    def _account(self, message: AccountRefreshed) -> None:
+        page = message.page
+        self._refreshed(Source.ACCOUNT, message.at,
+                        dataclasses.replace(self.state, user=page.user, transfers=page.transfers))
 
-    async def _fetch_account(self) -> User | AccountPage:
-        user = await self.services.market.get_user()
-        store = self.services.store
-        if store is None:
-            return user
-        return AccountPage(user=user, transfers=await transfers_of(store))
+    @on(LeaksRefreshed)
+    def _leaks(self, message: LeaksRefreshed) -> None:
+        self._refreshed(Source.LEAKS, message.at, dataclasses.replace(self.state, leaks=message.report))
 
-    async def _fetch_leaks(self) -> object:
-        assert self.services.store is not None
-        report = await find_leaks(market=self.services.market, store=self.services.store, clock=self.services.clock)
-        if not report.is_complete and report.listed_count == 0 and report.error:
-            raise VastuiError(f"leak check: {report.error}", title="Leaks unknown")
-        return report
-
-    @on(SourceRefreshed)
-    def _refreshed(self, message: SourceRefreshed) -> None:
-        health = dict(self.state.health)
-        health[message.source] = health[message.source].ok(message.at)
-        payload = message.payload
-        state = dataclasses.replace(self.state, health=health)
-        if isinstance(payload, OfferPage):
-            state = dataclasses.replace(state, offers=payload)
-        elif isinstance(payload, InstancePage):
-            state = dataclasses.replace(state, instances=payload,
-                                        gone=note_gone(state.instances, state.gone, payload))
-            if not payload.listing.is_complete:  # shown as INCOMPLETE; the source is not healthy either
-                health[message.source] = health[message.source].failed(
-                    message.at, f"instance listing incomplete: {payload.listing.error}")
-        elif isinstance(payload, User):
-            state = dataclasses.replace(state, user=payload)
-        elif isinstance(payload, AccountPage):
-            state = dataclasses.replace(state, user=payload.user, transfers=payload.transfers)
-        elif isinstance(payload, LeakReport):
-            state = dataclasses.replace(state, leaks=payload)
-        self.state = state
+    def _refreshed(self, source: Source, at: float, state: ConsoleState, *, problem: str | None = None) -> None:
+        """Show ``state``, ``source`` marked refreshed at ``at`` (and failing, with a ``problem`` in its data)."""
+        health = dict(state.health)
+        health[source] = health[source].ok(at)
+        if problem is not None:
+            health[source] = health[source].failed(at, problem)
+        self.state = dataclasses.replace(state, health=health)
         self.render_current()
 
     @on(SourceFailed)
@@ -329,24 +300,29 @@ class VastuiApp(App[None]):
     @on(LogsFetched)
     @on(LogsFailed)
     def _logs(self, message: LogsFetched | LogsFailed) -> None:
-        from vastui.tui.views.instances import InstancesView
-
         for view in self._view_widgets.values():
             if isinstance(view, InstancesView) and view.is_mounted:
                 view.show_logs(message)
 
     @on(CampaignDrawn)
-    @on(CampaignEnded)
-    @on(ReceiptsLoaded)
-    def _campaign(self, message: CampaignDrawn | CampaignEnded | ReceiptsLoaded) -> None:
-        self.state = self.control.fold(self.state, message)
-        if not isinstance(message, ReceiptsLoaded):
-            self.desk.noticed(self.state)
+    def _campaign_drawn(self, message: CampaignDrawn) -> None:
+        self.state = dataclasses.replace(self.state, campaign=message.picture)
+        self.desk.noticed(self.state)
         self.render_current()
-        if isinstance(message, CampaignEnded):
-            self.wake(Source.INSTANCES, Source.ACCOUNT, Source.LEAKS)
-            if self.control.quit_when_ended:
-                self.exit()
+
+    @on(CampaignEnded)
+    def _campaign_ended(self, message: CampaignEnded) -> None:
+        self.state = dataclasses.replace(self.state, campaign_end=message.end)
+        self.desk.noticed(self.state)
+        self.render_current()
+        self.wake(Source.INSTANCES, Source.ACCOUNT, Source.LEAKS)
+        if self.control.quit_when_ended:
+            self.exit()
+
+    @on(ReceiptsLoaded)
+    def _receipts(self, message: ReceiptsLoaded) -> None:
+        self.state = dataclasses.replace(self.state, receipts=message.page)
+        self.render_current()
 
     def load_state(self, state: ConsoleState) -> None:
         """Show ``state`` as if the sources had delivered it (canned data for snapshots and previews)."""

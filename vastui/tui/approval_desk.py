@@ -21,7 +21,8 @@ from vastui.tui.cells import usd
 from vastui.tui.state import ConsoleState
 
 if TYPE_CHECKING:
-    from vastui.tui.app import VastuiApp
+    from vastui.tui.host import ConsoleHost
+
 
 EXPIRED_KEPT = 20          # expired requests the pop-up still shows, newest last
 TOASTED = 3                # requests listed in one arrival toast
@@ -51,7 +52,7 @@ def facts(p: PendingApproval) -> str:
 class ApprovalDesk:
     """Owned by the app; reads the pictures the campaign follower delivers and answers through ``app.control``."""
 
-    def __init__(self, app: VastuiApp) -> None:
+    def __init__(self, app: ConsoleHost) -> None:
         self._app = app
         self._answered: set[str] = set()          # answered here, until a picture no longer lists them
         self._seen: dict[str, PendingApproval] = {}

@@ -7,27 +7,25 @@ console was given, and the campaign runs in its own task whatever the console do
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING
 
 from textual.worker import Worker
 
-from vastui.campaign.adhoc import is_adhoc
 from vastui.errors import VastuiError
 from vastui.tui.approval_desk import facts
 from vastui.tui.campaign_feed import CampaignSource, follow_campaign
-from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, PastCampaign, ReceiptPage
+from vastui.tui.campaign_state import CampaignEnd, CampaignPicture
 from vastui.tui.dialogs.choice import ChoiceDialog
 from vastui.tui.messages import CampaignDrawn, CampaignEnded, ReceiptsLoaded
-from vastui.tui.state import ConsoleState
+from vastui.tui.sources import receipt_page
 
 if TYPE_CHECKING:
-    from vastui.tui.app import VastuiApp
+    from vastui.tui.host import ConsoleHost
+
 
 KEY_ANSWER = "console key"
-RECEIPTS_SHOWN = 50
 
 
 class Leaving(enum.StrEnum):
@@ -40,7 +38,7 @@ class Leaving(enum.StrEnum):
 class CampaignControl:
     """Owned by the app; ``source`` is None when the console follows no campaign."""
 
-    def __init__(self, app: VastuiApp, source: CampaignSource | None) -> None:
+    def __init__(self, app: ConsoleHost, source: CampaignSource | None) -> None:
         self._app = app
         self.source = source
         self.leaving: Leaving | None = None
@@ -87,28 +85,11 @@ class CampaignControl:
         if store is None:
             return
         try:
-            campaigns = sorted((c for c in await store.campaigns() if not is_adhoc(c)),
-                               key=lambda c: (c.created_at, c.campaign_id), reverse=True)
-            past = []
-            for campaign in campaigns[:RECEIPTS_SHOWN]:
-                receipt = await store.latest_receipt(campaign.campaign_id)
-                past.append(PastCampaign(campaign.campaign_id, campaign.created_at, campaign.phase,
-                                         campaign.manifest_digest, None if receipt is None else receipt.markdown_text))
+            page = await receipt_page(store=store, clock=self._app.services.clock)
         except VastuiError as exc:  # the worker boundary: say it, keep the console up
             self._app.notify(exc.message, title="Receipts", severity="error")
             return
-        self._app.post_message(ReceiptsLoaded(ReceiptPage(tuple(past), at=self._app.services.clock.now())))
-
-    @staticmethod
-    def fold(state: ConsoleState, message: CampaignDrawn | CampaignEnded | ReceiptsLoaded) -> ConsoleState:
-        """The console's state with what a campaign worker delivered."""
-        if isinstance(message, CampaignDrawn) and isinstance(message.picture, CampaignPicture):
-            return dataclasses.replace(state, campaign=message.picture)
-        if isinstance(message, CampaignEnded) and isinstance(message.end, CampaignEnd):
-            return dataclasses.replace(state, campaign_end=message.end)
-        if isinstance(message, ReceiptsLoaded) and isinstance(message.page, ReceiptPage):
-            return dataclasses.replace(state, receipts=message.page)
-        return state
+        self._app.post_message(ReceiptsLoaded(page))
 
     # --- answers -----------------------------------------------------------------------------------------------
     def approve(self, request_id: str, *, key: str = "a") -> bool:

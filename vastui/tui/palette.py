@@ -16,7 +16,7 @@ from textual.app import SystemCommand
 from vastui.tui.themes import theme_names
 
 if TYPE_CHECKING:
-    from vastui.tui.app import VastuiApp
+    from vastui.tui.host import ConsoleHost
 
 TEXTUAL_LEFT_OUT = frozenset({"Theme"})    # Textual's picker lists its own themes, which give a mixed screen
 
@@ -44,7 +44,7 @@ ACTIONS: tuple[PaletteAction, ...] = (
 )
 
 
-def console_commands(app: VastuiApp) -> Iterable[SystemCommand]:
+def console_commands(app: ConsoleHost) -> Iterable[SystemCommand]:
     names = {spec.name for spec in app.views}
     yield SystemCommand("Refresh", "read every source now (ctrl+r)", app.action_refresh)
     for action in ACTIONS:
@@ -58,16 +58,16 @@ def console_commands(app: VastuiApp) -> Iterable[SystemCommand]:
                             _theme(app, name))
 
 
-def _press(app: VastuiApp, action: PaletteAction) -> Callable[[], None]:
+def _press(app: ConsoleHost, action: PaletteAction) -> Callable[[], None]:
     def press() -> None:
         app.action_show_view(action.view)
         getattr(app.view(action.view), f"action_{action.action}")()
     return press
 
 
-def _show(app: VastuiApp, name: str) -> Callable[[], None]:
+def _show(app: ConsoleHost, name: str) -> Callable[[], None]:
     return lambda: app.action_show_view(name)
 
 
-def _theme(app: VastuiApp, name: str) -> Callable[[], None]:
+def _theme(app: ConsoleHost, name: str) -> Callable[[], None]:
     return lambda: app.apply_theme(name)

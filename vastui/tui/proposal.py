@@ -40,13 +40,19 @@ class Proposal:
         """Whether ``text`` satisfies the typed confirmation (amounts compare as money, to the cent)."""
         if self.typed is None:
             return True
-        given = text.strip().lstrip("$")
         if self.action in MONEY_ACTIONS:
-            try:
-                return math.isclose(float(given), float(self.typed), abs_tol=0.005)
-            except ValueError:
-                return False
-        return given == self.typed
+            given_usd, typed_usd = parse_usd(text), parse_usd(self.typed)
+            return given_usd is not None and typed_usd is not None and math.isclose(given_usd, typed_usd,
+                                                                                    abs_tol=0.005)
+        return text.strip().lstrip("$") == self.typed
+
+
+def parse_usd(text: str) -> float | None:
+    """An amount of USD as the operator types it (``25``, ``$25.00``, spaces around); None when it is not one."""
+    try:
+        return float(text.strip().lstrip("$"))
+    except ValueError:
+        return None
 
 
 def make_proposal(*, title: str, requests: Sequence[ApprovalRequest], lines: Sequence[str], consequence: str,

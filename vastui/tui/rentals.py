@@ -16,7 +16,8 @@ from vastui.tui.dialogs.choice import ChoiceDialog
 from vastui.vast.models import Instance, InstanceStatus
 
 if TYPE_CHECKING:
-    from vastui.tui.app import VastuiApp
+    from vastui.tui.host import ConsoleHost
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +50,7 @@ def billing_lines(billing: StillBilling) -> list[str]:
 class RentalsQuit:
     """The no-campaign quit of the console (``q``, ``ctrl+c``, ``:q``)."""
 
-    def __init__(self, app: VastuiApp) -> None:
+    def __init__(self, app: ConsoleHost) -> None:
         self._app = app
         self._asking = False
 

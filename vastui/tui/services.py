@@ -56,7 +56,7 @@ class ConsoleMarket(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Services:
+class ConsoleServices:
     """The console's services. ``store`` is optional: without one there is no host knowledge and no leak watch."""
 
     market: ConsoleMarket

@@ -53,10 +53,11 @@ class Transfer:
 
 @dataclass(frozen=True, slots=True)
 class AccountPage:
-    """One account refresh: the user, and the transfers the store's audit log holds (newest first)."""
+    """One account refresh: the user, and the transfers the store's audit log holds (newest first; None: no store
+    to read)."""
 
     user: User
-    transfers: tuple[Transfer, ...]
+    transfers: tuple[Transfer, ...] | None
 
 
 TRANSFERS_SHOWN = 20

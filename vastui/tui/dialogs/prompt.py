@@ -5,12 +5,17 @@ Answering a prompt approves nothing: the action it feeds still goes through the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Input, Label
+
+from vastui.tui.proposal import parse_usd
 
 
 class PromptScreen(ModalScreen[str | None]):
@@ -38,3 +43,19 @@ class PromptScreen(ModalScreen[str | None]):
     @on(Input.Submitted, "#prompt-input")
     def _submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value)
+
+
+def ask_usd(widget: Widget, *, question: str, placeholder: str, then: Callable[[float], None]) -> None:
+    """Ask for an amount of USD and hand it to ``then``. Escape or an empty answer does nothing; text that is not an
+    amount is said (on ``widget``) and dropped."""
+
+    def answered(text: str | None) -> None:
+        if text is None or not text.strip():
+            return
+        amount = parse_usd(text)
+        if amount is None:
+            widget.notify(f"not an amount of USD: {text!r}", severity="error")
+            return
+        then(amount)
+
+    widget.app.push_screen(PromptScreen(question=question, placeholder=placeholder), callback=answered)

@@ -10,7 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
 from vastui.tui.cells import usd
-from vastui.tui.dialogs.prompt import PromptScreen
+from vastui.tui.dialogs.prompt import PromptScreen, ask_usd
 from vastui.tui.state import ConsoleState
 from vastui.tui.views.base import ConsoleView, focus_now
 
@@ -64,19 +64,12 @@ class AccountView(ConsoleView):
             if recipient is None or not recipient.strip():
                 return
 
-            def amount_chosen(text: str | None) -> None:
-                if text is None or not text.strip():
-                    return
-                try:
-                    amount = float(text.strip().lstrip("$"))
-                except ValueError:
-                    self.notify(f"not an amount of USD: {text!r}", severity="error")
-                    return
+            def amount_chosen(amount: float) -> None:
                 user = self.console.state.user
                 credit = None if user is None else user.credit
                 self.console.perform(lambda actions: actions.transfer(recipient.strip(), amount, credit_usd=credit))
 
-            self.app.push_screen(PromptScreen(question=f"How many USD to send to {recipient.strip()}?",
-                                              placeholder="e.g. 10.00"), callback=amount_chosen)
+            ask_usd(self, question=f"How many USD to send to {recipient.strip()}?", placeholder="e.g. 10.00",
+                    then=amount_chosen)
 
         self.app.push_screen(PromptScreen(question="Send credit to (email or user id)"), callback=recipient_chosen)

@@ -6,16 +6,14 @@ network, the database or an SSH host itself.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, cast
 
 from textual.containers import Vertical
 from textual.dom import NoScreen
 from textual.widget import Widget
 
+from vastui.tui.host import ConsoleHost
 from vastui.tui.state import ConsoleState
-
-if TYPE_CHECKING:
-    from vastui.tui.app import VastuiApp
 
 
 def focus_now(widget: Widget) -> None:
@@ -47,12 +45,9 @@ class ConsoleView(Vertical):
     COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     @property
-    def console(self) -> VastuiApp:
-        from vastui.tui.app import VastuiApp
-
-        app = self.app
-        assert isinstance(app, VastuiApp)
-        return app
+    def console(self) -> ConsoleHost:
+        """The console app this view is mounted in (views are built and hosted by ``VastuiApp`` alone)."""
+        return cast(ConsoleHost, self.app)
 
     def render_state(self, state: ConsoleState, *, now: float) -> None:
         """Show ``state``; called after each refresh while the view is visible, and when it is shown."""

@@ -14,10 +14,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Log, Static
 
+from vastui.bench import billing
 from vastui.campaign.adhoc import renter_of
 from vastui.campaign.watch import Leak, campaign_of_label
 from vastui.tui.cells import accrued_usd, leak_reason, num, usd
-from vastui.tui.dialogs.prompt import PromptScreen
+from vastui.tui.dialogs.prompt import PromptScreen, ask_usd
 from vastui.tui.health import format_age
 from vastui.tui.messages import LogsFailed, LogsFetched
 from vastui.tui.state import ConsoleState, InstancePage
@@ -158,7 +159,7 @@ class InstancesView(ConsoleView):
         since = self._since[inst.id]
         accrued = None
         if inst.dph_total is not None and inst.start_date is not None:
-            accrued = inst.dph_total * max(0.0, now - inst.start_date) / 3600.0
+            accrued = billing.accrued_usd(dph_total=inst.dph_total, start_at=inst.start_date, now=now)
         stopped = InstanceStatus.STOPPED in (inst.actual_status, inst.intended_status)
         deadline = "-"
         if intent is not None and intent.deadline_at is not None:
@@ -233,20 +234,12 @@ class InstancesView(ConsoleView):
         if inst is None:
             return
 
-        def chosen(text: str | None) -> None:
-            if text is None or not text.strip():
-                return
-            try:
-                amount = float(text.strip().lstrip("$"))
-            except ValueError:
-                self.notify(f"not an amount of USD: {text!r}", severity="error")
-                return
+        def chosen(amount: float) -> None:
             user = self.console.state.user
             credit = None if user is None else user.credit
             self.console.perform(lambda actions: actions.prepay(inst, amount, credit_usd=credit))
 
-        self.app.push_screen(PromptScreen(question=f"Prepay how many USD onto instance {inst.id}?",
-                                          placeholder="e.g. 25.00"), callback=chosen)
+        ask_usd(self, question=f"Prepay how many USD onto instance {inst.id}?", placeholder="e.g. 25.00", then=chosen)
 
     def action_copy_ssh(self) -> None:
         inst = self._cursor_instance()

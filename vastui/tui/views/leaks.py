@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
+from vastui.bench import billing
 from vastui.campaign.adhoc import renter_of
 from vastui.campaign.watch import Leak, LeakReport
 from vastui.tui.cells import accrued_usd, leak_reason, usd
@@ -94,7 +95,7 @@ class LeaksView(ConsoleView):
         intent = state.instances.intents[inst.id]
         accrued = None
         if inst.dph_total is not None and inst.start_date is not None:
-            accrued = inst.dph_total * max(0.0, now - inst.start_date) / 3600.0
+            accrued = billing.accrued_usd(dph_total=inst.dph_total, start_at=inst.start_date, now=now)
         cells = (MARK if inst.id in self.marked else "", str(inst.id), inst.label or "-", "owned, not a leak",
                  f"{renter_of(intent.campaign_id)} {intent.campaign_id}", str(inst.actual_status or "provisioning"),
                  usd(inst.dph_total), accrued_usd(accrued),
