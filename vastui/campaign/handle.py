@@ -32,6 +32,7 @@ from vastui.clock import Clock
 from vastui.errors import VastuiError
 from vastui.events import EventBus, Subscription
 from vastui.events_live import AbortRequested
+from vastui.store.records import CampaignPhase
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class CampaignHandle:
             try:
                 outcome = await engine.run()
             except BaseException:
-                await services.store.set_campaign_phase(campaign_id=self.campaign_id, phase="crashed",
+                await services.store.set_campaign_phase(campaign_id=self.campaign_id, phase=CampaignPhase.CRASHED,
                                                         at=services.clock.now())
                 raise
             receipt = await write_receipt(services, manifest=self.manifest, plan=self.plan, outcome=outcome)

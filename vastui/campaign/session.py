@@ -30,7 +30,7 @@ from vastui.config import Redactor
 from vastui.errors import CampaignError
 from vastui.events import CampaignStarted, EventBus, PlanMade
 from vastui.store import SqliteStore
-from vastui.store.records import InstanceState, IntentStatus, OfferSnapshot, RunStatus
+from vastui.store.records import CampaignPhase, InstanceState, IntentStatus, OfferSnapshot, RunStatus
 from vastui.vast.models import InstanceListing
 
 SEARCH_LIMIT = 400
@@ -73,7 +73,7 @@ async def record_campaign(services: CampaignServices, *, manifest: Manifest, pla
     await store.save_manifest(digest=manifest.digest, name=manifest.workload.name,
                               toml_text=manifest.path.read_text(encoding="utf-8"), stored_at=now)
     await store.create_campaign(campaign_id=plan.campaign_id, manifest_digest=manifest.digest, created_at=now,
-                                phase="planned", budget_usd=plan.budget_usd,
+                                phase=CampaignPhase.PLANNED, budget_usd=plan.budget_usd,
                                 deadline_at=now + max((c.time_cap_s for c in plan.candidates), default=0.0))
     await store.claim_campaign(current_owner(plan.campaign_id, at=now))   # this process runs it (campaign/owner.py)
     await store.save_offer_snapshots([
@@ -109,7 +109,7 @@ async def write_receipt(services: CampaignServices, *, manifest: Manifest, plan:
                             notes=_notes(outcome))
     await save_receipt(services, receipt)
     await store.finish_campaign(campaign_id=plan.campaign_id, at=clock.now(),
-                                phase="finished" if receipt.teardown_passed else "leaked")
+                                phase=CampaignPhase.FINISHED if receipt.teardown_passed else CampaignPhase.LEAKED)
     return receipt
 
 
@@ -201,7 +201,7 @@ async def resume_campaign(services: CampaignServices, *, campaign_id: str, appro
     await record_teardown(store, report, clock=clock)
     if campaign.is_active:
         await store.finish_campaign(campaign_id=campaign_id, at=clock.now(),
-                                    phase="cleaned_up" if report.is_clean else "leaked",
+                                    phase=CampaignPhase.CLEANED_UP if report.is_clean else CampaignPhase.LEAKED,
                                     note=f"resumed: {len(ids)} instance(s) destroyed, {interrupted} run(s) interrupted")
     runs = await store.runs(campaign_id=campaign_id)
     return ResumeReport(campaign_id, tuple(sorted(ids)), report, len(runs), interrupted)

@@ -24,9 +24,8 @@ from vastui.clock import Clock
 from vastui.errors import ApiError
 from vastui.events import EventBus
 from vastui.store import Campaign, Intent, OwnedInstance, SqliteStore
+from vastui.store.records import CampaignPhase
 from vastui.vast.models import Instance, InstanceListing, InstanceStatus
-
-CRASHED_PHASE = "crashed"
 
 
 class LeakReason(enum.StrEnum):
@@ -197,7 +196,7 @@ def _judge(instance: Instance, intent: Intent | None, campaigns: Mapping[str, Ca
     if not campaign.is_active:
         return _leak(instance, LeakReason.CAMPAIGN_FINISHED, campaign_id, now,
                      f"campaign {campaign_id} ended in phase {campaign.phase}")
-    if campaign.phase == CRASHED_PHASE:
+    if campaign.phase == CampaignPhase.CRASHED:
         return _leak(instance, LeakReason.CAMPAIGN_CRASHED, campaign_id, now,
                      f"campaign {campaign_id} crashed; `vastui campaign resume {campaign_id}` cleans it up")
     if campaign_id in owner_gone and is_adhoc(campaign):   # rented by hand at a console that died without a word
