@@ -4,7 +4,7 @@
 the way different owners would (a running campaign's, a finished campaign's, one nobody owns, one stopped),
 measures one workload on one host and marks another host bad in a real SQLite store, then reads everything back
 through the real client over the ASGI transport — offers, instances, account, leak report — into one
-``ConsoleState``. The console in a snapshot is given that state (``VastuiApp.load_state``) and a market that never
+``ConsoleState``. The console in a snapshot is given that state (``show_state``) and a market that never
 answers, so nothing can change between two runs of the same test: the pictures depend on the seed alone.
 """
 
@@ -201,6 +201,12 @@ def capture_scene(tmp_path: Path) -> Scene:
     return asyncio.run(capture_scene_async(tmp_path))
 
 
+def show_state(app: VastuiApp, state: ConsoleState) -> None:
+    """Show ``state`` as if the console's sources had delivered it (canned data for a picture)."""
+    app.state = state
+    app.render_current()
+
+
 class SceneApp(VastuiApp):
     """The console, shown ``scene`` as soon as it mounts (its own sources never answer)."""
 
@@ -209,7 +215,7 @@ class SceneApp(VastuiApp):
         self.scene = scene
 
     def on_mount(self) -> None:  # Textual calls VastuiApp.on_mount too (handlers run along the whole MRO)
-        self.call_after_refresh(self.load_state, replace(self.scene.state))
+        self.call_after_refresh(show_state, self, replace(self.scene.state))
 
     async def wait_shown(self, pilot: Pilot[None]) -> None:
         """Until the current view has drawn the scene (a picture of an empty console would prove nothing)."""
