@@ -5,14 +5,14 @@ class. It counts as used when its name is read anywhere in vastui/, benchmarks/ 
 definition: as a bare name (``f(...)``, ``Foo``, a string annotation) or as an attribute (``x.f``, ``Action.RENT``).
 Imports alone do not count, so a re-export that nobody reads is not a use (an import under another name counts, and
 so does a string that spells the name: getattr and lazy import tables). The match is by name, not by type, so a
-method is used when any ``.name`` of the same spelling is read; that errs towards "used", never towards "unused".
+method is used when any ``.name`` of the same spelling is read: that errs towards "used" (a read inside any
+definition of the same name is taken for that definition's own, the one way it errs the other way).
 
 Also counted as used: the members of an enum that is built from a value somewhere (``Status(text)``: any member
 may arrive from the marketplace, the store or a command line), the console script's entry point (pyproject.toml),
-dunder names, methods that a framework or
-a standard base class calls by name (the class's non-vastui bases define the name, e.g. Textual's ``compose``,
-``on_mount``, ``render``), and Textual's naming conventions (``on_*``, ``action_*``, ``watch_*``, ``validate_*``,
-``compute_*``, ``key_*``) and ``@on(...)`` handlers.
+dunder names, methods that a framework or a standard base class calls by name (the class's non-vastui bases define
+the name, e.g. Textual's ``compose``, ``on_mount``, ``render``), Textual's naming conventions (``on_*``,
+``action_*``, ``watch_*``, ``validate_*``, ``compute_*``, ``key_*``) and ``@on(...)`` handlers.
 
 Uses in tests/ count only for the packages in ``DRIVEN_BY_TESTS`` (the simulator); ``ALLOWED`` names the true
 false positives. Run from anywhere: ``python scripts/unused_symbols.py``; exit status 1 when it lists anything.
