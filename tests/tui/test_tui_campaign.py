@@ -58,9 +58,12 @@ async def test_the_demo_campaign_runs_to_its_decision_with_approvals_by_keypress
             # while the race runs, GPUs and Benchmarks fill
             await pilot.press("6")
             gpus = app.query_one(GpusView)
-            await wait_until(pilot, lambda: any(not k.startswith("api/") for k in gpus.table.keys_in_order),
-                             what="GPU rows the agent samples")
-            row = gpus.table.cells_of(next(k for k in gpus.table.keys_in_order if not k.startswith("api/")))
+            def live_gpu_rows() -> list[str]:   # a destroyed candidate's GPUs stay below, greyed: not these
+                return [k for k in gpus.table.keys_in_order if not k.startswith("api/")
+                        and (cells := gpus.table.cells_of(k)) is not None and cells[5] == "nvml"]
+
+            await wait_until(pilot, lambda: bool(live_gpu_rows()), what="live GPU rows the agent samples")
+            row = gpus.table.cells_of(live_gpu_rows()[0])
             assert row is not None and str(row[4]).endswith("%") and row[5] == "nvml"
             assert any(ch in str(row[6]) for ch in "▁▂▃▄▅▆▇█")
             await pilot.press("7")

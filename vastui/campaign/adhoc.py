@@ -19,11 +19,11 @@ from vastui.campaign.labels import build_label
 from vastui.campaign.owner import current_owner
 from vastui.clock import Clock
 from vastui.store import Campaign, Intent, SqliteStore
+from vastui.store.records import CampaignPhase
 
 ADHOC_DIGEST = "adhoc-console"
 ADHOC_PHASE = "ad-hoc"
 ADHOC_PREFIX = "adhoc-"
-ADHOC_FINISHED = "finished"
 RENTER = "console"             # the candidate part of the label: who rented it
 
 
@@ -96,6 +96,6 @@ class AdhocOwner:
         if leaving_billing:
             await self._store.release_campaign(self.campaign_id, pid=os.getpid())
         else:
-            await self._store.finish_campaign(campaign_id=self.campaign_id, phase=ADHOC_FINISHED,
+            await self._store.finish_campaign(campaign_id=self.campaign_id, phase=CampaignPhase.FINISHED,
                                               at=self._clock.now(), note="the console quit with nothing billing")
             await self._store.release_campaign(self.campaign_id, pid=os.getpid())

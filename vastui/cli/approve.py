@@ -21,6 +21,7 @@ from vastui.cli.terminal import ask_on_terminal, fmt_num, make_table, print_tabl
 from vastui.config import load_settings
 from vastui.errors import VastuiError
 from vastui.store import KeptRequest, RequestState, SqliteStore
+from vastui.store.records import CampaignPhase
 
 NOTHING_PENDING = 3
 
@@ -106,7 +107,7 @@ async def _pending(store: SqliteStore, campaign_id: str, db_path: Path) -> list[
         raise VastuiError(f"no campaign {campaign_id} in {db_path} (pass the --db that detaching printed)",
                           title="Unknown campaign")
     if not campaign.is_active:
-        phase = "" if campaign.phase == "finished" else f" ({campaign.phase})"
+        phase = "" if campaign.phase == CampaignPhase.FINISHED else f" ({campaign.phase})"
         raise VastuiError(f"campaign {campaign_id} has finished{phase}: its requests can no longer be answered",
                           title="Campaign finished")
     now = time.time()

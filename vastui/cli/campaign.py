@@ -55,6 +55,7 @@ from vastui.events_live import (
 )
 from vastui.remote.runner import SshRunner
 from vastui.store import SqliteStore
+from vastui.store.records import CampaignPhase
 from vastui.vast.client import HttpVastClient
 from vastui.vast.query import parse_query
 
@@ -140,7 +141,7 @@ def _event_line(event: Event) -> str | None:
             return f"expired unanswered, counts as refused: {event.action} on {event.target}"
         case ApprovalCancelled():
             return f"approval withdrawn: {event.action} on {event.target} ({event.reason})"
-        case CampaignPhaseChanged() if event.phase == "teardown":
+        case CampaignPhaseChanged() if event.phase == CampaignPhase.TEARDOWN:
             return "teardown: destroying every instance of the campaign and proving it gone"
         case AbortRequested():
             return f"aborting: {event.reason} — stopping work, destroying every instance, proving them gone"

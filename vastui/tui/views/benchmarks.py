@@ -20,6 +20,7 @@ from textual_plotext import PlotextPlot
 from vastui.bench.attribution import Readings, attribute
 from vastui.bench.receipt import CandidateReport, Receipt
 from vastui.bench.stats import Interval
+from vastui.campaign.candidate import CandidatePhase
 from vastui.campaign.snapshot import CandidateState
 from vastui.events import Band
 from vastui.events_live import StandingRow
@@ -61,8 +62,8 @@ def live_cells(c: CandidateState, row: StandingRow | None, *, awaiting: bool = F
     wait = _median([b.data_wait_share for b in c.blocks])
     tput = _median([b.throughput_units_per_s for b in c.blocks])
     limit = str(attribute(Readings(gpu_activity_pct=util, data_wait_share=wait)).bottleneck) if c.blocks else "-"
-    correct = ("canary passed" if c.blocks or c.phase in ("measuring", "tuning", "done") else
-               ("FAILED: " + short(c.detail, 24) if c.phase == "failed" else "-"))
+    correct = ("canary passed" if c.blocks or c.phase in (CandidatePhase.MEASURING, CandidatePhase.TUNING, CandidatePhase.DONE) else
+               ("FAILED: " + short(c.detail, 24) if c.phase == CandidatePhase.FAILED else "-"))
     phase = "awaiting approval" if awaiting else c.phase
     return (c.candidate_id, c.gpu_name, phase, "-" if tput is None else f"{tput:,.0f}", "-", "-", num(util, ".0f"),
             pct(wait), f"-/-/{span(c.warmup_s)}" if c.warmup_s is not None else "-",

@@ -19,7 +19,8 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
 from vastui.campaign.broker import PendingApproval
-from vastui.campaign.snapshot import CampaignSnapshot, CandidateState, DecisionState, InstanceCleanup
+from vastui.campaign.candidate import CandidatePhase
+from vastui.campaign.snapshot import CampaignSnapshot, CampaignStage, CandidateState, DecisionState, InstanceCleanup
 from vastui.events_live import StandingRow
 from vastui.tui.campaign_cells import cost_per_1k, per_1k, since_start, span, throughput_cell
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture
@@ -55,7 +56,7 @@ def headline(picture: CampaignPicture, end: CampaignEnd | None, *, now: float) -
                 else f" · last destroy due in {span(plan.deadline_at - now)}")
     held = f"held for live rentals {usd(spend.reserved_usd, 2)} · " if running else ""
     stage = str(s.stage) + (f" ({s.finished_status})" if s.finished_status else "")
-    abort = f" · ABORTING: {s.abort_reason}" if s.abort_reason and s.stage != "finished" else (
+    abort = f" · ABORTING: {s.abort_reason}" if s.abort_reason and s.stage != CampaignStage.FINISHED else (
         f" · aborted: {s.abort_reason}" if s.abort_reason else "")
     lost = f" · {picture.events_lost} events lost (redrawn from the snapshot)" if picture.events_lost else ""
     error = f" · FAILED: {s.error or (end.error if end else '')}" if s.error or (end and end.error) else ""
@@ -99,7 +100,7 @@ def phase_cell(c: CandidateState, *, running: bool, now: float, awaiting: Pendin
         return Text(f"awaiting approval {span(awaiting.waited_s(wall_now))}", style="bold yellow")
     seconds = max(0.0, now - c.phase_since) if running else c.time_in_phase_s
     text = f"{c.phase} {span(seconds)}"
-    return text if c.phase not in ("failed", "eliminated") else Text(text, style="bold red")
+    return text if c.phase not in (CandidatePhase.FAILED, CandidatePhase.ELIMINATED) else Text(text, style="bold red")
 
 
 def candidate_cells(c: CandidateState, s: CampaignSnapshot, row: StandingRow | None,
@@ -112,7 +113,7 @@ def candidate_cells(c: CandidateState, s: CampaignSnapshot, row: StandingRow | N
     lead = "★ " if s.race.leader == c.candidate_id else ""
     if phase is None:
         phase_text = f"{c.phase} {span(c.time_in_phase_s)}"
-        phase = phase_text if c.phase not in ("failed", "eliminated") else Text(phase_text, style="bold red")
+        phase = phase_text if c.phase not in (CandidatePhase.FAILED, CandidatePhase.ELIMINATED) else Text(phase_text, style="bold red")
     return (lead + c.candidate_id, f"{gpus} @{c.offer_id}", usd(c.dph_usd), prior,
             planned.hypothesis if planned else "", phase, num(c.instance_id, "d"), str(len(c.blocks)),
             "-" if row is None else throughput_cell(row.throughput_units_per_s, is_measured=row.is_measured),
