@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import httpx
 
+from vastui.approval import AuditRecord
+
 
 class FakeClock:
     """A clock that only moves when someone sleeps on it (or ``advance`` is called); records every sleep."""
@@ -171,3 +173,13 @@ def subcommand(parser: argparse.ArgumentParser, *names: str) -> argparse.Argumen
         action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         parser = action.choices[name]
     return parser
+
+
+class FakeAudit:
+    """An audit sink that keeps its records in memory (the store is the real one)."""
+
+    def __init__(self) -> None:
+        self.records: list[AuditRecord] = []
+
+    async def record_audit(self, record: AuditRecord) -> None:
+        self.records.append(record)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import until
 from vastui.cli.campaign import SLO_NOT_MET
 from vastui.cli.terminal import ask_on_terminal, held_while_asking
 from vastui.tui.themes import theme_names
@@ -62,15 +63,6 @@ def pty_pair() -> Iterator[tuple[int, int]]:
         os.close(slave)
 
 
-async def _until(condition: object, what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
-    while not condition():  # type: ignore[operator]
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 async def test_progress_lines_wait_for_the_pending_prompt_then_follow_it(
         pty_pair: tuple[int, int], monkeypatch: pytest.MonkeyPatch) -> None:
     master, slave = pty_pair
@@ -81,7 +73,7 @@ async def test_progress_lines_wait_for_the_pending_prompt_then_follow_it(
 
     progress("c0: renting")
     answer = asyncio.create_task(ask_on_terminal("rent offer 501?"))
-    await _until(lambda: screen.getvalue().endswith("[y/N] "), "the prompt")
+    await until(lambda: screen.getvalue().endswith("[y/N] "), "the prompt")
     progress("c1: measuring")         # published while the question waits
     progress("c2: canary passed")
     await asyncio.sleep(0.05)
@@ -102,7 +94,7 @@ async def test_a_withdrawn_prompt_ends_its_line_before_the_held_progress(
     monkeypatch.setattr(sys, "stderr", screen)
     progress = held_while_asking(lambda line: print(line, file=screen))
     answer = asyncio.create_task(ask_on_terminal("rent offer 502?"))
-    await _until(lambda: screen.getvalue().endswith("[y/N] "), "the prompt")
+    await until(lambda: screen.getvalue().endswith("[y/N] "), "the prompt")
     progress("c0: offer vanished")
     answer.cancel()
     with pytest.raises(asyncio.CancelledError):

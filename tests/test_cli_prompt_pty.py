@@ -13,7 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from vastui.approval import Action, ApprovalRequest, NullAudit, offer_target
+from tests.fakes import FakeAudit
+from tests.waiting import until
+from vastui.approval import Action, ApprovalRequest, offer_target
 from vastui.campaign.approvers import PromptApprover
 from vastui.campaign.broker import ApprovalBroker
 from vastui.cli.terminal import ask_on_terminal
@@ -39,15 +41,6 @@ def on_terminal(monkeypatch: pytest.MonkeyPatch, slave: int) -> io.StringIO:
     stderr = io.StringIO()
     monkeypatch.setattr(sys, "stderr", stderr)
     return stderr
-
-
-async def until(condition: object, what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
-    while not condition():  # type: ignore[operator]
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 def typed_ahead(master: int, text: bytes) -> None:
@@ -81,7 +74,7 @@ async def test_concurrent_requests_prompt_one_at_a_time_and_a_second_y_is_not_ca
     master, slave = pty_pair
     stderr = on_terminal(monkeypatch, slave)
     clock = WallClock()
-    audit = NullAudit()
+    audit = FakeAudit()
     broker = ApprovalBroker(clock=clock, bus=EventBus(), audit=audit,
                             operator=PromptApprover(ask_on_terminal, clock=clock))
     requests = [ApprovalRequest(action=Action.CREATE_INSTANCE, target=offer_target(offer),

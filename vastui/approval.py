@@ -24,7 +24,6 @@ class Action(enum.StrEnum):
     PREPAY_INSTANCE = "prepay_instance"
     TRANSFER_CREDIT = "transfer_credit"
     CREATE_SSH_KEY = "create_ssh_key"
-    DELETE_SSH_KEY = "delete_ssh_key"
     ATTACH_SSH_KEY = "attach_ssh_key"
 
 
@@ -111,12 +110,21 @@ class Approver(Protocol):
     async def request(self, request: ApprovalRequest) -> Approval | None: ...
 
 
+class AuditKind(enum.StrEnum):
+    """What an audit record says (the value is what the audit log stores)."""
+
+    APPROVAL = "approval"   # an approval granted
+    DECLINED = "declined"   # a request refused, expired or cancelled
+    SENDING = "sending"     # a mutating call about to go out
+    CALL = "call"           # that call's outcome
+
+
 @dataclass(frozen=True, slots=True)
 class AuditRecord:
     """One line of the audit log: an approval granted or declined, or a mutating call and its outcome."""
 
     at: float
-    kind: str  # "approval", "declined", "sending" (a mutating call about to go out), "call" (its outcome)
+    kind: AuditKind
     action: Action
     target: str
     approval_id: str | None
@@ -129,13 +137,3 @@ class AuditSink(Protocol):
     """Where approvals and mutating calls are written (the store implements it)."""
 
     async def record_audit(self, record: AuditRecord) -> None: ...
-
-
-class NullAudit:
-    """An audit sink that keeps records in memory (for one-shot commands and tests)."""
-
-    def __init__(self) -> None:
-        self.records: list[AuditRecord] = []
-
-    async def record_audit(self, record: AuditRecord) -> None:
-        self.records.append(record)

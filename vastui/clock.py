@@ -104,16 +104,6 @@ class MarketClock:
     async def sleep(self, seconds: float) -> None:
         await self._local.sleep(seconds)
 
-    @property
-    def offset_s(self) -> float:
-        """Marketplace time minus local time, as best known (0 before any answer)."""
-        return self._offset
-
-    @property
-    def uncertainty_s(self) -> float:
-        """Half the width of the offset's bounds: how far ``now()`` may be off (infinite before any answer)."""
-        return (self._high - self._low) / 2.0
-
     def observe(self, *, market_time: float, resolution_s: float, sent_local: float, received_local: float) -> None:
         """One answer: the marketplace's clock read ``market_time`` (truncated to ``resolution_s``) when it sent the
         answer, between ``sent_local`` and ``received_local`` (from ``local_now``). Nonsense is ignored."""

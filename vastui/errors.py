@@ -80,10 +80,6 @@ class CreateUncertain(ApiError):
         self.offer_id = offer_id
 
 
-class IncompleteListing(ApiError):
-    """A paginated listing could not be read to the end; what was read is not the whole truth."""
-
-
 class QueryError(VastuiError):
     """A search query could not be parsed; ``column`` is the 1-based position of the bad token."""
 

@@ -86,10 +86,6 @@ class Subscription:
     def empty(self) -> bool:
         return not self._items and not self._lost_count
 
-    def qsize(self) -> int:
-        """How many ``get_nowait`` calls would succeed now (a pending loss marker counts as one)."""
-        return len(self._items) + (1 if self._lost_count else 0)
-
 
 class EventBus:
     """Numbers each event and fans it out: to listeners (called at once, in order, never dropped — for state that
@@ -165,25 +161,6 @@ class PlanMade(Event):
     candidate_offer_ids: tuple[int, ...]
     expected_spend_usd: float
     spend_upper_bound_usd: float
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalGiven(Event):
-    """Kept for older views; a campaign publishes ``events_live.ApprovalAnswered`` instead."""
-
-    campaign_id: str | None
-    action: str
-    target: str
-    granted_by: str
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalRefused(Event):
-    """Kept for older views; a campaign publishes ``events_live.ApprovalAnswered`` instead."""
-
-    campaign_id: str | None
-    action: str
-    target: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,33 +255,6 @@ class CampaignFinished(Event):
     campaign_id: str
     status: str
     spend_usd: float
-
-
-@dataclass(frozen=True, slots=True)
-class LeakFound(Event):
-    """An instance billing without a reason (``campaign/watch.py``). Re-published on every check with the cost so
-    far, so a view keys it by ``instance_id`` and replaces the previous one. Costs are None when the marketplace did
-    not say the price or the start date."""
-
-    instance_id: int
-    reason: str
-    accrued_usd: float | None
-    burn_usd_per_h: float | None
-    label: str | None = None
-    campaign_id: str | None = None
-    status: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class LeaksChecked(Event):
-    """One leak check ended. ``is_complete`` False means the listing failed part-way: the state is *unknown*, and
-    ``leaked_ids`` are only those seen. Leaks no longer in ``leaked_ids`` or ``unowned_ids`` are gone."""
-
-    is_complete: bool
-    leaked_ids: tuple[int, ...]
-    unowned_ids: tuple[int, ...]
-    burn_usd_per_h: float
-    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

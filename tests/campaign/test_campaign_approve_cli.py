@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.campaign.campaign_support import ManualClock
-from tests.campaign.test_campaign_kept_requests import rent, until
+from tests.campaign.test_campaign_kept_requests import rent
 from tests.fakes import FakeClock
+from tests.waiting import until
 from vastui.approval import Approval, ApprovalRequest
 from vastui.campaign.approvers import PlanTerms
 from vastui.campaign.broker import ApprovalBroker
@@ -98,7 +99,7 @@ async def test_lists_then_approves_with_yes_and_refuses_without_a_terminal(rig: 
     approved = await rig.cli("approve", CAMPAIGN, r1, "--yes")
     assert approved.rc == 0, approved.err
     assert f"approved: {r1}" in approved.out
-    await until(lambda: asyncio.sleep(0, first.done()), "the broker to grant it", tick=rig.wall)
+    await until(lambda: first.done(), "the broker to grant it", between=lambda: rig.wall.advance(1.0))
     approval = first.result()
     assert isinstance(approval, Approval) and approval.request.target == "offer:777"
     assert approval.granted_by == f"vastui campaign approve (pid {approved.pid})"
@@ -111,7 +112,7 @@ async def test_lists_then_approves_with_yes_and_refuses_without_a_terminal(rig: 
 
     refused = await rig.cli("refuse", CAMPAIGN, "--all")
     assert refused.rc == 0, refused.err
-    await until(lambda: asyncio.sleep(0, second.done()), "the broker to refuse it", tick=rig.wall)
+    await until(lambda: second.done(), "the broker to refuse it", between=lambda: rig.wall.advance(1.0))
     assert second.result() is None
     nothing = await rig.cli("approve", CAMPAIGN)
     assert nothing.rc == 3 and "no pending request" in nothing.err
@@ -144,7 +145,7 @@ async def test_on_a_terminal_approving_waits_for_a_typed_yes(rig: Rig) -> None:
     finally:
         os.close(master)
         os.close(slave)
-    await until(lambda: asyncio.sleep(0, waiting.done()), "the broker to grant it", tick=rig.wall)
+    await until(lambda: waiting.done(), "the broker to grant it", between=lambda: rig.wall.advance(1.0))
     approval = waiting.result()
     assert isinstance(approval, Approval) and approval.granted_by.startswith("vastui campaign approve (pid ")
 

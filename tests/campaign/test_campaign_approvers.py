@@ -149,6 +149,8 @@ async def test_nothing_else_is_approved(plan_approver: PlanApprover, action: Act
     (Action.CREATE_INSTANCE, "20000001"),
     (Action.DESTROY_INSTANCE, f"instance:{OWNED}.0"),
     (Action.CREATE_INSTANCE, "offer:²"),  # str.isdigit() says yes, int() says no
+    (Action.CREATE_INSTANCE, "offer:020000001"),            # a plan offer, not spelled as offer_target spells it
+    (Action.CREATE_INSTANCE, "Offer:20000001"),
 ])
 async def test_a_malformed_or_mismatched_target_is_declined_not_an_error(plan_approver: PlanApprover,
                                                                          action: Action, target: str) -> None:

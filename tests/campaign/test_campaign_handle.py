@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.campaign.campaign_support import fast_manifest
+from tests.waiting import until
 from vastui.approval import offer_target
 from vastui.campaign.candidate import NotRented
 from vastui.campaign.handle import CampaignHandle
@@ -42,19 +42,9 @@ from vastui.store import SqliteStore
 # Slower than the other campaign tests' 300: these watch the race itself, which a loaded machine at 300x can
 # squeeze out entirely (every candidate reaches its deadline in the canary).
 TIME_SCALE = 100.0
-WAIT_S = 120.0   # wall-clock bound for a condition on a loaded machine; reached only when something is broken
 _CREATE = re.compile(r"^/api/v0/asks/(\d+)/$")
 
 pytestmark = pytest.mark.slow
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def racing(handle: CampaignHandle) -> bool:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.campaign.campaign_support import ManualClock
 from tests.fakes import FakeClock
+from tests.waiting import until
 from vastui.approval import Action, Approval, ApprovalRequest, offer_target
 from vastui.campaign.approvers import PlanTerms
 from vastui.campaign.broker import ApprovalBroker
@@ -27,25 +28,10 @@ WAIT_S = 10.0   # wall-clock bound on waiting for a condition (never reached whe
 BY_COMMAND = "vastui campaign approve (pid 4242)"
 
 
-
-
 def rent(offer_id: int, *, cap: float = 1.0) -> ApprovalRequest:
     return ApprovalRequest(action=Action.CREATE_INSTANCE, target=offer_target(offer_id), summary=f"rent {offer_id}",
                            cost_cap_usd=cap, campaign_id=CAMPAIGN, gpu_name="RTX_4090", num_gpus=2, dph_usd=0.55,
                            deadline_at=1_800_003_600.0)
-
-
-async def until(condition: Callable[[], Awaitable[bool]], what: str, *, tick: ManualClock | None = None) -> None:
-    """Wait for ``await condition()`` with a wall-clock deadline; with ``tick``, move that clock a poll's worth
-    (one second) between looks, as the wall would."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
-    while not await condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        if tick is not None:
-            tick.advance(1.0)
-        await asyncio.sleep(0.005)
 
 
 @pytest.fixture
@@ -100,10 +86,9 @@ async def test_kept_requests_are_written_and_answered_from_a_second_connection(
         events: list[Event]) -> None:
     epoch = FakeClock(start=1_900_000_000.0)
     waiting = asyncio.create_task(broker.request(rent(777, cap=2.5)))
-    await until(lambda: asyncio.sleep(0, len(broker.pending()) == 1), "a request waiting for a human")
+    await until(lambda: len(broker.pending()) == 1, "a request waiting for a human")
     wall.advance(30.0)   # it has waited 30 wall seconds when the operator detaches
     broker.keep_for_command(store, campaign_id=CAMPAIGN, epoch=epoch)
-    assert broker.is_keeping
     later = asyncio.create_task(broker.request(rent(778)))
     await until(kept_in(other, 2), "both requests kept in the store")
 
@@ -126,7 +111,8 @@ async def test_kept_requests_are_written_and_answered_from_a_second_connection(
     assert await other.answer_kept_requests(campaign_id=CAMPAIGN, request_ids=[second.request_id], grant=False,
                                             answered_by=BY_COMMAND, at=epoch.now(), reason="too dear") == [
         second.request_id]
-    await until(lambda: asyncio.sleep(0, waiting.done() and later.done()), "the broker to apply both", tick=wall)
+    await until(lambda: waiting.done() and later.done(), "the broker to apply both",
+                between=lambda: wall.advance(1.0))
     approval = waiting.result()
     assert isinstance(approval, Approval) and approval.granted_by == BY_COMMAND
     assert approval.request.target == "offer:777"
@@ -212,17 +198,17 @@ async def test_after_a_detach_the_console_keeps_or_refuses_what_waits(
     from vastui.cli.campaign_console import leave_pending
 
     waiting = asyncio.create_task(broker.request(rent(777)))
-    await until(lambda: asyncio.sleep(0, len(broker.pending()) == 1), "a request waiting for a human")
+    await until(lambda: len(broker.pending()) == 1, "a request waiting for a human")
     command = leave_pending(broker, store, campaign_id=CAMPAIGN, keep=keep)
     if keep:
         assert command == ("vastui", "campaign", "approve", CAMPAIGN, "--db", str(paths))
         await until(kept_in(other, 1), "the request kept")
-        assert not waiting.done() and broker.is_keeping, "kept, not refused"
+        assert not waiting.done(), "kept, not refused"
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
     else:
-        assert command is None and not broker.is_keeping
+        assert command is None
         assert await asyncio.wait_for(waiting, WAIT_S) is None, "refused: nobody is left to answer"
         assert await other.kept_requests(CAMPAIGN) == []
     await broker.stop_keeping("the test ended")

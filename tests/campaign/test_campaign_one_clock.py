@@ -15,12 +15,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.campaign.campaign_support import fast_manifest
+from tests.waiting import until
 from vastui.approval import Action, Approval, ApprovalRequest
 from vastui.cli import main
 from vastui.clock import ScaledClock
@@ -103,7 +103,7 @@ async def test_vastui_leaks_accrues_a_running_instance_on_the_marketplaces_clock
     market = build_market(7, clock=sim_clock, api_key=KEY, n_machines=120)
     async with SimServer(market) as server:
         instance_id, start = await _rent_outside(market)
-        await _until(lambda: sim_clock.now() >= start + RUN_BEFORE_LOOKING_S, what="ten marketplace minutes")
+        await until(lambda: sim_clock.now() >= start + RUN_BEFORE_LOOKING_S, "ten marketplace minutes")
         seen: list[float] = []
         for _ in range(2):   # two checks: the cost has grown between them
             before = sim_clock.now()
@@ -130,11 +130,3 @@ async def _rent_outside(market: Market) -> tuple[int, float]:
     body = {"image": "pytorch/pytorch", "disk": 10, "label": "operator-notebook", "runtype": "ssh"}
     state = await market.create_instance(machine.offer_id, CreateRequest.from_body(body))
     return state.id, state.created_at
-
-
-async def _until(predicate: Callable[[], bool], *, what: str, guard_s: float = 120.0) -> None:
-    """Wait for a condition (a guard against a hang, not a speed check)."""
-    async with asyncio.timeout(guard_s):
-        while not predicate():
-            await asyncio.sleep(0.05)
-    assert predicate(), what

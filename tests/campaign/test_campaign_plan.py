@@ -286,7 +286,7 @@ async def test_a_host_measured_before_gets_a_measured_prior_and_teaches_the_scal
     await store.create_campaign(campaign_id="cbefore", manifest_digest=manifest.digest, created_at=NOW - DAY,
                                 phase="finished")
     for throughput, status in ((0.5 * measured, RunStatus.OK), (measured, RunStatus.OK),
-                               (None, RunStatus.FAILED_READINESS)):
+                               (None, RunStatus.ERROR)):
         run = await store.start_run(campaign_id="cbefore", instance_id=None, machine_id=known.machine_id,
                                     gpu_name=known.gpu_name, num_gpus=known.num_gpus,
                                     workload_digest=manifest.digest, variant_json="{}", started_at=NOW - DAY)

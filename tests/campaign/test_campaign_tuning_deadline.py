@@ -175,7 +175,10 @@ async def test_a_trial_the_prior_says_cannot_fit_is_never_started(tmp_path: Path
     events = bus.subscribe()
     outcome = await _tune(manifest, clock, host, run, bus)
     assert host.started == 0 and outcome.trials == ()
-    notices = [e for e in (events.get_nowait() for _ in range(events.qsize())) if isinstance(e, Notice)]
+    published = []
+    while not events.empty():
+        published.append(events.get_nowait())
+    notices = [e for e in published if isinstance(e, Notice)]
     assert [n.text for n in notices] == [f"{run.cid}: tuning stopped: {outcome.stopped_early}"]  # the console shows why
     assert outcome.profile.precision == "fp32"
     stopped = outcome.stopped

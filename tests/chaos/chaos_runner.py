@@ -34,7 +34,7 @@ import httpx
 
 from tests.campaign.small_disk import fill_disk, small_disk
 from tests.chaos.chaos_mix import BROKEN_PIPE, CLIENT_TIMEOUT_S, DOUBLE_SIGNAL, FULL_DISK, KILL, Mix
-from vastui.approval import Action, Approval, ApprovalRequest, AuditRecord
+from vastui.approval import Action, Approval, ApprovalRequest, AuditKind, AuditRecord
 from vastui.campaign.handle import start_campaign
 from vastui.campaign.session import CampaignServices, new_campaign_id, plan_campaign
 from vastui.clock import ScaledClock
@@ -159,7 +159,7 @@ async def register_operator_key(url: str, key_path: Path, db: Path, clock: Scale
     approval = Approval(request, granted_by="chaos runner", granted_at=clock.now())
     store = await SqliteStore.open(db)
     try:
-        await store.record_audit(AuditRecord(at=clock.now(), kind="approval", action=request.action,
+        await store.record_audit(AuditRecord(at=clock.now(), kind=AuditKind.APPROVAL, action=request.action,
                                              target=request.target, approval_id=approval.approval_id,
                                              granted_by=approval.granted_by, outcome=request.summary))
         async with HttpVastClient(base_url=url, api_key=Secret(KEY), clock=clock, audit=store) as client:

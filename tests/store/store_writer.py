@@ -33,7 +33,7 @@ async def main(path: str, campaign_id: str, batch: int) -> None:
                    for i in range(batch)]
         sys.stdout.write(f"begin {run.run_id}\n")
         sys.stdout.flush()
-        await store.add_gpu_samples(samples)
+        await store.add_measurements(samples=samples)
         sys.stdout.write(f"samples {run.run_id} {batch}\n")
         sys.stdout.flush()
         throughput = 100.0 + (run.run_id * 37) % 101

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.store.store_support import DIGEST
-from vastui.approval import Action, AuditRecord, AuditSink, instance_target, offer_target
+from tests.store.store_support import DIGEST, integrity, offer_snapshots
+from vastui.approval import Action, AuditKind, AuditRecord, AuditSink, instance_target, offer_target
 from vastui.errors import StoreError
 from vastui.store import SCHEMA_VERSION, OfferSnapshot, SqliteStore
 
 
 async def test_open_sets_wal_full_sync_and_foreign_keys(store: SqliteStore, db_path: Path) -> None:
     assert await store.schema_version() == SCHEMA_VERSION
-    assert await store.integrity_check() == ["ok"]
+    assert integrity(store.path) == ["ok"]
     # synchronous and foreign_keys are per connection: ask the store's own connection.
     for pragma, expected in (("synchronous", 2), ("foreign_keys", 1), ("busy_timeout", 5000)):  # 2 is FULL
         row = await store._read_one("read a pragma", f"PRAGMA {pragma}")
@@ -64,7 +64,6 @@ async def test_campaign_lifecycle_and_active_list(campaign_store: SqliteStore) -
     assert moved.phase == "measure" and moved.phase_at == 200.0 and moved.is_active
     done = await store.finish_campaign(campaign_id="c1", phase="done", at=300.0)
     assert done.finished_at == 300.0 and not done.is_active
-    assert [c.campaign_id for c in await store.active_campaigns()] == ["c2"]
     assert [c.campaign_id for c in await store.campaigns()] == ["c1", "c2"]
     phases = await store.campaign_phases("c1")
     assert [(p.phase, p.at, p.note) for p in phases] == [
@@ -94,9 +93,9 @@ async def test_offer_snapshots_round_trip_in_one_batch(campaign_store: SqliteSto
     ]
     await campaign_store.save_offer_snapshots(snaps)
     await campaign_store.save_offer_snapshots([OfferSnapshot(None, 7, 8, "A100", 1, 1.1, 1.0, "{}")])
-    assert await campaign_store.offer_snapshots(campaign_id="c1") == snaps
-    assert [s.offer_id for s in await campaign_store.offer_snapshots(campaign_id=None)] == [7]
-    assert await campaign_store.offer_snapshots(campaign_id="c2") == []
+    assert offer_snapshots(campaign_store.path, campaign_id="c1") == snaps
+    assert [s.offer_id for s in offer_snapshots(campaign_store.path, campaign_id=None)] == [7]
+    assert offer_snapshots(campaign_store.path, campaign_id="c2") == []
 
 
 async def test_invalid_json_is_refused_before_anything_is_written(campaign_store: SqliteStore) -> None:
@@ -104,7 +103,7 @@ async def test_invalid_json_is_refused_before_anything_is_written(campaign_store
     bad = OfferSnapshot("c1", 3, 4, "A100", 1, 1.0, 1.0, "{not json")
     with pytest.raises(StoreError, match="offer 3"):
         await campaign_store.save_offer_snapshots([good, bad])
-    assert await campaign_store.offer_snapshots(campaign_id="c1") == []
+    assert offer_snapshots(campaign_store.path, campaign_id="c1") == []
 
 
 async def test_receipts_keep_every_version(campaign_store: SqliteStore) -> None:
@@ -121,11 +120,11 @@ async def test_receipts_keep_every_version(campaign_store: SqliteStore) -> None:
 async def test_audit_log_is_an_audit_sink_and_queries_by_campaign(campaign_store: SqliteStore) -> None:
     sink: AuditSink = campaign_store
     records = [
-        AuditRecord(at=1.0, kind="approval", action=Action.CREATE_INSTANCE, target=offer_target(5), approval_id="a1",
-                    granted_by="operator", outcome="granted", campaign_id="c1"),
-        AuditRecord(at=2.0, kind="call", action=Action.CREATE_INSTANCE, target=offer_target(5), approval_id="a1",
-                    granted_by=None, outcome="created instance 77", campaign_id="c1"),
-        AuditRecord(at=3.0, kind="declined", action=Action.DESTROY_INSTANCE, target=instance_target(9),
+        AuditRecord(at=1.0, kind=AuditKind.APPROVAL, action=Action.CREATE_INSTANCE, target=offer_target(5),
+                    approval_id="a1", granted_by="operator", outcome="granted", campaign_id="c1"),
+        AuditRecord(at=2.0, kind=AuditKind.CALL, action=Action.CREATE_INSTANCE, target=offer_target(5),
+                    approval_id="a1", granted_by=None, outcome="created instance 77", campaign_id="c1"),
+        AuditRecord(at=3.0, kind=AuditKind.DECLINED, action=Action.DESTROY_INSTANCE, target=instance_target(9),
                     approval_id=None, granted_by="operator", outcome="declined", campaign_id=None),
     ]
     for record in records:
@@ -136,8 +135,8 @@ async def test_audit_log_is_an_audit_sink_and_queries_by_campaign(campaign_store
 
 
 async def test_history_tables_refuse_rewrites(campaign_store: SqliteStore, db_path: Path) -> None:
-    await campaign_store.record_audit(AuditRecord(1.0, "call", Action.DESTROY_INSTANCE, "instance:1", None, None,
-                                                  "ok", "c1"))
+    await campaign_store.record_audit(AuditRecord(1.0, AuditKind.CALL, Action.DESTROY_INSTANCE, "instance:1", None,
+                                                  None, "ok", "c1"))
     await campaign_store.record_transition(instance_id=1, state="running", at=1.0)
     with closing(sqlite3.connect(db_path)) as other:
         for sql in ("UPDATE audit_log SET outcome = 'forged'", "DELETE FROM audit_log",
@@ -154,7 +153,7 @@ async def test_concurrent_writers_on_one_connection_do_not_interleave(campaign_s
     await asyncio.gather(*(phase(i) for i in range(40)))
     phases = await campaign_store.campaign_phases("c2")
     assert len(phases) == 41
-    assert await campaign_store.integrity_check() == ["ok"]
+    assert integrity(campaign_store.path) == ["ok"]
 
 
 def test_the_store_does_not_depend_on_the_client() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.store.store_support import integrity
 from vastui.store import RunStatus, SqliteStore
 
 WRITER = Path(__file__).with_name("store_writer.py")
@@ -86,7 +87,7 @@ async def test_kill_9_mid_campaign_loses_at_most_the_transaction_in_flight(
     assert acked.count >= commits
 
     async with await SqliteStore.open(db) as store:
-        assert await store.integrity_check() == ["ok"]
+        assert integrity(db) == ["ok"]
         runs = {run.run_id: run for run in await store.runs(campaign_id="c1")}
         sampled = {run_id: len(await store.gpu_samples(run_id=run_id)) for run_id in runs}
         # every acknowledged transaction is there
@@ -110,12 +111,12 @@ async def test_host_knowledge_survives_two_killed_campaigns(tmp_path: Path) -> N
     first = await _write_then_kill(db, "c1", 12)
     second = await _write_then_kill(db, "c2", 12)
     async with await SqliteStore.open(db) as store:
-        host = await store.runs_for_host(machine_id=7, gpu_name="RTX 4090", num_gpus=1, workload_digest=DIGEST)
-        ok_runs = [run for run in host if run.status is RunStatus.OK]
+        [host] = await store.host_knowledge(workload_digest=DIGEST)   # one host key: machine 7, 1x RTX 4090
+        assert (host.machine_id, host.gpu_name, host.num_gpus) == (7, "RTX 4090", 1)
+        ok_runs = [run for run in host.runs if run.status is RunStatus.OK]
         measured = {run.run_id: run.throughput_units_per_s or 0.0 for run in ok_runs}
         assert {**first.finished, **second.finished}.items() <= measured.items()
         spread = await store.throughputs(machine_id=7, gpu_name="RTX 4090", num_gpus=1, workload_digest=DIGEST)
         assert sorted(spread) == sorted(measured.values())
-        [best] = await store.best_runs(workload_digest=DIGEST)
-        assert best.throughput_units_per_s == max(measured.values())
+        assert host.best is not None and host.best.throughput_units_per_s == max(measured.values())
         assert {run.campaign_id for run in ok_runs} == {"c1", "c2"}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from vastui.approval import Action, AuditKind, AuditRecord, instance_target
 from vastui.cli import main
 from vastui.errors import StoreError
 from vastui.store import SqliteStore
@@ -44,14 +45,19 @@ async def test_another_programs_database_is_refused_and_left_alone(tmp_path: Pat
 
 async def test_new_and_existing_vastui_files_still_open(tmp_path: Path) -> None:
     path = tmp_path / "v.sqlite3"
-    async with await SqliteStore.open(path):
-        pass
-    async with await SqliteStore.open(path):  # reopening our own
-        pass
+    record = AuditRecord(at=1.0, kind=AuditKind.CALL, action=Action.DESTROY_INSTANCE, target=instance_target(7),
+                         approval_id="a1", granted_by="operator", outcome="ok")
+    async with await SqliteStore.open(path) as store:
+        await store.record_audit(record)
+    async with await SqliteStore.open(path) as store:  # reopening our own: what it holds is still there
+        assert await store.audit_records() == [record]
     empty = tmp_path / "empty.sqlite3"
-    sqlite3.connect(empty).close()  # an empty SQLite file (0 bytes) is fine too
-    async with await SqliteStore.open(empty):
-        pass
+    sqlite3.connect(empty).close()  # an empty SQLite file (0 bytes) is fine too: it becomes a vastui store
+    async with await SqliteStore.open(empty) as store:
+        await store.record_audit(record)
+        assert await store.audit_records() == [record]
+    tables, mode = tables_and_mode(empty)
+    assert "audit_log" in tables and mode == "wal"
 
 
 def test_leaks_with_another_programs_db_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -62,13 +62,13 @@ async def test_transitions_are_kept_in_order_and_owned_shows_the_latest(campaign
     intent = await store.record_intent(campaign_id="c1", offer_id=1, label="l", at=1.0)
     await store.bind_intent(intent_id=intent.intent_id, instance_id=31, at=2.0)
     states = [(InstanceState.CREATED, 2.0), (InstanceState.LOADING, 3.0), (InstanceState.RUNNING, 50.0),
-              ("scheduling", 51.0), (InstanceState.SSH_READY, 60.0)]
+              ("scheduling", 51.0), (InstanceState.EXITED, 60.0)]
     for state, at in states:
         await store.record_transition(instance_id=31, state=state, at=at, detail=f"at {at}")
     history = await store.transitions(31)
     assert [(t.state, t.at, t.detail) for t in history] == [(str(s), a, f"at {a}") for s, a in states]
     [owned] = await store.owned_instances()
-    assert (owned.state, owned.state_at) == ("ssh_ready", 60.0)
+    assert (owned.state, owned.state_at) == ("exited", 60.0)
 
 
 async def test_gone_needs_two_listings_and_releases_ownership(campaign_store: SqliteStore) -> None:
@@ -76,13 +76,13 @@ async def test_gone_needs_two_listings_and_releases_ownership(campaign_store: Sq
     for n, campaign in ((1, "c1"), (2, "c1"), (3, "c2")):
         intent = await store.record_intent(campaign_id=campaign, offer_id=n, label=f"vastui:{campaign}", at=1.0)
         await store.bind_intent(intent_id=intent.intent_id, instance_id=100 + n, at=2.0)
-        await store.record_transition(instance_id=100 + n, state=InstanceState.DESTROYED, at=3.0)
+        await store.record_transition(instance_id=100 + n, state=InstanceState.DESTROY_REQUESTED, at=3.0)
     with pytest.raises(StoreError, match="2 complete listings"):
         await store.record_gone(instance_id=101, missed_listing_at=[4.0], at=4.0)
     evidence = await store.record_gone(instance_id=101, missed_listing_at=[4.0, 9.0], at=9.0)
     assert (evidence.instance_id, evidence.campaign_id, evidence.missed_listing_at, evidence.confirmed_at) == (
         101, "c1", (4.0, 9.0), 9.0)
-    assert [t.state for t in await store.transitions(101)] == ["destroyed", "gone"]
+    assert [t.state for t in await store.transitions(101)] == ["destroy_requested", "gone"]
     with pytest.raises(StoreError, match="UNIQUE|PRIMARY KEY"):
         await store.record_gone(instance_id=101, missed_listing_at=[10.0, 11.0], at=11.0)
     assert [o.intent.instance_id for o in await store.owned_instances(campaign_id="c1")] == [102]
@@ -90,13 +90,3 @@ async def test_gone_needs_two_listings_and_releases_ownership(campaign_store: Sq
     assert await store.destroy_evidence(campaign_id="c1") == [evidence]
     assert await store.destroy_evidence(campaign_id="c2") == []
     assert await store.destroy_evidence() == [evidence]
-
-
-async def test_an_intent_deadline_moves_with_the_phase(campaign_store: SqliteStore) -> None:
-    intent = await campaign_store.record_intent(campaign_id="c1", offer_id=1, label="l", at=1.0, deadline_at=600.0)
-    moved = await campaign_store.set_intent_deadline(intent_id=intent.intent_id, deadline_at=1800.0)
-    assert moved.deadline_at == 1800.0
-    [owned] = await campaign_store.owned_instances()
-    assert owned.intent.deadline_at == 1800.0
-    with pytest.raises(StoreError, match="no such intent"):
-        await campaign_store.set_intent_deadline(intent_id=99, deadline_at=1.0)

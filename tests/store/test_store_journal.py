@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vastui.approval import Action, AuditRecord
+from vastui.approval import Action, AuditKind, AuditRecord
 from vastui.errors import StoreError
 from vastui.store import SqliteStore
 from vastui.store.audit import FROM_JOURNAL, journal_path
@@ -17,7 +17,7 @@ SECRET = "sk-journal-secret-0001"
 
 
 def _record(n: int, outcome: str = "ok") -> AuditRecord:
-    return AuditRecord(at=1000.0 + n, kind="call", action=Action.DESTROY_INSTANCE, target=f"instance:{n}",
+    return AuditRecord(at=1000.0 + n, kind=AuditKind.CALL, action=Action.DESTROY_INSTANCE, target=f"instance:{n}",
                        approval_id=f"a{n}", granted_by="own-instance rule", outcome=outcome, campaign_id="c1")
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
+from tests.store.store_support import integrity, offer_snapshots
 from vastui.approval import Action
 from vastui.errors import StoreError
 from vastui.store import SCHEMA_VERSION, IntentStatus, RunStatus, SqliteStore
@@ -108,16 +109,17 @@ async def test_data_written_by_an_old_version_survives(tmp_path: Path, version: 
     path = tmp_path / "old.sqlite3"
     await _build_old(path, version)
     async with await SqliteStore.open(path) as store:
-        assert await store.integrity_check() == ["ok"]
+        assert integrity(path) == ["ok"]
         campaign = await store.campaign("c1")
         assert campaign is not None and campaign.phase == "measure" and campaign.is_active
         assert (await store.manifest("d1")) is not None
-        [snapshot] = await store.offer_snapshots(campaign_id="c1")
+        [snapshot] = offer_snapshots(path, campaign_id="c1")
         assert snapshot.snapshot_json == '{"id": 501}'
         [owned] = await store.owned_instances(campaign_id="c1")
         assert owned.intent.status is IntentStatus.BOUND and owned.state == "running"
-        [best] = await store.best_runs(workload_digest="d1")
-        assert best.status is RunStatus.OK and best.throughput_units_per_s == 812.5
+        [host] = await store.host_knowledge(workload_digest="d1")
+        best = host.best
+        assert best is not None and best.status is RunStatus.OK and best.throughput_units_per_s == 812.5
         assert [s.util_pct for s in await store.gpu_samples(run_id=best.run_id)] == [97.0]
         assert [p.latencies_s for p in await store.progress(run_id=best.run_id)] == [(0.5,)]
         [bad] = await store.bad_hosts(now=1e12)

@@ -64,8 +64,8 @@ async def test_telemetry_batches_round_trip(campaign_store: SqliteStore) -> None
     progress = [ProgressRecord(run_id=run.run_id, at=20.0 + i, units_done=64.0 * i, units_accepted=64.0 * i,
                                data_wait_s=0.1 * i, compute_s=1.0, latencies_s=(0.01, 0.02 * i)) for i in range(50)]
     progress.append(ProgressRecord(run_id=run.run_id, at=99.0, units_done=1.0, units_accepted=0.0))
-    await campaign_store.add_gpu_samples(samples)
-    await campaign_store.add_progress(progress)
+    await campaign_store.add_measurements(samples=samples)
+    await campaign_store.add_measurements(progress=progress)
     await campaign_store.add_measurements()  # nothing to do, no error
     assert await campaign_store.gpu_samples(run_id=run.run_id) == samples
     assert await campaign_store.gpu_samples(run_id=run.run_id, gpu_index=1) == [s for s in samples if s.gpu_index]
@@ -82,32 +82,28 @@ async def test_a_batch_is_all_or_nothing(campaign_store: SqliteStore) -> None:
     assert await campaign_store.gpu_samples(run_id=run.run_id) == []
 
 
-async def test_host_knowledge_keeps_every_run_and_best_is_a_query(campaign_store: SqliteStore) -> None:
+async def test_host_knowledge_keeps_every_run_and_the_best_of_each_host(campaign_store: SqliteStore) -> None:
     store = campaign_store
     first = await _run(store, campaign_id="c1", machine_id=7, throughput=100.0)
     better = await _run(store, campaign_id="c2", machine_id=7, throughput=130.0)  # another campaign, same host
     worse = await _run(store, campaign_id="c2", machine_id=7, throughput=90.0)  # must not overwrite the best
-    failed = await _run(store, campaign_id="c2", machine_id=7, status=RunStatus.FAILED_CORRECTNESS, throughput=999.0)
+    failed = await _run(store, campaign_id="c2", machine_id=7, status=RunStatus.ERROR, throughput=999.0)
     other_host = await _run(store, machine_id=8, throughput=120.0)
     two_gpus = await _run(store, machine_id=8, num_gpus=2, throughput=210.0)
     other_gpu = await _run(store, machine_id=9, gpu_name="A100 SXM4", throughput=150.0)
     await _run(store, machine_id=7, throughput=5000.0, digest="sha256:another-workload")
 
-    host7 = await store.runs_for_host(machine_id=7, gpu_name="RTX 4090", num_gpus=1, workload_digest=DIGEST)
-    assert host7 == [first, better, worse, failed]
     spread = await store.throughputs(machine_id=7, gpu_name="RTX 4090", num_gpus=1, workload_digest=DIGEST)
     assert spread == [100.0, 130.0, 90.0]
-    best = await store.best_runs(workload_digest=DIGEST)
-    assert best == [two_gpus, other_gpu, better, other_host]
-    assert await store.best_runs(workload_digest=DIGEST, gpu_name="RTX 4090", num_gpus=1) == [better, other_host]
-    assert await store.best_runs(workload_digest=DIGEST, machine_id=8) == [two_gpus, other_host]
-    assert await store.best_runs(workload_digest=DIGEST, limit=1) == [two_gpus]
 
     knowledge = {(k.machine_id, k.gpu_name, k.num_gpus): k for k in await store.host_knowledge(workload_digest=DIGEST)}
     assert set(knowledge) == {(7, "RTX 4090", 1), (8, "RTX 4090", 1), (8, "RTX 4090", 2), (9, "A100 SXM4", 1)}
     known7 = knowledge[(7, "RTX 4090", 1)]
     assert (known7.n_runs, known7.n_ok, known7.best, known7.campaign_ids) == (4, 3, better, ("c1", "c2"))
-    assert known7.runs == tuple(host7) and known7.throughputs_units_per_s == (100.0, 130.0, 90.0)
+    assert known7.runs == (first, better, worse, failed) and known7.throughputs_units_per_s == (100.0, 130.0, 90.0)
+    assert {key: k.best for key, k in knowledge.items()} == {
+        (7, "RTX 4090", 1): better, (8, "RTX 4090", 1): other_host, (8, "RTX 4090", 2): two_gpus,
+        (9, "A100 SXM4", 1): other_gpu}
     only_8 = await store.host_knowledge(workload_digest=DIGEST, machine_ids=[8])
     assert {(k.machine_id, k.num_gpus) for k in only_8} == {(8, 1), (8, 2)}
     assert await store.host_knowledge(workload_digest=DIGEST, machine_ids=[]) == []

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vastui.approval import Action, AuditRecord, offer_target
+from tests.store.store_support import offer_snapshots
+from vastui.approval import Action, AuditKind, AuditRecord, offer_target
 from vastui.config import Secret
 from vastui.store import GpuSample, InstanceState, OfferSnapshot, RunStatus, SqliteStore
 
@@ -32,12 +33,12 @@ async def _campaign_with_the_key_everywhere(store: SqliteStore) -> None:
     bound = await store.record_intent(campaign_id="c1", offer_id=502, label="vastui:c1", at=5.0)
     await store.bind_intent(intent_id=bound.intent_id, instance_id=9001, at=6.0)
     await store.record_transition(instance_id=9001, state=InstanceState.LOADING, at=7.0, detail=leak)
-    await store.record_audit(AuditRecord(8.0, "call", Action.CREATE_INSTANCE, offer_target(502), "a1", None,
+    await store.record_audit(AuditRecord(8.0, AuditKind.CALL, Action.CREATE_INSTANCE, offer_target(502), "a1", None,
                                          f"created 9001 {leak}", "c1"))
     run = await store.start_run(campaign_id="c1", instance_id=9001, machine_id=7, gpu_name="RTX 4090", num_gpus=1,
                                 workload_digest="d1", variant_json=json.dumps({"env": leak}), started_at=9.0)
-    await store.add_gpu_samples([GpuSample(run_id=run.run_id, at=10.0 + i, gpu_index=0, util_pct=90.0)
-                                 for i in range(20)])
+    await store.add_measurements(samples=[GpuSample(run_id=run.run_id, at=10.0 + i, gpu_index=0, util_pct=90.0)
+                                          for i in range(20)])
     await store.finish_run(run_id=run.run_id, status=RunStatus.ERROR, at=30.0, stats_json=json.dumps({"log": leak}),
                            error=leak)
     await store.record_bad_host(machine_id=7, reason=leak, evidence_json=json.dumps({"stderr": leak}),
@@ -58,7 +59,7 @@ async def test_the_api_key_never_reaches_the_database_files(tmp_path: Path) -> N
         assert API_KEY[:32].encode() not in while_open
         [intent, _] = await store.intents(campaign_id="c1")
         assert intent.error is not None and "<redacted>" in intent.error and MARKER in intent.error
-        [snapshot] = await store.offer_snapshots(campaign_id="c1")
+        [snapshot] = offer_snapshots(store.path, campaign_id="c1")
         assert json.loads(snapshot.snapshot_json)["url"].endswith("api_key=<redacted>")  # still valid JSON
     finally:
         await store.close()

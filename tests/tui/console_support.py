@@ -32,6 +32,7 @@ from vastui.store import SqliteStore
 from vastui.tui.app import VastuiApp
 from vastui.tui.dialogs.confirm import ConfirmDialog
 from vastui.tui.services import ConsoleServices, ConsoleSettings
+from vastui.tui.widgets.keyed_table import KeyedTable
 from vastui.vast.client import HttpVastClient
 
 # A unit test of this part's mechanics: the kind simulator, asked for by name (every realism rule off;
@@ -143,6 +144,11 @@ async def wait_for(pilot: Pilot[None], predicate: Callable[[], bool], *, what: s
         if time.monotonic() > end:
             raise AssertionError(f"timed out waiting for {what}")
         await pilot.pause(0.05)
+
+
+def shown_columns(table: KeyedTable) -> tuple[str, ...]:
+    """The columns on screen now, in order, read off the table itself (the rest were dropped to fit the width)."""
+    return tuple(str(key.value) for key in table.columns)
 
 
 def dialog(app: VastuiApp) -> ConfirmDialog | None:

@@ -4,7 +4,7 @@
 the way different owners would (a running campaign's, a finished campaign's, one nobody owns, one stopped),
 measures one workload on one host and marks another host bad in a real SQLite store, then reads everything back
 through the real client over the ASGI transport — offers, instances, account, leak report — into one
-``ConsoleState``. The console in a snapshot is given that state (``VastuiApp.load_state``) and a market that never
+``ConsoleState``. The console in a snapshot is given that state (``show_state``) and a market that never
 answers, so nothing can change between two runs of the same test: the pictures depend on the seed alone.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from textual.pilot import Pilot
 
-from vastui.approval import Action, Approval, ApprovalRequest, AuditRecord, instance_target, offer_target
+from vastui.approval import Action, Approval, ApprovalRequest, AuditKind, AuditRecord, instance_target, offer_target
 from vastui.campaign.watch import find_leaks
 from vastui.config import Secret
 from vastui.events import EventBus
@@ -127,21 +127,24 @@ async def _knowledge(store: SqliteStore, offers: list[Any]) -> None:
 async def _audit(store: SqliteStore, *, rented: int, stopped: int) -> None:
     """What the Activity view shows: a rent approved and sent, one refused, one expired, a stop sent and done."""
     records = [
-        AuditRecord(at=START + 5, kind="approval", action=Action.CREATE_INSTANCE, target=offer_target(rented),
+        AuditRecord(at=START + 5, kind=AuditKind.APPROVAL, action=Action.CREATE_INSTANCE, target=offer_target(rented),
                     approval_id="ap-1", granted_by="console dialog", outcome="rent offer: 1x RTX 4090 at $0.404/h"),
-        AuditRecord(at=START + 6, kind="sending", action=Action.CREATE_INSTANCE, target=offer_target(rented),
+        AuditRecord(at=START + 6, kind=AuditKind.SENDING, action=Action.CREATE_INSTANCE, target=offer_target(rented),
                     approval_id="ap-1", granted_by="console dialog", outcome="create_instance sending"),
-        AuditRecord(at=START + 8, kind="call", action=Action.CREATE_INSTANCE, target=offer_target(rented),
+        AuditRecord(at=START + 8, kind=AuditKind.CALL, action=Action.CREATE_INSTANCE, target=offer_target(rented),
                     approval_id="ap-1", granted_by="console dialog", outcome="ok: instance created"),
-        AuditRecord(at=START + 60, kind="declined", action=Action.CREATE_INSTANCE, target=offer_target(rented + 1),
-                    approval_id=None, granted_by=None, outcome="rent for candidate c3 — refused: by the operator",
+        AuditRecord(at=START + 60, kind=AuditKind.DECLINED, action=Action.CREATE_INSTANCE,
+                    target=offer_target(rented + 1), approval_id=None, granted_by=None,
+                    outcome="rent for candidate c3 — refused: by the operator",
                     campaign_id="crun"),
-        AuditRecord(at=START + 1200, kind="declined", action=Action.CREATE_INSTANCE, target=offer_target(rented + 2),
-                    approval_id=None, granted_by=None, outcome="rent for candidate r1 — expired: no answer in 15m "
+        AuditRecord(at=START + 1200, kind=AuditKind.DECLINED, action=Action.CREATE_INSTANCE,
+                    target=offer_target(rented + 2), approval_id=None, granted_by=None,
+                    outcome="rent for candidate r1 — expired: no answer in 15m "
                     "(counts as refused)", campaign_id="crun"),
-        AuditRecord(at=START + 1810, kind="approval", action=Action.STOP_INSTANCE, target=instance_target(stopped),
-                    approval_id="ap-2", granted_by="test", outcome="stop the gone campaign's instance"),
-        AuditRecord(at=START + 1811, kind="call", action=Action.STOP_INSTANCE, target=instance_target(stopped),
+        AuditRecord(at=START + 1810, kind=AuditKind.APPROVAL, action=Action.STOP_INSTANCE,
+                    target=instance_target(stopped), approval_id="ap-2", granted_by="test",
+                    outcome="stop the gone campaign's instance"),
+        AuditRecord(at=START + 1811, kind=AuditKind.CALL, action=Action.STOP_INSTANCE, target=instance_target(stopped),
                     approval_id="ap-2", granted_by="test", outcome="ok"),
     ]
     for record in records:
@@ -198,6 +201,12 @@ def capture_scene(tmp_path: Path) -> Scene:
     return asyncio.run(capture_scene_async(tmp_path))
 
 
+def show_state(app: VastuiApp, state: ConsoleState) -> None:
+    """Show ``state`` as if the console's sources had delivered it (canned data for a picture)."""
+    app.state = state
+    app.render_current()
+
+
 class SceneApp(VastuiApp):
     """The console, shown ``scene`` as soon as it mounts (its own sources never answer)."""
 
@@ -206,7 +215,7 @@ class SceneApp(VastuiApp):
         self.scene = scene
 
     def on_mount(self) -> None:  # Textual calls VastuiApp.on_mount too (handlers run along the whole MRO)
-        self.call_after_refresh(self.load_state, replace(self.scene.state))
+        self.call_after_refresh(show_state, self, replace(self.scene.state))
 
     async def wait_shown(self, pilot: Pilot[None]) -> None:
         """Until the current view has drawn the scene (a picture of an empty console would prove nothing)."""

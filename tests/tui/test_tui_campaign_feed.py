@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 
 from tests.tui.campaign_canned import CID, NOW, racing_snapshot
+from tests.waiting import until
 from vastui.campaign.handle import CampaignResult
 from vastui.campaign.snapshot import CampaignSnapshot
 from vastui.clock import Clock, WallClock
@@ -18,8 +19,6 @@ from vastui.events_live import ProgressReported
 from vastui.store import SqliteStore
 from vastui.tui.campaign_feed import Derived, follow_campaign
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture
-
-WAIT_S = 10.0
 
 
 class Answers:
@@ -67,15 +66,6 @@ class FakeCampaign:
 
 def sample(i: int) -> SampleTaken:
     return SampleTaken(at=NOW + i, campaign_id=CID, candidate="c1", gpu_index=i % 2, util_pct=90.0, mem_used_mib=1.0)
-
-
-async def until(condition: object, what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
-    while not condition():  # type: ignore[operator]
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 async def test_a_burst_of_events_becomes_one_fresh_picture_and_a_lagging_queue_is_redrawn() -> None:

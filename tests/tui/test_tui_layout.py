@@ -11,7 +11,7 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Button, Input
 
-from tests.tui.console_support import wait_for
+from tests.tui.console_support import shown_columns, wait_for
 from tests.tui.snapshot_support import Scene, SceneApp, capture_scene
 from vastui.events import EventBus
 from vastui.tui.dialogs.confirm import ConfirmDialog
@@ -52,14 +52,14 @@ async def test_columns_drop_in_their_order_when_narrow_and_come_back_when_wide()
         table = app.query_one(KeyedTable)
         table.sync({str(i): cells(i, "18,000 / 24,564") for i in range(5)}, [str(i) for i in range(5)])
         await pilot.pause()
-        assert table.shown_columns == ("id", "mem", "note", "extra")
+        assert shown_columns(table) == ("id", "mem", "note", "extra")
         await pilot.resize_terminal(70, 20)
-        await wait_for(pilot, lambda: table.shown_columns == ("id", "mem", "note"), what="extra dropped first")
+        await wait_for(pilot, lambda: shown_columns(table) == ("id", "mem", "note"), what="extra dropped first")
         await pilot.resize_terminal(40, 20)
-        await wait_for(pilot, lambda: table.shown_columns == ("id", "mem"), what="note dropped next")
+        await wait_for(pilot, lambda: shown_columns(table) == ("id", "mem"), what="note dropped next")
         assert table.get_row("3") == ["3", "18,000 / 24,564"]
         await pilot.resize_terminal(120, 20)
-        await wait_for(pilot, lambda: len(table.shown_columns) == 4, what="every column back")
+        await wait_for(pilot, lambda: len(shown_columns(table)) == 4, what="every column back")
         assert table.get_row("3")[3] == "x" * 30
 
 
@@ -206,12 +206,12 @@ async def test_the_squeeze_column_shortens_with_an_ellipsis_when_dropping_is_not
         table = app.query_one(KeyedTable)
         table.sync({"1": cells(1, "18,000 / 24,564")}, ["1"])
         await pilot.pause()
-        assert table.shown_columns == ("id", "mem", "note")
+        assert shown_columns(table) == ("id", "mem", "note")
         note = str(table.get_row("1")[2])
         assert note.endswith("…") and len(note) < 30
         assert table.virtual_size.width <= table.size.width   # nothing runs off the right edge
         await pilot.resize_terminal(120, 20)
-        await wait_for(pilot, lambda: len(table.shown_columns) == 4, what="every column back")
+        await wait_for(pilot, lambda: len(shown_columns(table)) == 4, what="every column back")
         assert str(table.get_row("1")[2]) == "n" * 30
 
 
@@ -221,13 +221,13 @@ async def test_a_squeezed_verdict_shows_its_longest_form_that_fits_whole_never_c
     async with app.run_test(size=(60, 20)) as pilot:
         table = app.query_one(KeyedTable)
         table.sync({"1": ("1", "18,000 / 24,564", verdict, "x" * 30)}, ["1"])
-        await wait_for(pilot, lambda: table.shown_columns == ("id", "mem", "note"), what="extra dropped")
+        await wait_for(pilot, lambda: shown_columns(table) == ("id", "mem", "note"), what="extra dropped")
         assert str(table.get_row("1")[2]) == "LEAK: unknown campaign"
         await pilot.resize_terminal(40, 20)
         await wait_for(pilot, lambda: str(table.get_row("1")[2]) != "LEAK: unknown campaign", what="squeezed more")
         assert str(table.get_row("1")[2]) == "LEAK"
         await pilot.resize_terminal(160, 20)
-        await wait_for(pilot, lambda: len(table.shown_columns) == 4, what="every column back")
+        await wait_for(pilot, lambda: len(shown_columns(table)) == 4, what="every column back")
         assert str(table.get_row("1")[2]) == str(verdict), "whole again where there is room"
         assert table.cells_of("1") == ("1", "18,000 / 24,564", verdict, "x" * 30)
 
@@ -244,10 +244,10 @@ async def test_on_a_wide_terminal_a_column_goes_before_the_free_text_is_cut() ->
     async with app.run_test(size=(160, 20)) as pilot:
         table = app.query_one(KeyedTable)
         table.sync({"1": ("1", "-", "n" * 140, "x" * 30)}, ["1"])
-        await wait_for(pilot, lambda: "extra" not in table.shown_columns, what="the extra column dropped")
-        assert table.shown_columns == ("id", "mem", "note")
+        await wait_for(pilot, lambda: "extra" not in shown_columns(table), what="the extra column dropped")
+        assert shown_columns(table) == ("id", "mem", "note")
         assert str(table.get_row("1")[2]) == "n" * 140
         await pilot.resize_terminal(100, 20)      # narrow: the free text is squeezed first, as before
-        await wait_for(pilot, lambda: "extra" in table.shown_columns, what="the extra column back")
+        await wait_for(pilot, lambda: "extra" in shown_columns(table), what="the extra column back")
         note = str(table.get_row("1")[2])
         assert note.endswith("…") and len(note) >= SQUEEZE_USEFUL

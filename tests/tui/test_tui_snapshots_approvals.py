@@ -11,6 +11,7 @@ import pytest
 from textual.pilot import Pilot
 
 from tests.tui.campaign_canned import NOW, pending, racing_picture
+from tests.tui.snapshot_support import show_state
 from tests.tui.test_tui_snapshots_campaign import console
 from vastui.tui.app import VastuiApp
 from vastui.tui.dialogs.approvals import ApprovalsScreen
@@ -23,7 +24,7 @@ async def popup_open(pilot: Pilot[None]) -> None:
     assert isinstance(app, VastuiApp)
     while app.state.user is None or app.state.instances is None or app.state.offers is None:
         await pilot.pause(0.02)   # every source answered once (then nothing moves: live=False)
-    app.load_state(dataclasses.replace(app.state, campaign=racing_picture()))
+    show_state(app, dataclasses.replace(app.state, campaign=racing_picture()))
     expired = dataclasses.replace(pending()[0], request_id="r3", target="offer:9005", offer_id=9005,
                                   asked_wall_s=NOW - 1000.0, expires_wall_s=NOW - 100.0)
     app.desk.expired = [expired]

@@ -12,6 +12,7 @@ from textual.pilot import Pilot
 from textual.widgets import Markdown
 
 from tests.tui.campaign_canned import NOW, finished_pictures, racing_picture
+from tests.tui.snapshot_support import show_state
 from vastui.events import EventBus
 from vastui.tui.app import VastuiApp
 from vastui.tui.services import ConsoleServices, ConsoleSettings
@@ -57,7 +58,7 @@ def scene(make: Callable[[ConsoleState], ConsoleState]) -> Callable[[Pilot[None]
         assert isinstance(app, VastuiApp)
         while app.state.user is None or app.state.instances is None or app.state.offers is None:
             await pilot.pause(0.02)   # every source answered once (then nothing moves: live=False)
-        app.load_state(make(app.state))
+        show_state(app, make(app.state))
         await pilot.pause()
         if app.current_view == "receipt":
             body = app.query_one("#receipt-markdown", Markdown)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from tests.fakes import FakeClock, FakeVastApi
-from vastui.approval import Action, Approval, ApprovalRequest, NullAudit, recipient_target
+from tests.fakes import FakeAudit, FakeClock, FakeVastApi
+from vastui.approval import Action, Approval, ApprovalRequest, AuditKind, recipient_target
 from vastui.config import Secret
 from vastui.errors import ApiError, ApprovalRequired
 from vastui.vast.client import HttpVastClient, ssh_key_target
@@ -69,14 +69,15 @@ CASES = [
          "POST", b"/api/v0/instances/1/ssh/", {"ssh_key": PUBKEY}, {"success": True}),
 ]
 IDS = [case.name for case in CASES]
+MONEY_CASES = [case for case in CASES if case.action in (Action.PREPAY_INSTANCE, Action.TRANSFER_CREDIT)]
 
 
-def approval(action: Action, target: str, *, cap: float | None = None) -> Approval:
+def approval(action: Action, target: str, *, cap: float | None = 10.0) -> Approval:
     return Approval(ApprovalRequest(action=action, target=target, summary="test", cost_cap_usd=cap,
                                     campaign_id="c1"), granted_by="operator", granted_at=0.0)
 
 
-def make_client(api: FakeVastApi, audit: NullAudit | None = None) -> HttpVastClient:
+def make_client(api: FakeVastApi, audit: FakeAudit | None = None) -> HttpVastClient:
     return HttpVastClient(base_url="http://vast.test", api_key=Secret("sk-test-key-0001"), clock=FakeClock(),
                           transport=api.transport(), audit=audit)
 
@@ -105,7 +106,7 @@ async def test_no_request_with_an_approval_for_something_else(case: Case) -> Non
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 async def test_the_approved_call_is_sent_once_and_audited(case: Case) -> None:
     api = FakeVastApi(httpx.Response(200, json=case.reply))
-    audit = NullAudit()
+    audit = FakeAudit()
     granted = approval(case.action, case.target)
     async with make_client(api, audit) as client:
         result = await case.call(client, granted)
@@ -117,13 +118,13 @@ async def test_the_approved_call_is_sent_once_and_audited(case: Case) -> None:
     assert (request.method, request.url.raw_path) == (case.method, case.path)
     assert json.loads(request.content) == case.body
     sending, record = audit.records
-    assert (sending.kind, sending.action, sending.target) == ("sending", case.action, case.target)
-    assert (record.kind, record.action, record.target) == ("call", case.action, case.target)
+    assert (sending.kind, sending.action, sending.target) == (AuditKind.SENDING, case.action, case.target)
+    assert (record.kind, record.action, record.target) == (AuditKind.CALL, case.action, case.target)
     assert sending.approval_id == record.approval_id == granted.approval_id and record.campaign_id == "c1"
     assert record.outcome.startswith("ok")
 
 
-class AuditBeforeEachRequest(NullAudit):
+class AuditBeforeEachRequest(FakeAudit):
     """Notes how many audit records existed when each request left (the transport asks it)."""
 
     def __init__(self) -> None:
@@ -148,7 +149,7 @@ async def test_a_mutation_is_on_record_before_its_request_leaves(case: Case) -> 
 
 async def test_a_failed_call_is_audited_with_its_error() -> None:
     api = FakeVastApi(httpx.Response(200, json={"success": False, "msg": "instance is busy"}))
-    audit = NullAudit()
+    audit = FakeAudit()
     async with make_client(api, audit) as client:
         with pytest.raises(ApiError, match="instance is busy"):
             await client.stop_instance(4, approval=approval(Action.STOP_INSTANCE, "instance:4"))
@@ -163,6 +164,18 @@ async def test_money_over_the_approved_cap_is_refused_before_io() -> None:
             await client.prepay_instance(1, 10, approval=capped)
         assert not capped.used
     assert api.requests == []
+
+
+@pytest.mark.parametrize("case", MONEY_CASES, ids=[case.name for case in MONEY_CASES])
+async def test_money_without_a_cost_cap_is_refused_before_io(case: Case) -> None:
+    api = FakeVastApi()
+    audit = FakeAudit()
+    capless = approval(case.action, case.target, cap=None)
+    async with make_client(api, audit) as client:
+        with pytest.raises(ApprovalRequired) as refused:
+            await case.call(client, capless)
+    assert refused.value.title == "No cost cap"
+    assert not capless.used and api.requests == [] and audit.records == []
 
 
 @pytest.mark.parametrize("key", ["-----BEGIN OPENSSH PRIVATE KEY-----\nabc", "/home/me/.ssh/id.pub"])

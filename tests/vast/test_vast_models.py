@@ -30,7 +30,7 @@ INSTANCE: dict[str, Any] = {
 def test_offer_parses_with_units_and_helpers() -> None:
     offer = Offer.from_api(OFFER)
     assert (offer.id, offer.num_gpus, offer.gpu_ram, offer.compute_cap) == (5, 2, 24564.0, 890)
-    assert offer.is_verified and offer.is_datacenter and offer.country_code == "NO"
+    assert offer.is_verified and offer.is_datacenter and offer.geolocation == "Oslo, NO"
     assert offer.external is False and offer.min_bid is None
 
 

@@ -195,10 +195,12 @@ async def test_money_is_retried_only_when_refused(client: HttpVastClient, api: F
                                                   clock: FakeClock) -> None:
     api.script.append(httpx.Response(503))
     with pytest.raises(ApiError):
-        await client.transfer_credit("a@b.c", 5, approval=approve(Action.TRANSFER_CREDIT, recipient_target("a@b.c")))
+        await client.transfer_credit("a@b.c", 5,
+                                     approval=approve(Action.TRANSFER_CREDIT, recipient_target("a@b.c"), cap=5.0))
     assert len(api.requests) == 1
     api.script += [httpx.Response(429, json={"msg": "slow"}), httpx.Response(200, json={"success": True})]
-    await client.transfer_credit("a@b.c", 5, approval=approve(Action.TRANSFER_CREDIT, recipient_target("a@b.c")))
+    await client.transfer_credit("a@b.c", 5,
+                                 approval=approve(Action.TRANSFER_CREDIT, recipient_target("a@b.c"), cap=5.0))
     # paced (transfer credit: one request per 2.5 s, vast-ai/docs OpenAPI transfer_credit.yaml x-rate-limit), then a
     # 429 without Retry-After or threshold waits the endpoint's documented interval (rate-limits-and-errors.mdx)
     assert len(api.requests) == 3 and clock.sleeps == pytest.approx([2.55, 2.55])

@@ -59,10 +59,6 @@ class Bill:
     def total_usd(self) -> float:
         return self.gpu_usd + self.storage_usd + self.bandwidth_usd
 
-    def plus(self, other: Bill) -> Bill:
-        return Bill(gpu_usd=self.gpu_usd + other.gpu_usd, storage_usd=self.storage_usd + other.storage_usd,
-                    bandwidth_usd=self.bandwidth_usd + other.bandwidth_usd)
-
 
 NO_CHARGE = Bill(gpu_usd=0.0, storage_usd=0.0, bandwidth_usd=0.0)
 

@@ -160,11 +160,6 @@ class Race:
     def active(self) -> tuple[str, ...]:
         return tuple(cid for cid, e in self._entries.items() if e.elimination is None)
 
-    def next_candidate(self) -> str | None:
-        """The active candidate with the fewest blocks (first in order on ties): interleaving keeps time fair."""
-        active = [(len(self._entries[cid].blocks), index, cid) for index, cid in enumerate(self.active)]
-        return min(active)[2] if active else None
-
     def standings(self) -> tuple[Standing, ...]:
         return tuple(self._standing(cid) for cid in self._entries)
 

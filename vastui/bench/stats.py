@@ -1,8 +1,8 @@
-"""Statistics for cloud benchmarks: warm-up detection, robust summaries, bootstrap intervals, sample-count guidance.
+"""Statistics for cloud benchmarks: robust summaries, bootstrap intervals, tail-latency verdicts.
 
 Cloud performance is not normally distributed (noisy neighbours, throttling, host-to-host spread), so everything here
-is nonparametric: medians, percentiles, percentile-method bootstrap over block statistics, binomial counts for tail
-latency, and median-absolute-deviation outlier flags that never drop data.
+is nonparametric: medians, percentiles, percentile-method bootstrap over block statistics, and binomial counts for
+tail latency. Warm-up detection lives where the records arrive (``campaign/measure.py``'s ``BlockMeter``).
 """
 
 from __future__ import annotations
@@ -14,19 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from vastui.bench.manifest import WarmupRule
-
 DEFAULT_CONFIDENCE = 0.95
 # 2000 resamples put the Monte-Carlo error of a 95 % percentile bound well below block-to-block noise, in milliseconds.
 DEFAULT_RESAMPLES = 2000
 # MLPerf Inference's early-stopping confidence: with 99 % confidence the true tail is within the bound. It yields the
 # minimum sample counts docs/method.md quotes (p90: 44, p99: 459, with no sample over the bound).
 PERCENTILE_CONFIDENCE = 0.99
-# Iglewicz & Hoaglin: |modified z| > 3.5 is a likely outlier; 0.6745 makes the MAD consistent with sigma for normal data.
-OUTLIER_Z = 3.5
-_MAD_TO_SIGMA = 0.6745
-# Fallback when MAD is 0 (more than half the values identical): mean absolute deviation x sqrt(pi/2) estimates sigma.
-_MEAN_AD_TO_SIGMA = math.sqrt(math.pi / 2)
 
 Statistic = Callable[[Sequence[float]], float]
 
@@ -49,19 +42,9 @@ class Interval:
     confidence: float
     n: int
 
-    def contains(self, value: float) -> bool:
-        return self.low <= value <= self.high
-
     @property
     def excludes_zero(self) -> bool:
         return self.low > 0.0 or self.high < 0.0
-
-    @property
-    def relative_half_width(self) -> float:
-        """(high - low) / (2 |point|): 0.03 means +/- 3 %; inf when the point is 0 or a bound is infinite."""
-        if self.point == 0.0 or not math.isfinite(self.high - self.low):
-            return math.inf
-        return (self.high - self.low) / (2.0 * abs(self.point))
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,61 +132,6 @@ def coefficient_of_variation(values: Sequence[float]) -> float:
     return statistics.stdev(values) / mean if mean > 0 else math.inf
 
 
-_DEFAULT_WARMUP = WarmupRule()
-
-
-def detect_warmup(step_times_s: Sequence[float], *, rule: WarmupRule = _DEFAULT_WARMUP) -> WarmupResult:
-    """Find the end of warm-up in a series of step durations.
-
-    Steady at the first step i with i >= max(min_steps, window), elapsed >= min_s and the CV of the last ``window``
-    step times <= cv_max. If elapsed time reaches cap_s first, warm-up ends there, capped. Call it again as steps
-    arrive; until it is done, the result covers all steps so far.
-    """
-    elapsed = 0.0
-    cv: float | None = None
-    for index, step_s in enumerate(step_times_s):
-        elapsed += step_s
-        count = index + 1
-        if count >= rule.window:
-            cv = coefficient_of_variation(step_times_s[count - rule.window:count])
-        if count >= max(rule.min_steps, rule.window) and elapsed >= rule.min_s and cv is not None \
-                and cv <= rule.cv_max:
-            return WarmupResult(is_steady=True, is_capped=False, steps=count, warmup_s=elapsed, cv=cv)
-        if elapsed >= rule.cap_s:
-            return WarmupResult(is_steady=False, is_capped=True, steps=count, warmup_s=elapsed, cv=cv)
-    return WarmupResult(is_steady=False, is_capped=False, steps=len(step_times_s), warmup_s=elapsed, cv=cv)
-
-
-def make_blocks(step_times_s: Sequence[float], units_per_step: Sequence[float], *, block_s: float,
-                block_min_steps: int) -> tuple[Block, ...]:
-    """Cut measured steps into consecutive blocks of >= block_s seconds and >= block_min_steps steps.
-
-    A trailing partial block is not returned: it is not the evidence of a full block.
-    """
-    if len(step_times_s) != len(units_per_step):
-        raise ValueError("step_times_s and units_per_step differ in length")
-    blocks = []
-    duration = units = 0.0
-    steps = 0
-    for step_s, step_units in zip(step_times_s, units_per_step, strict=True):
-        duration += step_s
-        units += step_units
-        steps += 1
-        if duration >= block_s and steps >= block_min_steps:
-            blocks.append(Block(units=units, duration_s=duration, steps=steps))
-            duration = units = 0.0
-            steps = 0
-    return tuple(blocks)
-
-
-def block_medians(values: Sequence[float], *, block_size: int) -> tuple[float, ...]:
-    """Medians of consecutive chunks of ``block_size`` values (a trailing partial chunk is left out)."""
-    if block_size < 1:
-        raise ValueError("block_size must be >= 1")
-    full = len(values) - len(values) % block_size
-    return tuple(median(values[i:i + block_size]) for i in range(0, full, block_size))
-
-
 def bootstrap_distribution(values: Sequence[float], *, statistic: Statistic = median,
                            resamples: int = DEFAULT_RESAMPLES, rng: random.Random) -> tuple[float, ...]:
     """``statistic`` over ``resamples`` resamples (with replacement, same size) of ``values``."""
@@ -226,22 +154,6 @@ def bootstrap_ci(values: Sequence[float], *, statistic: Statistic = median, conf
                                           rng=random.Random(seed))
     low, high = percentile_bounds(distribution, confidence=confidence)
     return Interval(point=statistic(values), low=low, high=high, confidence=confidence, n=len(values))
-
-
-def bootstrap_ratio_ci(numerator: Sequence[float], denominator: Sequence[float], *, statistic: Statistic = median,
-                       confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES,
-                       seed: int | str = 0) -> Interval:
-    """Interval of statistic(numerator) / statistic(denominator), resampling the two samples independently.
-
-    Used for C_i / C_best between candidates measured on different hosts (unpaired).
-    """
-    rng = random.Random(seed)
-    tops = bootstrap_distribution(numerator, statistic=statistic, resamples=resamples, rng=rng)
-    bottoms = bootstrap_distribution(denominator, statistic=statistic, resamples=resamples, rng=rng)
-    ratios = [_ratio(t, b) for t, b in zip(tops, bottoms, strict=True)]
-    low, high = percentile_bounds(ratios, confidence=confidence)
-    point = _ratio(statistic(numerator), statistic(denominator))
-    return Interval(point=point, low=low, high=high, confidence=confidence, n=min(len(numerator), len(denominator)))
 
 
 def paired_gain_ci(baseline: Sequence[float], variant: Sequence[float], *, confidence: float = DEFAULT_CONFIDENCE,
@@ -275,32 +187,6 @@ def binomial_cdf(k: int, n: int, p: float) -> float:
     return min(1.0, total)
 
 
-def min_samples_for_percentile(percentile_q: float, *, confidence: float = PERCENTILE_CONFIDENCE,
-                               allowed_exceedances: int = 0) -> int:
-    """Smallest n such that seeing at most ``allowed_exceedances`` samples over a latency bound in n samples
-    certifies, with ``confidence``, that the true ``percentile_q`` is within the bound.
-
-    If the true percentile sat exactly at the bound, each sample would exceed it with probability 1 - q/100; n is the
-    smallest count for which so few exceedances would then have probability <= 1 - confidence (MLPerf Inference's
-    early-stopping rule). With the defaults: p90 -> 44, p99 -> 459.
-    """
-    if not 0.0 < percentile_q < 100.0:
-        raise ValueError("percentile must be strictly between 0 and 100")
-    exceed = 1.0 - percentile_q / 100.0
-    alpha = 1.0 - confidence
-    high = max(1, allowed_exceedances + 1)
-    while binomial_cdf(allowed_exceedances, high, exceed) > alpha:
-        high *= 2
-    low = high // 2
-    while high - low > 1:  # cdf falls as n grows: bisect for the first n where it is <= alpha
-        middle = (low + high) // 2
-        if binomial_cdf(allowed_exceedances, middle, exceed) <= alpha:
-            high = middle
-        else:
-            low = middle
-    return high
-
-
 def latency_verdict(latencies_ms: Sequence[float], *, percentile_q: float, max_ms: float,
                     confidence: float = PERCENTILE_CONFIDENCE) -> Verdict:
     """MET when so few samples exceed ``max_ms`` that the true percentile is within it (with ``confidence``);
@@ -332,23 +218,3 @@ def floor_verdict(interval: Interval, *, floor: float) -> Verdict:
     if interval.high < floor:
         return Verdict.VIOLATED
     return Verdict.UNDECIDED
-
-
-def median_absolute_deviation(values: Sequence[float]) -> float:
-    centre = median(values)
-    return median([abs(v - centre) for v in values])
-
-
-def flag_outliers(values: Sequence[float], *, threshold: float = OUTLIER_Z) -> tuple[bool, ...]:
-    """One flag per value: True where the modified z-score exceeds ``threshold``. Nothing is dropped."""
-    if not values:
-        return ()
-    centre = median(values)
-    mad = median_absolute_deviation(values)
-    if mad > 0:
-        scale = mad / _MAD_TO_SIGMA
-    else:
-        scale = statistics.fmean(abs(v - centre) for v in values) * _MEAN_AD_TO_SIGMA
-        if scale == 0:
-            return tuple(False for _ in values)
-    return tuple(abs(v - centre) / scale > threshold for v in values)

@@ -9,7 +9,17 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRecord, AuditSink
+from vastui.approval import (
+    Action,
+    Approval,
+    ApprovalRequest,
+    Approver,
+    AuditKind,
+    AuditRecord,
+    AuditSink,
+    instance_target,
+    offer_target,
+)
 from vastui.clock import Clock
 from vastui.errors import ApprovalRequired
 
@@ -45,15 +55,15 @@ class PlanApprover:
         self._owned.add(instance_id)
 
     def _fits(self, request: ApprovalRequest) -> bool:
-        kind, _, raw_id = request.target.partition(":")
+        _, _, raw_id = request.target.partition(":")
         if not (raw_id.isascii() and raw_id.isdigit()) or request.campaign_id != self._terms.campaign_id:
             return False
         target_id = int(raw_id)
-        if request.action is Action.CREATE_INSTANCE and kind == "offer":
+        if request.action is Action.CREATE_INSTANCE and request.target == offer_target(target_id):
             within_cap = request.cost_cap_usd is not None and request.cost_cap_usd <= self._terms.max_spend_usd + 1e-9
             once = target_id not in self._rented or (request.asked_again and target_id not in self._asked_again)
             return target_id in self._terms.offer_ids and once and within_cap
-        if request.action is Action.DESTROY_INSTANCE and kind == "instance":
+        if request.action is Action.DESTROY_INSTANCE and request.target == instance_target(target_id):
             return self._terms.destroy_at_end and target_id in self._owned
         return False
 
@@ -126,7 +136,7 @@ class AuditedApprover:
     async def _record(self, request: ApprovalRequest, approval: Approval | None, *, note: str) -> None:
         await self._audit.record_audit(AuditRecord(
             at=self._clock.now(),
-            kind="approval" if approval else "declined",
+            kind=AuditKind.APPROVAL if approval else AuditKind.DECLINED,
             action=request.action,
             target=request.target,
             approval_id=approval.approval_id if approval else None,

@@ -34,18 +34,15 @@ import asyncio
 import itertools
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRecord, AuditSink, RequestState
+from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditKind, AuditRecord, AuditSink, RequestState
 from vastui.campaign.approvers import PlanApprover, PlanTerms
 from vastui.campaign.ports import CampaignStore
 from vastui.clock import Clock, MonotonicClock, WallClock
 from vastui.errors import ApprovalRequired, VastuiError
 from vastui.events import EventBus, Notice
 from vastui.events_live import ApprovalAnswered, ApprovalCancelled, ApprovalExpired, ApprovalRequested
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
@@ -154,10 +151,6 @@ class ApprovalBroker:
         """Requests waiting for an answer, oldest first."""
         return tuple(e.pending for e in self._open.values() if not e.answer.done())
 
-    @property
-    def is_plan_approved(self) -> bool:
-        return self._plan is not None
-
     # --- what a view (or the campaign) calls -------------------------------------------------------------------
     def approve(self, request_id: str, *, by: str = "operator") -> bool:
         """Grant one pending request; False when it is no longer pending (answered, expired or unknown). A request
@@ -233,11 +226,6 @@ class ApprovalBroker:
         return cancelled
 
     # --- kept for a command (the operator detached, and answers from a shell) ---------------------------------
-    @property
-    def is_keeping(self) -> bool:
-        """Whether requests that need a human are kept in the store for ``vastui campaign approve``."""
-        return self._keeping is not None
-
     def keep_for_command(self, store: CampaignStore, *, campaign_id: str, epoch: Clock | None = None,
                          poll_s: float = KEEP_POLL_S) -> None:
         """Nobody is at the console, but the operator answers from a shell: every request that waits for a human
@@ -447,7 +435,7 @@ class ApprovalBroker:
             note += " (counts as refused)"
         try:
             await self._audit.record_audit(AuditRecord(
-                at=now, kind="approval" if granted else "declined", action=p.action, target=p.target,
+                at=now, kind=AuditKind.APPROVAL if granted else AuditKind.DECLINED, action=p.action, target=p.target,
                 approval_id=answer.approval.approval_id if granted and answer.approval else None,
                 granted_by=answer.by if granted else None, outcome=note, campaign_id=p.campaign_id))
         except VastuiError as exc:

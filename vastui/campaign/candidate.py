@@ -124,7 +124,6 @@ class CandidateRun:
     warmup_s: float | None = None
     warmup_lost_s: list[float] = field(default_factory=list)   # per run: warm-up's time beyond its steps' work
     warmup_steps: int = 0                   # steps its runs' start took to settle, the most of them (tuning skips them)
-    canary_digest: str | None = None
     passed_gate: bool | None = None
     failure: str | None = None
     failed_with: Failure | None = None      # the failure as evidence (its kind), when it failed
@@ -515,7 +514,6 @@ async def canary(ctx: CandidateContext, run: CandidateRun, conn: HostConnection,
         raise CandidateFailed(f"canary failed (exit {status}): {tail}", bad_host=False,
                               failure=Failure(FailureKind.CANARY_EXIT, (status, _last_line(tail))),
                               evidence={"stderr_tail": tail})
-    run.canary_digest = result.output_digest
     expected = ctx.manifest.correctness.expected_digest
     if expected is not None and _digest(result.output_digest) != _digest(expected):
         run.passed_gate = False

@@ -378,7 +378,3 @@ def render_plan(plan: Plan) -> str:
                  f" (budget ${plan.budget_usd:.2f}, {plan.max_instances} instances at once); every instance is "
                  f"destroyed by its deadline and at the end")
     return "\n".join(lines)
-
-
-def is_finite(value: float) -> bool:
-    return math.isfinite(value)

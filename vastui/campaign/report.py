@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from vastui.approval import Action, AuditRecord, offer_target
+from vastui.approval import Action, AuditKind, AuditRecord, offer_target
 from vastui.bench.attribution import Attribution, Readings, attribute, startup_share
 from vastui.bench.cost import CostInputs, cost_interval
 from vastui.bench.manifest import Manifest
@@ -102,7 +102,7 @@ def approvals_from(audit: Sequence[AuditRecord],
     return tuple(ApprovalRecord(action=str(r.action), target=r.target, summary=r.outcome,
                                 granted_by=r.granted_by or "", granted_at=r.at,
                                 cost_cap_usd=caps.get(r.target) if r.action is Action.CREATE_INSTANCE else None)
-                 for r in audit if r.kind == "approval")
+                 for r in audit if r.kind is AuditKind.APPROVAL)
 
 
 def rent_caps(runs: Sequence[CandidateRun]) -> dict[str, float]:

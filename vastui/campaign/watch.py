@@ -10,7 +10,6 @@ reported as ``unowned`` and are never destroyed unless the operator asks for the
 from __future__ import annotations
 
 import enum
-import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -22,15 +21,11 @@ from vastui.campaign.labels import parse_label
 from vastui.campaign.owner import OwnerState, owner_state
 from vastui.campaign.ports import CampaignStore, Marketplace
 from vastui.clock import Clock
-from vastui.errors import ApiError, VastuiError
-from vastui.events import EventBus, LeakFound, LeaksChecked, Notice
+from vastui.errors import ApiError
+from vastui.events import EventBus
 from vastui.store import Campaign, Intent, OwnedInstance
 from vastui.store.records import CampaignPhase
 from vastui.vast.models import Instance, InstanceListing, InstanceStatus
-
-_log = logging.getLogger(__name__)
-
-DEFAULT_INTERVAL_S = 60.0
 
 
 class LeakReason(enum.StrEnum):
@@ -244,55 +239,6 @@ def _unlisted(owned: Sequence[OwnedInstance], listing: InstanceListing) -> tuple
                          intent_status=str(o.intent.status), last_state=o.state)
         for o in owned if not is_listed(o.intent)
     )
-
-
-class LeakWatcher:
-    """Checks for leaks every ``interval_s`` (on the given clock) and publishes what it finds; cancel ``run``.
-
-    Each check publishes ``LeakFound`` for every leak (with its cost so far), then one ``LeaksChecked``; an
-    incomplete listing or a failed check also publishes a warning ``Notice``.
-    """
-
-    def __init__(self, *, market: Marketplace, store: CampaignStore, clock: Clock, bus: EventBus,
-                 interval_s: float = DEFAULT_INTERVAL_S) -> None:
-        if interval_s <= 0:
-            raise ValueError("interval_s must be positive")
-        self._market = market
-        self._store = store
-        self._clock = clock
-        self._bus = bus
-        self.interval_s = interval_s
-        self.latest: LeakReport | None = None
-
-    async def check(self) -> LeakReport:
-        """One check, published."""
-        report = await find_leaks(market=self._market, store=self._store, clock=self._clock)
-        self.latest = report
-        for leak in report.leaks:
-            self._bus.publish(LeakFound(at=report.checked_at, instance_id=leak.instance_id, reason=str(leak.reason),
-                                        accrued_usd=leak.accrued_usd, burn_usd_per_h=leak.burn_usd_per_h,
-                                        label=leak.label, campaign_id=leak.campaign_id, status=leak.status))
-        if not report.is_complete:
-            self._bus.publish(Notice(at=report.checked_at, campaign_id=None, level="warning",
-                                     text=report.summary()))
-        self._bus.publish(LeaksChecked(at=report.checked_at, is_complete=report.is_complete,
-                                       leaked_ids=tuple(leak.instance_id for leak in report.leaked),
-                                       unowned_ids=tuple(leak.instance_id for leak in report.unowned),
-                                       burn_usd_per_h=report.burn_usd_per_h, error=report.error))
-        return report
-
-    async def run(self) -> None:
-        """Check forever; a failed check (e.g. the store) is published as unknown and the watch goes on."""
-        while True:
-            try:
-                await self.check()
-            except VastuiError as exc:  # the worker boundary: say it, keep watching
-                _log.warning("leak check failed: %s", exc)
-                at = self._clock.now()
-                self._bus.publish(Notice(at=at, campaign_id=None, level="error", text=f"leak check failed: {exc}"))
-                self._bus.publish(LeaksChecked(at=at, is_complete=False, leaked_ids=(), unowned_ids=(),
-                                               burn_usd_per_h=0.0, error=str(exc)))
-            await self._clock.sleep(self.interval_s)
 
 
 class ListedDestroyApprover:

@@ -30,14 +30,6 @@ class DroppingStream:
         self._stream = stream
         self.gone_because: str | None = None
 
-    @property
-    def is_gone(self) -> bool:
-        return self.gone_because is not None
-
-    @property
-    def wrapped(self) -> IO[str]:
-        return self._stream
-
     def write(self, text: str) -> int:
         if self.gone_because is None:
             try:

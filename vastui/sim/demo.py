@@ -16,7 +16,7 @@ from pathlib import Path
 
 import asyncssh
 
-from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditRecord
+from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditKind, AuditRecord
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.bench.receipt import Receipt
 from vastui.campaign.broker import DEFAULT_EXPIRY_S
@@ -177,7 +177,7 @@ async def _register_key(client: HttpVastClient, key_path: Path, clock: ScaledClo
     request = ApprovalRequest(action=Action.CREATE_SSH_KEY, target=ssh_key_target(public),
                               summary="register the demo operator's SSH public key")
     approval = Approval(request, granted_by="demo", granted_at=clock.now())
-    await audit.record_audit(AuditRecord(at=clock.now(), kind="approval", action=request.action, target=request.target,
-                                         approval_id=approval.approval_id, granted_by=approval.granted_by,
-                                         outcome=request.summary))
+    await audit.record_audit(AuditRecord(at=clock.now(), kind=AuditKind.APPROVAL, action=request.action,
+                                         target=request.target, approval_id=approval.approval_id,
+                                         granted_by=approval.granted_by, outcome=request.summary))
     await client.create_ssh_key(public, approval=approval)

@@ -15,15 +15,12 @@ from dataclasses import dataclass
 from vastui.sim import hostenv
 from vastui.sim.physics import GpuState, HostSpec, idle_state
 
-NVML_SUCCESS = 0
 NVML_ERROR_UNINITIALIZED = 1
 NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_GPU_IS_LOST = 15
 NVML_PCIE_UTIL_TX_BYTES = 0
 NVML_PCIE_UTIL_RX_BYTES = 1
-NVML_CLOCK_GRAPHICS = 0
 NVML_CLOCK_SM = 1
-NVML_CLOCK_MEM = 2
 NVML_TEMPERATURE_GPU = 0
 MIB = 1024 * 1024
 

@@ -34,11 +34,6 @@ class GpuModel:
     nvlink_gb_per_s: float            # 0 without NVLink/SXM
     workload_units_per_s: float       # hidden: reference-workload speed of one ideal GPU (see module doc)
 
-    @property
-    def supply_share(self) -> float:
-        """Share of all listed GPUs in the catalog."""
-        return self.supply_gpus / TOTAL_SUPPLY_GPUS
-
 
 def _ref_speed(fp32_tflops: float, mem_bw: float) -> float:
     # The reference workload is a mix of compute-bound and memory-bound kernels.
@@ -93,8 +88,6 @@ GPU_MODELS: tuple[GpuModel, ...] = (
     _m("H200 NVL", ((141, 1.0),), 4800, 835, 60, 600, 5, 16, 900, (1.63, 2.16, 2.22), 453, (58, .64, .93), True,
        900),
 )
-
-TOTAL_SUPPLY_GPUS = sum(model.supply_gpus for model in GPU_MODELS)
 
 
 def gpu_model(name: str) -> GpuModel:

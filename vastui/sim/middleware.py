@@ -30,7 +30,6 @@ from vastui.sim.request_log import RequestRecord
 from vastui.sim.responses import error_response
 
 PUBLIC_PATHS = ("/api/v0/gpu_names/unique/",)
-RESULTS_PREFIX = "/_results/"
 SEARCH_PATHS = ("/api/v0/bundles/", "/api/v0/search/asks/")
 _CREATE = re.compile(r"^/api/v0/asks/\d+/$")
 _INSTANCE = re.compile(r"^/api/v0/instances/\d+/$")

@@ -99,9 +99,6 @@ class _Workload:
         self.state_path = env.get(hostenv.ENV_NVML_STATE)
         self.started = _start_at_scale_one(clock, env)
 
-    def elapsed(self) -> float:
-        return self.clock.now() - self.started
-
     def marker(self, payload: dict[str, object], clock_s: float) -> None:
         payload = {**payload, "t": round(self.started + clock_s, 6)}
         self.out.write("VASTUI " + json.dumps(payload, separators=(",", ":")) + "\n")

@@ -19,7 +19,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from vastui.approval import Action, AuditRecord
+from vastui.approval import Action, AuditKind, AuditRecord
 from vastui.errors import StoreError
 from vastui.store.base import StoreBase
 
@@ -35,7 +35,7 @@ _COLUMNS = "at, kind, action, target, approval_id, granted_by, outcome, campaign
 def _record(row: sqlite3.Row) -> AuditRecord:
     return AuditRecord(
         at=row["at"],
-        kind=row["kind"],
+        kind=AuditKind(row["kind"]),
         action=Action(row["action"]),
         target=row["target"],
         approval_id=row["approval_id"],
@@ -98,7 +98,7 @@ class AuditTables(StoreBase):
         for raw in text.splitlines():
             try:
                 data = json.loads(raw)
-                records.append(AuditRecord(at=float(data["at"]), kind=str(data["kind"]),
+                records.append(AuditRecord(at=float(data["at"]), kind=AuditKind(data["kind"]),
                                            action=Action(data["action"]), target=str(data["target"]),
                                            approval_id=data["approval_id"], granted_by=data["granted_by"],
                                            outcome=str(data["outcome"]) + FROM_JOURNAL,

@@ -143,11 +143,6 @@ class StoreBase:
         rows = await self._read(what, sql, params)
         return rows[0] if rows else None
 
-    async def integrity_check(self) -> list[str]:
-        """``PRAGMA integrity_check``: ``["ok"]`` for a sound database, else the problems found."""
-        rows = await self._read("check the database's integrity", "PRAGMA integrity_check")
-        return [str(row[0]) for row in rows]
-
     async def schema_version(self) -> int:
         """The schema version the database is at (``PRAGMA user_version``)."""
         row = await self._read_one("read the schema version", "PRAGMA user_version")

@@ -147,14 +147,6 @@ class CampaignTables(StoreBase):
         )
         return [_campaign(row) for row in rows]
 
-    async def active_campaigns(self) -> list[Campaign]:
-        """Campaigns not yet finished (the owners the leak watcher and resume look for), oldest first."""
-        rows = await self._read(
-            "list active campaigns",
-            f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns WHERE finished_at IS NULL ORDER BY created_at, rowid",
-        )
-        return [_campaign(row) for row in rows]
-
     async def campaign_phases(self, campaign_id: str) -> list[CampaignPhaseChange]:
         """The campaign's phase history, in order."""
         rows = await self._read(
@@ -175,22 +167,6 @@ class CampaignTables(StoreBase):
                 [(s.campaign_id, s.offer_id, s.machine_id, s.gpu_name, s.num_gpus, s.dph_usd, s.taken_at,
                   s.snapshot_json) for s in snapshots],
             )
-
-    async def offer_snapshots(self, *, campaign_id: str | None) -> list[OfferSnapshot]:
-        """Snapshots taken for ``campaign_id`` (None: those taken outside any campaign), in order."""
-        rows = await self._read(
-            f"read offer snapshots of campaign {campaign_id}",
-            "SELECT * FROM offer_snapshots WHERE campaign_id IS ? ORDER BY id",
-            (campaign_id,),
-        )
-        return [
-            OfferSnapshot(
-                campaign_id=row["campaign_id"], offer_id=row["offer_id"], machine_id=row["machine_id"],
-                gpu_name=row["gpu_name"], num_gpus=row["num_gpus"], dph_usd=row["dph_usd"],
-                taken_at=row["taken_at"], snapshot_json=row["snapshot_json"],
-            )
-            for row in rows
-        ]
 
     async def save_receipt(self, *, campaign_id: str, created_at: float, json_text: str,
                            markdown_text: str) -> Receipt:

@@ -51,16 +51,6 @@ def _knowledge(runs: Sequence[Run]) -> HostKnowledge:
 class HostTables(StoreBase):
     """Host-knowledge queries over runs, and the bad-host list."""
 
-    async def runs_for_host(self, *, machine_id: int, gpu_name: str, num_gpus: int,
-                            workload_digest: str) -> list[Run]:
-        """Every run ever measured on this host key, whatever its outcome and whichever campaign measured it."""
-        rows = await self._read(
-            f"read the runs of machine {machine_id}",
-            f"SELECT * FROM runs WHERE {_HOST_KEY} ORDER BY run_id",
-            (machine_id, gpu_name, num_gpus, workload_digest),
-        )
-        return [run_from_row(row) for row in rows]
-
     async def throughputs(self, *, machine_id: int, gpu_name: str, num_gpus: int,
                           workload_digest: str) -> list[float]:
         """The distribution: the throughput of every OK run on this host key, in the order measured."""
@@ -71,36 +61,6 @@ class HostTables(StoreBase):
             (machine_id, gpu_name, num_gpus, workload_digest, RunStatus.OK),
         )
         return [float(row[0]) for row in rows]
-
-    async def best_runs(
-        self,
-        *,
-        workload_digest: str,
-        gpu_name: str | None = None,
-        num_gpus: int | None = None,
-        machine_id: int | None = None,
-        limit: int | None = None,
-    ) -> list[Run]:
-        """The best OK run (highest throughput) of each host key for a workload, best first.
-
-        Filters narrow the hosts considered; ``limit`` keeps the top N. Ties go to the earlier run.
-        """
-        where = ["workload_digest = ?", "status = ?", "throughput_units_per_s IS NOT NULL"]
-        params: list[object] = [workload_digest, RunStatus.OK]
-        for column, value in (("gpu_name", gpu_name), ("num_gpus", num_gpus), ("machine_id", machine_id)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        params.append(-1 if limit is None else limit)
-        rows = await self._read(
-            f"rank hosts for workload {workload_digest}",
-            "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY machine_id, gpu_name, num_gpus "
-            "ORDER BY throughput_units_per_s DESC, run_id) AS host_rank "
-            f"FROM runs WHERE {' AND '.join(where)}) WHERE host_rank = 1 "
-            "ORDER BY throughput_units_per_s DESC, run_id LIMIT ?",
-            params,
-        )
-        return [run_from_row(row) for row in rows]
 
     async def host_knowledge(self, *, workload_digest: str,
                              machine_ids: Sequence[int] | None = None) -> list[HostKnowledge]:

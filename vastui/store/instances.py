@@ -94,16 +94,6 @@ class InstanceTables(StoreBase):
                              "status = ?, error = ?, resolved_at = ?", (IntentStatus.RULED_OUT, error, at))
             return await self._intent_in(tx, intent_id)
 
-    async def set_intent_deadline(self, *, intent_id: int, deadline_at: float | None) -> Intent:
-        """Move the hard deadline of an intent's instance (it changes with the phase the instance is in)."""
-        async with self._write(f"set the deadline of intent {intent_id}") as tx:
-            cursor = await tx.execute(
-                "UPDATE intents SET deadline_at = ? WHERE intent_id = ?", (deadline_at, intent_id)
-            )
-            if cursor.rowcount != 1:
-                raise StoreError(f"could not set the deadline of intent {intent_id}: no such intent")
-            return await self._intent_in(tx, intent_id)
-
     @staticmethod
     async def _move(tx: Transaction, intent_id: int, verb: str, allowed: Sequence[IntentStatus], assignments: str,
                     values: tuple[object, ...]) -> None:

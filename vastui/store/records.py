@@ -26,27 +26,22 @@ class IntentStatus(enum.StrEnum):
 class InstanceState(enum.StrEnum):
     """Well-known lifecycle states for ``record_transition``; any other provider status string is accepted too."""
 
-    REQUESTED = "requested"
     CREATED = "created"
     LOADING = "loading"
     RUNNING = "running"
-    SSH_READY = "ssh_ready"
     EXITED = "exited"
     OFFLINE = "offline"
     UNKNOWN = "unknown"
     STOPPED = "stopped"
     DESTROY_REQUESTED = "destroy_requested"
-    DESTROYED = "destroyed"  # the destroy call was accepted; not yet proven gone
     GONE = "gone"  # two successive complete listings missed it (see ``record_gone``)
 
 
 class RunStatus(enum.StrEnum):
-    """How a run ended. Only OK runs with a throughput take part in ``best_runs``."""
+    """How a run ended. Only OK runs with a throughput count for a host's best (``HostKnowledge.best``)."""
 
     RUNNING = "running"
     OK = "ok"
-    FAILED_READINESS = "failed_readiness"
-    FAILED_CORRECTNESS = "failed_correctness"
     ERROR = "error"
     INTERRUPTED = "interrupted"  # found still RUNNING after a crash and closed by resume
 

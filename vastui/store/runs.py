@@ -148,14 +148,6 @@ class RunTables(StoreBase):
         """Runs of a campaign still RUNNING (after a crash: the ones resume must close or continue)."""
         return [run for run in await self.runs(campaign_id=campaign_id) if run.status is RunStatus.RUNNING]
 
-    async def add_gpu_samples(self, samples: Sequence[GpuSample]) -> None:
-        """Insert a batch of GPU samples in one transaction."""
-        await self.add_measurements(samples=samples)
-
-    async def add_progress(self, records: Sequence[ProgressRecord]) -> None:
-        """Insert a batch of progress records in one transaction."""
-        await self.add_measurements(progress=records)
-
     async def add_measurements(self, *, progress: Sequence[ProgressRecord] = (),
                                samples: Sequence[GpuSample] = ()) -> None:
         """Insert a batch of progress records and GPU samples together, in one transaction (all or none)."""

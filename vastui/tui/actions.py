@@ -15,6 +15,7 @@ from vastui.approval import (
     Action,
     Approval,
     ApprovalRequest,
+    AuditKind,
     AuditRecord,
     AuditSink,
     instance_target,
@@ -96,7 +97,7 @@ class ConsoleActions:
         if self._audit is None:
             return
         await self._audit.record_audit(AuditRecord(
-            at=self._clock.now(), kind="approval" if approval else "declined", action=request.action,
+            at=self._clock.now(), kind=AuditKind.APPROVAL if approval else AuditKind.DECLINED, action=request.action,
             target=request.target, approval_id=approval.approval_id if approval else None,
             granted_by=approval.granted_by if approval else None, outcome=request.summary))
 

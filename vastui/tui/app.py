@@ -324,11 +324,6 @@ class VastuiApp(App[None]):
         self.state = dataclasses.replace(self.state, receipts=message.page)
         self.render_current()
 
-    def load_state(self, state: ConsoleState) -> None:
-        """Show ``state`` as if the sources had delivered it (canned data for snapshots and previews)."""
-        self.state = state
-        self.render_current()
-
     def render_current(self) -> None:
         view = self._view_widgets.get(self.current_view)
         if view is None or not view.is_mounted:

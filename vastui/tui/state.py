@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from vastui.approval import Action, AuditRecord
+from vastui.approval import Action, AuditKind, AuditRecord
 from vastui.campaign.watch import LeakReport
 from vastui.store.records import BadHost, HostKnowledge, Intent
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, ReceiptPage
@@ -66,7 +66,7 @@ TRANSFERS_SHOWN = 20
 async def transfers_of(store: SqliteStore) -> tuple[Transfer, ...]:
     """The credit transfers the audit log recorded (each call's outcome; not the approvals), newest first."""
     calls = [r for r in await store.audit_records()
-             if r.action is Action.TRANSFER_CREDIT and r.kind == "call"]
+             if r.action is Action.TRANSFER_CREDIT and r.kind is AuditKind.CALL]
     return tuple(Transfer(at=r.at, recipient=r.target.removeprefix("recipient:"), outcome=r.outcome)
                  for r in reversed(calls[-TRANSFERS_SHOWN:]))
 

@@ -19,6 +19,7 @@ import httpx
 from vastui.approval import (
     Action,
     Approval,
+    AuditKind,
     AuditRecord,
     AuditSink,
     instance_target,
@@ -311,7 +312,7 @@ class HttpVastClient:
         # and its fallback journal both refuse: a full disk) never holds it back — it is logged instead. Every
         # other call needs its trace first.
         must_trace = action is not Action.DESTROY_INSTANCE
-        await self._record(granted, action, target, "sending", kind="sending", must_trace=must_trace)
+        await self._record(granted, action, target, "sending", kind=AuditKind.SENDING, must_trace=must_trace)
         try:
             result = await operation()
         except VastuiError as exc:
@@ -321,8 +322,8 @@ class HttpVastClient:
         return result
 
     async def _record(self, approval: Approval, action: Action, target: str, outcome: str, *,
-                      kind: str = "call", must_trace: bool = True) -> None:
-        if kind == "call":
+                      kind: AuditKind = AuditKind.CALL, must_trace: bool = True) -> None:
+        if kind is AuditKind.CALL:
             self._wire.log(logging.INFO, f"{action} {target}: {outcome}")
         if self._audit is None:
             return
@@ -335,7 +336,7 @@ class HttpVastClient:
         except VastuiError as exc:
             if must_trace:
                 raise
-            if kind == "sending":   # one line per call: its outcome's record fails the same way
+            if kind is AuditKind.SENDING:   # one line per call: its outcome's record fails the same way
                 self._wire.log(logging.ERROR, f"{action} {target} goes ahead without its audit record: "
                                               f"{exc.message}")
 
@@ -385,10 +386,17 @@ def _field(reply: object, name: str, kind: type[T], where: str) -> T:
 
 
 def _check_amount(amount_usd: float, approval: Approval | None) -> None:
+    """A money call's amount against its approval's cost cap, before any I/O (a missing approval is ``require``'s
+    to refuse). A money approval without a cap approves no amount at all (docs/architecture.md)."""
     if not amount_usd > 0:
         raise ApiError(f"the amount must be a positive number of USD, not {amount_usd}")
-    cap = approval.request.cost_cap_usd if approval is not None else None
-    if cap is not None and amount_usd > cap:
+    if approval is None:
+        return
+    cap = approval.request.cost_cap_usd
+    if cap is None:
+        raise ApprovalRequired(f"approval {approval.approval_id} for {approval.request.action} carries no cost cap; "
+                               f"a money approval must say the most it allows", title="No cost cap")
+    if amount_usd > cap:
         raise ApprovalRequired(f"${amount_usd:.2f} is over the approved cap of ${cap:.2f}", title="Over the cap")
 
 

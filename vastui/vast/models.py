@@ -229,13 +229,6 @@ class Offer:
     def is_datacenter(self) -> bool:
         return self.hosting_type == 1
 
-    @property
-    def country_code(self) -> str | None:
-        """The last two characters of ``geolocation`` ("Oslo, NO" -> "NO")."""
-        if not self.geolocation or len(self.geolocation.strip()) < 2:
-            return None
-        return self.geolocation.strip()[-2:]
-
     @classmethod
     def from_api(cls, row: Mapping[str, object], *, where: str = "row") -> Offer:
         """Parse one offer row; raise ApiError naming the field if it is garbage."""

@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from vastui.approval import AuditRecord
+from vastui.approval import AuditKind, AuditRecord
 from vastui.tui.health import format_age
 from vastui.tui.state import ConsoleState
 from vastui.tui.views.base import ConsoleView, focus_now
@@ -35,12 +35,12 @@ NOTES: tuple[tuple[str, str], ...] = (
 
 def what_happened(record: AuditRecord) -> Cell:
     """The record's kind in an operator's words; refusals and expiries stand out."""
-    if record.kind == "approval":
+    if record.kind is AuditKind.APPROVAL:
         return Text("approved", style="green")
-    if record.kind == "declined":
+    if record.kind is AuditKind.DECLINED:
         expired = "expired" in record.outcome
         return Text("expired" if expired else "refused", style="yellow" if expired else "bold red")
-    return {"sending": "sending", "call": "done"}.get(record.kind, record.kind)
+    return "sending" if record.kind is AuditKind.SENDING else "done"
 
 
 def record_keys(records: tuple[AuditRecord, ...]) -> list[str]:
@@ -85,6 +85,6 @@ class ActivityView(ConsoleView):
         records = page.records          # newest first
         keys = record_keys(records)
         self.table.sync({k: activity_cells(r, now=now) for k, r in zip(keys, records, strict=True)}, keys)
-        refused = sum(1 for r in records if r.kind == "declined")
+        refused = sum(1 for r in records if r.kind is AuditKind.DECLINED)
         title.update(f"Activity: the latest {len(records)} audit record(s), newest first — {refused} refused or "
                      f"expired")

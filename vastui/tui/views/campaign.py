@@ -46,8 +46,6 @@ CLEANUP_COLUMNS: tuple[tuple[str, str], ...] = (
 APPROVAL_DROP = ("summary", "action", "deadline", "target")
 CANDIDATE_DROP = ("hypothesis", "note", "inst", "blocks", "prior", "slo", "gpu")
 CLEANUP_DROP = ("offer", "dph", "rented", "deadline", "status")
-ACTIVE_PHASES = frozenset({CandidatePhase.RENTING, CandidatePhase.LOADING, CandidatePhase.SSH, CandidatePhase.CANARY,
-                           CandidatePhase.MEASURING, CandidatePhase.TUNING})
 
 
 def headline(picture: CampaignPicture, end: CampaignEnd | None, *, now: float) -> str:

@@ -54,11 +54,6 @@ class ReceiptView(ConsoleView):
     def table(self) -> KeyedTable:
         return self.query_one("#receipt-list", KeyedTable)
 
-    @property
-    def markdown(self) -> str | None:
-        """The Markdown shown now (None before anything is)."""
-        return self._shown
-
     def focus_main(self) -> None:
         focus_now(self.table)
 

@@ -107,11 +107,6 @@ class KeyedTable(DataTable[str | Text]):
         return tuple(key for key, _ in self._column_spec)
 
     @property
-    def shown_columns(self) -> tuple[str, ...]:
-        """The columns on screen now (the rest were dropped to fit the width)."""
-        return self._shown
-
-    @property
     def keys_in_order(self) -> tuple[str, ...]:
         return tuple(self._order)
 
