@@ -58,7 +58,7 @@ def warm_meter(*, warmup: WarmupRule = WARM, measure: MeasureRule = BLOCKS) -> t
     meter = BlockMeter(warmup=warmup, measure=measure)
     t = T0
     meter.add(marker(t))
-    while not meter.is_warm:
+    while meter.warmup is None:
         t += 1.0
         meter.add(marker(t))
         assert t - T0 <= warmup.cap_s + 1.0, "steady markers never ended warm-up"
@@ -72,7 +72,7 @@ def test_warmup_lasts_at_least_min_s() -> None:
     rule = WarmupRule(min_s=30.0, min_steps=5, cv_max=0.05, window=5, cap_s=600.0)
     meter = BlockMeter(warmup=rule, measure=BLOCKS)
     feed(meter, steady(T0, 30))  # 29 timed markers: 29 s, steady, plenty of steps
-    assert not meter.is_warm
+    assert meter.warmup is None
     meter.add(marker(T0 + 30.0))
     assert meter.warmup is not None and meter.warmup.is_steady and not meter.warmup.is_capped
     assert meter.warmup.warmup_s == pytest.approx(30.0) and meter.warmup.steps == 30
@@ -87,7 +87,7 @@ def test_warmup_min_steps_counts_real_steps_one_per_latency_sample(steps_per_mar
     meter.add(marker(T0, steps=steps_per_marker))
     for i in range(1, markers_needed):
         meter.add(marker(T0 + i, steps=steps_per_marker))
-    assert not meter.is_warm, f"warm after {(markers_needed - 1) * steps_per_marker} of 60 steps"
+    assert meter.warmup is None, f"warm after {(markers_needed - 1) * steps_per_marker} of 60 steps"
     meter.add(marker(T0 + markers_needed, steps=steps_per_marker))
     assert meter.warmup is not None and meter.warmup.is_steady
     assert meter.warmup.steps * steps_per_marker >= rule.min_steps
@@ -106,11 +106,11 @@ def test_a_noisy_start_delays_warmup_until_the_last_window_is_steady() -> None:
     for i in range(16):  # step times alternate 0.6 s / 1.4 s: CV ~0.4
         t += 0.6 if i % 2 else 1.4
         noisy.add(marker(t))
-        assert not noisy.is_warm
+        assert noisy.warmup is None
     for i in range(WARM.window):  # then steady 1 s steps: only once the whole window is steady
         t += 1.0
         noisy.add(marker(t))
-        assert noisy.is_warm is (i == WARM.window - 1)
+        assert (noisy.warmup is not None) is (i == WARM.window - 1)
     assert noisy.warmup is not None and noisy.warmup.is_steady
     assert noisy.warmup.cv is not None and noisy.warmup.cv <= WARM.cv_max
     assert noisy.warmup.steps == 16 + WARM.window and noisy.warmup.warmup_s == pytest.approx(t - T0)
@@ -125,7 +125,7 @@ def test_warmup_says_when_the_step_time_settled_apart_from_when_the_rule_ended_i
     for step_s in (3.0, 2.0, 1.5, *([1.0] * 20)):
         t += step_s
         meter.add(marker(t))
-        if meter.is_warm:
+        if meter.warmup is not None:
             break
     assert meter.warmup is not None and meter.warmup.is_steady
     assert meter.warmup.steps > 3 and meter.warmup.settled_steps == 3
@@ -137,13 +137,56 @@ def test_warmup_that_never_steadies_ends_at_the_cap_flagged() -> None:
     t = T0
     meter.add(marker(t))
     for i in itertools.count():
-        if meter.is_warm:
+        if meter.warmup is not None:
             break
         t += 0.5 if i % 2 else 1.5
         meter.add(marker(t))
         assert t - T0 < 60.0
     assert meter.warmup is not None and meter.warmup.is_capped and not meter.warmup.is_steady
     assert meter.warmup.warmup_s >= rule.cap_s
+
+
+# The rule end to end on one-step markers: a slow start, then steady steps (the warm-up of a compiling workload).
+SLOW_START = WarmupRule(min_s=30.0, min_steps=20, cv_max=0.05, window=10, cap_s=180.0)
+
+
+def warm_up(rule: WarmupRule, step_times_s: Sequence[float]) -> BlockMeter:
+    """A meter fed one-step markers ``step_times_s`` apart, stopped at the marker that ended warm-up."""
+    meter = BlockMeter(warmup=rule, measure=BLOCKS)
+    t = T0
+    meter.add(marker(t))
+    for step_s in step_times_s:
+        t += step_s
+        meter.add(marker(t))
+        if meter.warmup is not None:
+            break
+    return meter
+
+
+def test_warmup_waits_for_time_steps_and_a_steady_window() -> None:
+    # 10 slow steps of 3 s (compilation), then steady 1 s steps. After step 10: 30 s but only 10 steps.
+    # The window of the last 10 step times is steady from step 20 on; min_steps is 20; elapsed at 20 is 40 s.
+    warmup = warm_up(SLOW_START, [3.0] * 10 + [1.0] * 30).warmup
+    assert warmup is not None and warmup.is_steady and not warmup.is_capped and warmup.is_done
+    assert warmup.steps == 20 and warmup.warmup_s == pytest.approx(40.0) and warmup.cv == pytest.approx(0.0)
+
+
+def test_warmup_needs_min_seconds_even_when_steady() -> None:
+    warmup = warm_up(SLOW_START, [0.5] * 100).warmup  # steady from the start, but 20 steps are only 10 s
+    assert warmup is not None and warmup.is_steady
+    assert warmup.steps == 60 and warmup.warmup_s == pytest.approx(30.0)
+
+
+def test_warmup_is_capped_at_cap_s_when_the_window_never_steadies() -> None:
+    warmup = warm_up(SLOW_START, [1.0, 3.0] * 200).warmup  # CV ~ 0.5 forever
+    assert warmup is not None and warmup.is_capped and not warmup.is_steady
+    assert warmup.steps == 90 and warmup.warmup_s == pytest.approx(180.0)
+    assert warmup.cv is not None and warmup.cv > 0.4
+
+
+def test_warmup_is_not_over_before_the_rule_is_met() -> None:
+    meter = warm_up(SLOW_START, [1.0] * 12)
+    assert meter.warmup is None and meter.blocks == [] and meter.units_total == 130
 
 
 def _slow_first_marker_of_ten_steps(rule: WarmupRule) -> BlockMeter:
@@ -212,10 +255,10 @@ def test_steadiness_is_judged_on_step_times_not_marker_intervals() -> None:
     meter = BlockMeter(warmup=rule, measure=BLOCKS)
     ramp = [5, 5, 6, 6, 7, 7, 8, 8, 9, 9]  # steps per one-second marker: step time 0.2 s -> 0.11 s
     feed(meter, [marker(T0 + i, steps=n, step_ms=1000.0 / n) for i, n in enumerate([5, *ramp])])
-    assert not meter.is_warm, (f"warm-up declared over at {meter.warmup.warmup_s if meter.warmup else 0:.0f} s "
+    assert meter.warmup is None, (f"warm-up declared over at {meter.warmup.warmup_s if meter.warmup else 0:.0f} s "
                                "while its step times are still falling")
     feed(meter, [marker(T0 + 11 + i, steps=10, step_ms=100.0) for i in range(10)])
-    assert meter.is_warm
+    assert meter.warmup is not None
 
 
 # --- blocks -----------------------------------------------------------------------------------------------------
@@ -259,7 +302,7 @@ def test_data_wait_and_gpu_use_are_averaged_over_the_blocks_window_only() -> Non
     t = T0
     meter.add(marker(t, data_wait_s=0.9))
     meter.add(gpu(t, util_pct=5.0, mem_used_mib=500.0))
-    while not meter.is_warm:  # a starved warm-up: 90 % data-wait, GPU nearly idle
+    while meter.warmup is None:  # a starved warm-up: 90 % data-wait, GPU nearly idle
         t += 1.0
         meter.add(gpu(t - 0.5, util_pct=5.0, mem_used_mib=500.0))
         meter.add(marker(t, data_wait_s=0.9))
@@ -293,6 +336,18 @@ def test_gpu_samples_belong_to_the_block_they_arrived_in_even_when_stamped_later
                                marker(start + i)])
     assert len(blocks) == 2
     assert blocks[0].gpu_util_pct == pytest.approx(90.0) and blocks[1].gpu_util_pct == pytest.approx(30.0)
+
+
+def test_clocks_the_operator_set_are_no_throttling() -> None:
+    # NVML names "applications_clocks_setting" on GPUs whose owner set the application clocks: a setting, not a
+    # slowdown (a power or thermal cap is). Only the named slowdowns count towards a block's throttled share.
+    meter, start = warm_meter()
+    blocks: list[MeasuredBlock] = []
+    for i in range(1, 11):
+        reasons = ("applications_clocks_setting",) if i % 2 else ("applications_clocks_setting", "hw_thermal_slowdown")
+        blocks += feed(meter, [gpu(start + i - 0.5, util_pct=90.0, throttle=reasons), marker(start + i)])
+    assert len(blocks) == 1
+    assert blocks[0].throttled_share == pytest.approx(0.5)
 
 
 def test_a_block_without_gpu_samples_says_none_not_zero() -> None:

@@ -72,10 +72,6 @@ class BlockMeter:
         self.units_total = 0
         self.accepted_total = 0
 
-    @property
-    def is_warm(self) -> bool:
-        return self.warmup is not None
-
     def add(self, record: Record) -> MeasuredBlock | None:
         """Take one record; return a block if this record completed one."""
         if isinstance(record, GpuSample):
@@ -178,8 +174,7 @@ class BlockMeter:
             return statistics.fmean(present) if present else None
 
         rx = mean_of([g.pcie_rx_kib_s for g in window])
-        throttled = [bool(g.throttle_reasons and set(g.throttle_reasons) - {"gpu_idle"}) for g in window
-                     if g.throttle_reasons is not None]
+        throttled = [g.is_throttled for g in window if g.throttle_reasons is not None]
         return MeasuredBlock(
             block=Block(units=current.units, duration_s=current.step_s, steps=current.steps, run=self._run,
                         latencies_ms=tuple(current.latencies_ms)),
