@@ -20,8 +20,8 @@ from tests.campaign.campaign_support import fast_manifest
 from tests.fakes import FakeClock
 from vastui.bench.attribution import Bottleneck
 from vastui.bench.manifest import Manifest, load_manifest
-from vastui.bench.tuning import Knob
-from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant
+from vastui.bench.tuning import Knob, Profile
+from vastui.campaign.candidate import CandidateContext, CandidateRun
 from vastui.campaign.plan import (
     DESTROY_MARGIN_S,
     TUNING_RUN_OVERHEAD_PRIOR_S,
@@ -160,7 +160,7 @@ def _context(manifest: Manifest, clock: FakeClock, host: ScriptedHost, bus: Even
 
 async def _tune(manifest: Manifest, clock: FakeClock, host: ScriptedHost, run: CandidateRun,
                 bus: EventBus | None = None) -> Any:
-    start = Variant(batch_size=64, precision="fp32", loaders=4)
+    start = Profile(batch_size=64, precision="fp32", loaders=4, gpu_count=1)
     return await tune(_context(manifest, clock, host, bus), run, host, start=start,
                       bottleneck=Bottleneck.COMPUTE_BOUND, time_left_s=lambda: run.work_time_left_s(clock.now()))
 
@@ -349,7 +349,7 @@ async def test_a_batch_that_gained_nothing_while_input_bound_is_tried_again_once
                                                 loaders=(1, 4)))
     host = ScriptedHost(clock, speed={128: 1.05, 256: 1.08}, input_bound_below=4)
     run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
-    start = Variant(batch_size=64, precision="fp32", loaders=1)
+    start = Profile(batch_size=64, precision="fp32", loaders=1, gpu_count=1)
     outcome = await tune(_context(manifest, clock, host), run, host, start=start,
                          bottleneck=Bottleneck.COMPUTE_BOUND, time_left_s=lambda: run.work_time_left_s(clock.now()))
     assert [(t.knob, t.value, t.verdict.accepted) for t in outcome.trials] == [
@@ -365,7 +365,7 @@ async def test_a_batch_whose_output_failed_is_not_tried_again_at_the_same_precis
                                                 loaders=(1, 4)))
     host = ScriptedHost(clock, speed={128: 1.05}, input_bound_below=4, out_of_memory=frozenset({256}))
     run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
-    outcome = await _tune_from(manifest, clock, host, run, Variant(batch_size=64, precision="fp32", loaders=1))
+    outcome = await _tune_from(manifest, clock, host, run, Profile(batch_size=64, precision="fp32", loaders=1, gpu_count=1))
     assert [(t.knob, t.value, t.verdict.accepted) for t in outcome.trials] == [
         ("batch_size", "256", False), ("batch_size", "128", False), ("loaders", "4", True),
         ("batch_size", "128", True)]
@@ -374,7 +374,7 @@ async def test_a_batch_whose_output_failed_is_not_tried_again_at_the_same_precis
 
 
 async def _tune_from(manifest: Manifest, clock: FakeClock, host: ScriptedHost, run: CandidateRun,
-                     start: Variant) -> Any:
+                     start: Profile) -> Any:
     return await tune(_context(manifest, clock, host), run, host, start=start,
                       bottleneck=Bottleneck.COMPUTE_BOUND, time_left_s=lambda: run.work_time_left_s(clock.now()))
 
@@ -394,7 +394,7 @@ async def test_knobs_that_pay_only_together_are_tried_together_and_kept(tmp_path
 
     host = ScriptedHost(clock, profile_speed=speed)
     run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
-    outcome = await _tune_from(manifest, clock, host, run, Variant(batch_size=64, precision="fp32", loaders=1))
+    outcome = await _tune_from(manifest, clock, host, run, Profile(batch_size=64, precision="fp32", loaders=1, gpu_count=1))
     judged = [(t.knob, t.baseline, t.value, t.verdict.accepted) for t in outcome.trials]
     assert judged[-1] == ("loaders+precision", "1/fp32", "4/bf16", True), judged
     assert not any(accepted for *_rest, accepted in judged[:-1]), judged   # each alone was rejected
@@ -420,7 +420,7 @@ async def test_a_faster_compute_step_left_waiting_for_input_is_tried_with_the_mo
 
     host = ScriptedHost(clock, profile_speed=speed, profile_wait=wait)
     run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
-    outcome = await _tune_from(manifest, clock, host, run, Variant(batch_size=64, precision="fp32", loaders=4))
+    outcome = await _tune_from(manifest, clock, host, run, Profile(batch_size=64, precision="fp32", loaders=4, gpu_count=1))
     judged = [(t.knob, t.baseline, t.value, t.verdict.accepted) for t in outcome.trials]
     assert judged == [("precision", "fp32", "bf16", False), ("loaders", "4", "8", False),
                       ("loaders+precision", "4/fp32", "8/bf16", True)], judged
@@ -448,7 +448,7 @@ async def test_an_undecided_compute_change_left_waiting_for_input_is_tried_again
 
     host = ScriptedHost(clock, profile_speed=speed, profile_wait=wait, bf16_gains=(0.10, -0.08, 0.09, -0.07, 0.06))
     run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
-    outcome = await _tune_from(manifest, clock, host, run, Variant(batch_size=64, precision="fp32", loaders=1))
+    outcome = await _tune_from(manifest, clock, host, run, Profile(batch_size=64, precision="fp32", loaders=1, gpu_count=1))
     judged = [(t.knob, t.baseline, t.value, t.verdict.accepted) for t in outcome.trials]
     assert judged == [("precision", "fp32", "bf16", False), ("loaders", "1", "4", True),
                       ("precision", "fp32", "bf16", True)], judged
@@ -464,7 +464,7 @@ async def test_a_compute_change_with_no_wait_for_input_is_not_joined_with_more_l
                                                 loaders=(4, 8)))
     host = ScriptedHost(clock, profile_speed=lambda b, p, n: 1.35 if p == "bf16" and n >= 8 else 1.0)
     run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
-    outcome = await _tune_from(manifest, clock, host, run, Variant(batch_size=64, precision="fp32", loaders=4))
+    outcome = await _tune_from(manifest, clock, host, run, Profile(batch_size=64, precision="fp32", loaders=4, gpu_count=1))
     assert [t.knob for t in outcome.trials] == ["precision", "loaders"]
     assert outcome.profile.precision == "fp32"
 
@@ -476,11 +476,11 @@ async def test_no_gpu_count_above_the_instances_gpus_is_tried(tmp_path: Path) ->
     host = ScriptedHost(clock)
     run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
     one_gpu = replace(run.candidate, offer=replace(run.candidate.offer, num_gpus=1))
-    outcome = await _tune_from(manifest, clock, host, CandidateRun(one_gpu), Variant(batch_size=64, precision="fp32", loaders=4))
+    outcome = await _tune_from(manifest, clock, host, CandidateRun(one_gpu), Profile(batch_size=64, precision="fp32", loaders=4, gpu_count=1))
     assert outcome.trials == () and host.started == 0
     two_gpus = CandidateRun(replace(run.candidate, offer=replace(run.candidate.offer, num_gpus=2)))
     two_gpus.deadline_at, two_gpus.canary_s = run.deadline_at, run.canary_s
-    outcome = await _tune_from(manifest, clock, host, two_gpus, Variant(batch_size=64, precision="fp32", loaders=4))
+    outcome = await _tune_from(manifest, clock, host, two_gpus, Profile(batch_size=64, precision="fp32", loaders=4, gpu_count=1))
     assert [(t.knob, t.value) for t in outcome.trials] == [("gpu_count", "2")]
 
 
@@ -496,7 +496,7 @@ async def test_a_knob_shown_worse_is_left_out_of_the_joint_change(tmp_path: Path
 
     host = ScriptedHost(clock, profile_speed=speed)
     run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
-    outcome = await _tune_from(manifest, clock, host, run, Variant(batch_size=64, precision="fp32", loaders=1))
+    outcome = await _tune_from(manifest, clock, host, run, Profile(batch_size=64, precision="fp32", loaders=1, gpu_count=1))
     joint = [t for t in outcome.trials if "+" in t.knob]
     assert [(t.knob, t.value) for t in joint] == [("loaders+precision", "4/bf16")]
     assert outcome.profile.batch_size == 64
@@ -516,7 +516,7 @@ async def test_a_batch_too_big_at_fp32_is_tried_again_once_bf16_is_kept(tmp_path
 
     host = ScriptedHost(clock, profile_speed=speed, out_of_memory_fp32=frozenset({256}))
     run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
-    outcome = await _tune_from(manifest, clock, host, run, Variant(batch_size=64, precision="fp32", loaders=1))
+    outcome = await _tune_from(manifest, clock, host, run, Profile(batch_size=64, precision="fp32", loaders=1, gpu_count=1))
     judged = [(t.knob, t.value, t.verdict.accepted) for t in outcome.trials]
     assert ("batch_size", "256", False) in judged and outcome.trials[judged.index(("batch_size", "256", False))] \
         .verdict.output_failed

@@ -6,6 +6,7 @@ only when the paired gain's interval excludes zero, the gain exceeds the minimum
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -65,6 +66,15 @@ class Profile:
         if knob is Knob.BATCH_SIZE:
             return replace(self, batch_size=value)
         return replace(self, gpu_count=value)
+
+    def describe(self) -> str:
+        return (f"batch {self.batch_size or 'default'}, {self.precision or 'default precision'}, "
+                f"{self.loaders or 'default'} loaders, {self.gpu_count or 1} GPU(s)")
+
+    def to_json(self) -> str:
+        """As runs record it (``runs.variant_json``): every field, sorted keys."""
+        return json.dumps({"batch_size": self.batch_size, "precision": self.precision, "loaders": self.loaders,
+                           "gpu_count": self.gpu_count}, sort_keys=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import enum
 import functools
-import json
 import re
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any
 from vastui.approval import Action, ApprovalRequest, Approver, offer_target
 from vastui.bench.inputs import check_pinned, pinned_chunks
 from vastui.bench.manifest import Manifest
+from vastui.bench.tuning import Profile
 from vastui.campaign.blame import Failure, FailureKind
 from vastui.campaign.labels import build_label
 from vastui.campaign.live import record_event
@@ -180,39 +180,24 @@ class CandidateRun:
         return self.deadline_at - DESTROY_MARGIN_S - now
 
 
-@dataclass(frozen=True, slots=True)
-class Variant:
-    batch_size: int | None = None
-    precision: str | None = None
-    loaders: int | None = None
-    gpu_count: int = 1
-
-    @classmethod
-    def first(cls, candidate: Candidate, manifest: Manifest) -> Variant:
-        """The manifest's first profile (each tuning list's first value) on the candidate's GPUs: what the race runs."""
-        t = manifest.tuning
-        return cls(batch_size=t.batch_sizes[0] if t.batch_sizes else None,
+def first_profile(candidate: Candidate, manifest: Manifest) -> Profile:
+    """The manifest's first profile (each tuning list's first value) on the candidate's GPUs: what the race runs."""
+    t = manifest.tuning
+    return Profile(batch_size=t.batch_sizes[0] if t.batch_sizes else None,
                    precision=t.precisions[0] if t.precisions else None,
                    loaders=t.loaders[0] if t.loaders else None, gpu_count=candidate.gpu_count)
 
-    def env(self) -> dict[str, str]:
-        """The documented way a workload learns its variant: VASTUI_* environment variables."""
-        env = {"VASTUI_GPUS": str(self.gpu_count)}
-        if self.batch_size is not None:
-            env["VASTUI_BATCH_SIZE"] = str(self.batch_size)
-        if self.precision is not None:
-            env["VASTUI_PRECISION"] = self.precision
-        if self.loaders is not None:
-            env["VASTUI_LOADERS"] = str(self.loaders)
-        return env
 
-    def describe(self) -> str:
-        return (f"batch {self.batch_size or 'default'}, {self.precision or 'default precision'}, "
-                f"{self.loaders or 'default'} loaders, {self.gpu_count} GPU(s)")
-
-    def to_json(self) -> str:
-        return json.dumps({"batch_size": self.batch_size, "precision": self.precision, "loaders": self.loaders,
-                           "gpu_count": self.gpu_count}, sort_keys=True)
+def workload_env(profile: Profile) -> dict[str, str]:
+    """The documented way a workload learns its profile: VASTUI_* environment variables."""
+    env = {"VASTUI_GPUS": str(profile.gpu_count or 1)}
+    if profile.batch_size is not None:
+        env["VASTUI_BATCH_SIZE"] = str(profile.batch_size)
+    if profile.precision is not None:
+        env["VASTUI_PRECISION"] = profile.precision
+    if profile.loaders is not None:
+        env["VASTUI_LOADERS"] = str(profile.loaders)
+    return env
 
 
 @dataclass(slots=True)
@@ -247,8 +232,8 @@ class CandidateContext:
         run.not_rented = why
 
 
-def workload_argv(manifest: Manifest, *, variant: Variant, steps: int, seconds: float) -> list[str]:
-    env = variant.env() | {"VASTUI_STEPS": str(steps), "VASTUI_SECONDS": f"{seconds:.0f}"}
+def workload_argv(manifest: Manifest, *, variant: Profile, steps: int, seconds: float) -> list[str]:
+    env = workload_env(variant) | {"VASTUI_STEPS": str(steps), "VASTUI_SECONDS": f"{seconds:.0f}"}
     return ["env", *(f"{k}={v}" for k, v in sorted(env.items())), *manifest.workload.command]
 
 
@@ -472,7 +457,7 @@ def note_record(ctx: CandidateContext, run: CandidateRun, record: Record) -> Non
         run.driver_version = record.driver_version
 
 
-async def canary(ctx: CandidateContext, run: CandidateRun, conn: HostConnection, variant: Variant) -> None:
+async def canary(ctx: CandidateContext, run: CandidateRun, conn: HostConnection, variant: Profile) -> None:
     """Run the workload on the pinned inputs and check its output digest: the correctness gate."""
     ctx.phase(run, CandidatePhase.CANARY)
     argv = workload_argv(ctx.manifest, variant=variant, steps=CANARY_STEPS, seconds=0)

@@ -21,7 +21,7 @@ from vastui.bench.manifest import Manifest
 from vastui.bench.select import Decision, EliminationReason, Finalist, Race, RaceCandidate
 from vastui.bench.stats import Interval, Verdict
 from vastui.bench.tuned import TunedEvidence, decide_with_tuned_evidence
-from vastui.bench.tuning import tuned_cost_estimate
+from vastui.bench.tuning import Profile, tuned_cost_estimate
 from vastui.campaign.blame import BadHostMark, Halt, HaltReason, WorkloadJudge
 from vastui.campaign.candidate import (
     BAD_HOST_TTL_S,
@@ -31,8 +31,8 @@ from vastui.campaign.candidate import (
     CandidateRun,
     NotRented,
     RentOutcome,
-    Variant,
     canary,
+    first_profile,
     read_loading,
     rent,
     stage_inputs,
@@ -346,7 +346,7 @@ class CampaignEngine:
     async def _on_host(self, slot: Slot, conn: HostConnection) -> None:
         run = slot.run
         await stage_inputs(self.ctx, conn)
-        variant = Variant.first(run.candidate, self.manifest)
+        variant = first_profile(run.candidate, self.manifest)
         await canary(self.ctx, run, conn, variant)
         for mark in self._judge.canary_passed().marks:   # the workload works: held failures were the hosts'
             await self._record_bad_host(mark)
@@ -361,7 +361,7 @@ class CampaignEngine:
         if run.blocks and (leads or slot.tune_next) and not slot.tuning_started and not slot.eliminated:
             await self._tune(slot, conn, variant)
 
-    async def _tune(self, slot: Slot, conn: HostConnection, variant: Variant) -> None:
+    async def _tune(self, slot: Slot, conn: HostConnection, variant: Profile) -> None:
         """One variable at a time on the leader's own instance, inside its deadline."""
         run = slot.run
         attribution = attribution_of(run, units=self.manifest.production_units)

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from vastui.bench.manifest import Manifest
 from vastui.bench.select import EliminationReason, Race, decide_profile
 from vastui.bench.stats import Verdict
+from vastui.bench.tuning import Profile
 from vastui.campaign.candidate import (
     CandidateContext,
     CandidatePhase,
     CandidateRun,
-    Variant,
     note_record,
     save_records,
     workload_argv,
@@ -152,7 +152,7 @@ class Measurer:
         self.clock = ctx.clock
         self.bus = ctx.bus
 
-    async def measure(self, slot: Slot, conn: HostConnection, variant: Variant) -> None:
+    async def measure(self, slot: Slot, conn: HostConnection, variant: Profile) -> None:
         """Blocks from at least ``min_runs`` independent runs (separate agent processes, each warmed up): the
         first runs stop after their share of the minimum evidence, the last one runs until the race says stop."""
         run = slot.run
@@ -202,7 +202,7 @@ class Measurer:
             self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks in {run.measured_runs} run(s); "
                                                      f"stopped: {reason}")
 
-    async def _one_run(self, slot: Slot, conn: HostConnection, variant: Variant, *, index: int,
+    async def _one_run(self, slot: Slot, conn: HostConnection, variant: Profile, *, index: int,
                        warmups: list[float], blocks_until: int | None) -> MeasuringStop:
         """One agent run's warm-up and blocks; says why it ended (``SHARE_DONE`` when it gave its share)."""
         run = slot.run

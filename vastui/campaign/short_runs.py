@@ -8,7 +8,8 @@ import itertools
 import statistics
 from dataclasses import dataclass, field
 
-from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant, note_record, workload_argv
+from vastui.bench.tuning import Profile
+from vastui.campaign.candidate import CandidateContext, CandidateRun, note_record, workload_argv
 from vastui.campaign.measure import steps_in
 from vastui.campaign.plan import CANARY_STEPS, TUNING_TIMED_STEPS
 from vastui.campaign.ports import HostConnection
@@ -40,7 +41,7 @@ class ShortRun:
     data_wait_share: float | None = None   # of the timed steps' time, spent waiting for input
 
 
-async def short_run(ctx: CandidateContext, run: CandidateRun, conn: HostConnection, variant: Variant) -> ShortRun:
+async def short_run(ctx: CandidateContext, run: CandidateRun, conn: HostConnection, variant: Profile) -> ShortRun:
     """One short run of ``variant`` (``ShortRun``).
 
     The run skips the warm-up the race measured here (``run.warmup_steps``, at least MIN_SKIP_STEPS), then times
@@ -110,10 +111,10 @@ class RunTimes:
     prior_s: float = 0.0
     took_s: dict[str, list[tuple[float, float]]] = field(default_factory=dict)   # (the whole run, its steps)
 
-    def add(self, variant: Variant, seconds: float, work_s: float = 0.0) -> None:
+    def add(self, variant: Profile, seconds: float, work_s: float = 0.0) -> None:
         self.took_s.setdefault(variant.describe(), []).append((seconds, min(work_s, seconds)))
 
-    def run_estimate_s(self, variant: Variant, *, like: Variant | None = None) -> float:
+    def run_estimate_s(self, variant: Profile, *, like: Profile | None = None) -> float:
         """One run of ``variant``: its own runs' mean with headroom; else ``like``'s, its steps longer by the batch
         ratio when the batch grows (a run times a fixed number of steps, each that much more work; starting the
         run and relaying its records take what they took)."""
@@ -131,7 +132,7 @@ class RunTimes:
             else 1.0   # nothing timed yet: all of it scales (errs long)
         return base * (1.0 - work_share) + base * work_share * max(1.0, grows)
 
-    def trial_estimate_s(self, pairs: int, base: Variant, change: Variant) -> float:
+    def trial_estimate_s(self, pairs: int, base: Profile, change: Profile) -> float:
         return pairs * (self.run_estimate_s(base) + self.run_estimate_s(change, like=base))
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from vastui.bench.attribution import DATA_WAIT_SHARE_MAX, Bottleneck
 from vastui.bench.stats import Interval, latency_plausible
 from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, TuningStep, judge_ab, plan_ab_pairs, plan_tuning
-from vastui.campaign.candidate import CandidateContext, CandidateRun, Variant
+from vastui.campaign.candidate import CandidateContext, CandidateRun
 from vastui.campaign.live import band
 from vastui.campaign.ports import HostConnection
 from vastui.campaign.short_runs import DeadlineReached, RunTimes, run_prior_s, short_run
@@ -73,7 +73,7 @@ class TuningStopped:
 @dataclass(frozen=True, slots=True)
 class TuningOutcome:
     trials: tuple[TuningTrial, ...]
-    profile: Variant
+    profile: Profile
     stopped: TuningStopped | None = None
 
     @property
@@ -115,14 +115,9 @@ def _above(value: int | str, current: int | str | None) -> bool:
     return isinstance(value, int) and isinstance(current, int) and value > current
 
 
-def _variant(profile: Profile, fallback: Variant) -> Variant:
-    return Variant(batch_size=profile.batch_size, precision=profile.precision, loaders=profile.loaders,
-                   gpu_count=profile.gpu_count or fallback.gpu_count)
-
-
-def _profile(variant: Variant) -> Profile:
-    return Profile(batch_size=variant.batch_size, precision=variant.precision, loaders=variant.loaders,
-                   gpu_count=variant.gpu_count)
+def _on_gpus(profile: Profile, fallback: Profile) -> Profile:
+    """``profile`` on ``fallback``'s GPU count when it names none."""
+    return replace(profile, gpu_count=profile.gpu_count or fallback.gpu_count)
 
 
 @dataclass(slots=True)
@@ -133,8 +128,8 @@ class _PairedTrial:
     ctx: CandidateContext
     run: CandidateRun
     conn: HostConnection
-    base: Variant
-    change: Variant
+    base: Profile
+    change: Profile
     times: RunTimes
     a_values: list[float] = field(default_factory=list)
     b_values: list[float] = field(default_factory=list)
@@ -202,7 +197,7 @@ class _PairedTrial:
         return verdict
 
 
-async def tune(ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *, start: Variant,
+async def tune(ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *, start: Profile,
                bottleneck: Bottleneck, time_left_s: Callable[[], float]) -> TuningOutcome:
     """Tune ``run``'s instance from ``start`` (``TuningSearch``)."""
     search = TuningSearch(ctx, run, conn, start=start, bottleneck=bottleneck, time_left_s=time_left_s)
@@ -214,7 +209,7 @@ class TuningSearch:
     nothing); keep what clearly helps; then the knobs that might have helped, together (they may only pay jointly);
     stop when time runs out. One search per tuned candidate; its state is what the steps share."""
 
-    def __init__(self, ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *, start: Variant,
+    def __init__(self, ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *, start: Profile,
                  bottleneck: Bottleneck, time_left_s: Callable[[], float]) -> None:
         self.ctx, self.run, self.conn = ctx, run, conn
         self.time_left_s = time_left_s
@@ -223,7 +218,7 @@ class TuningSearch:
         self.times = RunTimes(prior_s=run_prior_s(run))
         self.pairs = ctx.manifest.tuning.min_pairs
         self.unfit: TuningStopped | None = None   # the first trial the deadline had no room for (a cheaper may fit)
-        self.steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=_profile(start),
+        self.steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=start,
                                       max_gpus=run.candidate.offer.num_gpus))
         self.joint_tried = len(self.steps) < 2   # one knob alone has nothing to be joined with
         self.waited: list[TuningStep] = []   # compute knobs that gained nothing, perhaps for want of input: again after
@@ -248,9 +243,9 @@ class TuningSearch:
         """The knobs that might have gained, tried together; the outcome when tuning must stop."""
         self.joint_tried = True
         knobs = sorted(joint, key=str)
-        change = _variant(_with_values(_profile(self.best), joint), self.best)
+        change = _on_gpus(_with_values(self.best, joint), self.best)
         got = await self._trial("+".join(str(k) for k in knobs),
-                                "/".join(str(_profile(self.best).value(k)) for k in knobs),
+                                "/".join(str(self.best.value(k)) for k in knobs),
                                 "/".join(str(joint[k]) for k in knobs), change)
         if isinstance(got, TuningOutcome):
             return got
@@ -266,14 +261,14 @@ class TuningSearch:
     async def _step(self, step: TuningStep) -> TuningOutcome | None:
         """One knob's values, from the likeliest (``value_order``); the outcome when tuning must stop."""
         flat = starved = False
-        was = _profile(self.best).value(step.knob)
+        was = self.best.value(step.knob)
         for value in value_order(step.knob, step.values, was):
-            if value == _profile(self.best).value(step.knob):
+            if value == self.best.value(step.knob):
                 continue
             if step.knob is Knob.BATCH_SIZE and value in self.too_big:
                 continue   # its output failed (out of memory?) at this precision: it would again
-            change = _variant(_profile(self.best).with_value(step.knob, value), self.best)
-            got = await self._trial(str(step.knob), str(_profile(self.best).value(step.knob)), str(value), change)
+            change = _on_gpus(self.best.with_value(step.knob, value), self.best)
+            got = await self._trial(str(step.knob), str(self.best.value(step.knob)), str(value), change)
             if got is None:
                 continue   # a nearer value of the same knob may be cheaper to try
             if isinstance(got, TuningOutcome):
@@ -312,7 +307,7 @@ class TuningSearch:
                 self.waited.append(step)
         return None
 
-    def _keep(self, knob: Knob, change: Variant) -> None:
+    def _keep(self, knob: Knob, change: Profile) -> None:
         """``change`` clearly helped: it is the profile from now on, and what waited for it is planned again."""
         self.best = change
         self.hopeful.pop(knob, None)
@@ -324,7 +319,7 @@ class TuningSearch:
             self.steps.insert(0, TuningStep(Knob.BATCH_SIZE, tuple(self.too_big)))   # less memory a step: again
             self.too_big = []
 
-    async def _trial(self, knob: str, was: str, value: str, change: Variant) -> AbVerdict | TuningOutcome | None:
+    async def _trial(self, knob: str, was: str, value: str, change: Profile) -> AbVerdict | TuningOutcome | None:
         """One A/B trial of ``change`` against ``best``: its verdict, the outcome when tuning must stop, or None
         when the deadline has no room for it (noted; a cheaper trial may still fit)."""
         ctx, run, best = self.ctx, self.run, self.best
@@ -352,17 +347,17 @@ class TuningSearch:
                                text=f"{run.cid}: tuning {self.trials[-1].describe()}"))
         return verdict
 
-    def _reserve_s(self, change: Variant) -> float:
+    def _reserve_s(self, change: Profile) -> float:
         """Time the trials still planned need, each priced at what it would run (one per knob left, at the value it
         tries first; and the joint one, with ``change`` in it): a trial's extra pairs come only out of what is
         left over. A loaders trial at batch 64 is not priced like the batch-256 trial now being judged."""
         best = self.best
-        current = _profile(best)
-        planned = [_variant(current.with_value(s.knob, first), best) for s in self.steps
+        current = best
+        planned = [_on_gpus(current.with_value(s.knob, first), best) for s in self.steps
                    if (first := next((v for v in value_order(s.knob, s.values, current.value(s.knob))
                                       if v != current.value(s.knob) and v not in self.too_big), None)) is not None]
         if not self.joint_tried:
-            planned.append(_variant(_with_values(_with_values(current, self.hopeful), _changed(current, change)),
+            planned.append(_on_gpus(_with_values(_with_values(current, self.hopeful), _changed(current, change)),
                                     best))
         return sum(self.times.trial_estimate_s(self.pairs, best, v) for v in planned)
 
@@ -381,22 +376,22 @@ class TuningSearch:
         return self._finished(stopped)
 
 
-def _joint_change(best: Variant, hopeful: dict[Knob, int | str]) -> dict[Knob, int | str] | None:
+def _joint_change(best: Profile, hopeful: dict[Knob, int | str]) -> dict[Knob, int | str] | None:
     """The knobs that might have gained (judged, not shown worse) set together, each at the value that might have,
     when there are two or more still away from ``best``: knobs can pay only jointly (more loaders help only once bf16
     makes the step wait for input; a larger batch only once the input path keeps up). None otherwise."""
-    current = _profile(best)
+    current = best
     joint = {knob: value for knob, value in hopeful.items() if current.value(knob) != value}
     return joint if len(joint) >= 2 else None
 
 
-def _changed(current: Profile, change: Variant) -> dict[Knob, int | str]:
+def _changed(current: Profile, change: Profile) -> dict[Knob, int | str]:
     """The knobs ``change`` sets away from ``current``."""
-    other = _profile(change)
+    other = change
     return {knob: value for knob in Knob if (value := other.value(knob)) is not None and value != current.value(knob)}
 
 
-def _wider_input(loaders: Sequence[int], best: Variant, verdict: AbVerdict) -> int | None:
+def _wider_input(loaders: Sequence[int], best: Profile, verdict: AbVerdict) -> int | None:
     """The most loaders allowed, when a compute change's steps wait for input (more than the attribution's
     threshold) and the current profile has fewer; None otherwise."""
     wait = verdict.variant_data_wait
