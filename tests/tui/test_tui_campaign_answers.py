@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.tui.campaign_console_support import CampaignConsole, campaign_console, pending_count, wait_until
+from tests.tui.console_support import cells_of
 from tests.waiting import until
 from vastui.approval import offer_target
 from vastui.events import InstanceRented
@@ -34,7 +35,7 @@ async def test_refusing_one_rent_leaves_its_candidate_out_and_abort_during_the_r
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_until(pilot, lambda: pending_count(console) > 0, what="the first approval request")
             table = console.view.approvals
-            refused_target = str((table.cells_of(table.keys_in_order[0]) or ())[2])
+            refused_target = str((cells_of(table, table.keys_in_order[0]) or ())[2])
             await pilot.press("x")
             while not racing(console):
                 await wait_until(pilot, lambda: racing(console) or pending_count(console) > 0,
@@ -75,7 +76,7 @@ async def test_an_unanswered_approval_expires_and_is_audited_as_refused(tmp_path
         app = console.app
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_until(pilot, lambda: pending_count(console) > 0, what="the first approval request")
-            cells = console.view.approvals.cells_of(console.view.approvals.keys_in_order[0])
+            cells = cells_of(console.view.approvals, console.view.approvals.keys_in_order[0])
             assert cells is not None and cells[7] != "-", "the queue says when the request expires"
             await wait_until(pilot, lambda: console.handle.is_done, what="every request to expire")
             await wait_until(pilot, lambda: app.state.campaign_end is not None, what="the end shown")
