@@ -11,7 +11,7 @@ import pytest
 from tests.tui.campaign_console_support import CampaignConsole, campaign_console, pending_count, wait_until
 from tests.tui.console_support import cells_of
 from tests.waiting import until
-from vastui.approval import offer_target
+from vastui.approval import AuditKind, offer_target
 from vastui.events import InstanceRented
 from vastui.events_live import AbortRequested, ApprovalAnswered, ApprovalExpired, ApprovalRequested
 from vastui.store import SqliteStore
@@ -68,7 +68,7 @@ async def test_refusing_one_rent_leaves_its_candidate_out_and_abort_during_the_r
     assert not [e for e in console.events if isinstance(e, InstanceRented) and e.seq > abort_seq]
     async with await SqliteStore.open(store_path) as store:
         audit = await store.audit_records(campaign_id=console.handle.campaign_id)
-    assert [(r.kind, r.granted_by) for r in audit if r.target == refused_target] == [("declined", None)]
+    assert [(r.kind, r.granted_by) for r in audit if r.target == refused_target] == [(AuditKind.DECLINED, None)]
 
 
 async def test_an_unanswered_approval_expires_and_is_audited_as_refused(tmp_path: Path) -> None:
@@ -90,7 +90,8 @@ async def test_an_unanswered_approval_expires_and_is_audited_as_refused(tmp_path
         audit = await store.audit_records(campaign_id=console.handle.campaign_id)
     rents = [r for r in audit if str(r.action) == "create_instance"]
     assert len(rents) == len(expired)
-    assert all(r.kind == "declined" and "expired" in r.outcome and "counts as refused" in r.outcome for r in rents)
+    assert all(r.kind is AuditKind.DECLINED and "expired" in r.outcome and "counts as refused" in r.outcome
+               for r in rents)
 
 
 async def test_shift_a_approves_the_printed_plan_as_a_whole_after_a_confirmation(tmp_path: Path) -> None:
