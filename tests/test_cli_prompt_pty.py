@@ -15,7 +15,7 @@ import pytest
 
 from tests.fakes import FakeAudit
 from tests.waiting import until
-from vastui.approval import Action, ApprovalRequest, offer_target
+from vastui.approval import Action, ApprovalRequest, AuditKind, offer_target
 from vastui.campaign.approvers import PromptApprover
 from vastui.campaign.broker import ApprovalBroker
 from vastui.cli.terminal import ask_on_terminal
@@ -90,4 +90,4 @@ async def test_concurrent_requests_prompt_one_at_a_time_and_a_second_y_is_not_ca
     results = [await asyncio.wait_for(task, WAIT_S) for task in asks]
     granted = [r.request.target for r in results if r is not None]
     assert granted == [offer_target(int(first_offer))], "the typed-ahead y must not approve the second rent"
-    assert [r.kind for r in audit.records] == ["approval", "declined"]
+    assert [r.kind for r in audit.records] == [AuditKind.APPROVAL, AuditKind.DECLINED]

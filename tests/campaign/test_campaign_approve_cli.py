@@ -21,7 +21,7 @@ from tests.campaign.campaign_support import ManualClock
 from tests.campaign.test_campaign_kept_requests import rent
 from tests.fakes import FakeClock
 from tests.waiting import until
-from vastui.approval import Approval, ApprovalRequest
+from vastui.approval import Approval, ApprovalRequest, AuditKind
 from vastui.campaign.approvers import PlanTerms
 from vastui.campaign.broker import ApprovalBroker
 from vastui.events import EventBus
@@ -104,7 +104,7 @@ async def test_lists_then_approves_with_yes_and_refuses_without_a_terminal(rig: 
     assert isinstance(approval, Approval) and approval.request.target == "offer:777"
     assert approval.granted_by == f"vastui campaign approve (pid {approved.pid})"
     [audit] = await rig.store.audit_records(campaign_id=CAMPAIGN)
-    assert audit.kind == "approval" and audit.granted_by == approval.granted_by
+    assert audit.kind is AuditKind.APPROVAL and audit.granted_by == approval.granted_by
     assert not second.done()
 
     again = await rig.cli("approve", CAMPAIGN, r1, "--yes")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeClock
-from vastui.approval import Action, Approval, ApprovalRequest, Approver, instance_target, offer_target
+from vastui.approval import Action, Approval, ApprovalRequest, Approver, AuditKind, instance_target, offer_target
 from vastui.campaign.approvers import AuditedApprover, PlanApprover, PlanTerms, PromptApprover, RefusingApprover
 from vastui.cli.terminal import ask_on_terminal as _ask_on_terminal
 from vastui.errors import ApprovalRequired
@@ -173,7 +173,8 @@ async def test_every_grant_and_refusal_is_written_to_the_audit_log(plan_approver
     assert [a is not None for a in approvals] == [True, False, False, True, False]
 
     records = await store.audit_records(campaign_id=CAMPAIGN)
-    assert [r.kind for r in records] == ["approval", "declined", "declined", "approval", "declined"]
+    assert [r.kind for r in records] == [AuditKind.APPROVAL, AuditKind.DECLINED, AuditKind.DECLINED, AuditKind.APPROVAL,
+                                         AuditKind.DECLINED]
     for record, request, approval in zip(records, requests, approvals, strict=True):
         assert (record.action, record.target, record.outcome) == (request.action, request.target, request.summary)
         assert record.campaign_id == CAMPAIGN
@@ -203,7 +204,7 @@ async def test_a_refusal_by_a_refusing_approver_is_audited_too(store: SqliteStor
     with pytest.raises(ApprovalRequired):
         await audited.request(destroy(OWNED))
     records = await store.audit_records(campaign_id=CAMPAIGN)
-    assert [(r.kind, r.target) for r in records] == [("declined", instance_target(OWNED))]
+    assert [(r.kind, r.target) for r in records] == [(AuditKind.DECLINED, instance_target(OWNED))]
 
 
 # --- PromptApprover -------------------------------------------------------------------------------------------

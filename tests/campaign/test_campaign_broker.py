@@ -12,7 +12,7 @@ import pytest
 
 from tests.campaign.campaign_support import ManualClock
 from tests.waiting import until
-from vastui.approval import Action, Approval, ApprovalRequest, instance_target, offer_target
+from vastui.approval import Action, Approval, ApprovalRequest, AuditKind, instance_target, offer_target
 from vastui.campaign.approvers import PlanTerms, PromptApprover, RefusingApprover
 from vastui.campaign.broker import OWN_INSTANCE_RULE, ApprovalBroker
 from vastui.errors import ApprovalRequired
@@ -96,11 +96,11 @@ async def test_several_requests_wait_at_once_and_are_answered_by_id(clock: Manua
     assert broker.pending() == ()
 
     audit = {r.target: r for r in await store.audit_records(campaign_id=CAMPAIGN)}
-    assert audit[offer_target(777)].kind == "approval" and audit[offer_target(777)].granted_by == "key a"
+    assert audit[offer_target(777)].kind is AuditKind.APPROVAL and audit[offer_target(777)].granted_by == "key a"
     assert audit[offer_target(777)].approval_id == granted.approval_id
-    assert audit[offer_target(501)].kind == "declined" and "refused" in audit[offer_target(501)].outcome
+    assert audit[offer_target(501)].kind is AuditKind.DECLINED and "refused" in audit[offer_target(501)].outcome
     for target in (offer_target(502), instance_target(9)):
-        assert audit[target].kind == "declined"
+        assert audit[target].kind is AuditKind.DECLINED
         assert "expired" in audit[target].outcome and "counts as refused" in audit[target].outcome
     requested = [e for e in events if isinstance(e, ApprovalRequested)]
     assert [e.request_id for e in requested] == [p.request_id for p in pending]
@@ -132,7 +132,7 @@ async def test_approving_the_plan_grants_exactly_its_rents_once_each(clock: Manu
     for task in (*asks.values(), again):
         await asyncio.wait_for(task, WAIT_S)
     cancelled = [r for r in await store.audit_records(campaign_id=CAMPAIGN) if "cancelled" in r.outcome]
-    assert len(cancelled) == 4 and all(r.kind == "declined" for r in cancelled)
+    assert len(cancelled) == 4 and all(r.kind is AuditKind.DECLINED for r in cancelled)
 
 
 async def test_the_campaigns_own_destroys_never_wait_and_others_do(clock: ManualClock, bus: EventBus,
@@ -165,9 +165,9 @@ async def test_abort_cancels_what_waits_refuses_new_rents_and_still_destroys_its
     broker.mark_owned(7)
     assert await broker.request(destroy(7)) is not None
     records = await store.audit_records(campaign_id=CAMPAIGN)
-    assert [(r.kind, r.target) for r in records] == [("declined", offer_target(501)),
-                                                    ("declined", offer_target(502)),
-                                                    ("approval", instance_target(7))]
+    assert [(r.kind, r.target) for r in records] == [(AuditKind.DECLINED, offer_target(501)),
+                                                    (AuditKind.DECLINED, offer_target(502)),
+                                                    (AuditKind.APPROVAL, instance_target(7))]
     assert "cancelled: operator pressed q" in records[0].outcome and "aborting" in records[1].outcome
     assert [e.reason for e in events if isinstance(e, ApprovalCancelled)] == ["operator pressed q"]
 
@@ -182,7 +182,7 @@ async def test_a_request_whose_asker_stops_is_audited_as_cancelled(clock: Manual
         await asker
     assert broker.pending() == ()
     [record] = await store.audit_records(campaign_id=CAMPAIGN)
-    assert record.kind == "declined" and "cancelled" in record.outcome
+    assert record.kind is AuditKind.DECLINED and "cancelled" in record.outcome
     assert any(isinstance(e, ApprovalCancelled) for e in events)
 
 
@@ -192,7 +192,7 @@ async def test_a_policy_decides_without_waiting_and_its_refusal_is_audited(clock
     with pytest.raises(ApprovalRequired, match="no terminal"):
         await broker.request(rent(501))
     [record] = await store.audit_records(campaign_id=CAMPAIGN)
-    assert record.kind == "declined" and "no terminal" in record.outcome
+    assert record.kind is AuditKind.DECLINED and "no terminal" in record.outcome
 
 
 async def test_terminal_prompts_come_one_at_a_time_in_order(clock: ManualClock, bus: EventBus,
@@ -243,7 +243,7 @@ async def test_an_unanswered_prompt_expires_as_a_refusal(clock: ManualClock, bus
     clock.advance(1)
     assert await asyncio.wait_for(asker, WAIT_S) is None
     [record] = await store.audit_records(campaign_id=CAMPAIGN)
-    assert record.kind == "declined" and "expired" in record.outcome
+    assert record.kind is AuditKind.DECLINED and "expired" in record.outcome
 
 
 async def test_expiry_is_wall_time_and_an_expired_request_cannot_be_approved(bus: EventBus, store: SqliteStore,
@@ -266,7 +266,8 @@ async def test_expiry_is_wall_time_and_an_expired_request_cannot_be_approved(bus
     assert await asyncio.wait_for(first, WAIT_S) is None
     assert await asyncio.wait_for(second, WAIT_S) is None
     records = await store.audit_records(campaign_id=CAMPAIGN)
-    assert [(r.kind, "expired" in r.outcome) for r in records] == [("declined", True), ("declined", True)]
+    assert [(r.kind, "expired" in r.outcome) for r in records] == [(AuditKind.DECLINED, True),
+                                                                  (AuditKind.DECLINED, True)]
     assert len([e for e in events if isinstance(e, ApprovalExpired)]) == 2
     assert [e.expires_in_s for e in events if isinstance(e, ApprovalRequested)] == [EXPIRY_S, EXPIRY_S]
 
@@ -283,6 +284,7 @@ async def test_once_nobody_answers_what_waits_and_what_comes_is_refused_unless_t
     within = await asyncio.wait_for(broker.request(rent(501)), WAIT_S)
     assert within is not None and within.granted_by == "detach: the printed plan"
     records = await store.audit_records(campaign_id=CAMPAIGN)
-    assert [(r.kind, r.target) for r in records] == [("declined", offer_target(999)), ("declined", offer_target(998)),
-                                                    ("approval", offer_target(501))]
+    assert [(r.kind, r.target) for r in records] == [(AuditKind.DECLINED, offer_target(999)),
+                                                    (AuditKind.DECLINED, offer_target(998)),
+                                                    (AuditKind.APPROVAL, offer_target(501))]
     assert all("the operator detached" in r.outcome for r in records[:2])

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.campaign.campaign_support import fast_manifest
+from vastui.approval import AuditKind
 from vastui.sim.chaos import Chaos
 from vastui.sim.demo import run_demo
 from vastui.sim.market import Market
@@ -43,8 +44,8 @@ async def test_campaign_survives_a_chaotic_market_without_leaks_or_double_rents(
         audit = await store.audit_records()
     finally:
         await store.close()
-    approvals = [r for r in audit if r.kind == "approval" and str(r.action) == "create_instance"]
-    calls = [r for r in audit if r.kind == "call" and str(r.action) == "create_instance"]
+    approvals = [r for r in audit if r.kind is AuditKind.APPROVAL and str(r.action) == "create_instance"]
+    calls = [r for r in audit if r.kind is AuditKind.CALL and str(r.action) == "create_instance"]
     assert len(calls) == len(approvals), "one create call per approval, never a blind retry"
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.campaign.campaign_support import destroys_past_deadline, fast_manifest, first_destroys
+from vastui.approval import AuditKind
 from vastui.bench.manifest import load_manifest
 from vastui.campaign.candidate import NotRented
 from vastui.sim.demo import run_demo
@@ -97,8 +98,8 @@ async def test_demo_campaign_is_correct_clean_and_approved(seed: int, tmp_path: 
 
     # every mutating request the simulator received maps to an approval in the store's audit log
     audit = await _audit(result.db_path)
-    approved = {(action, target) for kind, action, target in audit if kind == "approval"}
-    called = {(action, target) for kind, action, target in audit if kind == "call"}
+    approved = {(action, target) for kind, action, target in audit if kind is AuditKind.APPROVAL}
+    called = {(action, target) for kind, action, target in audit if kind is AuditKind.CALL}
     # one destroy per instance: the simulator's destroys land, so the final teardown only proves them gone
     destroys = Counter(target for action, target in facts.mutations if action == "destroy_instance")
     assert set(destroys.values()) == {1}, destroys

@@ -13,7 +13,7 @@ import pytest
 
 from tests.campaign.campaign_support import fast_manifest
 from tests.waiting import until
-from vastui.approval import offer_target
+from vastui.approval import AuditKind, offer_target
 from vastui.campaign.candidate import NotRented
 from vastui.campaign.handle import CampaignHandle
 from vastui.campaign.snapshot import CampaignSnapshot, CampaignStage
@@ -226,8 +226,8 @@ async def test_a_refused_rent_leaves_its_candidate_out_and_is_never_sent(tmp_pat
     async with await SqliteStore.open(db_path) as store:
         audit = await store.audit_records(campaign_id=handle.campaign_id)
     decisions = [(r.kind, r.granted_by) for r in audit if r.target == offer_target(refused[0])]
-    assert decisions == [("declined", None)]
-    granted_creates = {r.target for r in audit if r.kind == "approval" and str(r.action) == "create_instance"}
+    assert decisions == [(AuditKind.DECLINED, None)]
+    granted_creates = {r.target for r in audit if r.kind is AuditKind.APPROVAL and str(r.action) == "create_instance"}
     assert {offer_target(o) for o in creates} <= granted_creates
 
 
@@ -253,5 +253,5 @@ async def test_approvals_nobody_answers_expire_and_are_audited_as_refused(tmp_pa
         audit = await store.audit_records(campaign_id=handle.campaign_id)
     creates_audited = [r for r in audit if str(r.action) == "create_instance"]
     assert len(creates_audited) == len(expired)
-    assert all(r.kind == "declined" and "expired" in r.outcome and "counts as refused" in r.outcome
+    assert all(r.kind is AuditKind.DECLINED and "expired" in r.outcome and "counts as refused" in r.outcome
                for r in creates_audited)

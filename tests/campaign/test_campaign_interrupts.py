@@ -34,7 +34,7 @@ import pytest
 from tests.campaign.campaign_support import fast_manifest
 from tests.campaign.sim_process import VASTUI, alive, operator_key, register_key, sim_process
 from tests.campaign.small_disk import CannotMount, fill_disk, small_disk
-from vastui.approval import Action
+from vastui.approval import Action, AuditKind
 from vastui.store import SqliteStore
 
 KEY = "interrupts-test-key"
@@ -185,7 +185,7 @@ async def _every_destroy_is_on_record(db: Path) -> None:
     with sqlite3.connect(db) as conn:
         rented = {f"instance:{i}" for (i,) in conn.execute(
             "SELECT instance_id FROM intents WHERE instance_id IS NOT NULL")}
-    destroyed = {r.target for r in records if r.action is Action.DESTROY_INSTANCE and r.kind == "call"}
+    destroyed = {r.target for r in records if r.action is Action.DESTROY_INSTANCE and r.kind is AuditKind.CALL}
     assert rented and rented <= destroyed, (rented, destroyed)
 
 

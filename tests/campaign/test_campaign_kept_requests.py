@@ -15,7 +15,7 @@ import pytest
 from tests.campaign.campaign_support import ManualClock
 from tests.fakes import FakeClock
 from tests.waiting import until
-from vastui.approval import Action, Approval, ApprovalRequest, offer_target
+from vastui.approval import Action, Approval, ApprovalRequest, AuditKind, offer_target
 from vastui.campaign.approvers import PlanTerms
 from vastui.campaign.broker import ApprovalBroker
 from vastui.events import Event, EventBus, Notice
@@ -119,8 +119,8 @@ async def test_kept_requests_are_written_and_answered_from_a_second_connection(
     assert later.result() is None
 
     audit = {r.target: r for r in await store.audit_records(campaign_id=CAMPAIGN)}
-    assert audit["offer:777"].kind == "approval" and audit["offer:777"].granted_by == BY_COMMAND
-    assert audit["offer:778"].kind == "declined" and "too dear" in audit["offer:778"].outcome
+    assert audit["offer:777"].kind is AuditKind.APPROVAL and audit["offer:777"].granted_by == BY_COMMAND
+    assert audit["offer:778"].kind is AuditKind.DECLINED and "too dear" in audit["offer:778"].outcome
     refused = [e for e in events if isinstance(e, ApprovalAnswered) and not e.granted]
     assert [(e.target, e.answered_by) for e in refused] == [("offer:778", BY_COMMAND)]
     states = {k.target: (k.state, k.answered_by) for k in await other.kept_requests(CAMPAIGN)}
@@ -172,7 +172,7 @@ async def test_expiry_stays_on_the_wall_clock_and_an_expired_request_cannot_be_a
     [row] = await other.kept_requests(CAMPAIGN)
     assert (row.state, row.answered_by) == (RequestState.EXPIRED, "expiry")
     [audit] = await store.audit_records(campaign_id=CAMPAIGN)
-    assert audit.kind == "declined" and "expired" in audit.outcome
+    assert audit.kind is AuditKind.DECLINED and "expired" in audit.outcome
 
 
 async def test_a_late_grant_of_a_request_the_broker_expired_is_overwritten_as_expired(

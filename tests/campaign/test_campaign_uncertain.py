@@ -64,9 +64,6 @@ class HostsNeverAnswer:
     """Stands in for SSH to the hosts, which this test never needs to reach: a rent it should not have made
     fails at the SSH gate instead of hanging."""
 
-    async def wait_ready(self, host: str, port: int, *, deadline_s: float) -> None:
-        raise RemoteError(f"{host}:{port} never answered")
-
     def connect(self, host: str, port: int, *, deadline_s: float) -> Any:
         raise RemoteError(f"{host}:{port} never answered")
 

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.fakes import FakeAudit, FakeClock
-from vastui.approval import AuditRecord
+from vastui.approval import AuditKind, AuditRecord
 from vastui.campaign.approvers import AuditedApprover
 from vastui.campaign.owner import current_owner
 from vastui.campaign.watch import (
@@ -287,8 +287,8 @@ async def test_destroy_leaks_takes_exactly_the_approved_ids_and_proves_them_gone
                                  leaks=report.leaked, poll_s=1.0)
     assert [g.instance_id for g in result.gone] == [approved] and result.refused == [not_approved]
     assert market.instance_ids() == [not_approved]
-    assert [(r.kind, r.target) for r in audit.records] == [("approval", f"instance:{approved}"),
-                                                           ("declined", f"instance:{not_approved}")]
+    assert [(r.kind, r.target) for r in audit.records] == [(AuditKind.APPROVAL, f"instance:{approved}"),
+                                                           (AuditKind.DECLINED, f"instance:{not_approved}")]
     evidence = await store.destroy_evidence()
     assert [(e.instance_id, e.campaign_id, len(e.missed_listing_at)) for e in evidence] == [(approved, "cdone", 2)]
 
@@ -351,10 +351,10 @@ async def test_leaks_destroy_yes_destroys_exactly_the_leaked_and_audits_it(
     assert finished["accrued_usd"] == pytest.approx(2 * finished["dph_total"], rel=0.01)
     assert sorted(g["instance_id"] for g in out["destroy"]["gone"]) == sorted([ids["finished"], ids["late"]])
     records = await audit_log()
-    approvals = {(r.target, r.campaign_id) for r in records if r.kind == "approval"}
+    approvals = {(r.target, r.campaign_id) for r in records if r.kind is AuditKind.APPROVAL}
     assert approvals == {(f"instance:{ids['finished']}", "cdone"), (f"instance:{ids['late']}", "clive")}
-    assert all(r.granted_by == "vastui leaks --destroy --yes" for r in records if r.kind == "approval")
-    calls = {r.target: r.outcome for r in records if r.kind == "call"}
+    assert all(r.granted_by == "vastui leaks --destroy --yes" for r in records if r.kind is AuditKind.APPROVAL)
+    calls = {r.target: r.outcome for r in records if r.kind is AuditKind.CALL}
     assert calls == {f"instance:{ids['finished']}": "ok", f"instance:{ids['late']}": "ok"}
     async with await SqliteStore.open(load_settings().db_path) as store:
         assert {e.instance_id for e in await store.destroy_evidence()} == {ids["finished"], ids["late"]}
@@ -376,7 +376,7 @@ async def test_leaks_destroy_without_a_terminal_or_yes_refuses_and_destroys_noth
     assert wall_market.instance_ids() == sorted(ids.values())
     assert not [r for r in wall_market.request_log if r.method == "DELETE"]
     records = await audit_log()
-    assert {r.kind for r in records} == {"declined"} and len(records) == 2
+    assert {r.kind for r in records} == {AuditKind.DECLINED} and len(records) == 2
 
 
 class FakeTerminal(io.StringIO):
@@ -394,9 +394,10 @@ async def test_leaks_destroy_on_a_terminal_asks_for_each(
     assert code == 4
     assert captured.err.count("[y/N]") == 2
     assert wall_market.instance_ids() == sorted([ids["late"], ids["in_time"], ids["unowned"]])
-    kinds = {r.target: (r.kind, r.granted_by) for r in await audit_log() if r.kind in ("approval", "declined")}
-    assert kinds == {f"instance:{ids['finished']}": ("approval", "interactive prompt"),
-                     f"instance:{ids['late']}": ("declined", None)}
+    kinds = {r.target: (r.kind, r.granted_by) for r in await audit_log()
+             if r.kind in (AuditKind.APPROVAL, AuditKind.DECLINED)}
+    assert kinds == {f"instance:{ids['finished']}": (AuditKind.APPROVAL, "interactive prompt"),
+                     f"instance:{ids['late']}": (AuditKind.DECLINED, None)}
 
 
 async def test_leaks_with_an_incomplete_listing_exits_unknown(

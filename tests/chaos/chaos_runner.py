@@ -428,8 +428,8 @@ async def check_market(report: CampaignReport, market: Market, db: Path, chosen_
         audit = await store.audit_records()
     finally:
         await store.close()
-    approvals = Counter((r.action, r.target) for r in audit if r.kind == "approval")
-    calls = Counter((r.action, r.target) for r in audit if r.kind in ("sending", "call"))
+    approvals = Counter((r.action, r.target) for r in audit if r.kind is AuditKind.APPROVAL)
+    calls = Counter((r.action, r.target) for r in audit if r.kind in (AuditKind.SENDING, AuditKind.CALL))
     created = market.every_instance()
     doubles = []
     per_offer = Counter(f"offer:{st.machine.offer_id}" for st in created)

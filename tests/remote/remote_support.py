@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from vastui.approval import Action, Approval, ApprovalRequest, offer_target
+from vastui.campaign.ports import HostConnection
 from vastui.remote.protocol import GpuSample, Phase, Progress, Record
+from vastui.remote.runner import SshRunner
 from vastui.sim.machine import Machine
 from vastui.sim.market import Market
 from vastui.sim.truth import Fault
@@ -88,3 +91,15 @@ async def rent_running(client: HttpVastClient, market: Market, public_key: str, 
     endpoint = instance.ssh_endpoint()
     assert endpoint is not None
     return created.instance_id, machine, endpoint
+
+
+async def reach_ssh(runner: SshRunner, endpoints: Sequence[tuple[str, int]], *, deadline_s: float) -> tuple[str, int]:
+    """Wait until one of ``endpoints`` accepts SSH, the way the product does (``connect_first``), and close the
+    connection again; the endpoint that accepted."""
+    async with runner.connect_first(endpoints, deadline_s=deadline_s) as conn:
+        return conn.endpoint
+
+
+async def put_bytes(conn: HostConnection, data: bytes, *, remote_path: str) -> None:
+    """Write ``data`` to ``remote_path`` on the host through the product's streaming upload."""
+    await conn.put_chunks(open_chunks=lambda: (data,), remote_path=remote_path)

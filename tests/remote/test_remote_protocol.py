@@ -33,7 +33,7 @@ def test_every_kind_parses_into_its_dataclass() -> None:
     phase = parse_record(json.dumps(PHASE))
     assert isinstance(phase, Phase) and phase.gpu_count == 8 and phase.detail is None
     result = parse_record(json.dumps(RESULT))
-    assert isinstance(result, Result) and result.is_success and result.output_digest == "sha256:ab"
+    assert isinstance(result, Result) and result.exit_status == 0 and result.output_digest == "sha256:ab"
     error = parse_record(json.dumps(ERROR))
     assert error == AgentError(seq=4, t=12.0, what="gpu_lost", message="GPU 1 fell off the bus", gpu=1)
     assert {kind.value for kind in RecordKind} == {"gpu", "progress", "phase", "result", "error"}

@@ -12,7 +12,7 @@ import asyncssh
 import pytest
 
 from tests.fakes import FakeClock
-from tests.remote.remote_support import ClientKey, make_machine
+from tests.remote.remote_support import ClientKey, make_machine, put_bytes, reach_ssh
 from vastui.campaign.ports import HostConnection, HostExecutor
 from vastui.errors import HostKeyMismatch, RemoteError, RemoteTimeout
 from vastui.remote.runner import SshConnection, SshRunner
@@ -38,7 +38,7 @@ async def _bare_server(port: int) -> asyncssh.SSHAcceptor:
 async def test_first_contact_records_the_host_key_and_later_contacts_must_match(
         pool: SshHostPool, runner: SshRunner, client_key: ClientKey, tmp_path: Path) -> None:
     host, port = await pool.start_host(instance_id=1, machine=make_machine(), authorized_keys=[client_key.public])
-    await runner.wait_ready(host, port, deadline_s=10)
+    await reach_ssh(runner, [(host, port)], deadline_s=10)
     recorded = runner.known_hosts.lookup(host, port)
     assert recorded == [" ".join(pool.host_public_key(instance_id=1).split()[:2])]
     assert (tmp_path / "known_hosts").read_text().startswith(f"[127.0.0.1]:{port} ssh-ed25519 ")
@@ -55,7 +55,7 @@ async def test_first_contact_records_the_host_key_and_later_contacts_must_match(
             pass
     started = time.monotonic()
     with pytest.raises(HostKeyMismatch):  # refused at once, not retried until the deadline
-        await runner.wait_ready(host, port, deadline_s=30)
+        await reach_ssh(runner, [(host, port)], deadline_s=30)
     assert time.monotonic() - started < 5
 
     assert runner.forget_host(host, port) == 1
@@ -103,20 +103,20 @@ async def test_an_unknown_client_key_is_refused_until_it_is_attached(
         assert (await conn.run_command(["true"])).exit_status == 0
 
 
-async def test_wait_ready_gives_up_at_the_deadline_on_the_runner_clock(client_key: ClientKey, tmp_path: Path) -> None:
+async def test_connect_gives_up_at_the_deadline_on_the_runner_clock(client_key: ClientKey, tmp_path: Path) -> None:
     clock = FakeClock()
     runner = SshRunner(known_hosts=tmp_path / "kh", client_keys=[client_key.path], use_agent=False, clock=clock,
                        retry_interval_s=2.0, connect_timeout_s=2.0)
     with pytest.raises(RemoteTimeout, match="did not accept SSH within 5 s"):
-        await runner.wait_ready("127.0.0.1", _free_port(), deadline_s=5)
+        await reach_ssh(runner, [("127.0.0.1", _free_port())], deadline_s=5)
     assert clock.sleeps == [2.0, 2.0]
 
 
-async def test_wait_ready_returns_once_ssh_accepts(pool: SshHostPool, client_key: ClientKey, tmp_path: Path) -> None:
+async def test_connect_returns_once_ssh_accepts(pool: SshHostPool, client_key: ClientKey, tmp_path: Path) -> None:
     port = _free_port()
     runner = SshRunner(known_hosts=tmp_path / "kh", client_keys=[client_key.path], use_agent=False,
                        retry_interval_s=0.05)
-    waiting = asyncio.create_task(runner.wait_ready("127.0.0.1", port, deadline_s=20))
+    waiting = asyncio.create_task(reach_ssh(runner, [("127.0.0.1", port)], deadline_s=20))
     for _ in range(5):  # the port refuses for a while
         await asyncio.sleep(0.05)
         assert not waiting.done()
@@ -148,11 +148,11 @@ async def test_run_command_keeps_arguments_intact_and_reports_status_and_streams
     assert status == 4 and "".join(out) == "one\nthree\n" and "".join(err) == "two\n"
 
 
-async def test_put_file_writes_into_the_instance_filesystem(
+async def test_an_upload_writes_into_the_instance_filesystem(
         pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
     host, port = await pool.start_host(instance_id=8, machine=make_machine(), authorized_keys=[client_key.public])
     async with runner.connect(host, port, deadline_s=10) as conn:
-        await conn.put_file(data=b"\x00payload", remote_path="inputs/canary.jsonl")
+        await put_bytes(conn, b"\x00payload", remote_path="inputs/canary.jsonl")
         assert (pool.root_dir(instance_id=8) / "inputs" / "canary.jsonl").read_bytes() == b"\x00payload"
         result = await conn.run_command(["python3", "-c", "print(open('inputs/canary.jsonl','rb').read())"])
     assert result.stdout == "b'\\x00payload'\n"

@@ -24,6 +24,7 @@ from tests.remote.remote_support import (
     gpu_samples_in_measure,
     make_machine,
     measured,
+    put_bytes,
     workload,
 )
 from vastui.errors import RemoteError
@@ -127,7 +128,7 @@ async def test_a_wrong_output_host_gives_a_different_digest_for_the_same_input(
         host, port = await pool.start_host(instance_id=instance_id, machine=make_machine(fault=fault),
                                            authorized_keys=[client_key.public])
         async with runner.connect(host, port, deadline_s=30) as conn:
-            await conn.put_file(data=INPUT, remote_path="inputs/canary.jsonl")
+            await put_bytes(conn, INPUT, remote_path="inputs/canary.jsonl")
         records = await _run(runner, host, port, workload("--steps", "20", "--input", "inputs/canary.jsonl"))
         result = records[-1]
         assert isinstance(result, Result) and result.exit_status == 0
@@ -250,7 +251,7 @@ async def test_a_held_host_uses_one_connection_for_every_channel_and_survives_a_
         pool: SshHostPool, runner: SshRunner, client_key: ClientKey) -> None:
     host, port = await pool.start_host(instance_id=9, machine=make_machine(), authorized_keys=[client_key.public])
     async with runner.connect(host, port, deadline_s=30) as conn:
-        await conn.put_file(data=INPUT, remote_path="inputs/canary.jsonl")
+        await put_bytes(conn, INPUT, remote_path="inputs/canary.jsonl")
         for _ in range(2):   # two agent runs (each a connect of its own, shared) and a command
             records = await _run(runner, host, port, workload("--steps", "10", "--input", "inputs/canary.jsonl"))
             assert isinstance(records[-1], Result) and records[-1].exit_status == 0
@@ -331,7 +332,7 @@ async def test_a_connection_cut_while_a_file_is_written_is_reconnected_and_the_f
     host, port = await pool.start_host(instance_id=12, machine=make_machine(), authorized_keys=[client_key.public])
     async with runner.connect(host, port, deadline_s=30) as conn:
         pool.cut_next_sftp(instance_id=12)
-        await conn.put_file(data=INPUT, remote_path="inputs/canary.jsonl")
+        await put_bytes(conn, INPUT, remote_path="inputs/canary.jsonl")
     assert (pool.root_dir(instance_id=12) / "inputs" / "canary.jsonl").read_bytes() == INPUT
 
 

@@ -25,7 +25,7 @@ import asyncssh
 import pytest
 
 from tests.fakes import FakeClock
-from tests.remote.remote_support import SIM_API_KEY, SIM_SCALE, ClientKey, grant, rent_running
+from tests.remote.remote_support import SIM_API_KEY, SIM_SCALE, ClientKey, grant, put_bytes, reach_ssh, rent_running
 from vastui.approval import Action, instance_target, offer_target
 from vastui.clock import ScaledClock
 from vastui.config import Secret
@@ -128,7 +128,7 @@ async def test_a_machine_without_open_ports_offers_only_its_proxy(rig: Rig, clie
     instance = await rig.rent(runtype=DEFAULT_RUNTYPE, open_ports=False)
     assert instance.direct_ssh_port is None
     assert instance.ssh_endpoints() == [(instance.ssh_host, instance.ssh_port)]
-    await rig.runner(client_key.path).wait_ready_first(instance.ssh_endpoints(), deadline_s=300)
+    await reach_ssh(rig.runner(client_key.path), instance.ssh_endpoints(), deadline_s=300)
 
 
 async def test_direct_is_preferred_and_the_proxy_used_when_direct_refuses(rig: Rig, client_key: ClientKey) -> None:
@@ -142,7 +142,7 @@ async def test_direct_is_preferred_and_the_proxy_used_when_direct_refuses(rig: R
     direct, proxy = (instance.public_ipaddr, instance.direct_ssh_port), (instance.ssh_host, instance.ssh_port)
     assert endpoints == [direct, proxy] and direct != proxy
     first = rig.runner(client_key.path)
-    assert await first.wait_ready_first(endpoints, deadline_s=300) == direct
+    assert await reach_ssh(first, endpoints, deadline_s=300) == direct
 
     rig.pool.refuse_direct(instance_id=instance.id)
     second = rig.runner(client_key.path)
@@ -162,9 +162,9 @@ async def test_a_proxy_that_shows_another_key_than_the_direct_path_is_refused(ri
     other = await rig.rent(runtype=PROXY_ONLY)
     runner = rig.runner(client_key.path)
     direct = one.ssh_endpoints()[0]
-    await runner.wait_ready_first([direct], deadline_s=300)
+    await reach_ssh(runner, [direct], deadline_s=300)
     proxy_of_other = other.ssh_endpoints()[0]
-    await rig.runner(client_key.path, known_hosts="kh-other").wait_ready_first([proxy_of_other], deadline_s=300)
+    await reach_ssh(rig.runner(client_key.path, known_hosts="kh-other"), [proxy_of_other], deadline_s=300)
     with pytest.raises(HostKeyMismatch, match="differs from the one recorded"):
         await runner.open_connection(*proxy_of_other, siblings=[direct])
     assert runner.known_hosts.lookup(*proxy_of_other) == []
@@ -182,7 +182,7 @@ async def test_a_key_that_reaches_the_host_late_is_retried_until_accepted(rig: R
     with pytest.raises(RemoteError, match="refused our SSH key"):
         await runner.open_connection(host, port)
     started = rig.clock.now()
-    await runner.wait_ready_first(instance.ssh_endpoints(), deadline_s=KEYS_LATE_S[1] + 30)
+    await reach_ssh(runner, instance.ssh_endpoints(), deadline_s=KEYS_LATE_S[1] + 30)
     assert rig.clock.now() > started   # it was refused at first and retried on the clock
     keys = (rig.pool.root_dir(instance_id=instance.id) / ".ssh" / "authorized_keys").read_text(encoding="utf-8")
     assert client_key.public.split()[1] in keys
@@ -198,7 +198,7 @@ async def test_a_key_never_registered_fails_at_the_deadline_with_the_reason(rig:
     runner = rig.runner(stranger.path)
     started = rig.clock.now()
     with pytest.raises(RemoteTimeout, match=r"did not accept SSH within 90 s: .*refused our SSH key .*registered"):
-        await runner.wait_ready_first(instance.ssh_endpoints(), deadline_s=90)
+        await reach_ssh(runner, instance.ssh_endpoints(), deadline_s=90)
     assert rig.clock.now() - started >= 89   # retried until the deadline, not failed at once
 
 
@@ -214,7 +214,7 @@ async def test_sshd_that_comes_up_after_running_is_waited_for(rig: Rig, client_k
         await runner.open_connection(host, port)
     assert "refused our SSH key" not in str(refused.value)
     started = rig.clock.now()
-    await runner.wait_ready_first(instance.ssh_endpoints(), deadline_s=120)
+    await reach_ssh(runner, instance.ssh_endpoints(), deadline_s=120)
     assert rig.clock.now() > started
 
 
@@ -225,21 +225,20 @@ async def test_attaching_a_key_rewrites_authorized_keys(rig: Rig, client_key: Cl
     # appended to).
     await rig.register(client_key.public)
     instance = await rig.rent()
-    await rig.runner(client_key.path).wait_ready_first(instance.ssh_endpoints(), deadline_s=KEYS_LATE_S[1] + 30)
+    await reach_ssh(rig.runner(client_key.path), instance.ssh_endpoints(), deadline_s=KEYS_LATE_S[1] + 30)
     keys_file = rig.pool.root_dir(instance_id=instance.id) / ".ssh" / "authorized_keys"
     by_hand = make_key(rig.tmp, "by-hand")
     keys_file.write_text(keys_file.read_text(encoding="utf-8") + by_hand.public + "\n", encoding="utf-8")
-    await rig.runner(by_hand.path, known_hosts="kh-hand").wait_ready_first(instance.ssh_endpoints(), deadline_s=5)
+    await reach_ssh(rig.runner(by_hand.path, known_hosts="kh-hand"), instance.ssh_endpoints(), deadline_s=5)
 
     attached = make_key(rig.tmp, "attached")
     await rig.client.attach_ssh_key(instance.id, attached.public,
                                     approval=grant(Action.ATTACH_SSH_KEY, instance_target(instance.id)))
     text = keys_file.read_text(encoding="utf-8")
     assert attached.public.split()[1] in text and by_hand.public.split()[1] not in text
-    await rig.runner(attached.path, known_hosts="kh-att").wait_ready_first(instance.ssh_endpoints(), deadline_s=5)
+    await reach_ssh(rig.runner(attached.path, known_hosts="kh-att"), instance.ssh_endpoints(), deadline_s=5)
     with pytest.raises(RemoteTimeout, match="refused our SSH key"):
-        await rig.runner(by_hand.path, known_hosts="kh-hand").wait_ready_first(instance.ssh_endpoints(),
-                                                                               deadline_s=5)
+        await reach_ssh(rig.runner(by_hand.path, known_hosts="kh-hand"), instance.ssh_endpoints(), deadline_s=5)
 
 
 @pytest.mark.slow
@@ -284,7 +283,7 @@ async def test_a_held_direct_connection_that_drops_comes_back_through_the_proxy(
         rig.pool.refuse_direct(instance_id=instance.id)
         assert rig.pool.drop_connections(instance_id=instance.id) == 1
         # an upload reconnects after a drop (a one-shot command would report the drop, the next one reconnect)
-        await conn.put_file(data=b"x", remote_path="after-the-drop")
+        await put_bytes(conn, b"x", remote_path="after-the-drop")
         result = await conn.run_command(["echo", "still here"])
         assert result.stdout == "still here\n"
     assert (rig.pool.root_dir(instance_id=instance.id) / "after-the-drop").read_bytes() == b"x"

@@ -17,6 +17,7 @@ from tests.remote.remote_support import (
     gpu_samples_in_measure,
     grant,
     measured,
+    reach_ssh,
     rent_running,
     wait_running,
     workload,
@@ -54,7 +55,7 @@ async def test_rent_run_and_measure_through_the_simulated_marketplace(
 
         runner = SshRunner(known_hosts=tmp_path / "known_hosts", client_keys=[client_key.path], use_agent=False,
                            retry_interval_s=0.05)
-        await runner.wait_ready(host, port, deadline_s=30)
+        await reach_ssh(runner, [(host, port)], deadline_s=30)
         loaders = 8
         records: list[Record] = []
         async with runner.connect(host, port, deadline_s=30) as conn, \

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from rich.text import Text
 from textual.pilot import Pilot
+from textual.widgets.data_table import RowDoesNotExist
 
 from vastui.approval import Action, Approval, ApprovalRequest, offer_target
 from vastui.clock import Clock, ScaledClock
@@ -149,6 +151,18 @@ async def wait_for(pilot: Pilot[None], predicate: Callable[[], bool], *, what: s
 def shown_columns(table: KeyedTable) -> tuple[str, ...]:
     """The columns on screen now, in order, read off the table itself (the rest were dropped to fit the width)."""
     return tuple(str(key.value) for key in table.columns)
+
+
+def cells_of(table: KeyedTable, key: str) -> tuple[str | Text | None, ...] | None:
+    """Row ``key`` as the table shows it, read through DataTable's ``get_row``: one cell per column of
+    ``table.column_keys``, in that order, each in the form it has on screen (a squeezed cell shortened, a ``Forms``
+    cell the form that fits); None for a column dropped to fit the width. None when the table has no such row."""
+    try:
+        shown = table.get_row(key)
+    except RowDoesNotExist:
+        return None
+    by_column = dict(zip(shown_columns(table), shown, strict=True))
+    return tuple(by_column.get(column) for column in table.column_keys)
 
 
 def dialog(app: VastuiApp) -> ConfirmDialog | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui.console_support import wait_for
+from tests.tui.console_support import cells_of, wait_for
 from vastui.clock import MarketClock, ScaledClock
 from vastui.config import Secret
 from vastui.events import EventBus
@@ -58,7 +58,7 @@ async def test_a_running_instances_accrued_cost_is_on_the_marketplaces_clock_and
             view = app.query_one(InstancesView)
 
             def accrued() -> str:
-                cells = view.table.cells_of(key)
+                cells = cells_of(view.table, key)
                 return "" if cells is None else str(cells[ACCRUED])
 
             seen: list[str] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.tui.console_support import wait_for
+from tests.tui.console_support import cells_of, wait_for
 from tests.tui.snapshot_support import START, FrozenClock, SilentMarket
 from vastui.approval import Action, AuditKind, AuditRecord, instance_target, offer_target
 from vastui.events import EventBus
@@ -36,14 +36,14 @@ async def test_activity_lists_the_audit_log_newest_first(tmp_path: Path) -> None
             await pilot.press("9")
             table = app.query_one(ActivityView).table
             await wait_for(pilot, lambda: len(table.keys_in_order) == 3, what="three records shown")
-            shown = [table.cells_of(k) for k in table.keys_in_order]
+            shown = [cells_of(table, k) for k in table.keys_in_order]
             assert [str(c[2]) for c in shown if c] == ["expired", "refused", "approved"]
 
             await store.record_audit(record(START + 30, AuditKind.CALL, instance_target(7), "ok",
                                             action=Action.DESTROY_INSTANCE))
             app.action_refresh()
             await wait_for(pilot, lambda: len(table.keys_in_order) == 4, what="the new record after a refresh")
-            newest = table.cells_of(table.keys_in_order[0])
+            newest = cells_of(table, table.keys_in_order[0])
             assert newest is not None and newest[4] == instance_target(7) and str(newest[2]) == "done"
     finally:
         await store.close()

@@ -11,6 +11,7 @@ import pytest
 
 from tests.fakes import FakeWallClock
 from tests.tui.campaign_console_support import CampaignConsole, campaign_console, wait_until
+from tests.tui.console_support import cells_of
 from tests.waiting import until
 from vastui.bench.receipt import render_markdown
 from vastui.clock import ScaledClock
@@ -86,7 +87,7 @@ async def test_expiry_follows_the_wall_clock_not_a_simulator_at_x120(tmp_path: P
             assert request.request_id in {p.request_id for p in app.desk.answerable()}, "still within its time"
             assert not any(isinstance(e, ApprovalExpired) for e in console.events)
             app.render_current()   # what the queue shows now, not what it showed before the jump
-            cells = console.view.approvals.cells_of(request.request_id)
+            cells = cells_of(console.view.approvals, request.request_id)
             assert cells is not None and str(cells[7]) == "15m", "it still has its whole 15 minutes"
 
             wall.advance(EXPIRY_S)   # fifteen minutes of the operator's time
@@ -102,7 +103,7 @@ async def test_expiry_follows_the_wall_clock_not_a_simulator_at_x120(tmp_path: P
             await wait_until(pilot, lambda: isinstance(app.screen, ApprovalsScreen), what="the approvals pop-up")
             popup = app.screen
             assert isinstance(popup, ApprovalsScreen)
-            row = popup.table.cells_of(f"expired:{request.request_id}")
+            row = cells_of(popup.table, f"expired:{request.request_id}")
             assert row is not None and str(row[-1]) == "EXPIRED"
             popup.table.move_cursor(row=popup.table.keys_in_order.index(f"expired:{request.request_id}"))
             await pilot.press("a")

@@ -10,7 +10,8 @@ import pytest
 from textual.pilot import Pilot
 
 from tests.tui.campaign_console_support import CampaignConsole, campaign_console, pending_count, wait_until
-from vastui.approval import offer_target
+from tests.tui.console_support import cells_of
+from vastui.approval import Action, offer_target
 from vastui.campaign.snapshot import CampaignStage
 from vastui.events import CampaignFinished, InstanceRented
 from vastui.events_live import ApprovalAnswered, ApprovalRequested
@@ -50,8 +51,12 @@ async def test_the_demo_campaign_runs_to_its_decision_with_approvals_by_keypress
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_until(pilot, lambda: pending_count(console) > 0, what="the first approval request")
             assert app.current_view == "campaign"
-            first = console.view.approvals.cells_of(console.view.approvals.keys_in_order[0])
-            assert first is not None and first[1] == "create_instance" and str(first[5]).startswith("$")
+            key = console.view.approvals.keys_in_order[0]
+            first = cells_of(console.view.approvals, key)
+            # 160 columns drop the action column to fit: the request the row stands for says what it asks
+            request = next(p for p in console.view.pending(app.state.campaign) if p.request_id == key)
+            assert request.action is Action.CREATE_INSTANCE
+            assert first is not None and first[2] == request.target and str(first[5]).startswith("$")
             assert console.created_offers() == [], "nothing is rented before a key is pressed"
             pressed = await approve_by_key_until(pilot, console, lambda: racing(console))
 
@@ -60,16 +65,16 @@ async def test_the_demo_campaign_runs_to_its_decision_with_approvals_by_keypress
             gpus = app.query_one(GpusView)
             def live_gpu_rows() -> list[str]:   # a destroyed candidate's GPUs stay below, greyed: not these
                 return [k for k in gpus.table.keys_in_order if not k.startswith("api/")
-                        and (cells := gpus.table.cells_of(k)) is not None and cells[5] == "nvml"]
+                        and (cells := cells_of(gpus.table, k)) is not None and cells[5] == "nvml"]
 
             await wait_until(pilot, lambda: bool(live_gpu_rows()), what="live GPU rows the agent samples")
-            row = gpus.table.cells_of(live_gpu_rows()[0])
+            row = cells_of(gpus.table, live_gpu_rows()[0])
             assert row is not None and str(row[4]).endswith("%") and row[5] == "nvml"
             assert any(ch in str(row[6]) for ch in "▁▂▃▄▅▆▇█")
             await pilot.press("7")
             bench = app.query_one(BenchmarksView)
             await wait_until(pilot, lambda: any(c[3] != "-" for k in bench.table.keys_in_order
-                                                if (c := bench.table.cells_of(k)) is not None),
+                                                if (c := cells_of(bench.table, k)) is not None),
                              what="a measured throughput in the results table")
             assert bench.plot.plt is not None
             await pilot.press("5")
@@ -86,7 +91,7 @@ async def test_the_demo_campaign_runs_to_its_decision_with_approvals_by_keypress
             assert f"Decision: {picture.snapshot.decision.chosen}" in decision
             assert f"runner-up {picture.snapshot.decision.runner_up or 'none'}" in decision
             cleanup = console.view.cleanup
-            gone = [cleanup.cells_of(k) for k in cleanup.keys_in_order]
+            gone = [cells_of(cleanup, k) for k in cleanup.keys_in_order]
             assert gone and all(c is not None and "proven gone" in str(c[-1]) for c in gone)
             end = app.state.campaign_end
             assert end is not None and end.receipt is not None and end.receipt.teardown_passed

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.tui.campaign_console_support import CampaignConsole, campaign_console, pending_count, wait_until
+from tests.tui.console_support import cells_of
 from tests.waiting import until
-from vastui.approval import offer_target
+from vastui.approval import AuditKind, offer_target
 from vastui.events import InstanceRented
 from vastui.events_live import AbortRequested, ApprovalAnswered, ApprovalExpired, ApprovalRequested
 from vastui.store import SqliteStore
@@ -34,7 +35,7 @@ async def test_refusing_one_rent_leaves_its_candidate_out_and_abort_during_the_r
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_until(pilot, lambda: pending_count(console) > 0, what="the first approval request")
             table = console.view.approvals
-            refused_target = str((table.cells_of(table.keys_in_order[0]) or ())[2])
+            refused_target = str((cells_of(table, table.keys_in_order[0]) or ())[2])
             await pilot.press("x")
             while not racing(console):
                 await wait_until(pilot, lambda: racing(console) or pending_count(console) > 0,
@@ -67,7 +68,7 @@ async def test_refusing_one_rent_leaves_its_candidate_out_and_abort_during_the_r
     assert not [e for e in console.events if isinstance(e, InstanceRented) and e.seq > abort_seq]
     async with await SqliteStore.open(store_path) as store:
         audit = await store.audit_records(campaign_id=console.handle.campaign_id)
-    assert [(r.kind, r.granted_by) for r in audit if r.target == refused_target] == [("declined", None)]
+    assert [(r.kind, r.granted_by) for r in audit if r.target == refused_target] == [(AuditKind.DECLINED, None)]
 
 
 async def test_an_unanswered_approval_expires_and_is_audited_as_refused(tmp_path: Path) -> None:
@@ -75,7 +76,7 @@ async def test_an_unanswered_approval_expires_and_is_audited_as_refused(tmp_path
         app = console.app
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_until(pilot, lambda: pending_count(console) > 0, what="the first approval request")
-            cells = console.view.approvals.cells_of(console.view.approvals.keys_in_order[0])
+            cells = cells_of(console.view.approvals, console.view.approvals.keys_in_order[0])
             assert cells is not None and cells[7] != "-", "the queue says when the request expires"
             await wait_until(pilot, lambda: console.handle.is_done, what="every request to expire")
             await wait_until(pilot, lambda: app.state.campaign_end is not None, what="the end shown")
@@ -89,7 +90,8 @@ async def test_an_unanswered_approval_expires_and_is_audited_as_refused(tmp_path
         audit = await store.audit_records(campaign_id=console.handle.campaign_id)
     rents = [r for r in audit if str(r.action) == "create_instance"]
     assert len(rents) == len(expired)
-    assert all(r.kind == "declined" and "expired" in r.outcome and "counts as refused" in r.outcome for r in rents)
+    assert all(r.kind is AuditKind.DECLINED and "expired" in r.outcome and "counts as refused" in r.outcome
+               for r in rents)
 
 
 async def test_shift_a_approves_the_printed_plan_as_a_whole_after_a_confirmation(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from textual.widgets import Static
 
 from tests.tui.campaign_canned import racing_picture
-from tests.tui.console_support import grant, rent_outside, sim_console, wait_for
+from tests.tui.console_support import cells_of, grant, rent_outside, sim_console, wait_for
 from vastui.approval import Action, instance_target
 from vastui.tui.health import Source
 from vastui.tui.state import ConsoleState
@@ -31,12 +31,12 @@ async def test_a_destroyed_instance_leaves_the_live_gpu_rows_within_one_refresh(
             view = app.query_one(GpusView)
             key = f"api/{instance_id}"
             app.wake(Source.INSTANCES)
-            await wait_for(pilot, lambda: view.table.cells_of(key) is not None, what="the hand-rented row")
-            cells = view.table.cells_of(key)
+            await wait_for(pilot, lambda: cells_of(view.table, key) is not None, what="the hand-rented row")
+            cells = cells_of(view.table, key)
             assert cells is not None and cells[SRC] == "api" and not str(cells[LIMIT]).startswith("destroyed")
             title = view.query_one("#gpus-title", Static)
             assert "GPUs: 1 on 1 live instance(s)" in str(title.render())
-            await wait_for(pilot, lambda: str((view.table.cells_of(key) or ("",) * len(COLUMNS))[UTIL]).endswith("%"),
+            await wait_for(pilot, lambda: str((cells_of(view.table, key) or ("",) * len(COLUMNS))[UTIL]).endswith("%"),
                            what="the marketplace's utilisation once it runs")
 
             await sim.client.destroy_instance(instance_id, approval=grant(Action.DESTROY_INSTANCE,
@@ -45,7 +45,7 @@ async def test_a_destroyed_instance_leaves_the_live_gpu_rows_within_one_refresh(
             page = app.state.instances
             await wait_for(pilot, lambda: app.state.instances is not page and app.state.instances is not None
                            and app.state.instances.listing.find(instance_id) is None, what="a listing without it")
-            cells = view.table.cells_of(key)   # the very refresh that missed it moved it
+            cells = cells_of(view.table, key)   # the very refresh that missed it moved it
             assert cells is not None and str(cells[LIMIT]).startswith("destroyed at ")
             assert "GPUs: 0 on 0 live instance(s)" in str(title.render())
             assert "1 destroyed" in str(title.render())

@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 from textual.widgets import Button, Input, Static
 
-from tests.tui.console_support import confirm_dialog, dialog, rent_outside, sim_console, wait_for, with_settings
+from tests.tui.console_support import (
+    cells_of,
+    confirm_dialog,
+    dialog,
+    rent_outside,
+    sim_console,
+    wait_for,
+    with_settings,
+)
 from vastui.tui.dialogs.prompt import PromptScreen
 from vastui.tui.views.instances import InstancesView
 from vastui.tui.widgets.statusbar import StatusBar
@@ -30,7 +38,7 @@ async def test_prepay_stop_start_label_and_copy_ssh(tmp_path: Path) -> None:
             await wait_for(pilot, lambda: view.table.keys_in_order == (str(instance_id),), what="the instance row")
 
             def cell(column: int) -> str:
-                return str(view.table.cells_of(str(instance_id))[column])  # type: ignore[index]
+                return str(cells_of(view.table, str(instance_id))[column])  # type: ignore[index]
 
             await wait_for(pilot, lambda: cell(5) == "running", what="running", deadline_s=60.0)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.tui.console_support import sim_console, wait_for, with_settings
+from tests.tui.console_support import cells_of, sim_console, wait_for, with_settings
 from vastui.store import RunStatus
 from vastui.tui.knowledge import measured_cost
 from vastui.tui.views.offers import OffersView
@@ -32,14 +32,14 @@ async def test_measured_cost_and_bad_hosts_in_the_offers_table(tmp_path: Path) -
         async with app.run_test(size=(160, 48)) as pilot:
             view = app.query_one(OffersView)
             await wait_for(pilot, lambda: str(second.id) in view.table.keys_in_order, what="the offers")
-            measured = str(view.table.cells_of(str(first.id))[15])  # type: ignore[index]
+            measured = str(cells_of(view.table, str(first.id))[15])  # type: ignore[index]
             expected = first.dph_total * 1000 / (110.0 * 3600)
             low, high = first.dph_total * 1000 / (120.0 * 3600), first.dph_total * 1000 / (100.0 * 3600)
             assert measured.startswith(f"{expected:.4f} [{low:.4f}–{high:.4f}] n=3 ")
             assert measured.endswith("h"), "an hour old"
-            bad = str(view.table.cells_of(str(second.id))[16])  # type: ignore[index]
+            bad = str(cells_of(view.table, str(second.id))[16])  # type: ignore[index]
             assert bad.startswith("BAD wrong outputs until")
-            assert str(view.table.cells_of(str(second.id))[15]) == "-"  # type: ignore[index]
+            assert str(cells_of(view.table, str(second.id))[15]) == "-"  # type: ignore[index]
             knowledge = app.state.offers.knowledge  # type: ignore[union-attr]
             cost = measured_cost(knowledge[(first.machine_id, first.gpu_name, first.num_gpus)],
                                  dph_total=first.dph_total, now=now)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Button, Input, Static
 
-from tests.tui.console_support import confirm_dialog, create_paths, destroys, dialog, sim_console, wait_for
+from tests.tui.console_support import cells_of, confirm_dialog, create_paths, destroys, dialog, sim_console, wait_for
 from vastui.tui.views.instances import InstancesView
 from vastui.tui.views.offers import OffersView, split_filter
 
@@ -114,7 +114,7 @@ async def test_filter_sort_mark_and_rent_through_the_dialog(tmp_path: Path) -> N
 
             def statuses() -> dict[int, str]:
                 table = instances.table
-                return {int(k): str(table.cells_of(k)[5]) for k in table.keys_in_order
+                return {int(k): str(cells_of(table, k)[5]) for k in table.keys_in_order
                         if int(k) in rented}
 
             await wait_for(pilot, lambda: set(statuses()) == rented, what="the rented instances listed")

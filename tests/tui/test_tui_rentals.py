@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Button
 
-from tests.tui.console_support import confirm_dialog, destroys, sim_console, wait_for
+from tests.tui.console_support import cells_of, confirm_dialog, destroys, sim_console, wait_for
 from vastui.campaign.watch import find_leaks
 from vastui.tui.dialogs.choice import ChoiceDialog
 from vastui.tui.views.instances import COLUMNS as INSTANCE_COLUMNS
@@ -54,13 +54,13 @@ async def test_a_console_rent_is_owned_and_quitting_while_it_bills_asks(tmp_path
 
             await pilot.press("2")
             instances = app.query_one(InstancesView)
-            await wait_for(pilot, lambda: instances.table.cells_of(str(instance_id)) is not None, what="the row")
-            cells = instances.table.cells_of(str(instance_id))
+            await wait_for(pilot, lambda: cells_of(instances.table, str(instance_id)) is not None, what="the row")
+            cells = cells_of(instances.table, str(instance_id))
             assert cells is not None and str(cells[CAMPAIGN]) == "ad-hoc (console)"
             await pilot.press("colon", *"leaks", "enter")
             leaks = app.query_one(LeaksView)
-            await wait_for(pilot, lambda: leaks.table.cells_of(str(instance_id)) is not None, what="the owned row")
-            row = [str(c) for c in leaks.table.cells_of(str(instance_id)) or ()]
+            await wait_for(pilot, lambda: cells_of(leaks.table, str(instance_id)) is not None, what="the owned row")
+            row = [str(c) for c in cells_of(leaks.table, str(instance_id)) or ()]
             assert "owned, not a leak" in row and any(c.startswith("ad-hoc (console) adhoc-") for c in row)
 
             # quitting asks, listing it with its burn rate; Cancel (focused) stays

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.tui.console_support import FAST, KEY, rent_outside, sim_console, wait_for
+from tests.tui.console_support import FAST, KEY, cells_of, rent_outside, sim_console, wait_for
 from vastui.clock import MarketClock, ScaledClock, market_scale
 from vastui.config import Secret
 from vastui.events import EventBus
@@ -62,9 +62,9 @@ async def test_a_console_opened_late_shows_how_long_an_instance_has_really_run(t
             await pilot.press("2")
             view = app.query_one(InstancesView)
             app.action_refresh()
-            await wait_for(pilot, lambda: (c := view.table.cells_of(str(instance_id))) is not None
+            await wait_for(pilot, lambda: (c := cells_of(view.table, str(instance_id))) is not None
                            and c[STATUS] == "running", what="the instance listed running")
-            cells = view.table.cells_of(str(instance_id))
+            cells = cells_of(view.table, str(instance_id))
             assert cells is not None
             since = str(cells[SINCE])
             assert since.endswith("m") and int(since[:-1]) >= 3, since   # not the seconds since the console opened

@@ -144,7 +144,7 @@ async def test_a_mutation_is_on_record_before_its_request_leaves(case: Case) -> 
     async with HttpVastClient(base_url="http://vast.test", api_key=Secret("sk-test-key-0001"), clock=FakeClock(),
                               transport=httpx.MockTransport(answer), audit=audit) as client:
         await case.call(client, approval(case.action, case.target))
-    assert audit.kinds_at_request == [["sending"]]
+    assert audit.kinds_at_request == [[AuditKind.SENDING]]
 
 
 async def test_a_failed_call_is_audited_with_its_error() -> None:

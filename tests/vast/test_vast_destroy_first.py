@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from tests.fakes import FakeClock, FakeVastApi
-from vastui.approval import Action, Approval, ApprovalRequest, AuditRecord
+from vastui.approval import Action, Approval, ApprovalRequest, AuditKind, AuditRecord
 from vastui.config import Secret
 from vastui.errors import StoreError
 from vastui.vast.client import HttpVastClient
@@ -35,7 +35,7 @@ async def test_a_destroy_goes_out_when_its_audit_cannot_be_written() -> None:
                               transport=api.transport(), audit=audit) as client:
         await client.destroy_instance(7, approval=_approval(Action.DESTROY_INSTANCE, "instance:7"))
     assert [(r.method, r.url.raw_path) for r in api.requests] == [("DELETE", b"/api/v0/instances/7/")]
-    assert [r.kind for r in audit.tried] == ["sending", "call"]   # it tried to write both
+    assert [r.kind for r in audit.tried] == [AuditKind.SENDING, AuditKind.CALL]   # it tried to write both
 
 
 async def test_a_rent_does_not_go_out_without_its_trace() -> None:

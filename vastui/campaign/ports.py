@@ -62,8 +62,6 @@ class HostConnection(Protocol):
 
 
 class HostExecutor(Protocol):
-    async def wait_ready(self, host: str, port: int, *, deadline_s: float) -> None: ...
-
     def connect(self, host: str, port: int, *, deadline_s: float) -> AbstractAsyncContextManager[HostConnection]:
         """Wait until the host accepts SSH, then hand back the connection every call inside the block rides; a
         second ``connect`` to a connected host shares it."""

@@ -98,10 +98,6 @@ class Result:
     elapsed_s: float
     stderr_tail: str
 
-    @property
-    def is_success(self) -> bool:
-        return self.exit_status == 0
-
 
 @dataclass(frozen=True, slots=True)
 class AgentError:

@@ -134,21 +134,6 @@ class SshRunner:
         """Forget the recorded key of ``host:port`` (call after its instance is destroyed; ports get reused)."""
         return self.known_hosts.forget(host, port)
 
-    async def wait_ready(self, host: str, port: int, *, deadline_s: float) -> None:
-        """Retry connecting until SSH accepts, for at most ``deadline_s`` seconds of the runner's clock.
-
-        A changed host key is refused at once; refused keys are retried (keys reach new instances late).
-        """
-        await self.wait_ready_first([(host, port)], deadline_s=deadline_s)
-
-    async def wait_ready_first(self, endpoints: Sequence[tuple[str, int]], *,
-                               deadline_s: float) -> tuple[str, int]:
-        """``wait_ready`` over one instance's endpoints in order; returns the first that accepted."""
-        conn, endpoint = await self.open_first(endpoints, deadline_s=deadline_s)
-        conn.close()
-        await conn.wait_closed()
-        return endpoint
-
     async def open_first(self, endpoints: Sequence[tuple[str, int]], *,
                          deadline_s: float) -> tuple[asyncssh.SSHClientConnection, tuple[str, int]]:
         """Try each endpoint in order, round after round every ``retry_interval_s``, until one accepts or
@@ -283,10 +268,6 @@ class SshConnection:
             raise _translate(exc, self.where) from exc
         return CommandResult(exit_status=result.exit_status, stdout=_text(result.stdout),
                              stderr=_text(result.stderr))
-
-    async def put_file(self, *, data: bytes, remote_path: str) -> None:
-        """Write ``data`` to ``remote_path`` (relative paths start in the login directory) over SFTP."""
-        await self.put_chunks(open_chunks=lambda: (data,), remote_path=remote_path)
 
     async def put_chunks(self, *, open_chunks: Callable[[], Iterable[bytes]], remote_path: str) -> None:
         """Stream the chunks ``open_chunks()`` yields to ``remote_path`` over SFTP, one chunk in memory at a time.

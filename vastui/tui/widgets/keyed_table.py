@@ -110,9 +110,6 @@ class KeyedTable(DataTable[str | Text]):
     def keys_in_order(self) -> tuple[str, ...]:
         return tuple(self._order)
 
-    def cells_of(self, key: str) -> tuple[Cell, ...] | None:
-        return self._cells.get(key)
-
     @property
     def cursor_key(self) -> str | None:
         """The key of the row under the cursor, or None for an empty table."""
