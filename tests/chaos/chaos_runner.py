@@ -246,8 +246,17 @@ async def run_disturbed(mix: Mix, manifest: Path, work: Path, server: SimServer,
     assert mix.disturbance is not None
     if console.disturbed:
         report.injected[mix.disturbance] += 1
-    before = watch.counts() or dict.fromkeys(MEASUREMENT_TABLES, 0)
+    before = watch.counts()
+    if before is None and mix.disturbance == FULL_DISK:
+        # On a full disk a reader may fail to open the file at all: no lost row, and no count of zero. Count with
+        # space for a moment, then fill the disk again, so what follows (a resume) meets the same full disk.
+        (store_folder / "filler").unlink(missing_ok=True)
+        before = watch.counts()
+        await asyncio.to_thread(fill_disk, store_folder)
     lost = watch.shrank + _fewer(watch.highest, before)
+    if before is None and any(watch.highest.values()):
+        lost.append("the store could not be read at the end")
+        before = dict.fromkeys(MEASUREMENT_TABLES, 0)
     errors = stderr_path.read_text(encoding="utf-8", errors="replace")
     if mix.disturbance != KILL:
         tracebacks = ["a traceback on stderr"] if "Traceback" in errors else []
@@ -264,8 +273,8 @@ async def run_disturbed(mix: Mix, manifest: Path, work: Path, server: SimServer,
     else:
         report.outcome = f"{mix.disturbance}, exit {console.status}" + await _after_disturbance(
             console.campaign_id, errors, server.market, report, common, env)
-    after = watch.counts() or dict.fromkeys(MEASUREMENT_TABLES, 0)
-    if after != before and console.disturbed and mix.disturbance == KILL:
+    after = watch.counts()
+    if after is not None and before is not None and after != before and console.disturbed and mix.disturbance == KILL:
         lost.append(f"resume changed the measurements: {before} -> {after}")
     _judge(report, NOTHING_LOST, not lost, lost, "lost records", len(lost))
     return db
