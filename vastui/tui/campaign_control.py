@@ -35,6 +35,30 @@ class Leaving(enum.StrEnum):
     DETACHED = "detached"     # the campaign keeps running without the console (the caller keeps waiting on it)
 
 
+class PlanAnswer(enum.StrEnum):
+    """``A``'s confirmation: approve the printed plan as a whole, or not."""
+
+    CANCEL = "cancel"
+    APPROVE = "approve"
+
+
+class LeaveAnswer(enum.StrEnum):
+    """Quitting while the campaign runs."""
+
+    STAY = "stay"
+    ABORT = "abort"
+    DETACH = "detach"
+
+
+class DetachAnswer(enum.StrEnum):
+    """Detaching with requests pending: what becomes of them."""
+
+    STAY = "stay"
+    APPROVE = "approve"     # the printed plan's are granted, the rest refused
+    REFUSE = "refuse"       # every one refused
+    KEEP = "keep"           # kept in the store for `vastui campaign approve`
+
+
 class CampaignControl:
     """Owned by the app; ``source`` is None when the console follows no campaign."""
 
@@ -112,12 +136,13 @@ class CampaignControl:
                  f"spend at most ${plan.budget_usd:.2f} (worst case of the plan ${plan.spend_cap_usd:.2f}),",
                  "and destroy every instance the campaign rents by its deadline."]
 
-        def answered(choice: str | None) -> None:
-            if choice == "approve" and self.source is not None:
+        def answered(choice: PlanAnswer | None) -> None:
+            if choice is PlanAnswer.APPROVE and self.source is not None:
                 granted = self.source.broker.approve_plan(by=f"{KEY_ANSWER} A: the printed plan")
                 self._app.notify(f"plan approved; {granted} pending request(s) granted")
         self._app.push_screen(ChoiceDialog(title="Approve the whole plan?", lines=lines,
-                                           choices=[("cancel", "Cancel"), ("approve", "Approve the plan")]),
+                                           choices=[(PlanAnswer.CANCEL, "Cancel"),
+                                                    (PlanAnswer.APPROVE, "Approve the plan")]),
                               callback=answered)
 
     # --- leaving -----------------------------------------------------------------------------------------------
@@ -137,14 +162,14 @@ class CampaignControl:
                  "approve the plan's, refuse all, or keep them for `vastui campaign approve`; with none pending, a "
                  "later request that no approved plan covers is refused."]
 
-        def answered(choice: str | None) -> None:
-            if choice == "abort":
+        def answered(choice: LeaveAnswer | None) -> None:
+            if choice is LeaveAnswer.ABORT:
                 self.abort("the operator quit the console")
-            elif choice == "detach":
+            elif choice is LeaveAnswer.DETACH:
                 self.ask_detach()
         self._app.push_screen(ChoiceDialog(title="Leave the running campaign?", lines=lines,
-                                           choices=[("stay", "Stay"), ("abort", "Abort, then quit"),
-                                                    ("detach", "Detach")]), callback=answered)
+                                           choices=[(LeaveAnswer.STAY, "Stay"), (LeaveAnswer.ABORT, "Abort, then quit"),
+                                                    (LeaveAnswer.DETACH, "Detach")]), callback=answered)
 
     def ask_detach(self) -> None:
         """Detach; with requests pending, first ask what becomes of them — never withdraw them silently."""
@@ -160,16 +185,17 @@ class CampaignControl:
                  "Refuse all: refuse every one; the campaign decides on what it has measured, and the receipt "
                  "names the candidates never measured."]
         # short labels: the title says each one detaches, and four buttons must fit 80 columns
-        choices = [("stay", "Stay"), ("approve", "Approve plan's"), ("refuse", "Refuse all")]
+        choices = [(DetachAnswer.STAY, "Stay"), (DetachAnswer.APPROVE, "Approve plan's"),
+                   (DetachAnswer.REFUSE, "Refuse all")]
         if self._app.services.store is not None:
             campaign_id = self.source.campaign_id if self.source is not None else "ID"
             lines.append(f"Keep for approve: they wait, each until its expiry, for `vastui campaign approve "
                          f"{campaign_id}` in a shell; detaching prints the exact command.")
-            choices.append(("keep", "Keep for approve"))
+            choices.append((DetachAnswer.KEEP, "Keep for approve"))
 
-        def answered(choice: str | None) -> None:
-            if choice in ("approve", "refuse", "keep"):
-                self.detach(approve_plan=choice == "approve", keep=choice == "keep")
+        def answered(choice: DetachAnswer | None) -> None:
+            if choice is not None and choice is not DetachAnswer.STAY:
+                self.detach(approve_plan=choice is DetachAnswer.APPROVE, keep=choice is DetachAnswer.KEEP)
         self._app.push_screen(ChoiceDialog(title="Detach: what about the pending requests?", lines=lines,
                                            choices=choices), callback=answered)
 

@@ -8,6 +8,7 @@ the normal confirmation — and quit once the destroys went out.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,14 @@ from vastui.vast.models import Instance, InstanceStatus
 if TYPE_CHECKING:
     from vastui.tui.host import ConsoleHost
 
+
+
+class QuitAnswer(enum.StrEnum):
+    """Quitting while instances rented here still bill."""
+
+    CANCEL = "cancel"
+    LEAVE = "leave"        # quit, leaving them billing
+    DESTROY = "destroy"    # destroy them (each approved), then quit
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,17 +94,18 @@ class RentalsQuit:
             await self._close_then_exit(leaving_billing=False)
             return
 
-        def answered(choice: str | None) -> None:
+        def answered(choice: QuitAnswer | None) -> None:
             self._asking = False
-            if choice == "leave":
+            if choice is QuitAnswer.LEAVE:
                 self._app.run_worker(self._close_then_exit(leaving_billing=True), group="quit-rentals")
-            elif choice == "destroy":
+            elif choice is QuitAnswer.DESTROY:
                 self._app.run_worker(self._destroy_then_exit(billing), group="quit-rentals")
 
         self._app.push_screen(ChoiceDialog(
             title=f"{len(billing.instances)} instance(s) rented here still bill",
             lines=billing_lines(billing),
-            choices=[("cancel", "Cancel"), ("leave", "Quit, leave them billing"), ("destroy", "Destroy them…")]),
+            choices=[(QuitAnswer.CANCEL, "Cancel"), (QuitAnswer.LEAVE, "Quit, leave them billing"),
+                     (QuitAnswer.DESTROY, "Destroy them…")]),
             callback=answered)
 
     async def _close_then_exit(self, *, leaving_billing: bool) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
+from typing import Generic, TypeVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -11,13 +13,16 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
+C = TypeVar("C", bound=StrEnum)
 
-class ChoiceDialog(ModalScreen[str]):
-    """Dismisses with the id of the button pressed; ``choices[0]`` is the safe one (focused, and Escape)."""
+
+class ChoiceDialog(ModalScreen[C], Generic[C]):
+    """Dismisses with the answer whose button was pressed (a member of the caller's enum of answers);
+    ``choices[0]`` is the safe one (focused, and Escape)."""
 
     BINDINGS = [Binding("escape", "safe", "Cancel", show=True)]
 
-    def __init__(self, *, title: str, lines: Sequence[str], choices: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, *, title: str, lines: Sequence[str], choices: Sequence[tuple[C, str]]) -> None:
         super().__init__(classes="choice-dialog")
         if not choices:
             raise ValueError("a choice needs at least one answer")
@@ -42,5 +47,5 @@ class ChoiceDialog(ModalScreen[str]):
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
-        button_id = event.button.id or ""
-        self.dismiss(button_id.removeprefix("choice-"))
+        pressed = (event.button.id or "").removeprefix("choice-")
+        self.dismiss(next(choice for choice, _ in self.choices if choice.value == pressed))
