@@ -60,12 +60,20 @@ MAX_DPH_USD = 1_000.0
 # Tuning: accept a change only above 2 % gain, from >= 5 interleaved A/B pairs.
 TUNING_MIN_GAIN = 0.02
 TUNING_MIN_PAIRS = 5
+# Racing the shortlist in waves (docs/method.md, Waves): a waiting candidate is passed over, unrented, when the
+# calibrated prior gives it less than this probability of beating the measured leader; the receipt lists each such
+# offer with its probability, so the risk taken is visible.
+MISS_PROBABILITY = 0.05
+# A host this workload was measured on within this many days is re-verified (canary and a few blocks, its earlier
+# runs counted), not raced from scratch.
+REVERIFY_MAX_AGE_DAYS = 14.0
 
 PRECISIONS = frozenset({"fp32", "tf32", "fp16", "bf16", "fp8", "int8"})
 LATENCY_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 _PINNED_IMAGE = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}$")
 _DIGEST = re.compile(r"^(?:sha256:)?([0-9a-fA-F]{64})$")
-_SECTIONS = ("workload", "warmup", "measure", "correctness", "slo", "production", "budget", "shortlist", "tuning")
+_SECTIONS = ("workload", "warmup", "measure", "correctness", "slo", "production", "budget", "shortlist", "tuning",
+             "race")
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +170,17 @@ class Tuning:
 
 
 @dataclass(frozen=True, slots=True)
+class RaceRule:
+    """How the shortlist is rented: ``first_wave`` candidates at once (0: sized by the engine, at least two GPU
+    models), then in waves chosen by the calibrated prior; an offer whose probability of beating the leader is below
+    ``miss_probability`` is passed over."""
+
+    miss_probability: float = MISS_PROBABILITY
+    first_wave: int = 0
+    reverify_max_age_days: float = REVERIFY_MAX_AGE_DAYS
+
+
+@dataclass(frozen=True, slots=True)
 class Manifest:
     path: Path
     digest: str
@@ -174,6 +193,7 @@ class Manifest:
     budget: Budget
     shortlist: Shortlist
     tuning: Tuning
+    race: RaceRule = RaceRule()
 
     def summary(self) -> str:
         """A few human lines: what runs, how it is judged, what it may spend."""
@@ -241,6 +261,7 @@ def _build(data: dict[str, object], *, locator: Locator, path: Path,
         budget=_budget(TableReader.section(data, "budget", locator, required=True)),
         shortlist=_shortlist(TableReader.section(data, "shortlist", locator), check_query=check_query),
         tuning=_tuning(TableReader.section(data, "tuning", locator)),
+        race=_race(TableReader.section(data, "race", locator)),
     )
 
 
@@ -374,3 +395,13 @@ def _tuning(t: TableReader) -> Tuning:
     )
     t.finish()
     return tuning
+
+
+def _race(t: TableReader) -> RaceRule:
+    rule = RaceRule(
+        miss_probability=t.number("miss_probability", default=MISS_PROBABILITY, minimum=0.0, maximum=0.5),
+        first_wave=t.integer("first_wave", default=0, minimum=0),
+        reverify_max_age_days=t.number("reverify_max_age_days", default=REVERIFY_MAX_AGE_DAYS, minimum=0.0),
+    )
+    t.finish()
+    return rule

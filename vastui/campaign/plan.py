@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from vastui.bench.calibration import Observation
 from vastui.bench.cost import cost_per_accepted_unit
 from vastui.bench.manifest import Manifest
 from vastui.campaign.prior import (
@@ -87,6 +88,8 @@ class Plan:
     max_instances: int
     expected_spend_usd: float
     spend_upper_bound_usd: float
+    # earlier campaigns' measurements of this workload, for the calibrated prior (vastui.bench.calibration)
+    history: tuple[Observation, ...] = ()
 
     @property
     def offer_ids(self) -> frozenset[int]:
