@@ -36,6 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,7 +47,7 @@ from vastui.campaign.charges import bill_of
 from vastui.campaign.prior import DISK_GIB
 from vastui.campaign.startup import rates_of
 from vastui.events import CandidatePhaseChanged, Event
-from vastui.events_live import TuningFinished
+from vastui.events_live import CampaignPhaseChanged, TuningFinished
 from vastui.sim.demo import EXAMPLES_DIR, open_demo
 from vastui.sim.images import image_size_mb, is_popular
 from vastui.sim.market import Market
@@ -221,6 +222,13 @@ class MarketResult:
     best_unschedulable: bool = False      # the oracle's best offer: its create was refused (scheduling failed)
     spent_on: dict[str, float] = field(default_factory=dict)   # vastui's bill by what it paid for (SPEND_PARTS)
     note: str = ""
+    rented: int = 0                        # shortlisted candidates (or their reserves) vastui rented
+    shortlisted: int = 0
+    decision_s: float = math.nan           # market seconds from the campaign's start to its teardown (all known)
+    everything_decision_s: float = math.nan   # the same for benchmark-everything, modelled (_everything_time)
+    passed_stated: list[float] = field(default_factory=list)    # each passed-over offer's stated chance
+    passed_was_best: list[bool] = field(default_factory=list)   # ... whether it was in truth the market's optimum
+    passed_beat_choice: list[bool] = field(default_factory=list)   # ... or in truth cheaper than vastui's choice
 
 
 SPEND_PARTS = ("loading and traffic", "canary, warm-ups and console work", "blocks", "tuning")
@@ -277,6 +285,26 @@ def _everything_spend(outcome: object, manifest: Manifest, market: Market) -> fl
     return total
 
 
+def _everything_time(outcome: object, manifest: Manifest) -> float:
+    """Benchmark-everything's time to a decision, modelled: every shortlisted candidate rented in rank order,
+    ``max_instances`` at a time, each living as long as its rental did in the campaign plus the blocks racing saved
+    it (to max_blocks); one the campaign never rented lives as long as the median rented one did at max_blocks."""
+    runs = outcome.runs  # type: ignore[attr-defined]
+    lives = {}
+    for run in runs:
+        if run.rented_at is not None and run.ended_at is not None:
+            missing = max(0, manifest.measure.max_blocks - len(run.blocks)) if run.passed_gate else 0
+            lives[run.cid] = run.ended_at - run.rented_at + missing * manifest.measure.block_s
+    if not lives:
+        return math.nan
+    typical = statistics.median(lives.values())
+    free_at = [0.0] * manifest.budget.max_instances
+    for run in runs:
+        start = min(free_at)
+        free_at[free_at.index(start)] = start + lives.get(run.cid, typical)
+    return max(free_at)
+
+
 async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float, fast: bool = True,
                      realism: Realism | None = None) -> MarketResult:
     manifest_path = write_manifest(work / f"m{seed}", kind, fast=fast)
@@ -316,16 +344,37 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
             elif isinstance(event, TuningFinished) and event.candidate in tuning_from:
                 tuning_s[event.candidate] = event.at - tuning_from.pop(event.candidate)
 
+        stages: dict[str, float] = {}
+
+        def on_stage(event: Event) -> None:
+            if isinstance(event, CampaignPhaseChanged):
+                stages.setdefault(event.phase, event.at)
+
         stop_listening = demo.services.bus.listen(on_event)
+        stop_stages = demo.services.bus.listen(on_stage)
         started = time.monotonic()
         result = await demo.start(plan_approved=True).result(abort_if_cancelled="benchmark interrupted")
         out.wall_s = time.monotonic() - started
         stop_listening()
+        stop_stages()
         receipt, outcome = result.receipt, result.outcome
+        if "running" in stages and "teardown" in stages:
+            out.decision_s = stages["teardown"] - stages["running"]
+        out.everything_decision_s = _everything_time(outcome, manifest)
+        out.rented, out.shortlisted = len(outcome.billed_usd), len(outcome.runs)
         out.spend_usd = receipt.campaign_cost_usd
         out.everything_usd = _everything_spend(outcome, manifest, market)
         out.spent_on = _spent_on(outcome, manifest, tuning_s)
         out.passed_over = sum(1 for r in outcome.runs if r.not_rented is NotRented.PASSED_OVER)
+        chosen_run = next((r for r in outcome.runs if r.cid == receipt.decision.chosen), None)
+        chosen_true = (costs.get(chosen_run.candidate.offer.id) or true_cost(market, chosen_run.candidate.offer, manifest)
+                       if chosen_run is not None else math.inf)
+        for run in outcome.runs:
+            if run.not_rented is NotRented.PASSED_OVER and run.win_probability is not None:
+                own = costs.get(run.candidate.offer.id) or true_cost(market, run.candidate.offer, manifest)
+                out.passed_stated.append(run.win_probability)
+                out.passed_was_best.append(math.isfinite(own) and own <= best * (1.0 + 1e-9))
+                out.passed_beat_choice.append(own < chosen_true)
         chosen = next((r for r in outcome.runs if r.cid == receipt.decision.chosen), None)
         best_offer = min(costs, key=lambda oid: costs[oid])
         in_shortlist = any(o.id == best_offer for o in shortlist)
@@ -421,6 +470,30 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
+def _finite(values: Iterable[float]) -> list[float]:
+    return [v for v in values if math.isfinite(v)]
+
+
+def _waves_lines(results: list[MarketResult]) -> list[str]:
+    """Rentals, time to decision, and the passed-over offers' stated chances against the oracle."""
+    stated = [p for r in results for p in r.passed_stated]
+    best = sum(b for r in results for b in r.passed_was_best)
+    beat = sum(b for r in results for b in r.passed_beat_choice)
+    expected = sum(stated)
+    times = _finite(r.decision_s / 60 for r in results)
+    everything = _finite(r.everything_decision_s / 60 for r in results)
+    return [
+        f"- rentals: {sum(r.rented for r in results)} of {sum(r.shortlisted for r in results)} shortlisted "
+        f"candidates; time to decision (simulated minutes, campaign start to teardown): vastui median "
+        f"{_pct(times, 50):.1f}, p90 {_pct(times, 90):.1f}; benchmark-everything (modelled) median "
+        f"{_pct(everything, 50):.1f}, p90 {_pct(everything, 90):.1f}",
+        f"- passed over by the calibrated prior: {len(stated)} offers, stated chances summing to {expected:.2f} "
+        f"(mean {100 * expected / max(1, len(stated)):.1f} %); in truth the market's optimum: {best}; in truth "
+        f"cheaper than vastui's choice: {beat} (the stated chance is of beating the measured leader, so at most "
+        f"~{expected:.2f} + {2 * math.sqrt(max(expected, 0.25)):.2f} such offers are expected)",
+    ]
+
+
 def report(results: list[MarketResult], *, protocol: str = "fast") -> str:
     lines = [f"# decision quality over {len(results)} markets "
              f"(workloads: {', '.join(sorted({r.workload for r in results}))}; protocol: {protocol})", "",
@@ -480,6 +553,7 @@ def report(results: list[MarketResult], *, protocol: str = "fast") -> str:
               f"(docs/simulator.md: up to ~35 % between hosts of one model)"]
     regrets = [r.regret["vastui"] for r in results]
     available = [r.regret["vastui"] for r in results if not r.best_unschedulable]
+    lines += _waves_lines(results)
     lines.append(f"- markets whose oracle best could not be scheduled when the campaign tried to rent it: "
                  f"{len(results) - len(available)}; within 3 % among the others: "
                  f"{100 * sum(g <= 0.03 for g in available) / max(1, len(available)):.0f} % of {len(available)}")
@@ -489,6 +563,8 @@ def report(results: list[MarketResult], *, protocol: str = "fast") -> str:
                   f"{100 * _pct(errors, 50):.0f} %, tuned within 5 % in "
                   f"{100 * sum(s >= 0.95 for s in shares) / max(1, len(shares)):.0f} %, "
                   f"spend {100 * spend / everything:.0f} % of benchmark-everything, "
+                  f"time to decision {_pct(_finite(r.decision_s / 60 for r in results), 50):.0f} min (everything "
+                  f"{_pct(_finite(r.everything_decision_s / 60 for r in results), 50):.0f}), "
                   f"{sum(r.wrong['vastui'] for r in results)} wrong-output choices"]
     return "\n".join(lines)
 

@@ -9,12 +9,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from tests.campaign.campaign_support import fast_manifest
-from vastui.bench.cost import cost_per_accepted_unit
 from vastui.bench.manifest import Manifest, MeasureRule, load_manifest
 from vastui.bench.select import Race, RaceCandidate
 from vastui.bench.stats import Block
 from vastui.campaign.candidate import CandidateRun
-from vastui.campaign.charges import PRIOR_OPTIMISM, hopeless_reason, prior_cost_inputs
+from vastui.campaign.charges import prior_cost_inputs
 from vastui.campaign.measure import MeasuredBlock
 from vastui.campaign.measuring import MeasuringEnded, MeasuringStop, RaceState
 from vastui.campaign.plan import build_plan
@@ -91,29 +90,6 @@ def _leading(manifest: Manifest, slot: Slot, race: Race | None = None) -> RaceSt
     state = _state(manifest, race)
     state.leader, state.choice_now = slot.cid, slot.cid
     return state
-
-
-def test_a_candidate_is_passed_over_only_when_even_twice_its_prior_cannot_win_a_certified_leader(tmp_path: Path) -> None:
-    manifest = load_manifest(fast_manifest(tmp_path / "m"))
-    candidate = _run(manifest, blocks=0, runs_done=0).candidate
-    fast = candidate.prior_throughput_units_per_s * PRIOR_OPTIMISM
-    best_case = replace(prior_cost_inputs(candidate, manifest), warmup_s=0.0, loading_s=0.0, transfer_gb_fixed=0.0)
-    cost = cost_per_accepted_unit(best_case, units=manifest.production_units, throughput_units_per_s=fast)
-
-    def hopeless(m: Manifest, leader: str | None, high: float | None, certified: bool = True) -> str | None:
-        return hopeless_reason(candidate, m, leader=leader, leader_cost_high=high, leader_certified=certified)
-
-    assert hopeless(manifest, None, None) is None                                        # nothing measured
-    assert hopeless(manifest, "c9", cost * 1.01) is None
-    reason = hopeless(manifest, "c9", cost * 0.99)
-    assert reason is not None and reason.startswith("passed over") and "c9" in reason
-    assert hopeless(manifest, "c9", cost * 0.99, certified=False) is None    # a leader on the SLO's knife-edge
-
-    floor = replace(manifest.slo, throughput_min_units_per_s=fast * 1.01)
-    reason = hopeless(replace(manifest, slo=floor), None, None, certified=False)
-    assert reason is not None and "SLO floor" in reason
-    floor = replace(manifest.slo, throughput_min_units_per_s=fast * 0.99)
-    assert hopeless(replace(manifest, slo=floor), None, None) is None
 
 
 async def test_a_candidate_that_ran_on_to_the_narrower_interval_while_the_leader_tuned_is_tuned_too(

@@ -1,6 +1,6 @@
 """The plan's reserves: a candidate passed over unrented gives its slot to the best reserve that could still win,
-and a vanished offer's to a reserve of its model. The campaign test runs on the simulator with the demo's plan, one
-candidate's prior made hopeless; the pool is tested on real plan candidates."""
+and a vanished offer's to a reserve of its model. The campaign test runs on the simulator with the demo's plan, a
+later wave's candidate given a prior with no chance; the pool is tested on real plan candidates."""
 
 from __future__ import annotations
 
@@ -64,25 +64,27 @@ async def test_a_vanished_offer_takes_a_reserve_of_its_own_model_first(tmp_path:
 
 @pytest.mark.slow
 async def test_a_candidate_passed_over_in_a_campaign_is_replaced_by_a_reserve(tmp_path: Path) -> None:
-    # c2's prior is made hopeless: twice it cannot reach the SLO floor. At its turn the campaign rents the plan's
-    # first reserve in its place (approved with the plan), measures it as c2, and destroys it with the rest.
+    # The last candidate (a later wave's) is given a prior that cannot reach the SLO floor: when the first wave has
+    # spoken its chance is nil, and the campaign rents a reserve in its place (approved with the plan), measures it
+    # under the candidate's id, and destroys it with the rest.
     async with open_demo(seed=2, time_scale=100.0, data_dir=tmp_path / "data",
                          manifest_path=fast_manifest(tmp_path / "m")) as demo:
         plan = demo.plan
         assert plan.reserves, "the demo plan has reserves"
-        doomed = replace(plan.candidates[1], prior_throughput_units_per_s=0.1)
-        demo.plan = replace(plan, candidates=(plan.candidates[0], doomed, *plan.candidates[2:]))
+        doomed = replace(plan.candidates[-1], prior_throughput_units_per_s=0.1)
+        assert doomed.candidate_id not in plan.first_wave
+        demo.plan = replace(plan, candidates=(*plan.candidates[:-1], doomed))
         events: list[Event] = []
         demo.services.bus.listen(events.append)
         result = await demo.start(plan_approved=True).result()
-    reserve = plan.reserves[0]
     run = next(r for r in result.outcome.runs if r.cid == doomed.candidate_id)
-    assert run.candidate.offer.id == reserve.offer.id, run.detail
-    # measured as c2: the reserve passed the canary gate and gave blocks (whatever the race then decided)
-    assert run.passed_gate is True and run.blocks, (run.phase, run.detail)
+    reserves = {r.offer.id: r for r in plan.reserves}
+    assert run.candidate.offer.id in reserves, (run.phase, run.detail)
     rented = {e.offer_id for e in events if isinstance(e, InstanceRented)}
-    assert reserve.offer.id in rented and doomed.offer.id not in rented
+    assert run.candidate.offer.id in rented and doomed.offer.id not in rented
+    # measured under c4's id: the reserve passed the canary gate and gave blocks (whatever the race then decided)
+    assert run.passed_gate is True and run.blocks, (run.phase, run.detail)
     [notice] = [e for e in events if isinstance(e, Notice) and "its slot goes to reserve" in e.text]
-    assert f"reserve {reserve.offer.id}" in notice.text and "SLO floor" in notice.text
+    assert f"reserve {run.candidate.offer.id}" in notice.text and f"offer {doomed.offer.id} passed over" in notice.text
     rented_ids = {e.instance_id for e in events if isinstance(e, InstanceRented)}
     assert result.receipt.teardown_passed and rented_ids == {d.instance_id for d in result.receipt.destroyed}

@@ -95,6 +95,13 @@ class CandidateReport:
     attribution: Attribution | None = None
     runs: int = 0                      # independent measured runs (separate agent processes)
     billed_usd: float | None = None    # what the marketplace billed for this candidate's rental
+    # a later wave's candidate: its chance of beating the measured leader when its wave was chosen
+    win_probability: float | None = None
+
+    @property
+    def is_passed_over(self) -> bool:
+        """Never rented because its stated chance of beating the leader was below the miss probability."""
+        return self.instance_id is None and not self.is_measured and self.win_probability is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,14 +144,23 @@ class Receipt:
     leaked_instance_ids: tuple[int, ...]
     campaign_cost_usd: float
     notes: tuple[str, ...] = ()
+    miss_probability: float | None = None   # the manifest's: below it, a waiting candidate was passed over
 
     @property
     def never_measured(self) -> tuple[str, ...]:
-        """The candidates never tried: no measured block and never rented (refused, expired, skipped, passed over).
-        One that was rented and failed (its host, its container, its canary) was tried: the method counts it as
-        an infinite cost, a result like any other, so it does not make the decision provisional."""
+        """The candidates never tried: no measured block and never rented (refused, expired, skipped), passed over
+        ones apart (their risk is stated: ``passed_over``). One that was rented and failed (its host, its container,
+        its canary) was tried: the method counts it as an infinite cost, a result like any other, so it does not
+        make the decision provisional."""
         return tuple(c.candidate_id for c in self.candidates
-                     if not c.is_measured and not (c.outcome is Outcome.FAILED and c.instance_id is not None))
+                     if not c.is_measured and not c.is_passed_over
+                     and not (c.outcome is Outcome.FAILED and c.instance_id is not None))
+
+    @property
+    def passed_over(self) -> tuple[CandidateReport, ...]:
+        """Candidates never rented because the calibrated prior gave them less than the miss probability of
+        beating the leader; each with the probability it was given."""
+        return tuple(c for c in self.candidates if c.is_passed_over)
 
     @property
     def is_provisional(self) -> bool:
@@ -171,6 +187,7 @@ def receipt_to_dict(receipt: Receipt, *, redact: Redact | None = None) -> dict[s
     data["version"] = RECEIPT_VERSION
     data["teardown_passed"] = receipt.teardown_passed
     data["never_measured"] = list(receipt.never_measured)
+    data["passed_over"] = {c.candidate_id: c.win_probability for c in receipt.passed_over}
     data["provisional"] = receipt.is_provisional
     data["resume_command"] = receipt.resume_command
     return data
@@ -284,8 +301,17 @@ def _md_decision(r: Receipt) -> str:
         measured = len(r.candidates) - len(r.never_measured)
         reasons.append(f"never measured: {', '.join(r.never_measured)} (decided on {measured} of "
                        f"{len(r.candidates)} candidates)")
+    if r.passed_over:
+        stated = "" if r.miss_probability is None else f", below the miss probability of {r.miss_probability:.0%}"
+        lines.append(f"- Passed over unrented (chance of beating the measured leader when its wave was chosen"
+                     f"{stated}): " + "; ".join(
+                         f"{c.candidate_id} offer {c.offer_id} {_cell(c.gpu_name)} x{c.num_gpus} "
+                         f"{100 * (c.win_probability or 0.0):.1f} %" for c in r.passed_over)
+                     + f"; the chance that one of them was the cheapest is at most "
+                       f"{100 * min(1.0, sum(c.win_probability or 0.0 for c in r.passed_over)):.1f} %")
     lines.append("- Provisional: " + ("**yes** — " + "; ".join(reasons) if reasons
-                                       else "no — every candidate was measured"))
+                                       else "no — every candidate was measured"
+                                       + (" or passed over with its chance stated" if r.passed_over else "")))
     if d.chosen is not None:
         lines.append(f"- Why: {d.reason}")
     return "\n".join(lines)

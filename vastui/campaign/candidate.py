@@ -85,7 +85,7 @@ class NotRented(enum.StrEnum):
 
     STOPPED = "stopped"               # the operator's abort or the campaign's halt came before its turn
     RACE_DECIDED = "race decided"     # the race was decided before its turn
-    PASSED_OVER = "passed over"       # even its best case could not beat what is measured (charges.hopeless_reason)
+    PASSED_OVER = "passed over"       # its chance of beating the measured leader was below the miss probability
     OVER_BUDGET = "over budget"       # its worst case could exceed the budget (before asking, or once granted)
     NOT_APPROVED = "not approved"     # the operator (or the plan's rules) refused the rent
     RATE_LIMITED = "rate limited"     # the marketplace answered 429: nothing was rented, the offer is not blamed
@@ -128,6 +128,7 @@ class CandidateRun:
     failure: str | None = None
     failed_with: Failure | None = None      # the failure as evidence (its kind), when it failed
     not_rented: NotRented | None = None     # why it was never rented, while its phase is SKIPPED
+    win_probability: float | None = None    # a later wave's candidate: its chance of beating the leader (waves.py)
     detail: str = ""
     blocks: list[MeasuredBlock] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)

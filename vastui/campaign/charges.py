@@ -8,11 +8,8 @@ and the answered destroy — and the bytes its log says the pull moved.
 
 from __future__ import annotations
 
-import math
-from dataclasses import replace
-
 from vastui.bench import billing
-from vastui.bench.cost import CostInputs, cost_per_accepted_unit
+from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest
 from vastui.campaign.candidate import CandidateRun
 from vastui.campaign.plan import Candidate
@@ -64,29 +61,3 @@ def bill_of(run: CandidateRun, *, manifest: Manifest, created_local: float | Non
     usage = billing.usage_from_transitions(created_at=created, running_at=run.running_at, ended_at=ended,
                                            down_gb=down_gb)
     return billing.bill(rates, usage)
-
-
-# A candidate not yet rented is passed over only when it could not win even this many times faster than its prior
-# says (within one GPU model true speeds spread by a median 28 %, and a prior from dlperf can be off by more).
-PRIOR_OPTIMISM = 2.0
-
-
-def hopeless_reason(candidate: Candidate, manifest: Manifest, *, leader: str | None,
-                    leader_cost_high: float | None, leader_certified: bool) -> str | None:
-    """Why renting ``candidate`` cannot pay off, or None: even at PRIOR_OPTIMISM x its prior throughput, with no
-    warm-up, no loading and a cached image, it misses the SLO's throughput floor or costs more per unit than the
-    measured leader's upper bound. Only a leader certified to meet the SLO rules others out on cost: one on the
-    SLO's knife-edge may never be certified, and what it passed over could have been."""
-    fast = candidate.prior_throughput_units_per_s * PRIOR_OPTIMISM
-    floor = manifest.slo.throughput_min_units_per_s
-    if floor is not None and fast < floor:
-        return (f"passed over: even at {PRIOR_OPTIMISM:g}x its prior ({candidate.prior_throughput_units_per_s:.3g} "
-                f"units/s) it would miss the SLO floor of {floor:g} units/s")
-    if leader is None or leader_cost_high is None or not math.isfinite(leader_cost_high) or not leader_certified:
-        return None
-    best_case = replace(prior_cost_inputs(candidate, manifest), warmup_s=0.0, loading_s=0.0, transfer_gb_fixed=0.0)
-    cost = cost_per_accepted_unit(best_case, units=manifest.production_units, throughput_units_per_s=fast)
-    if cost > leader_cost_high:
-        return (f"passed over: even at {PRIOR_OPTIMISM:g}x its prior throughput it would cost "
-                f"${cost * 1000:.4g} per 1k units, above {leader}'s measured upper bound ${leader_cost_high * 1000:.4g}")
-    return None

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vastui.approval import Approver
+from vastui.bench.calibration import Calibration
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest
 from vastui.bench.select import Decision, EliminationReason, Finalist, Race, RaceCandidate
@@ -38,18 +39,19 @@ from vastui.campaign.candidate import (
     stage_inputs,
     wait_running,
 )
-from vastui.campaign.charges import hopeless_reason, prior_cost_inputs
+from vastui.campaign.charges import prior_cost_inputs
 from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, record_teardown, teardown
 from vastui.campaign.labels import is_campaigns
 from vastui.campaign.live import decision_event
 from vastui.campaign.measuring import Measurer, RaceState
-from vastui.campaign.plan import Candidate, Plan
+from vastui.campaign.plan import Candidate, Plan, first_wave
 from vastui.campaign.ports import CampaignStore, HostConnection, HostExecutor, Marketplace
 from vastui.campaign.report import attribution_of
 from vastui.campaign.reserves import Reserves
 from vastui.campaign.slots import Ledger, Slot
 from vastui.campaign.snapshot import CampaignStage
 from vastui.campaign.tuning import TuningOutcome, tune
+from vastui.campaign.waves import WinChance, has_spoken, observations, win_chance
 from vastui.clock import Clock
 from vastui.errors import ApiError, AuthError, RemoteError, StoreError, VastuiError
 from vastui.events import CampaignFinished, EventBus, InstanceDestroyed, Notice
@@ -112,6 +114,11 @@ class CampaignEngine:
         self.halted: Halt | None = None                 # the campaign stopped itself (blame.py): no more rents
         self._judge = WorkloadJudge()
         self._verdict = asyncio.Event()                 # set when a candidate ends or a canary is judged
+        self._first_wave = set(plan.first_wave or first_wave(plan.candidates, manifest=manifest,
+                                                             calibrated=len(plan.history) >= 3))
+        self._wave_size = max(1, len(self._first_wave))
+        self._wave_verdicts: dict[str, WinChance] = {}  # each later candidate's chance when its wave was chosen
+        self._wave_lock = asyncio.Lock()
 
     def _prior_cost(self, c: Candidate) -> CostInputs:
         return prior_cost_inputs(c, self.manifest)
@@ -228,20 +235,30 @@ class CampaignEngine:
         return {i.id for i in listing.instances if is_campaigns(i.label, self.plan.campaign_id)}
 
     async def _candidate(self, slot: Slot) -> None:
+        try:
+            await self._candidate_life(slot)
+        finally:
+            self.state.news.post()   # its end (or skip) may complete a wave: the waiting choose again
+
+    async def _candidate_life(self, slot: Slot) -> None:
         run = slot.run
+        chance = await self._wave_turn(slot)
         async with self._turns:
-            if slot.eliminated or self.state.finished.is_set():
+            if slot.eliminated or self.state.finished.is_set() or self._stopped_by is not None:
                 if self._stopped_by is not None:
                     self.ctx.skip(run, NotRented.STOPPED, f"stopped before its turn: {self._stopped_by}")
                 else:
                     self.ctx.skip(run, NotRented.RACE_DECIDED, "race decided before its turn")
                 self.state.race.exclude(run.cid, reason=EliminationReason.FAILED, detail="not measured: race decided")
                 return
-            if (hopeless := await self._hopeless(run.candidate)) is not None and not await self._take_reserve(
-                    run, hopeless):
-                self.ctx.skip(run, NotRented.PASSED_OVER, hopeless)
-                self.state.race.exclude(run.cid, reason=EliminationReason.FAILED, detail=f"not measured: {hopeless}")
+            if chance is not None and not self._may_win(chance) and not await self._take_reserve(run, chance):
+                run.win_probability = chance.probability
+                self.ctx.skip(run, NotRented.PASSED_OVER, f"passed over: {chance.describe()}")
+                self.state.race.exclude(run.cid, reason=EliminationReason.FAILED,
+                                        detail=f"not measured: passed over ({chance.describe()})")
                 return
+            if chance is not None:
+                run.win_probability = chance.probability
             try:
                 await self._life(slot)
             except CandidateFailed as exc:
@@ -258,23 +275,83 @@ class CampaignEngine:
             finally:
                 await self._release(slot)
 
-    async def _hopeless(self, candidate: Candidate) -> str | None:
-        """Why this candidate, not rented yet, cannot beat what is measured (charges.hopeless_reason), or None."""
+    # --- waves (waves.py) ----------------------------------------------------------------------------------------
+    def _may_win(self, chance: WinChance) -> bool:
+        return chance.probability >= self.manifest.race.miss_probability
+
+    async def _wave_turn(self, slot: Slot) -> WinChance | None:
+        """Wait for this candidate's wave: at once in the first wave (None); otherwise until every candidate
+        rented so far has spoken, then its chance of beating the leader, by which the wave is chosen (it may have
+        to wait for a later wave). None too when the race ends or the campaign stops first."""
+        if slot.cid in self._first_wave:
+            return None
+        while True:
+            news = self.state.news.current
+            if self.state.finished.is_set() or self._stopped_by is not None:
+                return None
+            if slot.cid in self._wave_verdicts:
+                return self._wave_verdicts[slot.cid]
+            if self._wave_has_spoken():
+                async with self._wave_lock:
+                    if slot.cid not in self._wave_verdicts and self._wave_has_spoken():
+                        await self._choose_wave()
+                if slot.cid in self._wave_verdicts:
+                    return self._wave_verdicts[slot.cid]
+            await news.wait()
+
+    def _wave_has_spoken(self) -> bool:
+        """Every candidate rented so far (the first wave, those admitted since) has its minimum evidence or ended."""
+        admitted = self._first_wave | {cid for cid, c in self._wave_verdicts.items() if self._may_win(c)}
+        return all(has_spoken(slot, min_blocks=self.manifest.measure.min_blocks)
+                   for slot in self.slots if slot.cid in admitted)
+
+    async def _chances(self, candidates: Sequence[Candidate]) -> list[WinChance]:
+        """Each candidate's chance of beating the measured leader under the prior calibrated on what the campaign
+        measured and the store's history of this workload."""
+        calibration = Calibration.fit([*observations(self.slots), *self.plan.history])
         async with self.state.lock:
             leader = self.state.leader
             standing = await asyncio.to_thread(self.state.race.standing, leader) if leader is not None else None
         high = standing.cost_per_unit.high if standing is not None and standing.cost_per_unit is not None else None
         certified = standing is not None and standing.slo is Verdict.MET
-        return hopeless_reason(candidate, self.manifest, leader=leader, leader_cost_high=high,
-                               leader_certified=certified)
+        return [win_chance(c, self.manifest, calibration, leader=leader, leader_cost_high=high,
+                           leader_certified=certified) for c in candidates]
 
-    async def _take_reserve(self, run: CandidateRun, hopeless: str) -> bool:
+    async def _choose_wave(self) -> None:
+        """Give every waiting candidate its chance; below the miss probability it is passed over, of the rest the
+        likeliest winners (as many as the first wave held) are rented next, and the others wait for the wave after."""
+        waiting = [slot for slot in self.slots if slot.cid not in self._first_wave
+                   and slot.cid not in self._wave_verdicts and slot.run.phase is CandidatePhase.WAITING]
+        if not waiting:
+            return
+        chances = dict(zip((slot.cid for slot in waiting), await self._chances([s.run.candidate for s in waiting]),
+                           strict=True))
+        admitted = 0
+        for slot in sorted(waiting, key=lambda s: -chances[s.cid].probability):
+            chance = chances[slot.cid]
+            if not self._may_win(chance):
+                self._wave_verdicts[slot.cid] = chance
+            elif admitted < self._wave_size:
+                self._wave_verdicts[slot.cid] = chance
+                admitted += 1
+        if admitted:
+            names = [cid for cid, c in self._wave_verdicts.items() if self._may_win(c) and cid in chances]
+            self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="info",
+                                    text="next wave: " + ", ".join(
+                                        f"{cid} ({100 * chances[cid].probability:.0f} %)" for cid in names)))
+
+    async def _take_reserve(self, run: CandidateRun, chance: WinChance) -> bool:
         """A candidate passed over gives its slot to the best reserve that could still win (reserves.py)."""
-        reserve = await self._reserves.for_passed_over(self._hopeless)
+        async def unlikely(reserve: Candidate) -> str | None:
+            (its,) = await self._chances([reserve])
+            return None if self._may_win(its) else its.describe()
+
+        reserve = await self._reserves.for_passed_over(unlikely)
         if reserve is None:
             return False
-        self._stand_in(run, reserve, f"{run.cid}: offer {run.candidate.offer.id} {hopeless}; its slot goes to reserve "
-                                     f"{reserve.offer.id} ({reserve.offer.gpu_name} at ${reserve.offer.dph_total:.3f}/h)")
+        self._stand_in(run, reserve, f"{run.cid}: offer {run.candidate.offer.id} passed over ({chance.describe()}); "
+                                     f"its slot goes to reserve {reserve.offer.id} ({reserve.offer.gpu_name} at "
+                                     f"${reserve.offer.dph_total:.3f}/h)")
         return True
 
     def _stand_in(self, run: CandidateRun, reserve: Candidate, why: str) -> None:

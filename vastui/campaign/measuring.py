@@ -33,6 +33,7 @@ from vastui.campaign.measure import BlockMeter, MeasuredBlock
 from vastui.campaign.plan import tuning_trials
 from vastui.campaign.ports import HostConnection, Record
 from vastui.campaign.slots import Ledger, Slot
+from vastui.campaign.waves import Bulletin
 from vastui.errors import RemoteError
 from vastui.events import BlockMeasured, CandidateEliminated, Notice
 from vastui.remote.protocol import Result
@@ -88,10 +89,12 @@ class RaceState:
     reason: str = "measuring"           # why the race ended, for the receipt
     leader: str | None = None
     choice_now: str | None = None       # whom the decision would choose if taken at the last block
+    news: Bulletin = field(default_factory=Bulletin)   # posted on every block decided and when the race ends
 
     def finish(self, reason: str) -> None:
         self.reason = reason
         self.finished.set()
+        self.news.post()
 
     def leader_may_tune(self, slot: Slot) -> bool:
         """The leader with the winner's minimum evidence stops measuring and tunes on its own instance (a later
@@ -304,4 +307,5 @@ class Measurer:
             self.bus.publish(standings)
             if step.finished:
                 state.finish(step.reason)
+        state.news.post()
         return state.stop_reason(slot, now=self.clock.now()) is not None

@@ -7,12 +7,19 @@ No money is spent here. The prior throughput is dlperf scaled by what earlier ru
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vastui.bench.calibration import Observation
-from vastui.bench.cost import cost_per_accepted_unit
+from vastui.bench.calibration import (
+    HOST_SIGMA_PRIOR,
+    MODEL_TAU_PRIOR,
+    Observation,
+    Prediction,
+    needed_throughput,
+)
+from vastui.bench.cost import cost_curve, cost_per_accepted_unit
 from vastui.bench.manifest import Manifest
 from vastui.campaign.prior import (
     DISK_GIB,
@@ -69,6 +76,27 @@ class Candidate:
         return f"{self.offer.gpu_name} x{self.gpu_count} @ machine {self.offer.machine_id}"
 
 
+def model_key(candidate: Candidate) -> str:
+    """The calibrated prior's model: GPU model and count (a pair of GPUs scales by its own, unknown, factor)."""
+    return f"{candidate.offer.gpu_name} x{candidate.gpu_count}"
+
+
+@dataclass(frozen=True, slots=True)
+class WaveOutlook:
+    """What the wave plan expects before anything is measured: its spend and its time to a decision (market
+    seconds), and the share of the later candidates it expects to rent."""
+
+    expected_spend_usd: float
+    expected_decision_s: float
+    expected_later_rents: float
+    later: int
+
+    def describe(self) -> str:
+        return (f"waves: expected spend ${self.expected_spend_usd:.2f}, decision in ~{self.expected_decision_s / 60:.0f}"
+                f" min (expects to rent {self.expected_later_rents:.1f} of the {self.later} later candidates; each "
+                f"is rented only while its chance of beating the measured leader stays above the miss probability)")
+
+
 @dataclass(frozen=True, slots=True)
 class Excluded:
     offer_id: int
@@ -90,6 +118,9 @@ class Plan:
     spend_upper_bound_usd: float
     # earlier campaigns' measurements of this workload, for the calibrated prior (vastui.bench.calibration)
     history: tuple[Observation, ...] = ()
+    # rented at once; the rest in later waves by their chance of beating the leader (campaign/waves.py)
+    first_wave: tuple[str, ...] = ()
+    outlook: WaveOutlook | None = None
 
     @property
     def offer_ids(self) -> frozenset[int]:
@@ -328,6 +359,58 @@ def _candidate(index: int, item: _Scored, manifest: Manifest, *, rank_note: str)
     )
 
 
+def first_wave(candidates: Sequence[Candidate], *, manifest: Manifest, calibrated: bool) -> tuple[str, ...]:
+    """The candidates rented at once: the best priors in rank order, ``[race] first_wave`` of them (by default
+    three, two when earlier campaigns calibrated the prior), at most ``max_instances``; its last place goes to the
+    best of a second GPU model when the places before it hold only one (one model's hosts tell nothing of how far
+    the prior is off between models)."""
+    size = manifest.race.first_wave or (2 if calibrated else 3)
+    size = max(1, min(size, manifest.budget.max_instances, len(candidates)))
+    chosen: list[Candidate] = []
+    for candidate in candidates:
+        if len(chosen) >= size:
+            break
+        models = {c.offer.gpu_name for c in chosen}
+        last_place = len(chosen) == size - 1
+        if (last_place and models == {candidate.offer.gpu_name} and size > 1
+                and any(c.offer.gpu_name not in models for c in candidates)):
+            continue
+        chosen.append(candidate)
+    return tuple(c.candidate_id for c in chosen)
+
+
+def wave_outlook(candidates: Sequence[Candidate], wave: Sequence[str], *, manifest: Manifest) -> WaveOutlook:
+    """Before anything is measured: the first wave is rented; each later candidate with its chance of beating the
+    first wave's best prior, relative to it (the workload's overall scale cancels; what remains is the spread
+    between hosts, and between GPU models when they differ: vastui.bench.calibration's priors)."""
+    first = [c for c in candidates if c.candidate_id in wave]
+    later = [c for c in candidates if c.candidate_id not in wave]
+    measure = manifest.measure
+
+    def life_s(c: Candidate) -> float:   # to its minimum evidence: pull, canary, warm-ups, the first blocks
+        canary_s = CANARY_STEPS * _step_prior_s(manifest) + TUNING_RUN_OVERHEAD_PRIOR_S
+        return (c.predicted_pull_s + canary_s + max(1, measure.min_runs) * manifest.warmup.min_s
+                + measure.min_blocks * measure.block_s)
+
+    if not first:
+        return WaveOutlook(0.0, 0.0, 0.0, len(later))
+    best = min(first, key=lambda c: c.prior_cost_per_unit_usd)
+    chances = []
+    for c in later:
+        at = cost_curve(prior_inputs(c.offer, pull_s=c.predicted_pull_s, manifest=manifest),
+                        units=manifest.production_units)
+        needed = needed_throughput(at, target_cost=best.prior_cost_per_unit_usd)
+        spread = 2 * HOST_SIGMA_PRIOR ** 2 + (2 * MODEL_TAU_PRIOR ** 2 if model_key(c) != model_key(best) else 0.0)
+        chances.append(Prediction(c.prior_throughput_units_per_s, math.sqrt(spread)).probability_above(needed))
+    expected = sum(chances)
+    waves_after = math.ceil(expected / max(1, len(first)) - 0.5) if expected > 0 else 0
+    decision_s = (max(life_s(c) for c in first) + waves_after * statistics.median(life_s(c) for c in candidates)
+                  + max(0, measure.winner_min_blocks - measure.min_blocks) * measure.block_s)
+    spend = sum(c.expected_spend_usd for c in first) + sum(p * c.expected_spend_usd for p, c in zip(chances, later,
+                                                                                                   strict=True))
+    return WaveOutlook(spend, decision_s, expected, len(later))
+
+
 def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer], knowledge: Sequence[HostKnowledge],
                bad_hosts: Sequence[BadHost]) -> Plan:
     """Shortlist ``offers`` for ``manifest``: filters re-checked client-side, bad hosts shown and skipped."""
@@ -354,12 +437,15 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
                        for i, item in enumerate(chosen))
     reserves = tuple(_candidate(len(candidates) + i + 1, item, manifest, rank_note="reserve")
                      for i, item in enumerate(rest[:manifest.shortlist.max_candidates]))
+    history: tuple[Observation, ...] = ()
+    wave = first_wave(candidates, manifest=manifest, calibrated=len(history) >= 3)
     return Plan(
         campaign_id=campaign_id, manifest_digest=manifest.digest, query=manifest.shortlist.query,
         candidates=candidates, reserves=reserves, excluded=tuple(excluded), budget_usd=manifest.budget.max_usd,
         max_instances=manifest.budget.max_instances,
         expected_spend_usd=sum(c.expected_spend_usd for c in candidates),
         spend_upper_bound_usd=min(manifest.budget.max_usd, sum(c.max_spend_usd for c in candidates)),
+        history=history, first_wave=wave, outlook=wave_outlook(candidates, wave, manifest=manifest),
     )
 
 
@@ -377,6 +463,8 @@ def render_plan(plan: Plan) -> str:
     if plan.excluded:
         lines.append(f"excluded: {len(plan.excluded)} offers, e.g. "
                      + "; ".join(f"{e.offer_id}: {e.reason}" for e in plan.excluded[:3]))
+    if plan.first_wave and plan.outlook is not None:
+        lines.append(f"first wave: {', '.join(plan.first_wave)}; {plan.outlook.describe()}")
     lines.append(f"expected benchmark spend ${plan.expected_spend_usd:.2f}, at most ${plan.spend_upper_bound_usd:.2f}"
                  f" (budget ${plan.budget_usd:.2f}, {plan.max_instances} instances at once); every instance is "
                  f"destroyed by its deadline and at the end")

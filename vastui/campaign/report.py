@@ -22,7 +22,7 @@ from vastui.bench.receipt import (
 from vastui.bench.runs import run_aware_interval
 from vastui.bench.select import Decision
 from vastui.bench.stats import Interval, summarize_latency
-from vastui.campaign.candidate import CandidatePhase, CandidateRun
+from vastui.campaign.candidate import CandidatePhase, CandidateRun, NotRented
 from vastui.campaign.charges import measured_cost_inputs
 from vastui.campaign.cleanup import TeardownReport
 
@@ -92,7 +92,8 @@ def candidate_report(run: CandidateRun, *, manifest: Manifest, decision: Decisio
         startup=StartupSplit(pull_s=parts.pull_s, readiness_s=parts.readiness_s, warmup_s=run.warmup_s,
                              workload_init_s=parts.workload_init_s, console_overhead_s=parts.console_overhead_s),
         cost_per_unit=cost, attribution=attribution_of(run, units=manifest.production_units),
-        runs=run.measured_runs, billed_usd=billed_usd)
+        runs=run.measured_runs, billed_usd=billed_usd,
+        win_probability=run.win_probability if run.not_rented is NotRented.PASSED_OVER else None)
 
 
 def approvals_from(audit: Sequence[AuditRecord],
@@ -131,4 +132,4 @@ def build_receipt(*, campaign_id: str, created_at: float, manifest: Manifest, ru
                          for r in runs),
         decision=decision, approvals=approvals_from(audit, rent_caps(runs)), destroyed=destroyed,
         leaked_instance_ids=tuple(sorted({*teardown.still_alive, *teardown.refused})),
-        campaign_cost_usd=spend_usd, notes=tuple(notes))
+        campaign_cost_usd=spend_usd, notes=tuple(notes), miss_probability=manifest.race.miss_probability)

@@ -1,8 +1,9 @@
 """The plan's reserves: offers printed (and approved) with the plan, rented only in a candidate's place.
 
 A reserve takes the place of a candidate whose offer vanished before its rent (one of the same GPU model when there
-is one), or of a candidate passed over unrented because even twice its prior could not win (the best reserve by
-prior that could): a slot the plan gave to a hopeless prior goes to the next-best one instead of going unused.
+is one), or of a candidate passed over unrented because its chance of beating the measured leader was too small (the best
+reserve by prior whose chance is not): a slot the plan gave to an unlikely winner goes to the next-best one instead
+of going unused.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ class Reserves:
         return None
 
     async def for_passed_over(self, hopeless: Callable[[Candidate], Awaitable[str | None]]) -> Candidate | None:
-        """The best reserve by prior that ``hopeless`` does not rule out; those it rules out are dropped (the
-        measured leader only gets cheaper, so they would be ruled out later too)."""
+        """The best reserve by prior that ``hopeless`` does not rule out (it says why it does); those it rules out
+        are dropped."""
         while self._left:
             reserve = self._left.pop(0)
             if await hopeless(reserve) is None:

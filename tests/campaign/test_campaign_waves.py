@@ -1,0 +1,133 @@
+"""Waves: the first wave holds the best priors and two GPU models; later candidates wait until every rented one has
+spoken, and are rented or passed over by their chance of beating the measured leader, stated in the receipt."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.campaign.campaign_support import fast_manifest
+from vastui.bench.calibration import Calibration, Observation
+from vastui.bench.cost import cost_curve
+from vastui.bench.manifest import Manifest, load_manifest
+from vastui.bench.receipt import render_markdown
+from vastui.campaign.candidate import NotRented
+from vastui.campaign.charges import prior_cost_inputs
+from vastui.campaign.plan import Candidate, build_plan, first_wave, model_key, render_plan
+from vastui.campaign.waves import win_chance
+from vastui.events import BlockMeasured, CandidatePhaseChanged, Event, InstanceRented
+from vastui.sim.demo import open_demo
+from vastui.sim.offers import offer_row
+from vastui.sim.world import generate_world
+from vastui.vast.models import Offer
+
+NOW = 1_800_000_000.0
+
+
+def _plan(tmp_path: Path, *, max_candidates: int = 8) -> tuple[Manifest, list[Candidate]]:
+    manifest = load_manifest(fast_manifest(tmp_path / "m", max_candidates=max_candidates))
+    world = generate_world(7, n_machines=160, now=NOW)
+    offers = [Offer.from_api(offer_row(m, now=NOW, rented=False), where="row") for m in world.machines]
+    plan = build_plan(campaign_id="cwave", manifest=manifest, offers=offers, knowledge=(), bad_hosts=())
+    assert len({c.offer.gpu_name for c in plan.candidates}) >= 2
+    return manifest, list(plan.candidates)
+
+
+def test_the_first_wave_is_the_best_priors_with_two_gpu_models(tmp_path: Path) -> None:
+    manifest, candidates = _plan(tmp_path)
+    wave = first_wave(candidates, manifest=manifest, calibrated=False)
+    assert len(wave) == 3
+    chosen = [c for c in candidates if c.candidate_id in wave]
+    assert len({c.offer.gpu_name for c in chosen}) >= 2
+    assert wave[:2] == tuple(c.candidate_id for c in candidates[:2])     # rank order, the best priors first
+    # calibrated by earlier campaigns: two; the manifest and the instance limit bound it
+    assert len(first_wave(candidates, manifest=manifest, calibrated=True)) == 2
+    one = replace(manifest, race=replace(manifest.race, first_wave=1))
+    assert first_wave(candidates, manifest=one, calibrated=False) == (candidates[0].candidate_id,)
+    narrow = replace(manifest, budget=replace(manifest.budget, max_instances=2))
+    assert len(first_wave(candidates, manifest=narrow, calibrated=False)) == 2
+
+
+def test_the_last_place_of_the_first_wave_goes_to_a_second_gpu_model(tmp_path: Path) -> None:
+    manifest, candidates = _plan(tmp_path)
+    model = candidates[0].offer.gpu_name
+    same = [replace(c, offer=replace(c.offer, gpu_name=model)) for c in candidates[:4]]
+    other = next(c for c in candidates[4:] if c.offer.gpu_name != model)
+    wave = first_wave([*same, other], manifest=manifest, calibrated=False)
+    assert wave == (same[0].candidate_id, same[1].candidate_id, other.candidate_id)
+
+
+def test_the_plan_states_the_first_wave_and_what_the_waves_expect(tmp_path: Path) -> None:
+    manifest = load_manifest(fast_manifest(tmp_path / "m", max_candidates=8))
+    world = generate_world(7, n_machines=160, now=NOW)
+    offers = [Offer.from_api(offer_row(m, now=NOW, rented=False), where="row") for m in world.machines]
+    plan = build_plan(campaign_id="cwave", manifest=manifest, offers=offers, knowledge=(), bad_hosts=())
+    assert plan.outlook is not None and len(plan.first_wave) == 3
+    first = sum(c.expected_spend_usd for c in plan.candidates if c.candidate_id in plan.first_wave)
+    assert first < plan.outlook.expected_spend_usd < plan.expected_spend_usd   # some, not all, of the rest
+    assert 0.0 < plan.outlook.expected_later_rents < plan.outlook.later == len(plan.candidates) - 3
+    assert plan.outlook.expected_decision_s > 0.0
+    text = render_plan(plan)
+    assert f"first wave: {', '.join(plan.first_wave)}" in text and "expected spend" in text
+
+
+def test_a_waiting_candidate_s_chance_is_judged_against_a_certified_leader_and_the_slo_floor(tmp_path: Path) -> None:
+    manifest, candidates = _plan(tmp_path)
+    candidate = candidates[4]
+    blank = Calibration.fit([])
+    free = replace(manifest, slo=replace(manifest.slo, throughput_min_units_per_s=None))
+    # nothing to beat: certain
+    assert win_chance(candidate, free, blank, leader=None, leader_cost_high=None, leader_certified=False
+                      ).probability == 1.0
+    # the leader's upper bound equal to this candidate's cost at its predicted median: even odds
+    fit = Calibration.fit([Observation(model_key(candidate), 100.0, 60.0), Observation("other x1", 100.0, 70.0)])
+    median = fit.predict(model_key(candidate), candidate.prior_throughput_units_per_s).median_units_per_s
+    at = cost_curve(prior_cost_inputs(candidate, free), units=free.production_units)
+    even = win_chance(candidate, free, fit, leader="c1", leader_cost_high=at(median), leader_certified=True)
+    assert even.probability == pytest.approx(0.5, abs=1e-6) and even.leader == "c1"
+    cheaper = win_chance(candidate, free, fit, leader="c1", leader_cost_high=at(median * 1.5), leader_certified=True)
+    assert cheaper.probability < 0.05 and "c1" in cheaper.describe()
+    # a leader not certified to meet the SLO rules nobody out on cost
+    assert win_chance(candidate, free, fit, leader="c1", leader_cost_high=at(median * 1.5),
+                      leader_certified=False).probability == 1.0
+    # the SLO floor: far above the prediction, no chance whoever leads
+    floor = replace(manifest, slo=replace(manifest.slo, throughput_min_units_per_s=median * 3.0))
+    hopeless = win_chance(candidate, floor, fit, leader=None, leader_cost_high=None, leader_certified=False)
+    assert hopeless.probability < 1e-3 and math.isclose(hopeless.needed_units_per_s, median * 3.0)
+
+
+@pytest.mark.slow
+async def test_later_waves_wait_for_the_first_and_are_passed_over_with_their_chance_stated(tmp_path: Path) -> None:
+    events: list[Event] = []
+    async with open_demo(seed=3, time_scale=150.0, data_dir=tmp_path / "data",
+                         manifest_path=fast_manifest(tmp_path / "m", max_candidates=8)) as demo:
+        demo.services.bus.listen(events.append)
+        plan, manifest = demo.plan, demo.manifest
+        result = await demo.start(plan_approved=True).result()
+    assert len(plan.candidates) == 8 and len(plan.first_wave) == 3
+    min_blocks = manifest.measure.min_blocks
+    ended_phases = {"done", "eliminated", "failed", "skipped", "aborted", "tuning"}
+    rents = [e for e in events if isinstance(e, InstanceRented)]
+    later = [e for e in rents if e.candidate not in plan.first_wave]
+    for rent in later:   # every first-wave candidate had spoken when a later one was rented
+        for cid in plan.first_wave:
+            blocks = sum(1 for e in events if isinstance(e, BlockMeasured) and e.candidate == cid and e.at <= rent.at)
+            ended = any(isinstance(e, CandidatePhaseChanged) and e.candidate == cid and e.phase in ended_phases
+                        and e.at <= rent.at for e in events)
+            assert blocks >= min_blocks or ended, (rent.candidate, cid, blocks)
+    passed = [r for r in result.outcome.runs if r.not_rented is NotRented.PASSED_OVER]
+    assert passed, "this market passes over some of the shortlist"
+    assert len(rents) < len(plan.candidates)
+    for run in passed:
+        assert run.win_probability is not None and run.win_probability < manifest.race.miss_probability
+        assert run.cid not in plan.first_wave and run.instance_id is None
+    text = render_markdown(result.receipt)
+    assert "Passed over unrented" in text
+    for run in passed:
+        assert f"{run.cid} offer {run.candidate.offer.id}" in text
+        assert f"{100 * (run.win_probability or 0.0):.1f} %" in text
+    assert {c.candidate_id for c in result.receipt.passed_over} == {r.cid for r in passed}
+    assert result.receipt.teardown_passed

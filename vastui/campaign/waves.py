@@ -1,0 +1,98 @@
+"""Renting the shortlist in waves: the first wave by prior, the rest by their chance of beating the leader.
+
+Every rented candidate pays its pull, readiness, canary and warm-up whatever the race then decides, and racing
+saves only blocks, the cheap part. So the plan's first wave (``Plan.first_wave``: the best priors, at least two
+GPU models) is rented at once; once every candidate rented so far has its minimum evidence (or has ended), the
+campaign fits the calibrated prior (``vastui.bench.calibration``) to what it measured and to the store's history of
+this workload, and gives each waiting candidate its probability of beating the measured leader. One below the
+manifest's ``[race] miss_probability`` is passed over, unrented, with that probability in the receipt; of the rest,
+the likeliest winners form the next wave. docs/method.md, Waves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vastui.bench.calibration import Calibration, Observation, Prediction, needed_throughput
+from vastui.bench.cost import cost_curve
+from vastui.bench.manifest import Manifest
+from vastui.campaign.candidate import CandidatePhase
+from vastui.campaign.charges import prior_cost_inputs
+from vastui.campaign.plan import Candidate, model_key
+from vastui.campaign.slots import Slot
+
+
+@dataclass(frozen=True, slots=True)
+class WinChance:
+    """A waiting candidate's chance of beating the measured leader, and what it rests on."""
+
+    probability: float
+    needed_units_per_s: float        # the throughput it would need: the leader's cost upper bound, the SLO floor
+    predicted: Prediction            # its throughput as the calibrated prior predicts it
+    leader: str | None               # whom it would have to beat (None: only the SLO floor, or nothing, yet)
+
+    def describe(self) -> str:
+        against = f"beating {self.leader}'s measured cost" if self.leader is not None else "meeting the SLO floor"
+        need = (f"needs > {self.needed_units_per_s:.3g} units/s" if math.isfinite(self.needed_units_per_s)
+                else "no throughput would do")
+        return (f"{100 * self.probability:.1f} % chance of {against} ({need}; calibrated prior "
+                f"{self.predicted.median_units_per_s:.3g} units/s, spread x{math.exp(self.predicted.sigma):.2f})")
+
+
+def win_chance(candidate: Candidate, manifest: Manifest, calibration: Calibration, *, leader: str | None,
+               leader_cost_high: float | None, leader_certified: bool) -> WinChance:
+    """P(the candidate's true throughput clears both the SLO floor and, when the leader is certified to meet the
+    SLO, the throughput at which its cost per unit (its prior cost inputs) equals the leader's upper bound).
+
+    Only a certified leader rules others out on cost: one on the SLO's knife-edge may never be certified, and
+    what it passed over could have been."""
+    predicted = calibration.predict(model_key(candidate), candidate.prior_throughput_units_per_s,
+                                    prior_is_measured=candidate.prior_is_measured)
+    needed = manifest.slo.throughput_min_units_per_s or 0.0
+    against = None
+    if leader is not None and leader_certified and leader_cost_high is not None and math.isfinite(leader_cost_high):
+        at = cost_curve(prior_cost_inputs(candidate, manifest), units=manifest.production_units)
+        needed = max(needed, needed_throughput(at, target_cost=leader_cost_high))
+        against = leader
+    return WinChance(predicted.probability_above(needed), needed, predicted, against)
+
+
+def observations(slots: Sequence[Slot]) -> list[Observation]:
+    """What the campaign measured, against the dlperf prior: one per candidate with blocks whose prior was the
+    dlperf one (a host measured before has its own measurement as prior: no evidence about dlperf)."""
+    out = []
+    for slot in slots:
+        run = slot.run
+        if not run.blocks or run.candidate.prior_is_measured or run.candidate.prior_throughput_units_per_s <= 0:
+            continue
+        thetas = sorted(b.throughput_units_per_s for b in run.blocks)
+        median = thetas[len(thetas) // 2] if len(thetas) % 2 else 0.5 * (thetas[len(thetas) // 2 - 1]
+                                                                          + thetas[len(thetas) // 2])
+        if median > 0:
+            out.append(Observation(model_key(run.candidate), run.candidate.prior_throughput_units_per_s, median))
+    return out
+
+
+_ENDED = frozenset({CandidatePhase.DONE, CandidatePhase.ELIMINATED, CandidatePhase.FAILED, CandidatePhase.SKIPPED,
+                    CandidatePhase.ABORTED, CandidatePhase.TUNING})
+
+
+def has_spoken(slot: Slot, *, min_blocks: int) -> bool:
+    """Whether a rented candidate has said what it will say before the next wave is chosen: its minimum evidence,
+    or its end (failed, eliminated, done)."""
+    return len(slot.run.blocks) >= min_blocks or slot.eliminated or slot.run.phase in _ENDED
+
+
+class Bulletin:
+    """News for the waiting: each ``post`` wakes everyone waiting on ``next`` (a block decided, a candidate
+    ended). Take ``current`` before checking, then wait on it: no post between the two is lost."""
+
+    def __init__(self) -> None:
+        self.current = asyncio.Event()
+
+    def post(self) -> None:
+        event, self.current = self.current, asyncio.Event()
+        event.set()
