@@ -42,7 +42,6 @@ from pathlib import Path
 
 from vastui.bench.cost import CostInputs, cost_per_accepted_unit
 from vastui.bench.manifest import Manifest, load_manifest
-from vastui.campaign.candidate import NotRented
 from vastui.campaign.charges import bill_of
 from vastui.campaign.prior import DISK_GIB
 from vastui.campaign.startup import rates_of
@@ -365,16 +364,17 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
         out.spend_usd = receipt.campaign_cost_usd
         out.everything_usd = _everything_spend(outcome, manifest, market)
         out.spent_on = _spent_on(outcome, manifest, tuning_s)
-        out.passed_over = sum(1 for r in outcome.runs if r.not_rented is NotRented.PASSED_OVER)
+        out.passed_over = len(outcome.passed_over)
         chosen_run = next((r for r in outcome.runs if r.cid == receipt.decision.chosen), None)
         chosen_true = (costs.get(chosen_run.candidate.offer.id) or true_cost(market, chosen_run.candidate.offer, manifest)
                        if chosen_run is not None else math.inf)
-        for run in outcome.runs:
-            if run.not_rented is NotRented.PASSED_OVER and run.win_probability is not None:
-                own = costs.get(run.candidate.offer.id) or true_cost(market, run.candidate.offer, manifest)
-                out.passed_stated.append(run.win_probability)
-                out.passed_was_best.append(math.isfinite(own) and own <= best * (1.0 + 1e-9))
-                out.passed_beat_choice.append(own < chosen_true)
+        for passed in outcome.passed_over:   # a reserve may have taken its slot: the offer is what was passed over
+            offer = by_id.get(passed.offer_id) or next(r.candidate.offer for r in outcome.runs
+                                                       if r.cid == passed.candidate_id)
+            own = costs[offer.id] if offer.id in costs else true_cost(market, offer, manifest)
+            out.passed_stated.append(passed.probability)
+            out.passed_was_best.append(math.isfinite(own) and own <= best * (1.0 + 1e-9))
+            out.passed_beat_choice.append(own < chosen_true)
         chosen = next((r for r in outcome.runs if r.cid == receipt.decision.chosen), None)
         best_offer = min(costs, key=lambda oid: costs[oid])
         in_shortlist = any(o.id == best_offer for o in shortlist)
@@ -519,8 +519,8 @@ def report(results: list[MarketResult], *, protocol: str = "fast") -> str:
     lines += ["",
               f"- vastui spend: ${spend:.2f} ({100 * spend / everything:.0f} % of benchmark-everything's ${everything:.2f});"
               f" wall time {statistics.fmean(r.wall_s for r in results):.1f} s per campaign; "
-              f"{sum(r.passed_over for r in results)} shortlisted candidates passed over unrented (their prior "
-              f"could not beat the measured leader)",
+              f"{sum(r.passed_over for r in results)} shortlisted offers passed over unrented (their chance of "
+              f"beating the measured leader was below the miss probability)",
               "- where vastui's spend went: " + ", ".join(
                   f"{part} {100 * sum(r.spent_on.get(part, 0.0) for r in results) / max(spend, 1e-12):.0f} %"
                   for part in SPEND_PARTS)

@@ -42,6 +42,21 @@ def test_a_measured_model_is_predicted_near_its_hosts_and_tighter_than_an_unmeas
     assert known.median_units_per_s == 90.0 and known.sigma < a.sigma
 
 
+def test_a_workload_that_does_not_follow_the_prior_is_predicted_by_its_slope() -> None:
+    """Input-bound: every GPU runs at its loaders' pace, whatever its dlperf. Three models measured at about 33
+    units/s from priors 60 to 140: a fourth model with a prior of 57 is predicted near 33, not at a third of its
+    prior, and a 40 units/s floor is within its reach."""
+    seen = [Observation("A x1", 60.0, 33.0), Observation("A x1", 59.0, 31.0), Observation("B x1", 90.0, 34.0),
+            Observation("C x1", 140.0, 33.0), Observation("D x1", 110.0, 30.0)]
+    fit = Calibration.fit(seen)
+    assert fit.beta < -0.5
+    slow = fit.predict("E x1", 57.0)
+    assert 27.0 < slow.median_units_per_s < 40.0
+    assert slow.probability_above(40.0) > 0.10
+    without_slope = math.exp(sum(o.log_ratio for o in seen) / len(seen)) * 57.0   # the ratio's mean alone
+    assert without_slope < 22.0 < slow.median_units_per_s
+
+
 def test_agreeing_measurements_cannot_talk_the_spreads_down_to_nothing() -> None:
     same = [Observation("A x1", 100.0, 60.0), Observation("A x1", 100.0, 60.0),
             Observation("B x1", 100.0, 60.0)]

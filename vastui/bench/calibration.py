@@ -4,13 +4,16 @@ Before a candidate is rented, all the campaign knows of its speed is the plan's 
 ``vastui.campaign.prior``). Once a few hosts are measured, the ratio measured / prior says how far that prior is off
 for *this* workload on *this* market. The model (docs/method.md, Waves) is on the log of that ratio:
 
-    log(measured / prior) = mu + b_model + e_host,    b_model ~ N(0, tau^2),  e_host ~ N(0, sigma^2)
+    log(measured / prior) = mu + beta * (log prior - centre) + b_model + e_host,
+    b_model ~ N(0, tau^2),  e_host ~ N(0, sigma^2)
 
-``mu`` is the workload's overall scale, ``b_model`` how far one GPU model (and GPU count) departs from it (a
-compute-bound workload gains more from a fast GPU than dlperf's compression says, an input-bound one less), and
-``e_host`` the spread between hosts of one model (a few to ~35 % between hosts, docs/simulator.md) with the
-run-to-run noise of the measurement. ``sigma`` and ``tau`` start from stated priors worth a few observations
-each and are pooled with what the campaign (and the store's history of this workload) measured, so two or three
+``mu`` is the workload's overall scale; ``beta`` how the ratio moves with the prior itself (a compute-bound
+workload gains more from a fast GPU than dlperf's compression says: beta near +1; an input-bound one, held to its
+loaders' pace, hardly gains at all: beta near -1; the prior's own guess is 0); ``b_model`` how far one GPU model
+(and GPU count) departs from that line, and ``e_host`` the spread between hosts of one model (a few to ~35 % between hosts, docs/simulator.md) with the
+run-to-run noise of the measurement. ``mu`` and ``beta`` are fitted by a ridge (prior-weighted) regression on the
+models' means, their uncertainty carried into every prediction; ``sigma`` and ``tau`` start from stated priors
+worth a few observations each and are pooled with what the campaign (and the store's history of this workload) measured, so two or three
 measurements cannot talk the spread down to nothing. A host of a model already measured is predicted tightly;
 one of an unmeasured model carries ``tau`` too.
 
@@ -36,6 +39,9 @@ MODEL_TAU_PRIOR = 0.30
 MODEL_TAU_WEIGHT = 3.0
 # The workload's overall scale before anything is measured (the prior is in dlperf points, not this workload's units).
 SCALE_SIGMA_PRIOR = 1.0
+# How the ratio moves with log(prior): none, give or take this much (the slope is +1 for a workload that scales as
+# dlperf itself, -1 for one that does not scale with the GPU at all).
+SLOPE_SIGMA_PRIOR = 0.6
 # A host measured for this workload before (its prior is that measurement): drift since then and run-to-run noise.
 KNOWN_HOST_SIGMA = 0.06
 
@@ -79,57 +85,103 @@ class Prediction:
 
 
 @dataclass(frozen=True, slots=True)
+class _Group:
+    """One model's observations: their weight, mean log ratio and mean centred log prior."""
+
+    n: float
+    x: float
+    d: float
+
+
+@dataclass(frozen=True, slots=True)
 class Calibration:
-    """The fitted model: ``mu`` with its variance, ``sigma`` and ``tau``, and each measured model's shrunken mean."""
+    """The fitted model: the line (``mu``, ``beta`` about ``centre``, with their covariance), ``sigma`` and
+    ``tau``, and each measured model's summary for shrinking towards the line."""
 
     mu: float
-    mu_var: float
+    beta: float
+    cov: tuple[float, float, float]     # var(mu), cov(mu, beta), var(beta)
+    centre: float
     sigma: float
     tau: float
-    models: dict[str, tuple[float, float]]   # model -> (posterior mean of mu + b_model, its variance)
+    groups: dict[str, _Group]
     observations: int
 
     @classmethod
     def fit(cls, observations: Sequence[Observation]) -> Calibration:
         usable = [o for o in observations if o.prior_units_per_s > 0.0 and o.measured_units_per_s > 0.0
-                  and o.weight > 0.0 and math.isfinite(o.log_ratio)]
+                  and o.weight > 0.0 and math.isfinite(o.log_ratio) and math.isfinite(o.prior_units_per_s)]
+        blank_cov = (SCALE_SIGMA_PRIOR ** 2, 0.0, SLOPE_SIGMA_PRIOR ** 2)
         if not usable:
-            return cls(mu=0.0, mu_var=SCALE_SIGMA_PRIOR ** 2, sigma=HOST_SIGMA_PRIOR, tau=MODEL_TAU_PRIOR,
-                       models={}, observations=0)
-        groups: dict[str, list[Observation]] = {}
+            return cls(mu=0.0, beta=0.0, cov=blank_cov, centre=0.0, sigma=HOST_SIGMA_PRIOR, tau=MODEL_TAU_PRIOR,
+                       groups={}, observations=0)
+        centre = sum(o.weight * math.log(o.prior_units_per_s) for o in usable) / sum(o.weight for o in usable)
+        by_model: dict[str, list[Observation]] = {}
         for o in usable:
-            groups.setdefault(o.model, []).append(o)
-        n = {m: sum(o.weight for o in obs) for m, obs in groups.items()}
-        mean = {m: sum(o.weight * o.log_ratio for o in obs) / n[m] for m, obs in groups.items()}
-        within = sum(o.weight * (o.log_ratio - mean[m]) ** 2 for m, obs in groups.items() for o in obs)
-        within_df = sum(max(0.0, n[m] - 1.0) for m in groups)
-        sigma2 = (HOST_SIGMA_WEIGHT * HOST_SIGMA_PRIOR ** 2 + within) / (HOST_SIGMA_WEIGHT + within_df)
+            by_model.setdefault(o.model, []).append(o)
+        groups = {}
+        for model, obs in by_model.items():
+            n = sum(o.weight for o in obs)
+            groups[model] = _Group(n, sum(o.weight * o.log_ratio for o in obs) / n,
+                                   sum(o.weight * (math.log(o.prior_units_per_s) - centre) for o in obs) / n)
+        mu, beta, cov = 0.0, 0.0, blank_cov
         tau2 = MODEL_TAU_PRIOR ** 2
-        mu, mu_var = 0.0, SCALE_SIGMA_PRIOR ** 2
-        for _ in range(3):   # mu given tau, tau given mu: a few rounds settle
-            weights = {m: 1.0 / (tau2 + sigma2 / n[m]) for m in groups}
-            mu = sum(weights[m] * mean[m] for m in groups) / sum(weights.values())
-            mu_var = 1.0 / sum(weights.values())
-            excess = sum(max(0.0, (mean[m] - mu) ** 2 - sigma2 / n[m]) for m in groups)
-            tau2 = (MODEL_TAU_WEIGHT * MODEL_TAU_PRIOR ** 2 + excess) / (MODEL_TAU_WEIGHT + max(0, len(groups) - 1))
-        models = {}
-        for m in groups:
-            shrink = tau2 / (tau2 + sigma2 / n[m])
-            models[m] = (mu + shrink * (mean[m] - mu), shrink * sigma2 / n[m] + (1.0 - shrink) ** 2 * mu_var)
-        return cls(mu=mu, mu_var=mu_var, sigma=math.sqrt(sigma2), tau=math.sqrt(tau2), models=models,
-                   observations=len(usable))
+        sigma2 = HOST_SIGMA_PRIOR ** 2
+        for _ in range(4):   # the line given the spreads, the spreads given the line: a few rounds settle
+            within = sum(o.weight * (o.log_ratio - beta * (math.log(o.prior_units_per_s) - centre)
+                                     - (groups[m].x - beta * groups[m].d)) ** 2
+                         for m, obs in by_model.items() for o in obs)
+            within_df = sum(max(0.0, g.n - 1.0) for g in groups.values())
+            sigma2 = (HOST_SIGMA_WEIGHT * HOST_SIGMA_PRIOR ** 2 + within) / (HOST_SIGMA_WEIGHT + within_df)
+            mu, beta, cov = _ridge_line(groups, tau2=tau2, sigma2=sigma2)
+            excess = sum(max(0.0, (g.x - mu - beta * g.d) ** 2 - sigma2 / g.n) for g in groups.values())
+            tau2 = (MODEL_TAU_WEIGHT * MODEL_TAU_PRIOR ** 2 + excess) / (MODEL_TAU_WEIGHT
+                                                                      + max(0, len(groups) - 2))
+        return cls(mu=mu, beta=beta, cov=cov, centre=centre, sigma=math.sqrt(sigma2), tau=math.sqrt(tau2),
+                   groups=groups, observations=len(usable))
 
     def predict(self, model: str, prior_units_per_s: float, *, prior_is_measured: bool = False) -> Prediction:
-        """The predictive distribution of a new host's throughput: of a measured model, its shrunken mean and
-        the host spread; of another, the overall scale and the model spread too. A prior that is this host's own
-        earlier measurement is taken as it is, with drift and run-to-run noise."""
+        """The predictive distribution of a new host's throughput: on the fitted line, with the model spread for a
+        model not measured; drawn towards a measured model's own hosts as far as they outweigh that spread. A
+        prior that is this host's own earlier measurement is taken as it is, with drift and run-to-run noise."""
         if prior_is_measured:
             return Prediction(prior_units_per_s, KNOWN_HOST_SIGMA)
-        if model in self.models:
-            centre, var = self.models[model]
+        # nothing measured: no line to move along (the scale's prior spread covers it)
+        d = math.log(prior_units_per_s) - self.centre if prior_units_per_s > 0 and self.observations else 0.0
+        var_mu, cov_mb, var_beta = self.cov
+        line = self.mu + self.beta * d
+        line_var = var_mu + 2.0 * d * cov_mb + d * d * var_beta
+        group = self.groups.get(model)
+        if group is None:
+            centre, var = line, line_var + self.tau ** 2
         else:
-            centre, var = self.mu, self.mu_var + self.tau ** 2
+            sigma2, tau2 = self.sigma ** 2, self.tau ** 2
+            shrink = tau2 / (tau2 + sigma2 / group.n)
+            own = group.x + self.beta * (d - group.d)    # its hosts' mean, moved along the slope to this prior
+            centre = (1.0 - shrink) * line + shrink * own
+            var = ((1.0 - shrink) ** 2 * line_var + shrink ** 2 * var_beta * (d - group.d) ** 2
+                   + shrink * sigma2 / group.n)
         return Prediction(prior_units_per_s * math.exp(centre), math.sqrt(var + self.sigma ** 2))
+
+
+def _ridge_line(groups: dict[str, _Group], *, tau2: float, sigma2: float) -> tuple[float, float,
+                                                                                    tuple[float, float, float]]:
+    """The line through the models' means, each weighted by 1 / (tau^2 + sigma^2 / n), with the priors on the
+    scale and the slope as ridge terms; returns (mu, beta, (var mu, cov, var beta))."""
+    a = 1.0 / SCALE_SIGMA_PRIOR ** 2
+    b = 0.0
+    c = 1.0 / SLOPE_SIGMA_PRIOR ** 2
+    y0 = y1 = 0.0
+    for g in groups.values():
+        w = 1.0 / (tau2 + sigma2 / g.n)
+        a += w
+        b += w * g.d
+        c += w * g.d * g.d
+        y0 += w * g.x
+        y1 += w * g.d * g.x
+    det = a * c - b * b
+    inv = (c / det, -b / det, a / det)
+    return inv[0] * y0 + inv[1] * y1, inv[1] * y0 + inv[2] * y1, inv
 
 
 def needed_throughput(cost_at: Callable[[float], float], *, target_cost: float) -> float:

@@ -95,13 +95,19 @@ class CandidateReport:
     attribution: Attribution | None = None
     runs: int = 0                      # independent measured runs (separate agent processes)
     billed_usd: float | None = None    # what the marketplace billed for this candidate's rental
-    # a later wave's candidate: its chance of beating the measured leader when its wave was chosen
-    win_probability: float | None = None
 
-    @property
-    def is_passed_over(self) -> bool:
-        """Never rented because its stated chance of beating the leader was below the miss probability."""
-        return self.instance_id is None and not self.is_measured and self.win_probability is not None
+
+@dataclass(frozen=True, slots=True)
+class PassedOver:
+    """An offer never rented because its chance of beating the measured leader, when its wave was chosen, was
+    below the miss probability (its slot may have gone to a reserve, reported under the same candidate id)."""
+
+    candidate_id: str
+    offer_id: int
+    gpu_name: str
+    num_gpus: int
+    probability: float
+    why: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +151,7 @@ class Receipt:
     campaign_cost_usd: float
     notes: tuple[str, ...] = ()
     miss_probability: float | None = None   # the manifest's: below it, a waiting candidate was passed over
+    passed_over: tuple[PassedOver, ...] = ()
 
     @property
     def never_measured(self) -> tuple[str, ...]:
@@ -152,15 +159,10 @@ class Receipt:
         ones apart (their risk is stated: ``passed_over``). One that was rented and failed (its host, its container,
         its canary) was tried: the method counts it as an infinite cost, a result like any other, so it does not
         make the decision provisional."""
+        passed = {p.candidate_id for p in self.passed_over}
         return tuple(c.candidate_id for c in self.candidates
-                     if not c.is_measured and not c.is_passed_over
+                     if not c.is_measured and not (c.candidate_id in passed and c.instance_id is None)
                      and not (c.outcome is Outcome.FAILED and c.instance_id is not None))
-
-    @property
-    def passed_over(self) -> tuple[CandidateReport, ...]:
-        """Candidates never rented because the calibrated prior gave them less than the miss probability of
-        beating the leader; each with the probability it was given."""
-        return tuple(c for c in self.candidates if c.is_passed_over)
 
     @property
     def is_provisional(self) -> bool:
@@ -187,7 +189,6 @@ def receipt_to_dict(receipt: Receipt, *, redact: Redact | None = None) -> dict[s
     data["version"] = RECEIPT_VERSION
     data["teardown_passed"] = receipt.teardown_passed
     data["never_measured"] = list(receipt.never_measured)
-    data["passed_over"] = {c.candidate_id: c.win_probability for c in receipt.passed_over}
     data["provisional"] = receipt.is_provisional
     data["resume_command"] = receipt.resume_command
     return data
@@ -305,10 +306,10 @@ def _md_decision(r: Receipt) -> str:
         stated = "" if r.miss_probability is None else f", below the miss probability of {r.miss_probability:.0%}"
         lines.append(f"- Passed over unrented (chance of beating the measured leader when its wave was chosen"
                      f"{stated}): " + "; ".join(
-                         f"{c.candidate_id} offer {c.offer_id} {_cell(c.gpu_name)} x{c.num_gpus} "
-                         f"{100 * (c.win_probability or 0.0):.1f} %" for c in r.passed_over)
+                         f"{p.candidate_id} offer {p.offer_id} {_cell(p.gpu_name)} x{p.num_gpus} "
+                         f"{100 * p.probability:.1f} %" for p in r.passed_over)
                      + f"; the chance that one of them was the cheapest is at most "
-                       f"{100 * min(1.0, sum(c.win_probability or 0.0 for c in r.passed_over)):.1f} %")
+                       f"{100 * min(1.0, sum(p.probability for p in r.passed_over)):.1f} %")
     lines.append("- Provisional: " + ("**yes** — " + "; ".join(reasons) if reasons
                                        else "no — every candidate was measured"
                                        + (" or passed over with its chance stated" if r.passed_over else "")))

@@ -19,6 +19,7 @@ from vastui.approval import Approver
 from vastui.bench.calibration import Calibration
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest
+from vastui.bench.receipt import PassedOver
 from vastui.bench.select import Decision, EliminationReason, Finalist, Race, RaceCandidate
 from vastui.bench.stats import Interval, Verdict
 from vastui.bench.tuned import TunedEvidence, decide_with_tuned_evidence
@@ -83,6 +84,7 @@ class CampaignOutcome:
     tuned_candidate: str | None = None     # whose instance ``tuning`` ran on
     certified_tuned: tuple[str, ...] = ()  # finalists whose SLO was certified at their tuned profile
     halt: Halt | None = None               # why the campaign stopped renting early (the workload fails, ...)
+    passed_over: tuple[PassedOver, ...] = ()   # offers a later wave passed over, each with its stated chance
 
 
 class CampaignEngine:
@@ -119,6 +121,7 @@ class CampaignEngine:
         self._wave_size = max(1, len(self._first_wave))
         self._wave_verdicts: dict[str, WinChance] = {}  # each later candidate's chance when its wave was chosen
         self._wave_lock = asyncio.Lock()
+        self._passed_over: list[PassedOver] = []
 
     def _prior_cost(self, c: Candidate) -> CostInputs:
         return prior_cost_inputs(c, self.manifest)
@@ -182,7 +185,8 @@ class CampaignEngine:
         return CampaignOutcome(campaign_id=self.plan.campaign_id, runs=tuple(self.runs), decision=decision,
                                teardown=report, spend_usd=spend, race_reason=self.state.reason, tuning=self.tuning,
                                tuned_cost=tuned_cost, billed_usd=billed, tuned_candidate=self._tuned_cid,
-                               certified_tuned=certified_tuned, halt=self.halted)
+                               certified_tuned=certified_tuned, halt=self.halted,
+                               passed_over=tuple(self._passed_over))
 
     def _stage(self, phase: CampaignStage, detail: str = "") -> None:
         self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,
@@ -251,13 +255,16 @@ class CampaignEngine:
                     self.ctx.skip(run, NotRented.RACE_DECIDED, "race decided before its turn")
                 self.state.race.exclude(run.cid, reason=EliminationReason.FAILED, detail="not measured: race decided")
                 return
-            if chance is not None and not self._may_win(chance) and not await self._take_reserve(run, chance):
-                run.win_probability = chance.probability
-                self.ctx.skip(run, NotRented.PASSED_OVER, f"passed over: {chance.describe()}")
-                self.state.race.exclude(run.cid, reason=EliminationReason.FAILED,
-                                        detail=f"not measured: passed over ({chance.describe()})")
-                return
-            if chance is not None:
+            if chance is not None and not self._may_win(chance):
+                self._passed_over.append(PassedOver(run.cid, run.candidate.offer.id, run.candidate.offer.gpu_name,
+                                                    run.candidate.gpu_count, chance.probability, chance.describe()))
+                if not await self._take_reserve(run, chance):
+                    run.win_probability = chance.probability
+                    self.ctx.skip(run, NotRented.PASSED_OVER, f"passed over: {chance.describe()}")
+                    self.state.race.exclude(run.cid, reason=EliminationReason.FAILED,
+                                            detail=f"not measured: passed over ({chance.describe()})")
+                    return
+            elif chance is not None:
                 run.win_probability = chance.probability
             try:
                 await self._life(slot)

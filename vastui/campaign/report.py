@@ -15,6 +15,7 @@ from vastui.bench.receipt import (
     CandidateReport,
     DestroyedInstance,
     Outcome,
+    PassedOver,
     Receipt,
     StartupSplit,
     WorkloadIdentity,
@@ -22,7 +23,7 @@ from vastui.bench.receipt import (
 from vastui.bench.runs import run_aware_interval
 from vastui.bench.select import Decision
 from vastui.bench.stats import Interval, summarize_latency
-from vastui.campaign.candidate import CandidatePhase, CandidateRun, NotRented
+from vastui.campaign.candidate import CandidatePhase, CandidateRun
 from vastui.campaign.charges import measured_cost_inputs
 from vastui.campaign.cleanup import TeardownReport
 
@@ -92,8 +93,7 @@ def candidate_report(run: CandidateRun, *, manifest: Manifest, decision: Decisio
         startup=StartupSplit(pull_s=parts.pull_s, readiness_s=parts.readiness_s, warmup_s=run.warmup_s,
                              workload_init_s=parts.workload_init_s, console_overhead_s=parts.console_overhead_s),
         cost_per_unit=cost, attribution=attribution_of(run, units=manifest.production_units),
-        runs=run.measured_runs, billed_usd=billed_usd,
-        win_probability=run.win_probability if run.not_rented is NotRented.PASSED_OVER else None)
+        runs=run.measured_runs, billed_usd=billed_usd)
 
 
 def approvals_from(audit: Sequence[AuditRecord],
@@ -115,7 +115,7 @@ def rent_caps(runs: Sequence[CandidateRun]) -> dict[str, float]:
 def build_receipt(*, campaign_id: str, created_at: float, manifest: Manifest, runs: Sequence[CandidateRun],
                   decision: Decision, audit: Sequence[AuditRecord], teardown: TeardownReport,
                   destroyed_at: dict[int, float], spend_usd: float, notes: Sequence[str] = (),
-                  billed_usd: Mapping[str, float] | None = None) -> Receipt:
+                  billed_usd: Mapping[str, float] | None = None, passed_over: Sequence[PassedOver] = ()) -> Receipt:
     """The receipt; ``spend_usd`` is what the marketplace billed, ``billed_usd`` the same per candidate."""
     billed = billed_usd or {}
     destroyed = tuple(DestroyedInstance(instance_id=g.instance_id, destroyed_at=destroyed_at.get(g.instance_id),
@@ -132,4 +132,5 @@ def build_receipt(*, campaign_id: str, created_at: float, manifest: Manifest, ru
                          for r in runs),
         decision=decision, approvals=approvals_from(audit, rent_caps(runs)), destroyed=destroyed,
         leaked_instance_ids=tuple(sorted({*teardown.still_alive, *teardown.refused})),
-        campaign_cost_usd=spend_usd, notes=tuple(notes), miss_probability=manifest.race.miss_probability)
+        campaign_cost_usd=spend_usd, notes=tuple(notes), miss_probability=manifest.race.miss_probability,
+        passed_over=tuple(passed_over))

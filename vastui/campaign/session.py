@@ -105,7 +105,7 @@ async def write_receipt(services: CampaignServices, *, manifest: Manifest, plan:
                             audit=await store.audit_records(campaign_id=plan.campaign_id), teardown=outcome.teardown,
                             destroyed_at=await _destroy_times(store, [g.instance_id for g in outcome.teardown.gone]),
                             spend_usd=outcome.spend_usd, billed_usd=outcome.billed_usd,
-                            notes=_notes(outcome))
+                            notes=_notes(outcome), passed_over=outcome.passed_over)
     await save_receipt(services, receipt)
     await store.finish_campaign(campaign_id=plan.campaign_id, at=clock.now(),
                                 phase=CampaignPhase.FINISHED if receipt.teardown_passed else CampaignPhase.LEAKED)
