@@ -14,6 +14,7 @@ from vastui.bench.calibration import Calibration, Observation
 from vastui.bench.cost import cost_curve
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.bench.receipt import render_markdown
+from vastui.bench.stats import Interval
 from vastui.campaign.candidate import NotRented
 from vastui.campaign.charges import prior_cost_inputs
 from vastui.campaign.plan import Candidate, build_plan, first_wave, model_key, render_plan
@@ -74,28 +75,38 @@ def test_the_plan_states_the_first_wave_and_what_the_waves_expect(tmp_path: Path
     assert f"first wave: {', '.join(plan.first_wave)}" in text and "expected spend" in text
 
 
+def _cost(point: float, *, spread: float = 1.0) -> Interval:
+    """A leader's cost interval: ``point``, ``spread`` times it at the upper end (1: known exactly)."""
+    return Interval(point=point, low=point / spread, high=point * spread, confidence=0.95, n=10)
+
+
 def test_a_waiting_candidate_s_chance_is_judged_against_a_certified_leader_and_the_slo_floor(tmp_path: Path) -> None:
     manifest, candidates = _plan(tmp_path)
     candidate = candidates[4]
     blank = Calibration.fit([])
     free = replace(manifest, slo=replace(manifest.slo, throughput_min_units_per_s=None))
     # nothing to beat: certain
-    assert win_chance(candidate, free, blank, leader=None, leader_cost_high=None, leader_certified=False
+    assert win_chance(candidate, free, blank, leader=None, leader_cost=None, leader_certified=False
                       ).probability == 1.0
-    # the leader's upper bound equal to this candidate's cost at its predicted median: even odds
+    # the leader's cost equal to this candidate's cost at its predicted median: even odds
     fit = Calibration.fit([Observation(model_key(candidate), 100.0, 60.0), Observation("other x1", 100.0, 70.0)])
     median = fit.predict(model_key(candidate), candidate.prior_throughput_units_per_s).median_units_per_s
     at = cost_curve(prior_cost_inputs(candidate, free), units=free.production_units)
-    even = win_chance(candidate, free, fit, leader="c1", leader_cost_high=at(median), leader_certified=True)
+    even = win_chance(candidate, free, fit, leader="c1", leader_cost=_cost(at(median)), leader_certified=True)
     assert even.probability == pytest.approx(0.5, abs=1e-6) and even.leader == "c1"
-    cheaper = win_chance(candidate, free, fit, leader="c1", leader_cost_high=at(median * 2.5), leader_certified=True)
+    cheaper = win_chance(candidate, free, fit, leader="c1", leader_cost=_cost(at(median * 2.5)),
+                         leader_certified=True)
     assert cheaper.probability < 0.05 and "c1" in cheaper.describe()
+    # a leader known loosely rules out less than one known exactly
+    loose = win_chance(candidate, free, fit, leader="c1", leader_cost=_cost(at(median * 2.5), spread=1.5),
+                       leader_certified=True)
+    assert cheaper.probability < loose.probability < 0.5
     # a leader not certified to meet the SLO rules nobody out on cost
-    assert win_chance(candidate, free, fit, leader="c1", leader_cost_high=at(median * 2.5),
+    assert win_chance(candidate, free, fit, leader="c1", leader_cost=_cost(at(median * 2.5)),
                       leader_certified=False).probability == 1.0
     # the SLO floor: far above the prediction, no chance whoever leads
     floor = replace(manifest, slo=replace(manifest.slo, throughput_min_units_per_s=median * 3.0))
-    hopeless = win_chance(candidate, floor, fit, leader=None, leader_cost_high=None, leader_certified=False)
+    hopeless = win_chance(candidate, floor, fit, leader=None, leader_cost=None, leader_certified=False)
     assert hopeless.probability < 1e-3 and math.isclose(hopeless.needed_units_per_s, median * 3.0)
 
 

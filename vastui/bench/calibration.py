@@ -81,7 +81,7 @@ class Prediction:
 
     def quantile(self, q: float) -> float:
         """The throughput this candidate exceeds with probability 1 - ``q``."""
-        return self.median_units_per_s * math.exp(self.sigma * _normal_quantile(q))
+        return self.median_units_per_s * math.exp(self.sigma * normal_quantile(q))
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +205,7 @@ def needed_throughput(cost_at: Callable[[float], float], *, target_cost: float) 
     return high
 
 
-def _normal_quantile(q: float) -> float:
+def normal_quantile(q: float) -> float:
     """The standard normal's quantile (Acklam's rational approximation, |error| < 1.2e-9)."""
     if not 0.0 < q < 1.0:
         raise ValueError(f"a quantile needs 0 < q < 1, not {q}")
@@ -221,7 +221,7 @@ def _normal_quantile(q: float) -> float:
         return (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5]) / \
             ((((d[0] * r + d[1]) * r + d[2]) * r + d[3]) * r + 1.0)
     if q > 1.0 - 0.02425:
-        return -_normal_quantile(1.0 - q)
+        return -normal_quantile(1.0 - q)
     r = q - 0.5
     s = r * r
     return (((((a[0] * s + a[1]) * s + a[2]) * s + a[3]) * s + a[4]) * s + a[5]) * r / \

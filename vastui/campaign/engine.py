@@ -319,9 +319,9 @@ class CampaignEngine:
         async with self.state.lock:
             leader = self.state.leader
             standing = await asyncio.to_thread(self.state.race.standing, leader) if leader is not None else None
-        high = standing.cost_per_unit.high if standing is not None and standing.cost_per_unit is not None else None
+        cost = standing.cost_per_unit if standing is not None else None
         certified = standing is not None and standing.slo is Verdict.MET
-        return [win_chance(c, self.manifest, calibration, leader=leader, leader_cost_high=high,
+        return [win_chance(c, self.manifest, calibration, leader=leader, leader_cost=cost,
                            leader_certified=certified) for c in candidates]
 
     async def _choose_wave(self) -> None:

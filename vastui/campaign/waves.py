@@ -16,9 +16,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vastui.bench.calibration import Calibration, Observation, Prediction, needed_throughput
+from vastui.bench.calibration import Calibration, Observation, Prediction, needed_throughput, normal_quantile
 from vastui.bench.cost import cost_curve
 from vastui.bench.manifest import Manifest
+from vastui.bench.stats import Interval
 from vastui.campaign.candidate import CandidatePhase
 from vastui.campaign.charges import prior_cost_inputs
 from vastui.campaign.plan import Candidate, model_key
@@ -30,7 +31,7 @@ class WinChance:
     """A waiting candidate's chance of beating the measured leader, and what it rests on."""
 
     probability: float
-    needed_units_per_s: float        # the throughput it would need: the leader's cost upper bound, the SLO floor
+    needed_units_per_s: float        # the throughput it would need: the leader's cost, the SLO floor
     predicted: Prediction            # its throughput as the calibrated prior predicts it
     leader: str | None               # whom it would have to beat (None: only the SLO floor, or nothing, yet)
 
@@ -43,21 +44,30 @@ class WinChance:
 
 
 def win_chance(candidate: Candidate, manifest: Manifest, calibration: Calibration, *, leader: str | None,
-               leader_cost_high: float | None, leader_certified: bool) -> WinChance:
-    """P(the candidate's true throughput clears both the SLO floor and, when the leader is certified to meet the
-    SLO, the throughput at which its cost per unit (its prior cost inputs) equals the leader's upper bound).
+               leader_cost: Interval | None, leader_certified: bool) -> WinChance:
+    """P(the candidate's true throughput meets the SLO floor and, when the leader is certified to meet the SLO,
+    its true cost per unit (at its prior cost inputs) comes under the leader's true cost).
 
-    Only a certified leader rules others out on cost: one on the SLO's knife-edge may never be certified, and
-    what it passed over could have been."""
+    The leader's cost is known only to its interval: its spread (the interval read as a log-normal's) is added to
+    the candidate's own, so a leader measured loosely rules out less. The two events are not independent; the
+    chance stated is the smaller of the two, which is at least their joint chance. Only a certified leader rules
+    others out on cost: one on the SLO's knife-edge may never be certified, and what it passed over could have
+    been."""
     predicted = calibration.predict(model_key(candidate), candidate.prior_throughput_units_per_s,
                                     prior_is_measured=candidate.prior_is_measured)
-    needed = manifest.slo.throughput_min_units_per_s or 0.0
-    against = None
-    if leader is not None and leader_certified and leader_cost_high is not None and math.isfinite(leader_cost_high):
+    floor = manifest.slo.throughput_min_units_per_s or 0.0
+    probability, needed, against = predicted.probability_above(floor), floor, None
+    if (leader is not None and leader_certified and leader_cost is not None and math.isfinite(leader_cost.point)
+            and leader_cost.point > 0.0):
         at = cost_curve(prior_cost_inputs(candidate, manifest), units=manifest.production_units)
-        needed = max(needed, needed_throughput(at, target_cost=leader_cost_high))
-        against = leader
-    return WinChance(predicted.probability_above(needed), needed, predicted, against)
+        to_beat = needed_throughput(at, target_cost=leader_cost.point)
+        z = normal_quantile(0.5 + leader_cost.confidence / 2.0)
+        leader_sigma = math.log(max(leader_cost.high, leader_cost.point) / leader_cost.point) / z \
+            if math.isfinite(leader_cost.high) else 1.0
+        widened = Prediction(predicted.median_units_per_s, math.hypot(predicted.sigma, leader_sigma))
+        probability = min(probability, widened.probability_above(to_beat))
+        needed, against = max(floor, to_beat), leader
+    return WinChance(probability, needed, predicted, against)
 
 
 def observations(slots: Sequence[Slot]) -> list[Observation]:
