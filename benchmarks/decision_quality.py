@@ -256,11 +256,14 @@ def _regret(cost: float, best: float) -> float:
     return math.inf if not math.isfinite(cost) else cost / best - 1.0
 
 
-def _everything_spend(outcome: object, manifest: Manifest, market: Market) -> float:
+def _everything_spend(outcome: object, manifest: Manifest, market: Market,
+                      tuning_s: dict[str, float] | None = None) -> float:
     """Benchmark-everything's spend: what each shortlisted candidate was billed in the campaign, plus the blocks
     racing saved it (every candidate measured to max_blocks) at its GPU and disk price; a candidate the campaign
     never rented (passed over, or the race ended first) is priced at the median rented candidate's billed hours at
-    its own rates, plus its image download unless its host has the image."""
+    its own rates, the hours the leader spent tuning left out (benchmark-everything tunes one machine too, the one
+    already counted), plus its image download unless its host has the image."""
+    tuning_s = tuning_s or {}
     billed_usd = outcome.billed_usd  # type: ignore[attr-defined]
     total, hours = 0.0, []
     for run in outcome.runs:  # type: ignore[attr-defined]
@@ -272,7 +275,7 @@ def _everything_spend(outcome: object, manifest: Manifest, market: Market) -> fl
         cost = billed_usd[run.cid] + missing * manifest.measure.block_s * per_hour / 3600
         total += cost
         if run.passed_gate and per_hour > 0:
-            hours.append(cost / per_hour)
+            hours.append(cost / per_hour - tuning_s.get(run.cid, 0.0) / 3600.0)
     for run in outcome.runs:  # type: ignore[attr-defined]
         if run.cid in billed_usd or not hours:
             continue
@@ -362,7 +365,7 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
         out.everything_decision_s = _everything_time(outcome, manifest)
         out.rented, out.shortlisted = len(outcome.billed_usd), len(outcome.runs)
         out.spend_usd = receipt.campaign_cost_usd
-        out.everything_usd = _everything_spend(outcome, manifest, market)
+        out.everything_usd = _everything_spend(outcome, manifest, market, tuning_s)
         out.spent_on = _spent_on(outcome, manifest, tuning_s)
         out.passed_over = len(outcome.passed_over)
         chosen_run = next((r for r in outcome.runs if r.cid == receipt.decision.chosen), None)
@@ -579,7 +582,10 @@ async def main_async(markets: int, seed: int, scale: float, *, protocol: str = "
                                       realism=realism)
             results.append(result)
             print(f"market {seed + index} ({kind.name}): vastui regret {100 * result.regret['vastui']:.1f} %, "
-                  f"spend ${result.spend_usd:.3f}, {result.wall_s:.1f} s; {result.note}", file=sys.stderr, flush=True)
+                  f"spend ${result.spend_usd:.3f} (everything ${result.everything_usd:.3f}), rented "
+                  f"{result.rented}/{result.shortlisted}, decision in {result.decision_s / 60:.0f} min (everything "
+                  f"{result.everything_decision_s / 60:.0f}), {result.wall_s:.1f} s; {result.note}",
+                  file=sys.stderr, flush=True)
     return report(results, protocol=protocol)
 
 

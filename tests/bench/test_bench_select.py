@@ -274,3 +274,25 @@ def test_a_certified_candidate_outlives_a_cheaper_leader_on_the_slo_knife_edge()
     assert race.standing("edge").slo is Verdict.MET
     step = race.decide()
     assert [(e.candidate_id, e.reason) for e in step.eliminated] == [("good", EliminationReason.COST)]
+
+
+def test_the_chance_a_leader_misses_the_slo_follows_its_evidence() -> None:
+    # certified: none; straddling the floor: some, more the closer its median sits to it; below it: about all
+    slo = Slo(throughput_min_units_per_s=80.0)
+    race = Race([RaceCandidate(cid, CHEAP) for cid in ("sure", "near", "close", "under")], units=100_000, slo=slo,
+                resamples=300, measure=BLOCKS_ONLY)
+    spreads = {"sure": (100.0, 101.0, 99.0), "near": (95.0, 75.0, 100.0), "close": (84.0, 70.0, 96.0),
+               "under": (60.0, 62.0, 61.0)}
+    for cid, thetas in spreads.items():
+        for theta in thetas:
+            race.add_block(cid, block(theta))
+    assert race.standing("sure").slo is Verdict.MET and race.slo_miss_chance("sure") == 0.0
+    near, close = race.slo_miss_chance("near"), race.slo_miss_chance("close")
+    assert race.standing("near").slo is Verdict.UNDECIDED and 0.0 < near < close < 0.5
+    assert race.slo_miss_chance("under") > 0.99
+    # latencies that, at face value, miss the ceiling: it will not certify
+    late = Race([RaceCandidate("late", CHEAP)], units=100_000, resamples=300, measure=BLOCKS_ONLY,
+                slo=Slo(latency=LatencyCeiling(percentile=90.0, max_ms=100.0)))
+    for _ in range(3):
+        late.add_block("late", block(100.0, latencies_ms=(50.0, 150.0, 160.0)))
+    assert late.slo_miss_chance("late") == 1.0

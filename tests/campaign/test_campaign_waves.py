@@ -86,27 +86,29 @@ def test_a_waiting_candidate_s_chance_is_judged_against_a_certified_leader_and_t
     blank = Calibration.fit([])
     free = replace(manifest, slo=replace(manifest.slo, throughput_min_units_per_s=None))
     # nothing to beat: certain
-    assert win_chance(candidate, free, blank, leader=None, leader_cost=None, leader_certified=False
+    assert win_chance(candidate, free, blank, leader=None, leader_cost=None, leader_misses_slo=1.0
                       ).probability == 1.0
     # the leader's cost equal to this candidate's cost at its predicted median: even odds
     fit = Calibration.fit([Observation(model_key(candidate), 100.0, 60.0), Observation("other x1", 100.0, 70.0)])
     median = fit.predict(model_key(candidate), candidate.prior_throughput_units_per_s).median_units_per_s
     at = cost_curve(prior_cost_inputs(candidate, free), units=free.production_units)
-    even = win_chance(candidate, free, fit, leader="c1", leader_cost=_cost(at(median)), leader_certified=True)
+    even = win_chance(candidate, free, fit, leader="c1", leader_cost=_cost(at(median)), leader_misses_slo=0.0)
     assert even.probability == pytest.approx(0.5, abs=1e-6) and even.leader == "c1"
     cheaper = win_chance(candidate, free, fit, leader="c1", leader_cost=_cost(at(median * 2.5)),
-                         leader_certified=True)
+                         leader_misses_slo=0.0)
     assert cheaper.probability < 0.05 and "c1" in cheaper.describe()
     # a leader known loosely rules out less than one known exactly
     loose = win_chance(candidate, free, fit, leader="c1", leader_cost=_cost(at(median * 2.5), spread=1.5),
-                       leader_certified=True)
+                       leader_misses_slo=0.0)
     assert cheaper.probability < loose.probability < 0.5
-    # a leader not certified to meet the SLO rules nobody out on cost
+    # a leader that may yet miss the SLO rules out less, one sure to miss it rules nobody out on cost
+    unsure = win_chance(candidate, free, fit, leader="c1", leader_cost=_cost(at(median * 2.5)), leader_misses_slo=0.3)
+    assert unsure.probability == pytest.approx(cheaper.probability + 0.3)
     assert win_chance(candidate, free, fit, leader="c1", leader_cost=_cost(at(median * 2.5)),
-                      leader_certified=False).probability == 1.0
+                      leader_misses_slo=1.0).probability == 1.0
     # the SLO floor: far above the prediction, no chance whoever leads
     floor = replace(manifest, slo=replace(manifest.slo, throughput_min_units_per_s=median * 3.0))
-    hopeless = win_chance(candidate, floor, fit, leader=None, leader_cost=None, leader_certified=False)
+    hopeless = win_chance(candidate, floor, fit, leader=None, leader_cost=None, leader_misses_slo=1.0)
     assert hopeless.probability < 1e-3 and math.isclose(hopeless.needed_units_per_s, median * 3.0)
 
 

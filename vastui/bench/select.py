@@ -253,6 +253,30 @@ class Race:
                                standing.cost_per_unit.point, index, cid))
         return min(scored)[3] if scored else None
 
+    def slo_miss_chance(self, cid: str) -> float:
+        """How likely ``cid`` is, in truth, to miss the SLO: 0 when certified, 1 when it cannot meet it; in between,
+        the chance its throughput lies under the floor (its interval read as a log-normal's), and all of it when its
+        latencies so far, at face value, miss the ceiling (docs/method.md, Waves)."""
+        entry = self._entries[cid]
+        throughput = self._throughput(entry)
+        verdict = self._slo_verdict(entry, throughput)
+        if verdict is not Verdict.UNDECIDED:
+            return 0.0 if verdict is Verdict.MET else 1.0
+        if not self._slo_plausible(entry, throughput) and self.slo.latency is not None:
+            latencies = [ms for block in entry.blocks for ms in block.latencies_ms]
+            if not latency_plausible(latencies, percentile_q=self.slo.latency.percentile,
+                                     max_ms=self.slo.latency.max_ms):
+                return 1.0
+        floor = self.slo.throughput_min_units_per_s
+        if floor is None or throughput is None:
+            return 0.0
+        if throughput.point <= floor:
+            return 1.0 if throughput.high <= floor else 0.5
+        if throughput.low <= 0.0 or throughput.low >= throughput.point:
+            return 0.0 if throughput.low >= floor else 0.5
+        sigma = math.log(throughput.point / throughput.low) / 1.959964
+        return 0.5 * math.erfc(math.log(throughput.point / floor) / sigma / math.sqrt(2.0))
+
     def _slo_plausible(self, entry: _Entry, throughput: Interval | None) -> bool:
         """Whether the point estimates meet the SLO: the median throughput at or above the floor, and no more
         latencies over the ceiling than its percentile allows."""

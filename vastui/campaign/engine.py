@@ -21,7 +21,7 @@ from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest
 from vastui.bench.receipt import PassedOver
 from vastui.bench.select import Decision, EliminationReason, Finalist, Race, RaceCandidate
-from vastui.bench.stats import Interval, Verdict
+from vastui.bench.stats import Interval
 from vastui.bench.tuned import TunedEvidence, decide_with_tuned_evidence
 from vastui.bench.tuning import Profile, tuned_cost_estimate
 from vastui.campaign.blame import BadHostMark, Halt, HaltReason, WorkloadJudge
@@ -319,10 +319,10 @@ class CampaignEngine:
         async with self.state.lock:
             leader = self.state.leader
             standing = await asyncio.to_thread(self.state.race.standing, leader) if leader is not None else None
+            misses = self.state.race.slo_miss_chance(leader) if leader is not None else 1.0
         cost = standing.cost_per_unit if standing is not None else None
-        certified = standing is not None and standing.slo is Verdict.MET
-        return [win_chance(c, self.manifest, calibration, leader=leader, leader_cost=cost,
-                           leader_certified=certified) for c in candidates]
+        return [win_chance(c, self.manifest, calibration, leader=leader, leader_cost=cost, leader_misses_slo=misses)
+                for c in candidates]
 
     async def _choose_wave(self) -> None:
         """Give every waiting candidate its chance; below the miss probability it is passed over, of the rest the

@@ -44,28 +44,28 @@ class WinChance:
 
 
 def win_chance(candidate: Candidate, manifest: Manifest, calibration: Calibration, *, leader: str | None,
-               leader_cost: Interval | None, leader_certified: bool) -> WinChance:
-    """P(the candidate's true throughput meets the SLO floor and, when the leader is certified to meet the SLO,
-    its true cost per unit (at its prior cost inputs) comes under the leader's true cost).
+               leader_cost: Interval | None, leader_misses_slo: float) -> WinChance:
+    """An upper bound on P(the candidate meets the SLO floor and is cheaper than the leader or the leader, in
+    truth, misses the SLO): the smaller of P(it meets the floor) and P(its true cost per unit, at its prior cost
+    inputs, comes under the leader's) + ``leader_misses_slo``.
 
     The leader's cost is known only to its interval: its spread (the interval read as a log-normal's) is added to
-    the candidate's own, so a leader measured loosely rules out less. The two events are not independent; the
-    chance stated is the smaller of the two, which is at least their joint chance. Only a certified leader rules
-    others out on cost: one on the SLO's knife-edge may never be certified, and what it passed over could have
-    been."""
+    the candidate's own, so a leader measured loosely rules out less. A leader on the SLO's knife-edge
+    (``leader_misses_slo`` near 1) rules out nothing on cost: it may never be certified, and what it passed over
+    could have been."""
     predicted = calibration.predict(model_key(candidate), candidate.prior_throughput_units_per_s,
                                     prior_is_measured=candidate.prior_is_measured)
     floor = manifest.slo.throughput_min_units_per_s or 0.0
     probability, needed, against = predicted.probability_above(floor), floor, None
-    if (leader is not None and leader_certified and leader_cost is not None and math.isfinite(leader_cost.point)
-            and leader_cost.point > 0.0):
+    if (leader is not None and leader_misses_slo < 1.0 and leader_cost is not None
+            and math.isfinite(leader_cost.point) and leader_cost.point > 0.0):
         at = cost_curve(prior_cost_inputs(candidate, manifest), units=manifest.production_units)
         to_beat = needed_throughput(at, target_cost=leader_cost.point)
         z = normal_quantile(0.5 + leader_cost.confidence / 2.0)
         leader_sigma = math.log(max(leader_cost.high, leader_cost.point) / leader_cost.point) / z \
             if math.isfinite(leader_cost.high) else 1.0
         widened = Prediction(predicted.median_units_per_s, math.hypot(predicted.sigma, leader_sigma))
-        probability = min(probability, widened.probability_above(to_beat))
+        probability = min(probability, widened.probability_above(to_beat) + leader_misses_slo)
         needed, against = max(floor, to_beat), leader
     return WinChance(probability, needed, predicted, against)
 
