@@ -61,10 +61,12 @@ from vastui.store.records import CampaignPhase, InstanceState, RunStatus
 from vastui.vast.models import Answered
 
 log = logging.getLogger(__name__)
-# Candidates on their way to a canary verdict (a rent after a first canary failure waits for theirs).
 # How long after a create that scheduling could not place the same offer is asked again (once), market seconds:
 # the refusal is about the machine's resources at that moment (docs/api-notes.md, cancel_unavail).
 RESCHEDULE_AFTER_S = 60.0
+# A waiting candidate at least this likely to beat the leader joins the next wave whatever its size.
+LIKELY_WINNER = 0.5
+# Candidates on their way to a canary verdict (a rent after a first canary failure waits for theirs).
 _ON_THE_WAY = frozenset({CandidatePhase.RENTING, CandidatePhase.LOADING, CandidatePhase.SSH, CandidatePhase.CANARY})
 # A rent the marketplace refused, the offer still listed, with no reserve left: why the candidate is not rented.
 _NOT_RENTED = {RentOutcome.REFUSED: NotRented.REFUSED, RentOutcome.NOT_SCHEDULED: NotRented.NOT_SCHEDULED}
@@ -326,7 +328,9 @@ class CampaignEngine:
 
     async def _choose_wave(self) -> None:
         """Give every waiting candidate its chance; below the miss probability it is passed over, of the rest the
-        likeliest winners (as many as the first wave held) are rented next, and the others wait for the wave after."""
+        likeliest winners (as many as the first wave held, and every one at least LIKELY_WINNER likely: the next
+        wave would hardly pass it over, so waiting for it only costs time) are rented next, and the others wait for
+        the wave after."""
         waiting = [slot for slot in self.slots if slot.cid not in self._first_wave
                    and slot.cid not in self._wave_verdicts and slot.run.phase is CandidatePhase.WAITING]
         if not waiting:
@@ -338,7 +342,7 @@ class CampaignEngine:
             chance = chances[slot.cid]
             if not self._may_win(chance):
                 self._wave_verdicts[slot.cid] = chance
-            elif admitted < self._wave_size:
+            elif admitted < self._wave_size or chance.probability >= LIKELY_WINNER:
                 self._wave_verdicts[slot.cid] = chance
                 admitted += 1
         if admitted:
