@@ -231,9 +231,12 @@ class Race:
         eliminated = self._eliminate_slo() + self._eliminate_cost()
         active = self.active
         leader = self._leader(active)
-        ended, reason, rerun = self._stop(active, leader, spent_usd)
+        # Asked as soon as a candidate has the finalists' blocks, not only once the stop is tested: by then a
+        # run that started early may have gone on to max_blocks, leaving no room for another.
+        rerun = tuple(cid for cid in active if self._eligible(cid) and not self._runs_agree(cid))
+        ended, reason = self._stop(active, leader, spent_usd, rerun=rerun)
         return RaceStep(eliminated=eliminated, ended=ended, reason=reason, leader=leader, active=active,
-                        rerun=rerun)
+                        rerun=rerun if ended is RaceEnd.MEASURING else ())
 
     def _eligible(self, cid: str) -> bool:
         return len(self._entries[cid].blocks) >= self.measure.min_blocks
@@ -336,22 +339,23 @@ class Race:
         _, high_best = percentile_bounds(self._cost_distribution(self._entries[best]), confidence=1.0 - level)
         return low_i > high_best
 
-    def _stop(self, active: Sequence[str], leader: str | None, spent_usd: float
-              ) -> tuple[RaceEnd, str, tuple[str, ...]]:
-        """Which rule ends the race now (``RaceEnd.MEASURING`` when none), in words, and who needs another run."""
+    def _stop(self, active: Sequence[str], leader: str | None, spent_usd: float, *, rerun: Sequence[str]
+              ) -> tuple[RaceEnd, str]:
+        """Which rule ends the race now (``RaceEnd.MEASURING`` when none), and why in words; ``rerun``: the
+        candidates whose runs are too few or disagree."""
         if not active:
-            return RaceEnd.ALL_ELIMINATED, "every candidate was eliminated", ()
+            return RaceEnd.ALL_ELIMINATED, "every candidate was eliminated"
         if self.budget_usd is not None and spent_usd >= self.budget_usd:
-            return RaceEnd.BUDGET_SPENT, f"benchmark budget spent (${spent_usd:.2f} of ${self.budget_usd:.2f})", ()
+            return RaceEnd.BUDGET_SPENT, f"benchmark budget spent (${spent_usd:.2f} of ${self.budget_usd:.2f})"
         blocks = {cid: len(self._entries[cid].blocks) for cid in active}
         if all(n >= self.measure.max_blocks for n in blocks.values()):
-            return RaceEnd.MAX_BLOCKS, f"every remaining candidate reached {self.measure.max_blocks} blocks", ()
+            return RaceEnd.MAX_BLOCKS, f"every remaining candidate reached {self.measure.max_blocks} blocks"
         if leader is None or blocks[leader] < self.measure.winner_min_blocks:
-            return RaceEnd.MEASURING, "measuring", ()
+            return RaceEnd.MEASURING, "measuring"
         if len(active) == 1:
-            return RaceEnd.ONE_REMAINS, "one candidate remains", ()
-        if not all(n >= self.measure.min_blocks for n in blocks.values()):
-            return RaceEnd.MEASURING, "measuring", ()
+            return RaceEnd.ONE_REMAINS, "one candidate remains"
+        if rerun or not all(n >= self.measure.min_blocks for n in blocks.values()):
+            return RaceEnd.MEASURING, "measuring"
         return self._margin(active, leader)
 
     def _runs_agree(self, cid: str) -> bool:
@@ -363,25 +367,22 @@ class Race:
         observed = observed_run_cv(blocks)
         return observed is None or observed <= self.measure.run_cv_prior
 
-    def _margin(self, active: Sequence[str], leader: str) -> tuple[RaceEnd, str, tuple[str, ...]]:
-        """The indifference stop (docs/method.md, Stopping), on intervals that carry the between-run error.
+    def _margin(self, active: Sequence[str], leader: str) -> tuple[RaceEnd, str]:
+        """The indifference stop (docs/method.md, Stopping), on intervals that carry the between-run error, once
+        every remaining candidate's runs are enough and agree (``_stop`` saw to that).
 
-        Every remaining candidate's runs must be enough and agree (``_runs_agree``; those that do not are asked
-        for another run), and each rival's ratio C_i / C_leader must have its lower percentile at
-        (1 - confidence) / m, m rivals (Bonferroni), at or above 1 / (1 + epsilon): then the chance that any of
-        them is in truth more than epsilon cheaper than the leader is at most 1 - confidence."""
-        rerun = tuple(cid for cid in active if not self._runs_agree(cid))
-        if rerun:
-            return RaceEnd.MEASURING, "measuring", rerun
+        Each rival's ratio C_i / C_leader must have its lower percentile at (1 - confidence) / m, m rivals
+        (Bonferroni), at or above 1 / (1 + epsilon): then the chance that any of them is in truth more than
+        epsilon cheaper than the leader is at most 1 - confidence."""
         rivals = [cid for cid in active if cid != leader]
         level = (1.0 - self.confidence) / len(rivals)
         floor = 1.0 / (1.0 + self.indifference)
         if any(percentile(self._ratios(cid, leader), 100.0 * level) < floor for cid in rivals):
-            return RaceEnd.MEASURING, "measuring", ()
+            return RaceEnd.MEASURING, "measuring"
         return RaceEnd.WITHIN_MARGIN, (
             f"the leader is within {100 * self.indifference:g} % of every remaining candidate (run-aware intervals, "
             f"every candidate's runs agreeing: at most {100 * (1.0 - self.confidence):g} % chance that one is more "
-            f"than {100 * self.indifference:g} % cheaper)"), ()
+            f"than {100 * self.indifference:g} % cheaper)")
 
     def finalists(self) -> tuple[Finalist, ...]:
         """What is known of every candidate still in the race, and of those eliminated on cost (marked
