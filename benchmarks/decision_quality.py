@@ -42,6 +42,7 @@ from pathlib import Path
 
 from vastui.bench.cost import CostInputs, cost_per_accepted_unit
 from vastui.bench.manifest import Manifest, load_manifest
+from vastui.bench.select import RaceEnd
 from vastui.campaign.charges import bill_of
 from vastui.campaign.prior import DISK_GIB
 from vastui.campaign.startup import rates_of
@@ -228,6 +229,8 @@ class MarketResult:
     passed_stated: list[float] = field(default_factory=list)    # each passed-over offer's stated chance
     passed_was_best: list[bool] = field(default_factory=list)   # ... whether it was in truth the market's optimum
     passed_beat_choice: list[bool] = field(default_factory=list)   # ... or in truth cheaper than vastui's choice
+    race_end: RaceEnd | None = None       # which race rule ended the campaign's race (None: none did)
+    stop_missed: bool = False             # it ended within the margin, yet a measured rival was > 3 % cheaper
 
 
 SPEND_PARTS = ("loading and traffic", "canary, warm-ups and console work", "blocks", "tuning")
@@ -368,6 +371,8 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
         out.everything_usd = _everything_spend(outcome, manifest, market, tuning_s)
         out.spent_on = _spent_on(outcome, manifest, tuning_s)
         out.passed_over = len(outcome.passed_over)
+        out.race_end = outcome.race_end
+        out.stop_missed = _stop_missed(outcome, receipt.decision.chosen, market, manifest, costs)
         chosen_run = next((r for r in outcome.runs if r.cid == receipt.decision.chosen), None)
         chosen_true = (costs.get(chosen_run.candidate.offer.id) or true_cost(market, chosen_run.candidate.offer, manifest)
                        if chosen_run is not None else math.inf)
@@ -477,6 +482,34 @@ def _finite(values: Iterable[float]) -> list[float]:
     return [v for v in values if math.isfinite(v)]
 
 
+def _stop_missed(outcome: object, chosen_cid: str | None, market: Market, manifest: Manifest,
+                 costs: dict[int, float]) -> bool:
+    """The indifference stop's promise broken: the race ended within the margin, yet the chosen machine was in truth
+    more than 3 % dearer (at the race's profile) than a rival it measured (docs/method.md, Stopping)."""
+    if outcome.race_end is not RaceEnd.WITHIN_MARGIN:  # type: ignore[attr-defined]
+        return False
+    runs = outcome.runs  # type: ignore[attr-defined]
+
+    def true_of(run: object) -> float:
+        offer = run.candidate.offer  # type: ignore[attr-defined]
+        return costs.get(offer.id) or true_cost(market, offer, manifest)
+
+    chosen = next((r for r in runs if r.cid == chosen_cid), None)
+    rivals = [true_of(r) for r in runs if r.blocks and r.cid != chosen_cid]
+    return chosen is not None and bool(rivals) and true_of(chosen) > 1.03 * min(rivals)
+
+
+def _stop_lines(results: list[MarketResult]) -> list[str]:
+    """Which rule ended each race, and the indifference stop's misses against the promise of at most 5 %."""
+    ends = [r.race_end for r in results]
+    within = sum(e is RaceEnd.WITHIN_MARGIN for e in ends)
+    counts = ", ".join(f"{end} {sum(e is end for e in ends)}" for end in RaceEnd if any(e is end for e in ends))
+    return [f"- the race ended by: {counts or 'none'}" + (f", never (measuring ran out) {ends.count(None)}"
+                                                           if None in ends else ""),
+            f"- indifference-stop misses (ended within 3 %, yet a measured rival in truth > 3 % cheaper than the "
+            f"choice): {sum(r.stop_missed for r in results)} of {within} (the rule promises at most 5 %)"]
+
+
 def _waves_lines(results: list[MarketResult]) -> list[str]:
     """Rentals, time to decision, and the passed-over offers' stated chances against the oracle."""
     stated = [p for r in results for p in r.passed_stated]
@@ -557,11 +590,14 @@ def report(results: list[MarketResult], *, protocol: str = "fast") -> str:
     regrets = [r.regret["vastui"] for r in results]
     available = [r.regret["vastui"] for r in results if not r.best_unschedulable]
     lines += _waves_lines(results)
+    lines += _stop_lines(results)
     lines.append(f"- markets whose oracle best could not be scheduled when the campaign tried to rent it: "
                  f"{len(results) - len(available)}; within 3 % among the others: "
                  f"{100 * sum(g <= 0.03 for g in available) / max(1, len(available)):.0f} % of {len(available)}")
     lines += ["", f"summary: vastui within 3 % in {100 * sum(g <= 0.03 for g in regrets) / len(regrets):.0f} % of "
-                  f"{len(results)} markets, p95 regret {100 * _pct(regrets, 95):.1f} %, coverage "
+                  f"{len(results)} markets, p95 regret {100 * _pct(regrets, 95):.1f} %, end to end within 3 % in "
+                  f"{100 * sum(e <= 0.03 for e in ends) / len(ends):.0f} %, p95 {100 * _pct(ends, 95):.1f} %, "
+                  f"stopping misses {sum(r.stop_missed for r in results)}, coverage "
                   f"{100 * sum(covered90) / max(1, len(covered90)):.0f} %, median startup error "
                   f"{100 * _pct(errors, 50):.0f} %, tuned within 5 % in "
                   f"{100 * sum(s >= 0.95 for s in shares) / max(1, len(shares)):.0f} %, "

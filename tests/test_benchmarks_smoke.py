@@ -71,8 +71,10 @@ def test_run_all_turns_every_ratio_line_into_one_table_row() -> None:
     assert set(run_all.ORDER) == set(EXPECTED)
 
 
-_SUMMARY = re.compile(r"^summary: vastui within 3 % in \d+ % of \d+ markets, p95 regret (?:[0-9.]+|inf) %, coverage \d+ %, "
-                      r"median startup error \d+ %, tuned within 5 % in \d+ %, spend \d+ % of benchmark-everything, \d+ wrong-output choices$")
+_SUMMARY = re.compile(r"^summary: vastui within 3 % in \d+ % of \d+ markets, p95 regret (?:[0-9.]+|inf) %, "
+                      r"end to end within 3 % in \d+ %, p95 (?:[0-9.]+|inf) %, stopping misses \d+, coverage \d+ %, "
+                      r"median startup error \d+ %, tuned within 5 % in \d+ %, spend \d+ % of benchmark-everything, "
+                      r"time to decision (?:\d+|nan) min \(everything (?:\d+|nan)\), \d+ wrong-output choices$")
 
 
 @pytest.mark.slow
@@ -88,4 +90,5 @@ def test_decision_quality_runs_two_markets_and_ends_with_one_summary_line() -> N
     assert [row.split(" | ")[0].removeprefix("| ") for row in table] == [
         "vastui", "top dlperf_usd", "cheapest $/h", "vastui prior", "benchmark-everything"]
     assert "oracle validation" in result.stdout and "market variety" in result.stdout
+    assert "the race ended by:" in result.stdout and "indifference-stop misses" in result.stdout
     assert result.stderr.count("market ") == 2

@@ -28,13 +28,19 @@ def runs_of(blocks: Sequence[Block]) -> dict[int, list[float]]:
     return grouped
 
 
+def observed_run_cv(blocks: Sequence[Block]) -> float | None:
+    """The spread of the runs' medians as a CV (their sample standard deviation over their mean); None with fewer
+    than two runs, which say nothing about it."""
+    medians = [median(values) for values in runs_of(blocks).values()]
+    centre = statistics.fmean(medians) if medians else 0.0
+    return statistics.stdev(medians) / centre if len(medians) >= 2 and centre > 0 else None
+
+
 def between_run_cv(blocks: Sequence[Block], *, cv_prior: float,
                    prior_weight: float = PRIOR_WEIGHT) -> tuple[float, float]:
     """(pooled between-run CV of one run, its degrees of freedom) from the runs' medians and the prior."""
-    medians = [median(values) for values in runs_of(blocks).values()]
-    k = len(medians)
-    centre = statistics.fmean(medians) if medians else 0.0
-    observed = statistics.stdev(medians) / centre if k >= 2 and centre > 0 else 0.0
+    k = len(runs_of(blocks))
+    observed = observed_run_cv(blocks) or 0.0
     dof = prior_weight + max(0, k - 1)
     pooled = (prior_weight * cv_prior ** 2 + max(0, k - 1) * observed ** 2) / dof if dof > 0 else 0.0
     return math.sqrt(pooled), dof

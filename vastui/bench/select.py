@@ -8,8 +8,14 @@ tested against the current best on the bootstrap distribution of C_i / C_best, o
 correction at 95 %; a challenger is eliminated only when, at its Holm level, its cost interval also lies wholly above
 the best's (docs/method.md, Select), or when its SLO cannot be met; one certified to meet the SLO is never
 eliminated by a leader that is not (yet). The race stops when one candidate remains, when the leader is within the
-indifference zone of every other (the ratio's lower bound is >= 1/(1 + epsilon)), when every candidate reached
-``max_blocks``, or when the benchmark budget is spent.
+indifference zone of every other, when every candidate reached ``max_blocks``, or when the benchmark budget is spent.
+
+"Within the zone" is judged on the same run-aware intervals, not on the blocks alone: every remaining candidate has
+its ``min_runs`` independent runs and their spread is no wider than the prior says, and for each of the m rivals the
+(1 - confidence)/m lower percentile of C_i / C_leader is >= 1/(1 + epsilon). So when the race ends there, the chance
+that any remaining candidate is in truth more than epsilon cheaper than the leader is at most 1 - confidence (5 %),
+as far as the between-run model holds (docs/method.md, Stopping). A candidate whose runs are too few or disagree is
+asked for another run (``RaceStep.rerun``) instead.
 
 The decision takes the lowest *upper* bound of C(N) among SLO-certified profiles: conservative by design.
 """
@@ -24,7 +30,7 @@ from enum import StrEnum
 
 from vastui.bench.cost import CostInputs, break_even_units, cost_curve, cost_interval
 from vastui.bench.manifest import MeasureRule, Slo
-from vastui.bench.runs import run_aware_distribution
+from vastui.bench.runs import observed_run_cv, run_aware_distribution, runs_of
 from vastui.bench.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -35,6 +41,7 @@ from vastui.bench.stats import (
     latency_plausible,
     latency_verdict,
     median,
+    percentile,
     percentile_bounds,
 )
 from vastui.bench.tuning import plan_ab_pairs as plan_ab_pairs  # re-exported: A/B planning is part of selection
@@ -78,14 +85,14 @@ class Standing:
 
 
 class RaceEnd(StrEnum):
-    """Where the race stands after a step: still measuring, or why it ended."""
+    """Where the race stands after a step: still measuring, or which rule ended it."""
 
     MEASURING = "measuring"
-    ALL_ELIMINATED = "all_eliminated"
-    BUDGET_SPENT = "budget_spent"
-    MAX_BLOCKS = "max_blocks"
-    ONE_REMAINS = "one_remains"
-    WITHIN_MARGIN = "within_margin"
+    ALL_ELIMINATED = "all_eliminated"     # every candidate was eliminated
+    BUDGET_SPENT = "budget_spent"         # the benchmark budget is spent
+    MAX_BLOCKS = "max_blocks"             # every remaining candidate has its most blocks
+    ONE_REMAINS = "one_remains"           # the others were eliminated; the one left has the winner's evidence
+    WITHIN_MARGIN = "within_margin"       # the indifference stop: no rival is likely more than epsilon cheaper
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +102,9 @@ class RaceStep:
     reason: str        # ``ended`` in words, for people
     leader: str | None
     active: tuple[str, ...]
+    # Candidates whose runs are too few or disagree: each needs another independent run before the race can end
+    # within the margin (more blocks of the runs it has cannot tell how far its next run lands).
+    rerun: tuple[str, ...] = ()
 
     @property
     def finished(self) -> bool:
@@ -128,7 +138,6 @@ class Race:
         self.seed = seed
         self._costs: dict[tuple[str, int], tuple[float, ...]] = {}
         self._thetas_cache: dict[tuple[str, int], tuple[float, ...]] = {}
-        self._within_cache: dict[tuple[str, int], tuple[float, ...]] = {}
 
     # --- feeding -----------------------------------------------------------------------------------------------
     def add_block(self, candidate_id: str, block: Block) -> None:
@@ -186,22 +195,18 @@ class Race:
             return None
         return Interval(point=prior, low=prior, high=prior, confidence=self.confidence, n=0)
 
-    def _thetas(self, entry: _Entry, *, between_runs: bool = True) -> tuple[float, ...]:
+    def _thetas(self, entry: _Entry) -> tuple[float, ...]:
         """Bootstrap medians of block throughput with the between-run error (``runs.py``), seeded per candidate and
-        block count: reproducible, cached. Without ``between_runs``: the within-run part alone."""
+        block count: reproducible, cached."""
         key = (entry.candidate.candidate_id, len(entry.blocks))
-        cache = self._thetas_cache if between_runs else self._within_cache
-        if key not in cache:
+        if key not in self._thetas_cache:
             rng = random.Random(f"{self.seed}:{key[0]}:{key[1]}")
-            cache[key] = run_aware_distribution(entry.blocks, resamples=self.resamples, rng=rng,
-                                                cv_prior=self.measure.run_cv_prior, between_runs=between_runs)
-        return cache[key]
+            self._thetas_cache[key] = run_aware_distribution(entry.blocks, resamples=self.resamples, rng=rng,
+                                                             cv_prior=self.measure.run_cv_prior)
+        return self._thetas_cache[key]
 
-    def _cost_distribution(self, entry: _Entry, *, between_runs: bool = True) -> tuple[float, ...]:
+    def _cost_distribution(self, entry: _Entry) -> tuple[float, ...]:
         key = (entry.candidate.candidate_id, len(entry.blocks))
-        if not between_runs:
-            at = cost_curve(entry.candidate.cost, units=self.units)
-            return tuple(at(theta) for theta in self._thetas(entry, between_runs=False))
         if key not in self._costs:
             at = cost_curve(entry.candidate.cost, units=self.units)
             self._costs[key] = tuple(at(theta) for theta in self._thetas(entry))
@@ -226,8 +231,12 @@ class Race:
         eliminated = self._eliminate_slo() + self._eliminate_cost()
         active = self.active
         leader = self._leader(active)
-        ended, reason = self._stop(active, leader, spent_usd)
-        return RaceStep(eliminated=eliminated, ended=ended, reason=reason, leader=leader, active=active)
+        # Asked as soon as a candidate has the finalists' blocks, not only once the stop is tested: by then a
+        # run that started early may have gone on to max_blocks, leaving no room for another.
+        rerun = tuple(cid for cid in active if self._eligible(cid) and not self._runs_agree(cid))
+        ended, reason = self._stop(active, leader, spent_usd, rerun=rerun)
+        return RaceStep(eliminated=eliminated, ended=ended, reason=reason, leader=leader, active=active,
+                        rerun=rerun if ended is RaceEnd.MEASURING else ())
 
     def _eligible(self, cid: str) -> bool:
         return len(self._entries[cid].blocks) >= self.measure.min_blocks
@@ -289,9 +298,9 @@ class Race:
                                      max_ms=self.slo.latency.max_ms)
         return True
 
-    def _ratios(self, cid: str, best: str, *, between_runs: bool = True) -> list[float]:
-        mine = self._cost_distribution(self._entries[cid], between_runs=between_runs)
-        theirs = self._cost_distribution(self._entries[best], between_runs=between_runs)
+    def _ratios(self, cid: str, best: str) -> list[float]:
+        mine = self._cost_distribution(self._entries[cid])
+        theirs = self._cost_distribution(self._entries[best])
         return [_safe_ratio(c, b) for c, b in zip(mine, theirs, strict=True)]
 
     def _eliminate_cost(self) -> tuple[Elimination, ...]:
@@ -330,7 +339,10 @@ class Race:
         _, high_best = percentile_bounds(self._cost_distribution(self._entries[best]), confidence=1.0 - level)
         return low_i > high_best
 
-    def _stop(self, active: Sequence[str], leader: str | None, spent_usd: float) -> tuple[RaceEnd, str]:
+    def _stop(self, active: Sequence[str], leader: str | None, spent_usd: float, *, rerun: Sequence[str]
+              ) -> tuple[RaceEnd, str]:
+        """Which rule ends the race now (``RaceEnd.MEASURING`` when none), and why in words; ``rerun``: the
+        candidates whose runs are too few or disagree."""
         if not active:
             return RaceEnd.ALL_ELIMINATED, "every candidate was eliminated"
         if self.budget_usd is not None and spent_usd >= self.budget_usd:
@@ -342,17 +354,35 @@ class Race:
             return RaceEnd.MEASURING, "measuring"
         if len(active) == 1:
             return RaceEnd.ONE_REMAINS, "one candidate remains"
-        if not all(n >= self.measure.min_blocks for n in blocks.values()):
+        if rerun or not all(n >= self.measure.min_blocks for n in blocks.values()):
             return RaceEnd.MEASURING, "measuring"
-        # Within the zone on the within-run evidence: more blocks of these runs cannot tell them apart further
-        # (the between-run part does not shrink with blocks), so measuring on only spends.
+        return self._margin(active, leader)
+
+    def _runs_agree(self, cid: str) -> bool:
+        """At least ``min_runs`` independent runs, their medians no further apart than the prior between-run CV
+        says: only then may the prior stand in for how far this host's next run can land."""
+        blocks = self._entries[cid].blocks
+        if len(runs_of(blocks)) < self.measure.min_runs:
+            return False
+        observed = observed_run_cv(blocks)
+        return observed is None or observed <= self.measure.run_cv_prior
+
+    def _margin(self, active: Sequence[str], leader: str) -> tuple[RaceEnd, str]:
+        """The indifference stop (docs/method.md, Stopping), on intervals that carry the between-run error, once
+        every remaining candidate's runs are enough and agree (``_stop`` saw to that).
+
+        Each rival's ratio C_i / C_leader must have its lower percentile at (1 - confidence) / m, m rivals
+        (Bonferroni), at or above 1 / (1 + epsilon): then the chance that any of them is in truth more than
+        epsilon cheaper than the leader is at most 1 - confidence."""
+        rivals = [cid for cid in active if cid != leader]
+        level = (1.0 - self.confidence) / len(rivals)
         floor = 1.0 / (1.0 + self.indifference)
-        for cid in active:
-            if cid != leader:
-                low, _ = percentile_bounds(self._ratios(cid, leader, between_runs=False), confidence=self.confidence)
-                if low < floor:
-                    return RaceEnd.MEASURING, "measuring"
-        return RaceEnd.WITHIN_MARGIN, f"the leader is within {100 * self.indifference:g} % of every remaining candidate"
+        if any(percentile(self._ratios(cid, leader), 100.0 * level) < floor for cid in rivals):
+            return RaceEnd.MEASURING, "measuring"
+        return RaceEnd.WITHIN_MARGIN, (
+            f"the leader is within {100 * self.indifference:g} % of every remaining candidate (run-aware intervals, "
+            f"every candidate's runs agreeing: at most {100 * (1.0 - self.confidence):g} % chance that one is more "
+            f"than {100 * self.indifference:g} % cheaper)")
 
     def finalists(self) -> tuple[Finalist, ...]:
         """What is known of every candidate still in the race, and of those eliminated on cost (marked

@@ -20,7 +20,7 @@ from vastui.bench.calibration import Calibration
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest
 from vastui.bench.receipt import PassedOver
-from vastui.bench.select import Decision, EliminationReason, Finalist, Race, RaceCandidate
+from vastui.bench.select import Decision, EliminationReason, Finalist, Race, RaceCandidate, RaceEnd
 from vastui.bench.stats import Interval
 from vastui.bench.tuned import TunedEvidence, decide_with_tuned_evidence
 from vastui.bench.tuning import Profile, tuned_cost_estimate
@@ -87,6 +87,7 @@ class CampaignOutcome:
     certified_tuned: tuple[str, ...] = ()  # finalists whose SLO was certified at their tuned profile
     halt: Halt | None = None               # why the campaign stopped renting early (the workload fails, ...)
     passed_over: tuple[PassedOver, ...] = ()   # offers a later wave passed over, each with its stated chance
+    race_end: RaceEnd | None = None        # which race rule ended it (None: it ended from outside, or never did)
 
 
 class CampaignEngine:
@@ -188,7 +189,7 @@ class CampaignEngine:
                                teardown=report, spend_usd=spend, race_reason=self.state.reason, tuning=self.tuning,
                                tuned_cost=tuned_cost, billed_usd=billed, tuned_candidate=self._tuned_cid,
                                certified_tuned=certified_tuned, halt=self.halted,
-                               passed_over=tuple(self._passed_over))
+                               passed_over=tuple(self._passed_over), race_end=self.state.ended)
 
     def _stage(self, phase: CampaignStage, detail: str = "") -> None:
         self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,

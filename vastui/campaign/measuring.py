@@ -2,8 +2,9 @@
 
 The engine's measuring collaborator (``Measurer``) is given the context, the race's shared state (``RaceState``,
 which also says who stops measuring to be tuned), the slots and the ledger. At least ``min_runs`` separate agent
-processes per candidate when its deadline leaves room, every block decided on at once (off the event loop), a run
-cut by the deadline left for the destroy; why measuring ended is a ``MeasuringStop``.
+processes per candidate when its deadline leaves room, and another whenever the race asks for one (its runs are too
+few or disagree: docs/method.md, Stopping), every block decided on at once (off the event loop), a run cut by the
+deadline left for the destroy; why measuring ended is a ``MeasuringStop``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from vastui.bench.manifest import Manifest
-from vastui.bench.select import EliminationReason, Race, decide_profile
+from vastui.bench.select import EliminationReason, Race, RaceEnd, decide_profile
 from vastui.bench.stats import Verdict
 from vastui.bench.tuning import Profile
 from vastui.campaign.candidate import (
@@ -50,6 +51,7 @@ class MeasuringEnded(enum.StrEnum):
     DEADLINE = "instance deadline"
     STREAM_ENDED = "stream ended"         # the agent's records stopped coming
     SHARE_DONE = "share done"             # this run gave its share of the minimum evidence: the next run starts
+    RUN_ASKED = "another run asked"       # the race asked for another independent run (runs few or disagreeing)
     RACE = "race"                         # the race said stop after a block
     WORKLOAD_ENDED = "the workload ended"
     RUN_NOT_STARTED = "run did not start"   # a further run would not start: the evidence already had stands
@@ -87,12 +89,16 @@ class RaceState:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     finished: asyncio.Event = field(default_factory=asyncio.Event)   # the race is decided (or stopped): no more rents
     reason: str = "measuring"           # why the race ended, for the receipt
+    ended: RaceEnd | None = None        # which of the race's rules ended it (None: it was stopped from outside)
     leader: str | None = None
     choice_now: str | None = None       # whom the decision would choose if taken at the last block
     news: Bulletin = field(default_factory=Bulletin)   # posted on every block decided and when the race ends
+    rerun: frozenset[str] = frozenset()   # candidates the race asks for another independent run
 
-    def finish(self, reason: str) -> None:
+    def finish(self, reason: str, *, ended: RaceEnd | None = None) -> None:
         self.reason = reason
+        if ended is not None:
+            self.ended = ended
         self.finished.set()
         self.news.post()
 
@@ -108,6 +114,7 @@ class RaceState:
         decision benchmark: chosen 7-10 % dearer than the leader it stopped measuring)."""
         run = slot.run
         return (self.leader == slot.cid and self.choice_now == slot.cid and not slot.tuning_started
+                and slot.cid not in self.rerun    # its runs disagree: another run first (docs/method.md, Stopping)
                 and tuning_trials(self.manifest) > 0
                 and len(run.blocks) >= self.manifest.measure.winner_min_blocks
                 and slot.certified   # the SLO's evidence (e.g. p99's 459 steps) comes from blocks
@@ -157,7 +164,8 @@ class Measurer:
 
     async def measure(self, slot: Slot, conn: HostConnection, variant: Profile) -> None:
         """Blocks from at least ``min_runs`` independent runs (separate agent processes, each warmed up): the
-        first runs stop after their share of the minimum evidence, the last one runs until the race says stop."""
+        first runs stop after their share of the minimum evidence, the last one runs until the race says stop —
+        or, once it gave a share too, asks this candidate for another run (``RaceState.rerun``): then one more."""
         run = slot.run
         self.ctx.phase(run, CandidatePhase.MEASURING)
         c = run.candidate
@@ -171,11 +179,12 @@ class Measurer:
         share = max(1, -(-rule.min_blocks // max(1, rule.min_runs)))   # blocks per run until min_runs are had
         ended = MeasuringStop(MeasuringEnded.STREAM_ENDED)
         warmups: list[float] = []
-        for index in range(max(1, rule.min_runs)):
-            last = index == max(1, rule.min_runs) - 1
+        index = 0
+        while True:
+            planned = index < max(1, rule.min_runs) - 1     # one of the first runs: it stops after its share
             try:
                 ended = await self._one_run(slot, conn, variant, index=index, warmups=warmups,
-                                            blocks_until=None if last else len(run.blocks) + share)
+                                            blocks_until=len(run.blocks) + share if planned else None, share=share)
             except RemoteError as exc:
                 if index == 0 or not run.blocks:
                     raise
@@ -186,8 +195,9 @@ class Measurer:
                 ended = MeasuringStop(MeasuringEnded.RUN_NOT_STARTED, run=index + 1)
                 break
             if (self.state.stop_reason(slot, now=self.clock.now()) is not None
-                    or ended.why is not MeasuringEnded.SHARE_DONE):
+                    or ended.why not in (MeasuringEnded.SHARE_DONE, MeasuringEnded.RUN_ASKED)):
                 break
+            index += 1
         thetas = [b.throughput_units_per_s for b in run.blocks]
         await self.ctx.store.finish_run(
             run_id=stored.run_id, status=RunStatus.OK if thetas else RunStatus.ERROR, at=self.clock.now(),
@@ -206,8 +216,9 @@ class Measurer:
                                                      f"stopped: {reason}")
 
     async def _one_run(self, slot: Slot, conn: HostConnection, variant: Profile, *, index: int,
-                       warmups: list[float], blocks_until: int | None) -> MeasuringStop:
-        """One agent run's warm-up and blocks; says why it ended (``SHARE_DONE`` when it gave its share)."""
+                       warmups: list[float], blocks_until: int | None, share: int) -> MeasuringStop:
+        """One agent run's warm-up and blocks; says why it ended (``SHARE_DONE`` when it gave its share,
+        ``RUN_ASKED`` when the race wants another run of this candidate and this one gave ``share`` blocks)."""
         run = slot.run
         meter = BlockMeter(warmup=self.manifest.warmup, measure=self.manifest.measure, run=index)
         started_at, blocks_before = self.clock.now(), len(run.blocks)
@@ -245,6 +256,10 @@ class Measurer:
                             ended = MeasuringEnded.SHARE_DONE
                             break
                         blocks_until = None   # no time for a fresh process: this run goes on (the prior covers)
+                    elif blocks_until is None and self._run_asked(run, share=share, started_at=started_at,
+                                                                  blocks_before=blocks_before):
+                        ended = MeasuringEnded.RUN_ASKED
+                        break
                 if isinstance(record, Result):
                     ended = MeasuringEnded.WORKLOAD_ENDED
                     break
@@ -257,6 +272,13 @@ class Measurer:
         run.units_total += meter.units_total
         run.accepted_total += meter.accepted_total
         return MeasuringStop(ended)
+
+    def _run_asked(self, run: CandidateRun, *, share: int, started_at: float, blocks_before: int) -> bool:
+        """Whether this run ends for another: the race asks for one, this run gave its share of blocks, and a
+        fresh run fits both the block cap and the deadline."""
+        return (run.cid in self.state.rerun and len(run.blocks) - blocks_before >= share
+                and len(run.blocks) < self.manifest.measure.max_blocks
+                and self._another_run_fits(run, started_at=started_at, blocks_before=blocks_before))
 
     def _another_run_fits(self, run: CandidateRun, *, started_at: float, blocks_before: int) -> bool:
         """Whether a fresh run (its start, warm-up and a share of blocks, as long as this one's took) and the
@@ -297,6 +319,7 @@ class Measurer:
                         if other.run.phase is CandidatePhase.MEASURING:
                             self.ctx.phase(other.run, CandidatePhase.ELIMINATED, elimination.detail)
             state.leader = step.leader
+            state.rerun = frozenset(step.rerun)
             standings = standings_event(state.race, step, at=self.clock.now(), campaign_id=self.ctx.campaign_id,
                                         spent_usd=self.ledger.spent_usd(),
                                         reserved_usd=self.ledger.reserved_usd(),
@@ -306,6 +329,6 @@ class Measurer:
                 other.certified = other.cid in certified
             self.bus.publish(standings)
             if step.finished:
-                state.finish(step.reason)
+                state.finish(step.reason, ended=step.ended)
         state.news.post()
         return state.stop_reason(slot, now=self.clock.now()) is not None
