@@ -79,10 +79,6 @@ class Prediction:
         z = (math.log(units_per_s) - math.log(self.median_units_per_s)) / self.sigma
         return 0.5 * math.erfc(z / math.sqrt(2.0))
 
-    def quantile(self, q: float) -> float:
-        """The throughput this candidate exceeds with probability 1 - ``q``."""
-        return self.median_units_per_s * math.exp(self.sigma * normal_quantile(q))
-
 
 @dataclass(frozen=True, slots=True)
 class _Group:
