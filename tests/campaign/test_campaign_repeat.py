@@ -213,15 +213,16 @@ async def test_a_re_verified_host_races_on_fewer_fresh_blocks_its_earlier_runs_c
     finally:
         await store.close()
     fresh = next(c for c in plan.candidates if c.reverified is not None)
+    reverified = fresh.reverified
+    assert reverified is not None
     rule = manifest.measure
     entry = race_candidate(fresh.candidate_id, _cost(plan, manifest, fresh.candidate_id),
-                           prior_units_per_s=fresh.prior_throughput_units_per_s, reverified=fresh.reverified,
-                           rule=rule)
+                           prior_units_per_s=fresh.prior_throughput_units_per_s, reverified=reverified, rule=rule)
     assert entry.rule is not None and entry.rule.min_blocks < rule.min_blocks and entry.rule.min_runs == 1
     assert sorted(b.run for b in entry.history) == [-2, -1]
     race = Race([entry], units=manifest.production_units, measure=rule)
     assert race.rule_of(fresh.candidate_id) == entry.rule
-    theta = fresh.reverified.throughputs_units_per_s[-1]
+    theta = reverified.throughputs_units_per_s[-1]
     assert not race.standing(fresh.candidate_id).is_measured   # history alone never stands for a measurement
     for _ in range(entry.rule.min_blocks):
         race.add_block(fresh.candidate_id, Block(units=theta * rule.block_s, duration_s=rule.block_s, steps=5))

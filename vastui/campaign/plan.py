@@ -444,11 +444,11 @@ def _history(knowledge: Sequence[HostKnowledge], offers: Sequence[Offer], *, piv
     out = []
     for host in knowledge:
         listed = by_machine.get(host.machine_id, [])
-        offer = next((o for o in listed if o.gpu_name == host.gpu_name and o.num_gpus == host.num_gpus),
+        match = next((o for o in listed if o.gpu_name == host.gpu_name and o.num_gpus == host.num_gpus),
                      next((o for o in listed if o.gpu_name == host.gpu_name), None))
-        if offer is None or not offer.dlperf:
+        if match is None or not match.dlperf:
             continue    # not listed now: no dlperf to relate its measurement to
-        seen = observation(host, prior_units_per_s=dlperf_prior_units_per_s(offer, gpus=host.num_gpus, pivot=pivot),
+        seen = observation(host, prior_units_per_s=dlperf_prior_units_per_s(match, gpus=host.num_gpus, pivot=pivot),
                            now=now)
         if seen is not None:
             out.append(seen)
