@@ -178,7 +178,13 @@ class Race:
 
     def rule_of(self, candidate_id: str) -> MeasureRule:
         """The evidence rule this candidate is held to: its own (a re-verified host's) or the race's."""
-        return self._entries[candidate_id].candidate.rule or self.measure
+        return self.own_rule(candidate_id) or self.measure
+
+    def own_rule(self, candidate_id: str) -> MeasureRule | None:
+        """The candidate's own evidence rule (a re-verified host's), None when it has none or the race does not
+        hold it."""
+        entry = self._entries.get(candidate_id)
+        return entry.candidate.rule if entry is not None else None
 
     def standings(self) -> tuple[Standing, ...]:
         return tuple(self._standing(cid) for cid in self._entries)
