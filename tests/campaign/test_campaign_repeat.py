@@ -22,7 +22,7 @@ from vastui.bench.select import Race
 from vastui.bench.stats import Block
 from vastui.campaign.charges import prior_cost_inputs
 from vastui.campaign.plan import Plan, build_plan, render_plan
-from vastui.campaign.prior import compressed_dlperf, dlperf_pivot
+from vastui.campaign.prior import compressed_dlperf, dlperf_pivot, workload_scale
 from vastui.campaign.repeat import HISTORY_HALF_LIFE_DAYS, history_weight, race_candidate
 from vastui.campaign.startup import RENTED_DISK_GIB
 from vastui.config import Secret
@@ -151,7 +151,7 @@ async def test_an_empty_store_says_nothing_is_known(manifest: Manifest, listed: 
     assert "no host measured yet" in render_plan(plan)
 
 
-async def test_the_history_relates_each_listed_known_host_to_its_plain_dlperf_prior_older_ones_weighing_less(
+async def test_the_history_relates_each_listed_known_host_to_the_prior_an_unknown_one_carries_older_ones_weighing_less(
         tmp_path: Path, manifest: Manifest, listed: str) -> None:
     offers = await offers_at(listed, manifest)
     earlier = Earlier(manifest, offers)
@@ -162,13 +162,20 @@ async def test_the_history_relates_each_listed_known_host_to_its_plain_dlperf_pr
     finally:
         await store.close()
     assert len(plan.history) == 2    # the unlisted host has no offer to take a dlperf prior from
-    # the plain prior, over the offers this plan ranks: no learned scale (the measured hosts would teach ~3) and
-    # no measured shortcut
+    # the prior an unknown host carries in this plan (no measured shortcut): compressed dlperf over the offers it
+    # ranks, times the scale the known hosts teach (3 and 3.15 times their priors: ~3), as the candidates' is
     pivot = dlperf_pivot([o for o in offers if o.id not in {e.offer_id for e in plan.excluded}])
+    knowledge = await _knowledge(tmp_path / "c.sqlite3", manifest)
+    scale = workload_scale(knowledge, {o.machine_id: o for o in offers}, pivot=pivot)
+    assert scale is not None and 2.5 < scale < 4.0
+    unknown = next(c for c in plan.candidates if not c.prior_is_measured)
+    assert unknown.offer.dlperf
+    assert unknown.prior_throughput_units_per_s == pytest.approx(
+        compressed_dlperf(unknown.offer.dlperf / unknown.offer.num_gpus, pivot=pivot) * scale)
 
     def seen(offer: Offer, measured: float) -> Observation:
         assert offer.dlperf
-        prior = compressed_dlperf(offer.dlperf / offer.num_gpus, pivot=pivot)
+        prior = compressed_dlperf(offer.dlperf / offer.num_gpus, pivot=pivot) * scale
         return next(o for o in plan.history if o.prior_units_per_s == pytest.approx(prior)
                     and o.measured_units_per_s == pytest.approx(measured))
 
@@ -232,6 +239,14 @@ async def test_a_re_verified_host_races_on_fewer_fresh_blocks_its_earlier_runs_c
     # another offer taking its place keeps neither its history nor its lighter rule
     race.set_cost(fresh.candidate_id, _cost(plan, manifest, fresh.candidate_id), prior_throughput_units_per_s=1.0)
     assert race.rule_of(fresh.candidate_id) == rule
+
+
+async def _knowledge(db: Path, manifest: Manifest) -> list[HostKnowledge]:
+    store = await SqliteStore.open(db)
+    try:
+        return await store.host_knowledge(workload_digest=manifest.digest)
+    finally:
+        await store.close()
 
 
 def _cost(plan: Plan, manifest: Manifest, cid: str) -> CostInputs:

@@ -433,11 +433,14 @@ def wave_outlook(candidates: Sequence[Candidate], wave: Sequence[str], *, manife
     return WaveOutlook(spend, decision_s, expected, len(later))
 
 
-def _history(knowledge: Sequence[HostKnowledge], offers: Sequence[Offer], *, pivot: float,
+def _history(knowledge: Sequence[HostKnowledge], offers: Sequence[Offer], *, pivot: float, scale: float | None,
              now: float | None) -> tuple[Observation, ...]:
     """Earlier campaigns' measurements of this workload for the calibrated prior: per known host listed now, its
-    median measured throughput against the plain dlperf prior of its offer (no learned scale, no measurement:
-    the calibration learns that relation itself), weighted down with age (campaign/repeat.py)."""
+    median measured throughput against the dlperf prior its offer would carry in this plan were it unknown
+    (compressed dlperf x GPUs x the assumed scaling x the plan's learned scale): the same prior the unmeasured
+    candidates carry and the campaign's own observations are taken against (campaign/waves.py), so the calibration
+    fits one relation, not two. Weighted down with age (campaign/repeat.py); a host not listed now has no dlperf to
+    relate its measurement to and is left out."""
     by_machine: dict[int, list[Offer]] = defaultdict(list)
     for offer in offers:
         by_machine[offer.machine_id].append(offer)
@@ -448,8 +451,8 @@ def _history(knowledge: Sequence[HostKnowledge], offers: Sequence[Offer], *, piv
                      next((o for o in listed if o.gpu_name == host.gpu_name), None))
         if match is None or not match.dlperf:
             continue    # not listed now: no dlperf to relate its measurement to
-        seen = observation(host, prior_units_per_s=dlperf_prior_units_per_s(match, gpus=host.num_gpus, pivot=pivot),
-                           now=now)
+        prior = dlperf_prior_units_per_s(match, gpus=host.num_gpus, pivot=pivot) * (scale or 1.0)
+        seen = observation(host, prior_units_per_s=prior, now=now)
         if seen is not None:
             out.append(seen)
     return tuple(out)
@@ -508,7 +511,7 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
                        for i, item in enumerate(chosen))
     reserves = tuple(_candidate(len(candidates) + i + 1, item, manifest, rank_note="reserve")
                      for i, item in enumerate(rest[:manifest.shortlist.max_candidates]))
-    history: tuple[Observation, ...] = ()
+    history = _history(knowledge, offers, pivot=pivot, scale=scale, now=now)
     wave = first_wave(candidates, manifest=manifest, calibrated=len(history) >= 3)
     return Plan(
         campaign_id=campaign_id, manifest_digest=manifest.digest, query=manifest.shortlist.query,
@@ -517,7 +520,6 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
         expected_spend_usd=sum(c.expected_spend_usd for c in candidates),
         spend_upper_bound_usd=min(manifest.budget.max_usd, sum(c.max_spend_usd for c in candidates)),
         history=history, first_wave=wave, outlook=wave_outlook(candidates, wave, manifest=manifest),
-        history=_history(knowledge, offers, pivot=pivot, now=now),
         known=_known(knowledge, offers, manifest, candidates=candidates, now=now),
         bad_hosts=tuple(bad.values()), reverify_max_age_days=manifest.race.reverify_max_age_days,
     )
