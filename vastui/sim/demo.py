@@ -30,7 +30,7 @@ from vastui.events import Event, EventBus
 from vastui.remote.runner import SshRunner
 from vastui.sim.chaos import Chaos
 from vastui.sim.factory import DEMO_API_KEY, build_market_with_hosts
-from vastui.sim.market import INSTANCE_ID_BASE, Market
+from vastui.sim.market import Market
 from vastui.sim.realism import Realism
 from vastui.sim.redraw import LaterMarket
 from vastui.sim.server import SimServer
@@ -69,10 +69,13 @@ async def demo_world(*, seed: int, time_scale: float, work_dir: Path, chaos: Cha
     """The market served on loopback; ``prepare`` sees it before it serves (tests: an account's other instances).
     With ``later``, the market is that re-drawn world, opening at its time (sim/redraw.py)."""
     clock = ScaledClock(scale=time_scale, origin=later.clock_origin if later is not None else None)
-    market, pool = build_market_with_hosts(
-        seed, clock=clock, hosts_dir=work_dir / "hosts", chaos=chaos, api_key=api_key, realism=realism,
-        world=later.world if later is not None else None,
-        first_instance_id=later.first_instance_id if later is not None else INSTANCE_ID_BASE + 1)
+    if later is None:
+        market, pool = build_market_with_hosts(seed, clock=clock, hosts_dir=work_dir / "hosts", chaos=chaos,
+                                               api_key=api_key, realism=realism)
+    else:
+        market, pool = build_market_with_hosts(seed, clock=clock, hosts_dir=work_dir / "hosts", chaos=chaos,
+                                               api_key=api_key, realism=realism, world=later.world,
+                                               first_instance_id=later.first_instance_id)
     try:
         if prepare is not None:
             await prepare(market)
