@@ -2,6 +2,7 @@
 
     python benchmarks/decision_quality.py --markets 30 --seed 1        (minutes to hours of wall time)
     python benchmarks/decision_quality.py --quick                      (two small markets: the smoke test)
+    python benchmarks/decision_quality.py --markets 4 --repeat         (and a second campaign on each, a week on)
 
 For each seeded market: the oracle's true cost per accepted unit for every offer the manifest allows (the benchmark
 reads the truth; the campaign never does), a full campaign (approved as a printed plan), and on the same market
@@ -53,6 +54,7 @@ from vastui.sim.images import image_size_mb, is_popular
 from vastui.sim.market import Market
 from vastui.sim.physics import HostSpec, Precision, Variant, plan_step
 from vastui.sim.realism import Realism
+from vastui.sim.redraw import LaterMarket, later_market
 from vastui.sim.simworkload import WARMUP_SLOWDOWN
 from vastui.sim.truth import Fault
 from vastui.vast.models import Offer
@@ -61,6 +63,7 @@ STRATEGIES = ("vastui", "top dlperf_usd", "cheapest $/h", "vastui prior", "bench
 WARMUP_STEPS = 10          # the simulated workload's default warm-up steps
 TIME_SCALE = 120.0
 Z90_OVER_Z95 = 1.6449 / 1.9600   # a 95 % interval's half-widths narrowed to 90 % (normal approximation)
+REPEAT_KEPT_SHARE = 0.7          # --repeat: the share of hosts still listed a week later (sim/redraw.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +234,10 @@ class MarketResult:
     passed_beat_choice: list[bool] = field(default_factory=list)   # ... or in truth cheaper than vastui's choice
     race_end: RaceEnd | None = None       # which race rule ended the campaign's race (None: none did)
     stop_missed: bool = False             # it ended within the margin, yet a measured rival was > 3 % cheaper
+    # --repeat: the first campaign's store and the same market re-drawn later; the second campaign's result on it
+    next_market: tuple[Path, LaterMarket] | None = None
+    repeat: MarketResult | None = None
+    reverified: int = 0                   # candidates re-verified on an earlier campaign's runs
 
 
 SPEND_PARTS = ("loading and traffic", "canary, warm-ups and console work", "blocks", "tuning")
@@ -311,12 +318,13 @@ def _everything_time(outcome: object, manifest: Manifest) -> float:
 
 
 async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float, fast: bool = True,
-                     realism: Realism | None = None) -> MarketResult:
+                     realism: Realism | None = None, repeat: bool = False, later: LaterMarket | None = None,
+                     db_path: Path | None = None) -> MarketResult:
     manifest_path = write_manifest(work / f"m{seed}", kind, fast=fast)
     manifest = load_manifest(manifest_path)
     out = MarketResult(seed, kind.name)
     async with open_demo(seed=seed, time_scale=scale, data_dir=work / f"d{seed}", manifest_path=manifest_path,
-                         realism=realism) as demo:
+                         realism=realism, later=later, db_path=db_path) as demo:
         market = demo.market
         offers = await demo.client.search_offers(manifest.shortlist.query, order="dlperf_usd-", limit=400)
         excluded = {e.offer_id for e in demo.plan.excluded if getattr(e, "offer_id", None) is not None}
@@ -464,6 +472,9 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
                 true_s = true_loading_s(market, offer, manifest)
                 out.startup_err.append(abs(startup - true_s) / true_s if true_s > 0 else 0.0)
         del by_id
+        out.reverified = sum(1 for c in demo.plan.candidates if c.reverified is not None)
+        if repeat:   # the same market a week later, most hosts kept, on this campaign's store
+            out.next_market = (demo.db_path, later_market(market, seed=seed, kept_share=REPEAT_KEPT_SHARE))
     return out
 
 
@@ -608,21 +619,68 @@ def report(results: list[MarketResult], *, protocol: str = "fast") -> str:
     return "\n".join(lines)
 
 
+async def repeat_market(first: MarketResult, kind: WorkloadKind, work: Path, *, scale: float, fast: bool = True,
+                        realism: Realism | None = None) -> MarketResult:
+    """The second campaign of ``first``'s workload on its market re-drawn a week later (REPEAT_KEPT_SHARE of the
+    hosts kept with their hidden truth, prices moved, new hosts for the rest), planned on the first's store."""
+    assert first.next_market is not None
+    db_path, later = first.next_market
+    second = await one_market(first.seed, kind, work, scale=scale, fast=fast, realism=realism, later=later,
+                              db_path=db_path)
+    first.repeat = second
+    print(f"market {first.seed} again ({kind.name}): vastui regret {100 * second.regret['vastui']:.1f} %, spend "
+          f"${second.spend_usd:.3f} ({100 * second.spend_usd / max(second.everything_usd, 1e-12):.0f} % of "
+          f"benchmark-everything's), {second.reverified} re-verified; {second.note}", file=sys.stderr, flush=True)
+    return second
+
+
+def report_repeat(results: list[MarketResult]) -> str:
+    """The second campaigns next to the first: spend as a share of benchmark-everything's on each one's own market,
+    regret, how many candidates were re-verified rather than raced from scratch."""
+    pairs = [(r, r.repeat) for r in results if r.repeat is not None]
+    if not pairs:
+        return ""
+    firsts = [first for first, _ in pairs]
+    seconds = [second for _, second in pairs]
+
+    def share(rs: list[MarketResult]) -> float:
+        return 100 * sum(r.spend_usd for r in rs) / max(sum(r.everything_usd for r in rs), 1e-12)
+
+    def quality(rs: list[MarketResult]) -> str:
+        regrets = [r.regret["vastui"] for r in rs]
+        return (f"regret p50 {100 * _pct(regrets, 50):.1f} %, p95 {100 * _pct(regrets, 95):.1f} %, within 3 % in "
+                f"{100 * sum(g <= 0.03 for g in regrets) / len(regrets):.0f} %")
+
+    return "\n".join([
+        "", "", f"## repeat campaigns ({len(pairs)} markets, each re-drawn a week later with "
+            f"{100 * REPEAT_KEPT_SHARE:.0f} % of its hosts kept, on the first campaign's store)", "",
+        f"- first campaign: spend {share(firsts):.0f} % of benchmark-everything's; {quality(firsts)}",
+        f"- second campaign: spend {share(seconds):.0f} % of benchmark-everything's on its market "
+        f"(${sum(r.spend_usd for r in seconds):.2f} of ${sum(r.everything_usd for r in seconds):.2f}); "
+        f"{quality(seconds)}; {sum(r.reverified for r in seconds)} candidates re-verified on earlier runs, "
+        f"{sum(r.passed_over for r in seconds)} passed over unrented",
+        "", f"summary (repeat): second campaign spend {share(seconds):.0f} % of benchmark-everything (first "
+            f"{share(firsts):.0f} %), within 3 % in "
+            f"{100 * sum(r.regret['vastui'] <= 0.03 for r in seconds) / len(seconds):.0f} %"])
+
+
 async def main_async(markets: int, seed: int, scale: float, *, protocol: str = "fast",
-                     realism: Realism | None = None) -> str:
+                     realism: Realism | None = None, repeat: bool = False) -> str:
     results = []
     with tempfile.TemporaryDirectory(prefix="vastui-dq-") as tmp:
         for index in range(markets):
             kind = MIX[index % len(MIX)]
             result = await one_market(seed + index, kind, Path(tmp), scale=scale, fast=protocol == "fast",
-                                      realism=realism)
+                                      realism=realism, repeat=repeat)
             results.append(result)
             print(f"market {seed + index} ({kind.name}): vastui regret {100 * result.regret['vastui']:.1f} %, "
                   f"spend ${result.spend_usd:.3f} (everything ${result.everything_usd:.3f}), rented "
                   f"{result.rented}/{result.shortlisted}, decision in {result.decision_s / 60:.0f} min (everything "
                   f"{result.everything_decision_s / 60:.0f}), {result.wall_s:.1f} s; {result.note}",
                   file=sys.stderr, flush=True)
-    return report(results, protocol=protocol)
+            if repeat:
+                await repeat_market(result, kind, Path(tmp), scale=scale, fast=protocol == "fast", realism=realism)
+    return report(results, protocol=protocol) + report_repeat(results)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -638,10 +696,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--realism", choices=("vast", "kind"), default="vast",
                         help="how hard the simulated marketplace is (default vast: every rule of docs/api-notes.md; "
                              "kind: every rule off, to tell what the rules cost)")
+    parser.add_argument("--repeat", action="store_true",
+                        help="after each market's campaign, a second one on the same market re-drawn a week later "
+                             f"({100 * REPEAT_KEPT_SHARE:.0f} %% of hosts kept, prices moved) on the first's store")
     args = parser.parse_args(argv)
     markets, scale = (2, 300.0) if args.quick else (args.markets, args.time_scale)
     print(asyncio.run(main_async(markets, args.seed, scale, protocol=args.protocol,
-                                 realism=Realism.named(args.realism))))
+                                 realism=Realism.named(args.realism), repeat=args.repeat)))
     return 0
 
 

@@ -92,3 +92,23 @@ def test_decision_quality_runs_two_markets_and_ends_with_one_summary_line() -> N
     assert "oracle validation" in result.stdout and "market variety" in result.stdout
     assert "the race ended by:" in result.stdout and "indifference-stop misses" in result.stdout
     assert result.stderr.count("market ") == 2
+
+
+_REPEAT_SUMMARY = re.compile(r"^summary \(repeat\): second campaign spend \d+ % of benchmark-everything \(first \d+ %\), "
+                             r"within 3 % in \d+ %$")
+
+
+@pytest.mark.slow
+def test_decision_quality_repeat_runs_a_second_campaign_on_each_market_from_the_first_s_store() -> None:
+    """decision_quality.py --quick --repeat: each market again a week later, planned on what the first measured."""
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    result = subprocess.run([sys.executable, "-W", "error", str(BENCHMARKS / "decision_quality.py"), "--quick",
+                             "--repeat"], cwd=ROOT, env=env, capture_output=True, encoding="utf-8", timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert _REPEAT_SUMMARY.match(lines[-1]), lines[-1]
+    assert any(line.startswith("summary: vastui within 3 % in ") for line in lines)   # the first campaigns' report
+    second = next(line for line in lines if line.startswith("- second campaign: "))
+    reverified = re.search(r"(\d+) candidates re-verified on earlier runs", second)
+    assert reverified is not None and int(reverified.group(1)) > 0, second   # the first campaign's store was used
+    assert result.stderr.count(" again (") == 2

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from vastui.bench.cost import CostInputs, break_even_units, cost_curve, cost_interval
@@ -59,11 +59,17 @@ class EliminationReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class RaceCandidate:
-    """A candidate in the race; ``prior_throughput_units_per_s`` (dlperf-based) stands in until it is measured."""
+    """A candidate in the race; ``prior_throughput_units_per_s`` (dlperf-based) stands in until it is measured.
+
+    A host re-verified from earlier campaigns (campaign/repeat.py) brings ``history``, blocks standing for its
+    earlier runs (negative run numbers), counted with its fresh blocks as earlier independent runs once it has
+    any, and its own evidence ``rule`` (fewer fresh blocks and runs); None: the race's."""
 
     candidate_id: str
     cost: CostInputs
     prior_throughput_units_per_s: float | None = None
+    history: tuple[Block, ...] = ()
+    rule: MeasureRule | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +155,10 @@ class Race:
         """Replace a candidate's cost inputs (measured startup, acceptance rate) as they become known; with a prior
         throughput too when another offer takes the candidate's place (a reserve)."""
         entry = self._entries[candidate_id]
-        prior = prior_throughput_units_per_s if prior_throughput_units_per_s is not None \
-            else entry.candidate.prior_throughput_units_per_s
-        entry.candidate = RaceCandidate(candidate_id, cost, prior)
+        if prior_throughput_units_per_s is None:
+            entry.candidate = replace(entry.candidate, cost=cost)
+        else:   # another offer: the earlier one's history and rule are not its
+            entry.candidate = RaceCandidate(candidate_id, cost, prior_throughput_units_per_s)
         self._costs = {key: value for key, value in self._costs.items() if key[0] != candidate_id}
 
     def exclude(self, candidate_id: str, *, reason: EliminationReason, detail: str) -> Elimination:
@@ -168,6 +175,16 @@ class Race:
     @property
     def active(self) -> tuple[str, ...]:
         return tuple(cid for cid, e in self._entries.items() if e.elimination is None)
+
+    def rule_of(self, candidate_id: str) -> MeasureRule:
+        """The evidence rule this candidate is held to: its own (a re-verified host's) or the race's."""
+        return self.own_rule(candidate_id) or self.measure
+
+    def own_rule(self, candidate_id: str) -> MeasureRule | None:
+        """The candidate's own evidence rule (a re-verified host's), None when it has none or the race does not
+        hold it."""
+        entry = self._entries.get(candidate_id)
+        return entry.candidate.rule if entry is not None else None
 
     def standings(self) -> tuple[Standing, ...]:
         return tuple(self._standing(cid) for cid in self._entries)
@@ -187,7 +204,7 @@ class Race:
 
     def _throughput(self, entry: _Entry) -> Interval | None:
         if entry.blocks:
-            values = [b.throughput_units_per_s for b in entry.blocks]
+            values = [b.throughput_units_per_s for b in (*entry.candidate.history, *entry.blocks)]
             low, high = percentile_bounds(self._thetas(entry), confidence=self.confidence)
             return Interval(point=median(values), low=low, high=high, confidence=self.confidence, n=len(values))
         prior = entry.candidate.prior_throughput_units_per_s
@@ -201,7 +218,8 @@ class Race:
         key = (entry.candidate.candidate_id, len(entry.blocks))
         if key not in self._thetas_cache:
             rng = random.Random(f"{self.seed}:{key[0]}:{key[1]}")
-            self._thetas_cache[key] = run_aware_distribution(entry.blocks, resamples=self.resamples, rng=rng,
+            self._thetas_cache[key] = run_aware_distribution([*entry.candidate.history, *entry.blocks],
+                                                             resamples=self.resamples, rng=rng,
                                                              cv_prior=self.measure.run_cv_prior)
         return self._thetas_cache[key]
 
@@ -239,7 +257,7 @@ class Race:
                         rerun=rerun if ended is RaceEnd.MEASURING else ())
 
     def _eligible(self, cid: str) -> bool:
-        return len(self._entries[cid].blocks) >= self.measure.min_blocks
+        return len(self._entries[cid].blocks) >= self.rule_of(cid).min_blocks
 
     def _eliminate_slo(self) -> tuple[Elimination, ...]:
         out = []
@@ -350,18 +368,20 @@ class Race:
         blocks = {cid: len(self._entries[cid].blocks) for cid in active}
         if all(n >= self.measure.max_blocks for n in blocks.values()):
             return RaceEnd.MAX_BLOCKS, f"every remaining candidate reached {self.measure.max_blocks} blocks"
-        if leader is None or blocks[leader] < self.measure.winner_min_blocks:
+        if leader is None or blocks[leader] < self.rule_of(leader).winner_min_blocks:
             return RaceEnd.MEASURING, "measuring"
         if len(active) == 1:
             return RaceEnd.ONE_REMAINS, "one candidate remains"
-        if rerun or not all(n >= self.measure.min_blocks for n in blocks.values()):
+        if rerun or not all(n >= self.rule_of(cid).min_blocks for cid, n in blocks.items()):
             return RaceEnd.MEASURING, "measuring"
         return self._margin(active, leader)
 
     def _runs_agree(self, cid: str) -> bool:
         """At least ``min_runs`` independent runs, their medians no further apart than the prior between-run CV
-        says: only then may the prior stand in for how far this host's next run can land."""
-        blocks = self._entries[cid].blocks
+        says: only then may the prior stand in for how far this host's next run can land. A re-verified host's
+        earlier runs (its history) count among them."""
+        entry = self._entries[cid]
+        blocks = [*entry.candidate.history, *entry.blocks]
         if len(runs_of(blocks)) < self.measure.min_runs:
             return False
         observed = observed_run_cv(blocks)

@@ -20,7 +20,7 @@ from vastui.bench.calibration import Calibration
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest
 from vastui.bench.receipt import PassedOver
-from vastui.bench.select import Decision, EliminationReason, Finalist, Race, RaceCandidate, RaceEnd
+from vastui.bench.select import Decision, EliminationReason, Finalist, Race, RaceEnd
 from vastui.bench.stats import Interval
 from vastui.bench.tuned import TunedEvidence, decide_with_tuned_evidence
 from vastui.bench.tuning import Profile, tuned_cost_estimate
@@ -47,6 +47,7 @@ from vastui.campaign.live import decision_event
 from vastui.campaign.measuring import Measurer, RaceState
 from vastui.campaign.plan import Candidate, Plan, first_wave
 from vastui.campaign.ports import CampaignStore, HostConnection, HostExecutor, Marketplace
+from vastui.campaign.repeat import race_candidate
 from vastui.campaign.report import attribution_of
 from vastui.campaign.reserves import Reserves
 from vastui.campaign.slots import Ledger, Slot
@@ -107,7 +108,8 @@ class CampaignEngine:
         self.slots = [Slot(CandidateRun(c)) for c in plan.candidates]
         self.ledger = Ledger(slots=self.slots, manifest=manifest, clock=clock)
         self._reserves = Reserves(plan.reserves)
-        race = Race([RaceCandidate(c.candidate_id, self._prior_cost(c), c.prior_throughput_units_per_s)
+        race = Race([race_candidate(c.candidate_id, self._prior_cost(c), prior_units_per_s=c.prior_throughput_units_per_s,
+                                    reverified=c.reverified, rule=manifest.measure)   # campaign/repeat.py
                      for c in plan.candidates], units=manifest.production_units, slo=manifest.slo,
                     measure=manifest.measure, budget_usd=manifest.budget.max_usd)
         self.state = RaceState(race=race, manifest=manifest)

@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from vastui.bench.manifest import Manifest
+from vastui.bench.manifest import Manifest, MeasureRule
 from vastui.bench.select import EliminationReason, Race, RaceEnd, decide_profile
 from vastui.bench.stats import Verdict
 from vastui.bench.tuning import Profile
@@ -102,6 +102,11 @@ class RaceState:
         self.finished.set()
         self.news.post()
 
+    def rule_of(self, cid: str) -> MeasureRule:
+        """The evidence rule a candidate is measured to: a re-verified host's own (campaign/repeat.py), else the
+        manifest's."""
+        return self.race.own_rule(cid) or self.manifest.measure
+
     def leader_may_tune(self, slot: Slot) -> bool:
         """The leader with the winner's minimum evidence stops measuring and tunes on its own instance (a later
         leader is tuned too, on its own instance: the chosen one's tuning is what counts): more blocks
@@ -116,9 +121,9 @@ class RaceState:
         return (self.leader == slot.cid and self.choice_now == slot.cid and not slot.tuning_started
                 and slot.cid not in self.rerun    # its runs disagree: another run first (docs/method.md, Stopping)
                 and tuning_trials(self.manifest) > 0
-                and len(run.blocks) >= self.manifest.measure.winner_min_blocks
+                and len(run.blocks) >= self.rule_of(slot.cid).winner_min_blocks
                 and slot.certified   # the SLO's evidence (e.g. p99's 459 steps) comes from blocks
-                and run.measured_runs + 1 >= self.manifest.measure.min_runs)
+                and run.measured_runs + 1 >= self.rule_of(slot.cid).min_runs)
 
     async def would_be_chosen(self, slot: Slot) -> bool:
         """Whether the decision, taken now, would choose ``slot``: the race's leader is the lowest cost point, the
@@ -175,7 +180,7 @@ class Measurer:
             variant_json=variant.to_json(), started_at=self.clock.now())
         run.run_id = stored.run_id
         await self.ctx.store.record_run_phases(run_id=stored.run_id, pull_s=run.startup_s)
-        rule = self.manifest.measure
+        rule = self.state.rule_of(run.cid)   # a re-verified host's is lighter (campaign/repeat.py)
         share = max(1, -(-rule.min_blocks // max(1, rule.min_runs)))   # blocks per run until min_runs are had
         ended = MeasuringStop(MeasuringEnded.STREAM_ENDED)
         warmups: list[float] = []
@@ -206,7 +211,7 @@ class Measurer:
                                    "startup_s": run.startup_s}),
             error=None if thetas else "no complete block")
         reason = (self.state.stop_reason(slot, now=self.clock.now()) or ended).describe()
-        if len(run.blocks) < self.manifest.measure.min_blocks and run.phase is CandidatePhase.MEASURING:
+        if len(run.blocks) < rule.min_blocks and run.phase is CandidatePhase.MEASURING:
             # Too little evidence to race on (a slow host hit its deadline): out of the race, data kept.
             async with self.state.lock:
                 self.state.race.exclude(run.cid, reason=EliminationReason.FAILED,
@@ -286,7 +291,8 @@ class Measurer:
         now = self.clock.now()
         this_run = run.blocks[blocks_before:]
         block_s = statistics.fmean(b.end_t - b.start_t for b in this_run) if this_run else self.manifest.measure.block_s
-        needed = (now - started_at) + max(0, self.manifest.measure.winner_min_blocks - len(run.blocks)) * block_s
+        needed = (now - started_at) + max(0, self.state.rule_of(run.cid).winner_min_blocks
+                                          - len(run.blocks)) * block_s
         return run.work_time_left_s(now) >= needed
 
     async def _warm(self, run: CandidateRun) -> None:

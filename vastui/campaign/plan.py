@@ -32,6 +32,7 @@ from vastui.campaign.prior import (
     prior_inputs,
     workload_scale,
 )
+from vastui.campaign.repeat import KnownHost, Reverification, known_host, observation, reverification
 from vastui.campaign.startup import rates_of
 from vastui.store.records import BadHost, HostKnowledge
 from vastui.vast.models import Offer
@@ -70,6 +71,8 @@ class Candidate:
     expected_spend_usd: float
     max_spend_usd: float
     time_cap_s: float
+    # measured recently in an earlier campaign: re-verified (canary and a few blocks), not raced from scratch
+    reverified: Reverification | None = None
 
     @property
     def profile_name(self) -> str:
@@ -121,6 +124,10 @@ class Plan:
     # rented at once; the rest in later waves by their chance of beating the leader (campaign/waves.py)
     first_wave: tuple[str, ...] = ()
     outlook: WaveOutlook | None = None
+    # what earlier campaigns of this workload measured, host by host, and the hosts flagged bad now
+    known: tuple[KnownHost, ...] = ()
+    bad_hosts: tuple[BadHost, ...] = ()
+    reverify_max_age_days: float | None = None
 
     @property
     def offer_ids(self) -> frozenset[int]:
@@ -233,22 +240,36 @@ class _Scored:
     cost: float
     note: str
     short_of_slo: bool = False   # ranked after every machine that is not (docs/method.md, Shortlist)
+    reverified: Reverification | None = None
+
+
+def dlperf_prior_units_per_s(offer: Offer, *, gpus: int, pivot: float) -> float:
+    """What the dlperf prior says of ``offer`` run on ``gpus`` GPUs, before any learned scale or measurement:
+    compressed per-GPU dlperf, times the GPUs at the assumed multi-GPU scaling."""
+    per_gpu = (offer.dlperf or 0.0) / max(offer.num_gpus, 1)
+    scaling = MULTI_GPU_EFFICIENCY_PRIOR ** math.log2(gpus) if gpus > 1 else 1.0
+    return compressed_dlperf(per_gpu, pivot=pivot) * gpus * scaling
 
 
 def _score(offer: Offer, manifest: Manifest, knowledge: dict[int, HostKnowledge], scale: float | None, *,
-           pivot: float) -> _Scored:
+           pivot: float, now: float | None = None) -> _Scored:
     pull = predicted_pull_s(offer, image_size_gb=manifest.workload.image_size_gb)
     gpus = _gpu_count(offer, manifest)
     known = knowledge.get(offer.machine_id)
+    reverified = None
     if known is not None and known.best is not None and known.best.throughput_units_per_s:
         theta, measured = known.best.throughput_units_per_s, True
         note = f"measured {theta:.0f} u/s here before ({known.n_ok} of {known.n_runs} runs ok)"
         at_its_word = theta
+        if known.num_gpus == gpus:
+            reverified = reverification(known, now=now, max_age_days=manifest.race.reverify_max_age_days)
+        if reverified is not None:
+            note += f"; {reverified.describe()}: canary and a few blocks"
     else:
         per_gpu = (offer.dlperf or 0.0) / max(offer.num_gpus, 1)
         scaling = MULTI_GPU_EFFICIENCY_PRIOR ** math.log2(gpus) if gpus > 1 else 1.0
         compressed = compressed_dlperf(per_gpu, pivot=pivot)
-        theta, measured = compressed * gpus * scaling * (scale or 1.0), False
+        theta, measured = dlperf_prior_units_per_s(offer, gpus=gpus, pivot=pivot) * (scale or 1.0), False
         note = f"dlperf prior {per_gpu:.0f}/GPU, {compressed:.0f} compressed" + (
             f" x learned scale {scale:.2f}" if scale else "")
         at_its_word = theta * per_gpu / compressed if compressed > 0 else 0.0
@@ -261,7 +282,7 @@ def _score(offer: Offer, manifest: Manifest, knowledge: dict[int, HostKnowledge]
                  f"SLO floor of {floor:g}: ranked after the machines that are not")
     cost = cost_per_accepted_unit(prior_inputs(offer, pull_s=pull, manifest=manifest),
                                   units=manifest.production_units, throughput_units_per_s=max(theta, 1e-9))
-    return _Scored(offer, gpus, theta, measured, pull, cost, note, short)
+    return _Scored(offer, gpus, theta, measured, pull, cost, note, short, reverified)
 
 
 def _one_per_machine(items: Sequence[_Scored], *, taken: set[int]) -> list[_Scored]:
@@ -356,6 +377,7 @@ def _candidate(index: int, item: _Scored, manifest: Manifest, *, rank_note: str)
         prior_throughput_units_per_s=item.theta, prior_is_measured=item.measured, predicted_pull_s=item.pull_s,
         prior_cost_per_unit_usd=item.cost, expected_spend_usd=_spend(item.offer, manifest, seconds=min(expected_s, cap_s)),
         max_spend_usd=_spend(item.offer, manifest, seconds=cap_s) * SPEND_SAFETY, time_cap_s=cap_s,
+        reverified=item.reverified,
     )
 
 
@@ -411,9 +433,61 @@ def wave_outlook(candidates: Sequence[Candidate], wave: Sequence[str], *, manife
     return WaveOutlook(spend, decision_s, expected, len(later))
 
 
+def _history(knowledge: Sequence[HostKnowledge], offers: Sequence[Offer], *, pivot: float, scale: float | None,
+             now: float | None) -> tuple[Observation, ...]:
+    """Earlier campaigns' measurements of this workload for the calibrated prior: per known host listed now, its
+    median measured throughput against the dlperf prior its offer would carry in this plan were it unknown
+    (compressed dlperf x GPUs x the assumed scaling x the plan's learned scale): the same prior the unmeasured
+    candidates carry and the campaign's own observations are taken against (campaign/waves.py), so the calibration
+    fits one relation, not two. Weighted down with age (campaign/repeat.py); a host not listed now has no dlperf to
+    relate its measurement to and is left out."""
+    by_machine: dict[int, list[Offer]] = defaultdict(list)
+    for offer in offers:
+        by_machine[offer.machine_id].append(offer)
+    out = []
+    for host in knowledge:
+        listed = by_machine.get(host.machine_id, [])
+        match = next((o for o in listed if o.gpu_name == host.gpu_name and o.num_gpus == host.num_gpus),
+                     next((o for o in listed if o.gpu_name == host.gpu_name), None))
+        if match is None or not match.dlperf:
+            continue    # not listed now: no dlperf to relate its measurement to
+        prior = dlperf_prior_units_per_s(match, gpus=host.num_gpus, pivot=pivot) * (scale or 1.0)
+        seen = observation(host, prior_units_per_s=prior, now=now)
+        if seen is not None:
+            out.append(seen)
+    return tuple(out)
+
+
+def _known(knowledge: Sequence[HostKnowledge], offers: Sequence[Offer], manifest: Manifest, *,
+           candidates: Sequence[Candidate], now: float | None) -> tuple[KnownHost, ...]:
+    """Each host this workload ran on before: its measurements, and its cost per unit at today's price."""
+    by_machine = {o.machine_id: o for o in offers}
+    reverified = {c.offer.machine_id for c in candidates if c.reverified is not None}
+    out = []
+    for host in knowledge:
+        offer = by_machine.get(host.machine_id)
+        thetas = host.throughputs_units_per_s
+        cost = None
+        if offer is not None and thetas and offer.dph_total > 0:
+            pull = predicted_pull_s(offer, image_size_gb=manifest.workload.image_size_gb)
+            cost = cost_per_accepted_unit(prior_inputs(offer, pull_s=pull, manifest=manifest),
+                                          units=manifest.production_units,
+                                          throughput_units_per_s=statistics.median(thetas))
+        out.append(known_host(host, now=now, listed=offer is not None, cost_per_unit_usd=cost,
+                              reverified=host.machine_id in reverified))
+    return tuple(sorted(out, key=lambda k: (k.cost_per_unit_usd is None, k.cost_per_unit_usd or 0.0,
+                                            k.machine_id)))
+
+
 def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer], knowledge: Sequence[HostKnowledge],
-               bad_hosts: Sequence[BadHost]) -> Plan:
-    """Shortlist ``offers`` for ``manifest``: filters re-checked client-side, bad hosts shown and skipped."""
+               bad_hosts: Sequence[BadHost], now: float | None = None) -> Plan:
+    """Shortlist ``offers`` for ``manifest``: filters re-checked client-side, bad hosts shown and skipped.
+
+    ``knowledge`` is what earlier campaigns measured of this workload (the store's ``host_knowledge``): a known
+    host's prior is its measurement, the plan lists what is known, and with ``now`` (the market's clock) a host
+    measured within the manifest's ``reverify_max_age_days`` is re-verified rather than raced from scratch and
+    older measurements count for less in the calibrated prior's history (campaign/repeat.py). Without ``now``
+    nothing is re-verified and history counts in full."""
     bad = {b.machine_id: b for b in bad_hosts if not b.is_expired}
     known = {k.machine_id: k for k in knowledge}
     filters = numeric_filters(manifest.shortlist.query)
@@ -427,7 +501,7 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
             kept.append(offer)
     pivot = dlperf_pivot(kept)
     scale = workload_scale(knowledge, {o.machine_id: o for o in offers}, pivot=pivot)
-    scored = [_score(offer, manifest, known, scale, pivot=pivot) for offer in kept]
+    scored = [_score(offer, manifest, known, scale, pivot=pivot, now=now) for offer in kept]
     chosen, rest = _pick(scored, max_candidates=manifest.shortlist.max_candidates,
                          min_hosts=manifest.shortlist.min_hosts_per_model)
     chosen, rest = _cover_gpu_counts(chosen, rest, counts=manifest.tuning.gpu_counts,
@@ -437,7 +511,7 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
                        for i, item in enumerate(chosen))
     reserves = tuple(_candidate(len(candidates) + i + 1, item, manifest, rank_note="reserve")
                      for i, item in enumerate(rest[:manifest.shortlist.max_candidates]))
-    history: tuple[Observation, ...] = ()
+    history = _history(knowledge, offers, pivot=pivot, scale=scale, now=now)
     wave = first_wave(candidates, manifest=manifest, calibrated=len(history) >= 3)
     return Plan(
         campaign_id=campaign_id, manifest_digest=manifest.digest, query=manifest.shortlist.query,
@@ -446,6 +520,8 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
         expected_spend_usd=sum(c.expected_spend_usd for c in candidates),
         spend_upper_bound_usd=min(manifest.budget.max_usd, sum(c.max_spend_usd for c in candidates)),
         history=history, first_wave=wave, outlook=wave_outlook(candidates, wave, manifest=manifest),
+        known=_known(knowledge, offers, manifest, candidates=candidates, now=now),
+        bad_hosts=tuple(bad.values()), reverify_max_age_days=manifest.race.reverify_max_age_days,
     )
 
 
@@ -457,6 +533,7 @@ def render_plan(plan: Plan) -> str:
         lines.append(f"{c.candidate_id:<4} {c.offer.id:>9} {c.offer.machine_id:>8} {c.offer.gpu_name:<14} "
                      f"{c.offer.dph_total:>7.3f} {c.prior_throughput_units_per_s:>10.0f} {c.time_cap_s / 60:>5.0f}m"
                      f"  {c.hypothesis}")
+    lines.extend(render_known(plan))
     if plan.reserves:
         lines.append(f"reserves (rented only in a candidate's place: its offer vanished, or it was passed over): "
                      f"{', '.join(str(r.offer.id) for r in plan.reserves)}")
@@ -469,3 +546,48 @@ def render_plan(plan: Plan) -> str:
                  f" (budget ${plan.budget_usd:.2f}, {plan.max_instances} instances at once); every instance is "
                  f"destroyed by its deadline and at the end")
     return "\n".join(lines)
+
+
+KNOWN_SHOWN = 12    # hosts listed by name in the plan's "known" section (the rest counted)
+BAD_SHOWN = 5
+
+
+def render_known(plan: Plan) -> list[str]:
+    """The plan's "known from earlier campaigns" section: hosts measured for this workload (runs, median
+    throughput, cost per unit at today's price, age of the last measurement, re-verified or not) and bad hosts."""
+    age_rule = (f"re-verified when last measured within {plan.reverify_max_age_days:g} days"
+                if plan.reverify_max_age_days is not None else "")
+    if not plan.known:
+        lines = ["known from earlier campaigns of this workload: no host measured yet (every candidate is raced "
+                 "from scratch)"]
+    else:
+        reverified = {c.offer.machine_id: c.candidate_id for c in plan.candidates if c.reverified is not None}
+        lines = [f"known from earlier campaigns of this workload: {len(plan.known)} host(s) measured, "
+                 f"{sum(k.listed for k in plan.known)} listed now, {len(reverified)} re-verified in this plan"
+                 + (f" ({age_rule})" if age_rule else ""),
+                 f"  {'machine':>8} {'gpu':<18} {'ok/runs':>7} {'median u/s':>10} {'$/1k units':>10} "
+                 f"{'measured':>13}  now"]
+        for k in plan.known[:KNOWN_SHOWN]:
+            cost = f"{1e3 * k.cost_per_unit_usd:>10.4f}" if k.cost_per_unit_usd is not None else f"{'-':>10}"
+            theta = f"{k.median_units_per_s:>10.1f}" if k.median_units_per_s is not None else f"{'-':>10}"
+            age = f"{k.age_days:.1f} days ago" if k.age_days is not None else "age unknown"
+            if k.machine_id in reverified:
+                state = f"re-verified as {reverified[k.machine_id]}"
+            elif not k.listed:
+                state = "not listed"
+            elif any(c.offer.machine_id == k.machine_id for c in plan.candidates):
+                state = "shortlisted, raced from scratch"
+            else:
+                state = "listed, not shortlisted"
+            lines.append(f"  {k.machine_id:>8} {f'{k.gpu_name} x{k.num_gpus}':<18} {f'{k.ok_runs}/{k.runs}':>7} "
+                         f"{theta} {cost} {age:>13}  {state}")
+        if len(plan.known) > KNOWN_SHOWN:
+            lines.append(f"  ... and {len(plan.known) - KNOWN_SHOWN} more")
+    if plan.history:
+        lines.append(f"  the calibrated prior starts from {len(plan.history)} earlier measurement(s) of this workload "
+                     f"(weight {sum(o.weight for o in plan.history):.1f} after ageing)")
+    if plan.bad_hosts:
+        shown = "; ".join(f"machine {b.machine_id}: {b.reason}" for b in plan.bad_hosts[:BAD_SHOWN])
+        more = f"; ... and {len(plan.bad_hosts) - BAD_SHOWN} more" if len(plan.bad_hosts) > BAD_SHOWN else ""
+        lines.append(f"bad hosts on record (never rented while flagged): {len(plan.bad_hosts)}: {shown}{more}")
+    return lines

@@ -55,10 +55,11 @@ async def plan_campaign(services: CampaignServices, *, manifest: Manifest, campa
     """Search with the manifest's query, join host knowledge and bad hosts, shortlist. Spends nothing."""
     offers = await services.market.search_offers(manifest.shortlist.query, order="dlperf_usd-", limit=SEARCH_LIMIT,
                                                  storage_gib=RENTED_DISK_GIB)
-    knowledge = await services.store.host_knowledge(workload_digest=manifest.digest,
-                                                     machine_ids=sorted({o.machine_id for o in offers}))
+    # every host this workload ran on, listed now or not: the plan says what it knows (campaign/repeat.py)
+    knowledge = await services.store.host_knowledge(workload_digest=manifest.digest)
     bad = await services.store.bad_hosts(now=services.clock.now())
-    plan = build_plan(campaign_id=campaign_id, manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=bad)
+    plan = build_plan(campaign_id=campaign_id, manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=bad,
+                      now=services.clock.now())
     if not plan.candidates:
         raise CampaignError(f"no offer passes the shortlist for query {manifest.shortlist.query!r} "
                             f"({len(plan.excluded)} excluded)", title="Empty shortlist")

@@ -32,6 +32,7 @@ from vastui.sim.chaos import Chaos
 from vastui.sim.factory import DEMO_API_KEY, build_market_with_hosts
 from vastui.sim.market import Market
 from vastui.sim.realism import Realism
+from vastui.sim.redraw import LaterMarket
 from vastui.sim.server import SimServer
 from vastui.store import SqliteStore
 from vastui.vast.client import HttpVastClient, ssh_key_target
@@ -63,12 +64,18 @@ def operator_key(directory: Path) -> Path:
 @contextlib.asynccontextmanager
 async def demo_world(*, seed: int, time_scale: float, work_dir: Path, chaos: Chaos | None = None,
                      api_key: str = DEMO_API_KEY, realism: Realism | None = None,
-                     prepare: Callable[[Market], Awaitable[None]] | None = None,
+                     prepare: Callable[[Market], Awaitable[None]] | None = None, later: LaterMarket | None = None,
                      ) -> AsyncIterator[tuple[SimServer, ScaledClock]]:
-    """The market served on loopback; ``prepare`` sees it before it serves (tests: an account's other instances)."""
-    clock = ScaledClock(scale=time_scale)
-    market, pool = build_market_with_hosts(seed, clock=clock, hosts_dir=work_dir / "hosts", chaos=chaos,
-                                           api_key=api_key, realism=realism)
+    """The market served on loopback; ``prepare`` sees it before it serves (tests: an account's other instances).
+    With ``later``, the market is that re-drawn world, opening at its time (sim/redraw.py)."""
+    clock = ScaledClock(scale=time_scale, origin=later.clock_origin if later is not None else None)
+    if later is None:
+        market, pool = build_market_with_hosts(seed, clock=clock, hosts_dir=work_dir / "hosts", chaos=chaos,
+                                               api_key=api_key, realism=realism)
+    else:
+        market, pool = build_market_with_hosts(seed, clock=clock, hosts_dir=work_dir / "hosts", chaos=chaos,
+                                               api_key=api_key, realism=realism, world=later.world,
+                                               first_instance_id=later.first_instance_id)
     try:
         if prepare is not None:
             await prepare(market)
@@ -115,18 +122,21 @@ class DemoSession:
 async def open_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_dir: Path | None = None,
                     manifest_path: Path = DEMO_MANIFEST, chaos: Chaos | None = None,
                     api_key: str = DEMO_API_KEY, realism: Realism | None = None,
-                    prepare: Callable[[Market], Awaitable[None]] | None = None) -> AsyncIterator[DemoSession]:
+                    prepare: Callable[[Market], Awaitable[None]] | None = None, later: LaterMarket | None = None,
+                    db_path: Path | None = None) -> AsyncIterator[DemoSession]:
     """Serve a seeded simulated market, connect the real client, SSH runner and store to it, plan the demo
     campaign; close everything on exit (a started campaign should be awaited or aborted before that).
     ``api_key`` is the key the market accepts and the client sends (tests use a recognisable fake one);
-    ``realism`` how hard the market is (``sim/realism.py``); ``prepare`` sees the market before anything else."""
+    ``realism`` how hard the market is (``sim/realism.py``); ``prepare`` sees the market before anything else.
+    A repeat campaign passes ``later`` (the same market re-drawn later, ``sim/redraw.py``) and the earlier
+    campaign's ``db_path``, so it plans with what the earlier one measured."""
     manifest = load_manifest(manifest_path)
     with tempfile.TemporaryDirectory(prefix="vastui-demo-") as tmp:
         work = Path(tmp)
         # One store per demo run: each demo is a fresh simulated world whose instance ids start over.
-        db_path = (data_dir or work) / "demo" / f"demo-seed{seed}-{int(time.time())}.sqlite3"
+        db_path = db_path or (data_dir or work) / "demo" / f"demo-seed{seed}-{int(time.time())}.sqlite3"
         async with demo_world(seed=seed, time_scale=time_scale, work_dir=work, chaos=chaos, api_key=api_key,
-                              realism=realism, prepare=prepare) as (server, clock):
+                              realism=realism, prepare=prepare, later=later) as (server, clock):
             key_path = operator_key(work)
             secret = Secret(api_key)
             store = await SqliteStore.open(db_path)

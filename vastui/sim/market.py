@@ -85,7 +85,7 @@ class Market:
 
     def __init__(self, world: World, *, clock: Clock, api_key: str, initial_credit_usd: float = 500.0,
                  host_provider: HostProvider | None = None, chaos: Chaos | None = None,
-                 realism: Realism | None = None) -> None:
+                 realism: Realism | None = None, first_instance_id: int = INSTANCE_ID_BASE + 1) -> None:
         self.clock = clock
         self.chaos = chaos or Chaos()
         self.realism = realism or Realism.vast()   # how hard this marketplace is (sim/realism.py)
@@ -107,7 +107,7 @@ class Market:
         self._instances: dict[int, InstanceState] = {}
         self._destroyed: dict[int, InstanceState] = {}
         self._pulled: set[tuple[int, str]] = set()
-        self._next_id = INSTANCE_ID_BASE + 1
+        self._next_id = first_instance_id   # a later market (sim/redraw.py) goes on past an earlier one's ids
         self._results = LogResults()
         self._lock = asyncio.Lock()
         self._closed = False
@@ -134,6 +134,11 @@ class Market:
         decision benchmark's oracle, for which such a host is no choice at all."""
         return self.realism.lifecycle_turns and runtime_broken(seed=self.world.seed, machine_id=machine_id,
                                                                odds=self.lifecycle_odds)
+
+    @property
+    def next_instance_id(self) -> int:
+        """The id the next rental gets."""
+        return self._next_id
 
     def instance_ids(self) -> list[int]:
         return sorted(self._instances)

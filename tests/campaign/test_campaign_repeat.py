@@ -1,0 +1,279 @@
+"""A repeat campaign's plan (campaign/repeat.py): what earlier campaigns measured, read back from a real SQLite store,
+shown in the plan (``render_plan`` and ``vastui campaign plan`` against the simulator over HTTP), fresh known hosts
+re-verified with their history, and the calibrated prior's history observations."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from tests.campaign.campaign_support import fast_manifest
+from tests.fakes import FakeClock
+from vastui.bench.calibration import Observation
+from vastui.bench.cost import CostInputs
+from vastui.bench.manifest import Manifest, load_manifest
+from vastui.bench.select import Race
+from vastui.bench.stats import Block
+from vastui.campaign.charges import prior_cost_inputs
+from vastui.campaign.plan import Plan, build_plan, render_plan
+from vastui.campaign.prior import compressed_dlperf, dlperf_pivot, workload_scale
+from vastui.campaign.repeat import HISTORY_HALF_LIFE_DAYS, history_weight, race_candidate
+from vastui.campaign.startup import RENTED_DISK_GIB
+from vastui.config import Secret
+from vastui.sim.factory import build_market
+from vastui.sim.server import SimServer
+from vastui.store import SqliteStore
+from vastui.store.records import BadHost, HostKnowledge, RunStatus
+from vastui.vast.client import HttpVastClient
+from vastui.vast.models import Offer
+
+NOW = 1_800_000_000.0
+DAY = 86_400.0
+API_KEY = "repeat-test-api-key-51c2"
+WAIT_S = 240.0   # a guard against a hang on a busy machine, not a speed check
+UNLISTED = 9_999_999
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> Manifest:
+    return load_manifest(fast_manifest(tmp_path / "m"))
+
+
+@pytest.fixture
+async def listed() -> AsyncIterator[str]:
+    """The simulated market's URL: served over HTTP on loopback, its clock standing at NOW."""
+    market = build_market(7, clock=FakeClock(NOW), api_key=API_KEY, n_machines=120)
+    async with SimServer(market) as server:
+        yield server.url
+
+
+async def offers_at(url: str, manifest: Manifest) -> list[Offer]:
+    async with HttpVastClient(base_url=url, api_key=Secret(API_KEY), clock=FakeClock(NOW)) as client:
+        return await client.search_offers(manifest.shortlist.query, order="dlperf_usd-", limit=400,
+                                          storage_gib=RENTED_DISK_GIB)
+
+
+async def remember(store: SqliteStore, manifest: Manifest, *, machine_id: int, gpu_name: str, num_gpus: int,
+                   throughputs: Sequence[float], days_ago: float, campaign_id: str = "cbefore") -> None:
+    """Earlier runs of this workload on one host, finished ``days_ago`` days before NOW."""
+    await store.save_manifest(digest=manifest.digest, name=manifest.workload.name, toml_text="[workload]\n",
+                              stored_at=NOW - 90 * DAY)
+    if await store.campaign(campaign_id) is None:
+        await store.create_campaign(campaign_id=campaign_id, manifest_digest=manifest.digest,
+                                    created_at=NOW - 90 * DAY, phase="finished")
+    for theta in throughputs:
+        run = await store.start_run(campaign_id=campaign_id, instance_id=None, machine_id=machine_id,
+                                    gpu_name=gpu_name, num_gpus=num_gpus, workload_digest=manifest.digest,
+                                    variant_json="{}", started_at=NOW - days_ago * DAY - 600)
+        await store.finish_run(run_id=run.run_id, status=RunStatus.OK, at=NOW - days_ago * DAY,
+                               throughput_units_per_s=theta)
+
+
+class Earlier:
+    """A store holding earlier runs: a fresh host (2 days), a stale one (40 days), one no longer listed, and a bad
+    host flagged now; the two listed ones measured well above their dlperf prior so the plan shortlists them."""
+
+    def __init__(self, manifest: Manifest, offers: list[Offer]) -> None:
+        baseline = build_plan(campaign_id="base", manifest=manifest, offers=offers, knowledge=(), bad_hosts=())
+        self.fresh, self.stale, self.bad = (c.offer for c in baseline.candidates[:3])
+        kept = [o for o in offers if o.id not in {e.offer_id for e in baseline.excluded}]
+        self.pivot = dlperf_pivot(kept)
+
+    def prior(self, offer: Offer) -> float:
+        assert offer.dlperf
+        return compressed_dlperf(offer.dlperf / offer.num_gpus, pivot=self.pivot)
+
+    async def write(self, store: SqliteStore, manifest: Manifest) -> None:
+        await remember(store, manifest, machine_id=self.fresh.machine_id, gpu_name=self.fresh.gpu_name,
+                       num_gpus=1, throughputs=[3.0 * self.prior(self.fresh), 3.3 * self.prior(self.fresh)],
+                       days_ago=2.0)
+        await remember(store, manifest, machine_id=self.stale.machine_id, gpu_name=self.stale.gpu_name,
+                       num_gpus=1, throughputs=[3.0 * self.prior(self.stale)], days_ago=40.0)
+        await remember(store, manifest, machine_id=UNLISTED, gpu_name="RTX 3090", num_gpus=1, throughputs=[40.0],
+                       days_ago=1.0)
+        await store.record_bad_host(machine_id=self.bad.machine_id, reason="canary output digest differs",
+                                    evidence_json="{}", recorded_at=NOW - DAY, expires_at=NOW + 30 * DAY)
+
+
+async def plan_from_store(store: SqliteStore, manifest: Manifest, offers: list[Offer]) -> Plan:
+    knowledge = await store.host_knowledge(workload_digest=manifest.digest)
+    bad = await store.bad_hosts(now=NOW)
+    return build_plan(campaign_id="cagain", manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=bad,
+                      now=NOW)
+
+
+async def test_a_fresh_known_host_is_re_verified_on_its_history_and_a_stale_one_is_raced_again(
+        tmp_path: Path, manifest: Manifest, listed: str) -> None:
+    offers = await offers_at(listed, manifest)
+    earlier = Earlier(manifest, offers)
+    store = await SqliteStore.open(tmp_path / "c.sqlite3")
+    try:
+        await earlier.write(store, manifest)
+        plan = await plan_from_store(store, manifest, offers)
+    finally:
+        await store.close()
+    by_machine = {c.offer.machine_id: c for c in plan.candidates}
+    fresh, stale = by_machine[earlier.fresh.machine_id], by_machine[earlier.stale.machine_id]
+    assert fresh.reverified is not None and stale.reverified is None
+    assert fresh.reverified.throughputs_units_per_s == pytest.approx(
+        (3.0 * earlier.prior(earlier.fresh), 3.3 * earlier.prior(earlier.fresh)))
+    assert fresh.reverified.campaign_ids == ("cbefore",) and fresh.reverified.age_days == pytest.approx(2.0)
+    assert "re-verified on 2 earlier run(s)" in fresh.hypothesis
+    assert earlier.bad.machine_id not in by_machine
+    assert {k.machine_id for k in plan.known} == {earlier.fresh.machine_id, earlier.stale.machine_id, UNLISTED}
+    unlisted = next(k for k in plan.known if k.machine_id == UNLISTED)
+    assert not unlisted.listed and unlisted.cost_per_unit_usd is None and unlisted.median_units_per_s == 40.0
+
+    text = render_plan(plan)
+    section = text[text.index("known from earlier campaigns"):]
+    assert "3 host(s) measured, 2 listed now, 1 re-verified in this plan" in section
+    assert "within 14 days" in section
+    fresh_line = next(line for line in section.splitlines() if f" {earlier.fresh.machine_id} " in line)
+    assert f"re-verified as {fresh.candidate_id}" in fresh_line and "2.0 days ago" in fresh_line
+    assert "2/2" in fresh_line
+    stale_line = next(line for line in section.splitlines() if f" {earlier.stale.machine_id} " in line)
+    assert "40.0 days ago" in stale_line and "raced from scratch" in stale_line
+    assert "not listed" in next(line for line in section.splitlines() if f" {UNLISTED} " in line)
+    assert f"machine {earlier.bad.machine_id}: canary output digest differs" in section
+
+
+async def test_an_empty_store_says_nothing_is_known(manifest: Manifest, listed: str) -> None:
+    offers = await offers_at(listed, manifest)
+    plan = build_plan(campaign_id="c", manifest=manifest, offers=offers, knowledge=(), bad_hosts=(), now=NOW)
+    assert plan.known == () and plan.history == ()
+    assert all(c.reverified is None for c in plan.candidates)
+    assert "no host measured yet" in render_plan(plan)
+
+
+async def test_the_history_relates_each_listed_known_host_to_the_prior_an_unknown_one_carries_older_ones_weighing_less(
+        tmp_path: Path, manifest: Manifest, listed: str) -> None:
+    offers = await offers_at(listed, manifest)
+    earlier = Earlier(manifest, offers)
+    store = await SqliteStore.open(tmp_path / "c.sqlite3")
+    try:
+        await earlier.write(store, manifest)
+        plan = await plan_from_store(store, manifest, offers)
+    finally:
+        await store.close()
+    assert len(plan.history) == 2    # the unlisted host has no offer to take a dlperf prior from
+    # the prior an unknown host carries in this plan (no measured shortcut): compressed dlperf over the offers it
+    # ranks, times the scale the known hosts teach (3 and 3.15 times their priors: ~3), as the candidates' is
+    pivot = dlperf_pivot([o for o in offers if o.id not in {e.offer_id for e in plan.excluded}])
+    knowledge = await _knowledge(tmp_path / "c.sqlite3", manifest)
+    scale = workload_scale(knowledge, {o.machine_id: o for o in offers}, pivot=pivot)
+    assert scale is not None and 2.5 < scale < 4.0
+    unknown = next(c for c in plan.candidates if not c.prior_is_measured)
+    assert unknown.offer.dlperf
+    assert unknown.prior_throughput_units_per_s == pytest.approx(
+        compressed_dlperf(unknown.offer.dlperf / unknown.offer.num_gpus, pivot=pivot) * scale)
+
+    def seen(offer: Offer, measured: float) -> Observation:
+        assert offer.dlperf
+        prior = compressed_dlperf(offer.dlperf / offer.num_gpus, pivot=pivot) * scale
+        return next(o for o in plan.history if o.prior_units_per_s == pytest.approx(prior)
+                    and o.measured_units_per_s == pytest.approx(measured))
+
+    fresh = seen(earlier.fresh, 3.15 * earlier.prior(earlier.fresh))     # the median of its two runs
+    stale = seen(earlier.stale, 3.0 * earlier.prior(earlier.stale))
+    assert fresh.model == f"{earlier.fresh.gpu_name} x1" and stale.model == f"{earlier.stale.gpu_name} x1"
+    assert fresh.weight == pytest.approx(0.5 ** (2.0 / HISTORY_HALF_LIFE_DAYS))
+    assert stale.weight == pytest.approx(0.5 ** (40.0 / HISTORY_HALF_LIFE_DAYS))
+    assert "calibrated prior starts from 2 earlier measurement(s)" in render_plan(plan)
+
+
+def test_history_weight_halves_every_half_life_and_is_whole_when_fresh_or_undated() -> None:
+    assert history_weight(0.0) == 1.0 and history_weight(None) == 1.0
+    assert history_weight(HISTORY_HALF_LIFE_DAYS) == pytest.approx(0.5)
+    assert history_weight(3 * HISTORY_HALF_LIFE_DAYS) == pytest.approx(0.125)
+
+
+async def test_without_a_clock_reading_nothing_is_re_verified(tmp_path: Path, manifest: Manifest,
+                                                             listed: str) -> None:
+    offers = await offers_at(listed, manifest)
+    earlier = Earlier(manifest, offers)
+    store = await SqliteStore.open(tmp_path / "c.sqlite3")
+    try:
+        await earlier.write(store, manifest)
+        knowledge: list[HostKnowledge] = await store.host_knowledge(workload_digest=manifest.digest)
+        bad: list[BadHost] = await store.bad_hosts(now=NOW)
+    finally:
+        await store.close()
+    plan = build_plan(campaign_id="c", manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=bad)
+    assert all(c.reverified is None for c in plan.candidates)
+    assert all(o.weight == 1.0 for o in plan.history) and plan.history
+
+
+async def test_a_re_verified_host_races_on_fewer_fresh_blocks_its_earlier_runs_counting(
+        tmp_path: Path, manifest: Manifest, listed: str) -> None:
+    offers = await offers_at(listed, manifest)
+    earlier = Earlier(manifest, offers)
+    store = await SqliteStore.open(tmp_path / "c.sqlite3")
+    try:
+        await earlier.write(store, manifest)
+        plan = await plan_from_store(store, manifest, offers)
+    finally:
+        await store.close()
+    fresh = next(c for c in plan.candidates if c.reverified is not None)
+    reverified = fresh.reverified
+    assert reverified is not None
+    rule = manifest.measure
+    entry = race_candidate(fresh.candidate_id, _cost(plan, manifest, fresh.candidate_id),
+                           prior_units_per_s=fresh.prior_throughput_units_per_s, reverified=reverified, rule=rule)
+    assert entry.rule is not None and entry.rule.min_blocks < rule.min_blocks and entry.rule.min_runs == 1
+    assert sorted(b.run for b in entry.history) == [-2, -1]
+    race = Race([entry], units=manifest.production_units, measure=rule)
+    assert race.rule_of(fresh.candidate_id) == entry.rule
+    theta = reverified.throughputs_units_per_s[-1]
+    assert not race.standing(fresh.candidate_id).is_measured   # history alone never stands for a measurement
+    for _ in range(entry.rule.min_blocks):
+        race.add_block(fresh.candidate_id, Block(units=theta * rule.block_s, duration_s=rule.block_s, steps=5))
+    standing = race.standing(fresh.candidate_id)
+    assert standing.is_measured and standing.blocks == entry.rule.min_blocks
+    assert standing.throughput is not None and standing.throughput.n == entry.rule.min_blocks + 2
+    # another offer taking its place keeps neither its history nor its lighter rule
+    race.set_cost(fresh.candidate_id, _cost(plan, manifest, fresh.candidate_id), prior_throughput_units_per_s=1.0)
+    assert race.rule_of(fresh.candidate_id) == rule
+
+
+async def _knowledge(db: Path, manifest: Manifest) -> list[HostKnowledge]:
+    store = await SqliteStore.open(db)
+    try:
+        return await store.host_knowledge(workload_digest=manifest.digest)
+    finally:
+        await store.close()
+
+
+def _cost(plan: Plan, manifest: Manifest, cid: str) -> CostInputs:
+    return prior_cost_inputs(next(c for c in plan.candidates if c.candidate_id == cid), manifest)
+
+
+async def test_vastui_campaign_plan_says_what_earlier_campaigns_measured(
+        tmp_path: Path, manifest: Manifest, listed: str) -> None:
+    url = listed
+    offers = await offers_at(url, manifest)
+    earlier = Earlier(manifest, offers)
+    db = tmp_path / "campaign.sqlite3"
+    store = await SqliteStore.open(db)
+    try:
+        await earlier.write(store, manifest)
+    finally:
+        await store.close()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "vastui", "campaign", "plan", str(manifest.path), "--url", url, "--db", str(db),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "VAST_API_KEY": API_KEY})
+    async with asyncio.timeout(WAIT_S):
+        out_bytes, err_bytes = await proc.communicate()
+    out = out_bytes.decode()
+    assert proc.returncode == 0, err_bytes.decode()
+    section = out[out.index("known from earlier campaigns of this workload: 3 host(s) measured"):]
+    fresh_line = next(line for line in section.splitlines() if f" {earlier.fresh.machine_id} " in line)
+    assert "re-verified as c" in fresh_line and "days ago" in fresh_line
+    assert "not listed" in next(line for line in section.splitlines() if f" {UNLISTED} " in line)
+    assert f"machine {earlier.bad.machine_id}: canary output digest differs" in section
