@@ -15,13 +15,13 @@ import pytest
 
 from tests.campaign.campaign_support import fast_manifest
 from tests.fakes import FakeClock
-from vastui.bench.calibration import Observation
+from vastui.bench.calibration import Calibration, Observation
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.bench.select import Race
 from vastui.bench.stats import Block
 from vastui.campaign.charges import prior_cost_inputs
-from vastui.campaign.plan import Plan, build_plan, render_plan
+from vastui.campaign.plan import CALIBRATED_AT, Plan, build_plan, render_plan
 from vastui.campaign.prior import compressed_dlperf, dlperf_pivot, workload_scale
 from vastui.campaign.repeat import HISTORY_HALF_LIFE_DAYS, history_weight, race_candidate
 from vastui.campaign.startup import RENTED_DISK_GIB
@@ -277,3 +277,44 @@ async def test_vastui_campaign_plan_says_what_earlier_campaigns_measured(
     assert "re-verified as c" in fresh_line and "days ago" in fresh_line
     assert "not listed" in next(line for line in section.splitlines() if f" {UNLISTED} " in line)
     assert f"machine {earlier.bad.machine_id}: canary output digest differs" in section
+
+
+async def test_a_calibrated_history_judges_a_slow_gpu_by_its_chance_not_by_one_learned_scale(
+        tmp_path: Path, manifest: Manifest, listed: str) -> None:
+    """Input-bound history: three fast GPUs all measured near 33 units/s, a third of their dlperf priors. One learned
+    scale would put a slow GPU at a third of its dlperf too, far short of the SLO floor, and rank it last; the
+    calibrated prior (its slope: throughput does not follow dlperf here) gives it a real chance of the floor."""
+    offers = await offers_at(listed, manifest)
+    floor = manifest.slo.throughput_min_units_per_s
+    assert floor is not None
+    per_gpu = {o.id: (o.dlperf or 0.0) / o.num_gpus for o in offers if o.num_gpus == 1 and o.dlperf}
+    by_speed = sorted((o for o in offers if o.id in per_gpu), key=lambda o: per_gpu[o.id])
+    fast: list[Offer] = []
+    for offer in reversed(by_speed):
+        if offer.gpu_name not in {f.gpu_name for f in fast}:
+            fast.append(offer)
+        if len(fast) == 3:
+            break
+    slow = by_speed[0]
+    assert per_gpu[slow.id] * 3 < per_gpu[fast[-1].id]
+
+    async def plan_with(known: Sequence[Offer]) -> Plan:
+        store = await SqliteStore.open(tmp_path / f"h{len(known)}.sqlite3")
+        try:
+            for offer in known:
+                await remember(store, manifest, machine_id=offer.machine_id, gpu_name=offer.gpu_name, num_gpus=1,
+                               throughputs=[33.0, 34.0], days_ago=1.0, campaign_id=f"c{len(known)}")
+            return await plan_from_store(store, manifest, [*fast, slow])
+        finally:
+            await store.close()
+
+    def slow_note(plan: Plan) -> str:
+        return next(c.hypothesis for c in (*plan.candidates, *plan.reserves) if c.offer.id == slow.id)
+
+    learned = await plan_with(fast[:2])       # two measurements: no calibration, the learned scale alone
+    assert len(learned.history) < CALIBRATED_AT and "short of the SLO floor" in slow_note(learned)
+    calibrated = await plan_with(fast)
+    assert len(calibrated.history) == CALIBRATED_AT
+    assert "ranked after" not in slow_note(calibrated)
+    fit = Calibration.fit(calibrated.history)
+    assert fit.beta < 0.0

@@ -45,7 +45,7 @@ from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, recor
 from vastui.campaign.labels import is_campaigns
 from vastui.campaign.live import decision_event
 from vastui.campaign.measuring import Measurer, RaceState
-from vastui.campaign.plan import Candidate, Plan, first_wave
+from vastui.campaign.plan import CALIBRATED_AT, Candidate, Plan, first_wave
 from vastui.campaign.ports import CampaignStore, HostConnection, HostExecutor, Marketplace
 from vastui.campaign.repeat import race_candidate
 from vastui.campaign.report import attribution_of
@@ -122,7 +122,7 @@ class CampaignEngine:
         self._judge = WorkloadJudge()
         self._verdict = asyncio.Event()                 # set when a candidate ends or a canary is judged
         self._first_wave = set(plan.first_wave or first_wave(plan.candidates, manifest=manifest,
-                                                             calibrated=len(plan.history) >= 3))
+                                                             calibrated=len(plan.history) >= CALIBRATED_AT))
         self._wave_size = max(1, len(self._first_wave))
         self._wave_verdicts: dict[str, WinChance] = {}  # each later candidate's chance when its wave was chosen
         self._wave_lock = asyncio.Lock()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from vastui.bench.calibration import (
     HOST_SIGMA_PRIOR,
     MODEL_TAU_PRIOR,
+    Calibration,
     Observation,
     Prediction,
     needed_throughput,
@@ -52,6 +53,9 @@ CANARY_STEPS = 40
 TUNING_TIMED_STEPS = 10
 TUNING_RUN_STEPS = 20 + TUNING_TIMED_STEPS
 TUNING_RUN_OVERHEAD_PRIOR_S = 15.0
+# Earlier campaigns' measurements of the workload calibrate the prior from this many on (a smaller first wave, the
+# SLO shortfall judged by the calibrated chance).
+CALIBRATED_AT = 3
 # The worst case is priced 10 % above list: billing granularity and the seconds a destroy takes to land.
 SPEND_SAFETY = 1.1
 
@@ -252,7 +256,7 @@ def dlperf_prior_units_per_s(offer: Offer, *, gpus: int, pivot: float) -> float:
 
 
 def _score(offer: Offer, manifest: Manifest, knowledge: dict[int, HostKnowledge], scale: float | None, *,
-           pivot: float, now: float | None = None) -> _Scored:
+           pivot: float, now: float | None = None, calibration: Calibration | None = None) -> _Scored:
     pull = predicted_pull_s(offer, image_size_gb=manifest.workload.image_size_gb)
     gpus = _gpu_count(offer, manifest)
     known = knowledge.get(offer.machine_id)
@@ -277,7 +281,15 @@ def _score(offer: Offer, manifest: Manifest, knowledge: dict[int, HostKnowledge]
             note += f"; {gpus} GPUs at an assumed {scaling:.0%} scaling — measuring tests whose scaling holds"
     floor = manifest.slo.throughput_min_units_per_s
     short = floor is not None and at_its_word < (1.0 if measured else SLO_SHORTFALL_PRIOR) * floor
-    if short:
+    if floor is not None and not measured and calibration is not None:
+        # Earlier campaigns calibrated the prior: the SLO shortfall is judged by the calibrated chance, not by a
+        # single learned scale (which, for a workload that does not follow dlperf, wrongs the slow GPUs).
+        chance = calibration.predict(f"{offer.gpu_name} x{gpus}", theta).probability_above(floor)
+        short = chance < manifest.race.miss_probability
+        if short:
+            note += (f"; calibrated on {calibration.observations} earlier measurements: {100 * chance:.1f} % chance "
+                     f"of the SLO floor of {floor:g}: ranked after the machines that are not")
+    elif short:
         note += (f"; {'measured' if measured else 'dlperf taken at its word'}: {at_its_word:.0f} u/s, short of the "
                  f"SLO floor of {floor:g}: ranked after the machines that are not")
     cost = cost_per_accepted_unit(prior_inputs(offer, pull_s=pull, manifest=manifest),
@@ -501,7 +513,10 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
             kept.append(offer)
     pivot = dlperf_pivot(kept)
     scale = workload_scale(knowledge, {o.machine_id: o for o in offers}, pivot=pivot)
-    scored = [_score(offer, manifest, known, scale, pivot=pivot, now=now) for offer in kept]
+    history = _history(knowledge, offers, pivot=pivot, scale=scale, now=now)
+    calibration = Calibration.fit(history) if len(history) >= CALIBRATED_AT else None
+    scored = [_score(offer, manifest, known, scale, pivot=pivot, now=now, calibration=calibration)
+              for offer in kept]
     chosen, rest = _pick(scored, max_candidates=manifest.shortlist.max_candidates,
                          min_hosts=manifest.shortlist.min_hosts_per_model)
     chosen, rest = _cover_gpu_counts(chosen, rest, counts=manifest.tuning.gpu_counts,
@@ -511,8 +526,7 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
                        for i, item in enumerate(chosen))
     reserves = tuple(_candidate(len(candidates) + i + 1, item, manifest, rank_note="reserve")
                      for i, item in enumerate(rest[:manifest.shortlist.max_candidates]))
-    history = _history(knowledge, offers, pivot=pivot, scale=scale, now=now)
-    wave = first_wave(candidates, manifest=manifest, calibrated=len(history) >= 3)
+    wave = first_wave(candidates, manifest=manifest, calibrated=len(history) >= CALIBRATED_AT)
     return Plan(
         campaign_id=campaign_id, manifest_digest=manifest.digest, query=manifest.shortlist.query,
         candidates=candidates, reserves=reserves, excluded=tuple(excluded), budget_usd=manifest.budget.max_usd,
