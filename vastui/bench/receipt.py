@@ -95,6 +95,8 @@ class CandidateReport:
     attribution: Attribution | None = None
     runs: int = 0                      # independent measured runs (separate agent processes)
     billed_usd: float | None = None    # what the marketplace billed for this candidate's rental
+    profile: str = ""                  # the profile its blocks were measured at (the race's, after screening)
+    earlier_blocks: int = 0            # blocks at an earlier profile that left the race when it was screened
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +341,11 @@ def _md_candidates(r: Receipt) -> str:
               "cost per 1k accepted")
     # the hypotheses are sentences: listed below the table, so that its numbers keep their columns' width
     hypotheses = "".join(f"\n- {c.candidate_id}: {_cell(c.hypothesis)}" for c in r.candidates if c.hypothesis)
-    return "## Candidates\n\n" + _table(header, rows) + (f"\n\nHypotheses:\n{hypotheses}" if hypotheses else "")
+    raced = "".join(f"\n- {c.candidate_id}: {c.profile}"
+                    + (f" ({c.earlier_blocks} blocks at an earlier profile left the race)" if c.earlier_blocks else "")
+                    for c in r.candidates if c.profile)
+    return ("## Candidates\n\n" + _table(header, rows) + (f"\n\nHypotheses:\n{hypotheses}" if hypotheses else "")
+            + (f"\n\nRaced at:\n{raced}" if raced else ""))
 
 
 def _md_latency(r: Receipt) -> str:

@@ -122,6 +122,8 @@ class _Entry:
     candidate: RaceCandidate
     blocks: list[Block] = field(default_factory=list)
     elimination: Elimination | None = None
+    held: bool = False                                      # its blocks are not at its race profile yet
+    earlier: list[Block] = field(default_factory=list)      # blocks at an earlier profile, out of the race
 
 
 class Race:
@@ -160,6 +162,34 @@ class Race:
         else:   # another offer: the earlier one's history and rule are not its
             entry.candidate = RaceCandidate(candidate_id, cost, prior_throughput_units_per_s)
         self._costs = {key: value for key, value in self._costs.items() if key[0] != candidate_id}
+
+    def hold(self, candidate_id: str) -> None:
+        """Its evidence is not (yet) at the profile it will be raced at (the knobs are being screened, or it has
+        blocks only at the first profile): it is neither eliminated (on the SLO or on cost) nor used to eliminate,
+        and the race does not end while it is in it (docs/method.md, Screening)."""
+        self._entries[candidate_id].held = True
+
+    def release(self, candidate_id: str) -> None:
+        """Its evidence stands as it is: it races again like any other."""
+        self._entries[candidate_id].held = False
+
+    def restart(self, candidate_id: str) -> None:
+        """Its blocks so far (measured at another profile) leave the race, kept apart (``earlier_blocks``); its
+        evidence starts again from nothing, and it is no longer held."""
+        entry = self._entries[candidate_id]
+        entry.earlier.extend(entry.blocks)
+        entry.blocks = []
+        entry.held = False
+        for cache in (self._costs, self._thetas_cache, self._within_cache):
+            for key in [key for key in cache if key[0] == candidate_id]:
+                del cache[key]
+
+    def earlier_blocks(self, candidate_id: str) -> tuple[Block, ...]:
+        """The blocks a restart took out of the race (kept for the record)."""
+        return tuple(self._entries[candidate_id].earlier)
+
+    def is_held(self, candidate_id: str) -> bool:
+        return self._entries[candidate_id].held
 
     def exclude(self, candidate_id: str, *, reason: EliminationReason, detail: str) -> Elimination:
         """Take a candidate out for a reason found outside the race (failed gate or readiness, throttling).
@@ -257,7 +287,8 @@ class Race:
                         rerun=rerun if ended is RaceEnd.MEASURING else ())
 
     def _eligible(self, cid: str) -> bool:
-        return len(self._entries[cid].blocks) >= self.rule_of(cid).min_blocks
+        entry = self._entries[cid]
+        return not entry.held and len(entry.blocks) >= self.rule_of(cid).min_blocks
 
     def _eliminate_slo(self) -> tuple[Elimination, ...]:
         out = []
@@ -370,6 +401,8 @@ class Race:
             return RaceEnd.MAX_BLOCKS, f"every remaining candidate reached {self.measure.max_blocks} blocks"
         if leader is None or blocks[leader] < self.rule_of(leader).winner_min_blocks:
             return RaceEnd.MEASURING, "measuring"
+        if any(self._entries[cid].held for cid in active):
+            return RaceEnd.MEASURING, "measuring"   # one's evidence is not at its race profile yet
         if len(active) == 1:
             return RaceEnd.ONE_REMAINS, "one candidate remains"
         if rerun or not all(n >= self.rule_of(cid).min_blocks for cid, n in blocks.items()):

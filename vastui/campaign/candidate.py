@@ -141,6 +141,8 @@ class CandidateRun:
     uncertain_label: str | None = None      # set when the create's answer was lost: an instance may be billing
     ended_at: float | None = None           # campaign clock: its (answered) destroy was sent
     measured_runs: int = 0                  # independent agent runs (separate processes) that gave blocks
+    race_profile: Profile | None = None     # the profile its race evidence is at (campaign/screening.py)
+    earlier_blocks: int = 0                 # blocks at an earlier profile, out of the race (their records kept)
 
     @property
     def cid(self) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vastui.approval import Approver
+from vastui.bench.attribution import Bottleneck
 from vastui.bench.calibration import Calibration
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest
@@ -50,6 +51,7 @@ from vastui.campaign.ports import CampaignStore, HostConnection, HostExecutor, M
 from vastui.campaign.repeat import race_candidate
 from vastui.campaign.report import attribution_of
 from vastui.campaign.reserves import Reserves
+from vastui.campaign.screening import Screening, ScreeningOutcome
 from vastui.campaign.slots import Ledger, Slot
 from vastui.campaign.snapshot import CampaignStage
 from vastui.campaign.tuning import TuningOutcome, tune
@@ -89,6 +91,7 @@ class CampaignOutcome:
     halt: Halt | None = None               # why the campaign stopped renting early (the workload fails, ...)
     passed_over: tuple[PassedOver, ...] = ()   # offers a later wave passed over, each with its stated chance
     race_end: RaceEnd | None = None        # which race rule ended it (None: it ended from outside, or never did)
+    screening: ScreeningOutcome | None = None   # the knobs screened on the first machine (screening.py)
 
 
 class CampaignEngine:
@@ -112,7 +115,11 @@ class CampaignEngine:
                                     reverified=c.reverified, rule=manifest.measure)   # campaign/repeat.py
                      for c in plan.candidates], units=manifest.production_units, slo=manifest.slo,
                     measure=manifest.measure, budget_usd=manifest.budget.max_usd)
-        self.state = RaceState(race=race, manifest=manifest)
+        self.screening = Screening(manifest)
+        if self.screening.wanted:   # no evidence is at its race profile until the knobs are screened
+            for c in plan.candidates:
+                race.hold(c.candidate_id)
+        self.state = RaceState(race=race, manifest=manifest, screening=self.screening)
         self._measurer = Measurer(ctx=self.ctx, state=self.state, slots=self.slots, ledger=self.ledger)
         self._turns = asyncio.Semaphore(manifest.budget.max_instances)   # instances alive at once
         self.tuning: TuningOutcome | None = None      # the chosen candidate's tuning, else the last one's
@@ -191,7 +198,8 @@ class CampaignEngine:
                                teardown=report, spend_usd=spend, race_reason=self.state.reason, tuning=self.tuning,
                                tuned_cost=tuned_cost, billed_usd=billed, tuned_candidate=self._tuned_cid,
                                certified_tuned=certified_tuned, halt=self.halted,
-                               passed_over=tuple(self._passed_over), race_end=self.state.ended)
+                               passed_over=tuple(self._passed_over), race_end=self.state.ended,
+                               screening=self.screening.outcome)
 
     def _stage(self, phase: CampaignStage, detail: str = "") -> None:
         self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,
@@ -437,12 +445,12 @@ class CampaignEngine:
     async def _on_host(self, slot: Slot, conn: HostConnection) -> None:
         run = slot.run
         await stage_inputs(self.ctx, conn)
-        variant = first_profile(run.candidate, self.manifest)
-        await canary(self.ctx, run, conn, variant)
+        # the canary runs the first profile, which every candidate can hold; the race, the screened one
+        await canary(self.ctx, run, conn, first_profile(run.candidate, self.manifest))
         for mark in self._judge.canary_passed().marks:   # the workload works: held failures were the hosts'
             await self._record_bad_host(mark)
         self._verdict.set()
-        await self._measurer.measure(slot, conn, variant)
+        variant = await self._race_at_profile(slot, conn)
         # Tune the leader on its own instance: when the race is decided, or when it ran out of blocks while leading
         # (waiting idle for the others would bill for nothing).
         # (A leader stopped by its deadline is still offered: tuning then says the deadline left it no time.)
@@ -451,6 +459,93 @@ class CampaignEngine:
         leads = done_measuring and (self.state.leader == run.cid or await self.state.would_be_chosen(slot))
         if run.blocks and (leads or slot.tune_next) and not slot.tuning_started and not slot.eliminated:
             await self._tune(slot, conn, variant)
+
+    # --- screening (screening.py) ---------------------------------------------------------------------------------
+    async def _race_at_profile(self, slot: Slot, conn: HostConnection) -> Profile:
+        """Measure at the profile the screening gives this candidate (the first one until it is done). The first
+        with its minimum evidence screens the knobs on its own instance; one whose profile the screening then
+        changed is measured again at it, its earlier blocks out of the race. Returns its evidence's profile."""
+        run = slot.run
+        while True:
+            variant = self.screening.profile_for(run.candidate)
+            await self._enter_profile(slot, variant)
+            await self._measurer.measure(slot, conn, variant)
+            screened = slot.screen_next
+            if screened:
+                await self._screen(slot, conn, variant)
+            elif self.screening.is_pending and self._measures_on(slot):
+                screened = await self._await_screening(slot, conn, variant)
+            if not self._measures_on(slot):
+                break
+            if self.screening.profile_for(run.candidate) == run.race_profile and (
+                    not screened or len(run.blocks) >= self.manifest.measure.max_blocks):
+                break   # (a screener whose profile stayed measures on: it stopped at its minimum evidence)
+        if not self.screening.is_pending or not self._measures_on(slot):
+            async with self.state.lock:   # its measuring is over: its evidence stands at the profile it is at
+                self.state.race.release(run.cid)
+        return variant
+
+    def _measures_on(self, slot: Slot) -> bool:
+        return (not slot.eliminated and not self.state.finished.is_set() and self._stopped_by is None
+                and slot.run.work_time_left_s(self.clock.now()) > 0)
+
+    async def _enter_profile(self, slot: Slot, variant: Profile) -> None:
+        """From now on ``slot`` is measured at ``variant``: blocks it has at another profile leave the race (their
+        stored records stay), so the race compares like with like; its hold is lifted once the screening is done."""
+        run = slot.run
+        async with self.state.lock:
+            if run.race_profile is not None and run.race_profile != variant and run.blocks:
+                self.state.race.restart(run.cid)
+                run.earlier_blocks += len(run.blocks)
+                run.blocks, run.latencies_ms, run.measured_runs = [], [], 0
+                slot.certified = False
+            if not self.screening.is_pending:
+                self.state.race.release(run.cid)
+        run.race_profile = variant
+
+    async def _await_screening(self, slot: Slot, conn: HostConnection, variant: Profile) -> bool:
+        """Done measuring while the screening is still under way: wait for it (its verdict may change this
+        candidate's profile), or screen in its place when its screener was lost (then True)."""
+        run = slot.run
+        while self.screening.is_pending and self._measures_on(slot):
+            if self.screening.may_claim(run.cid, blocks=len(run.blocks), tuned=slot.tuning_started):
+                self.screening.claim(run.cid)
+                slot.screen_next = True
+                await self._screen(slot, conn, variant)
+                return True
+            news = self.state.news.current
+            waits = [asyncio.ensure_future(news.wait()),
+                     asyncio.ensure_future(self.clock.sleep(run.work_time_left_s(self.clock.now())))]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
+        return False
+
+    async def _screen(self, slot: Slot, conn: HostConnection, start: Profile) -> None:
+        """The knobs' A/B trials (``tune``) on the screener's instance, leaving time to measure it again at the
+        profile they keep; every candidate is raced at that profile from now on (``Screening.profile_for``)."""
+        run = slot.run
+        attribution = attribution_of(run, units=self.manifest.production_units)
+        bottleneck = attribution.bottleneck if attribution is not None else Bottleneck.UNDETERMINED
+        self.ctx.phase(run, CandidatePhase.TUNING, f"screening the knobs; bottleneck {bottleneck}")
+        blocks_s = sum(b.end_t - b.start_t for b in run.blocks) / max(1, len(run.blocks))
+        again_s = (self.manifest.measure.winner_min_blocks * blocks_s
+                   + max(1, self.manifest.measure.min_runs) * (run.warmup_s or 0.0))
+        outcome = await tune(self.ctx, run, conn, start=start, bottleneck=bottleneck,
+                             time_left_s=lambda: run.work_time_left_s(self.clock.now()) - again_s)
+        slot.screen_next = False
+        slot.tuning_started = True   # its trials are spent: a tuning at the end would repeat them
+        self.screening.finish(ScreeningOutcome(screener=run.cid, gpu_ram_mb=run.candidate.offer.gpu_ram,
+                                               start=start, tuning=outcome))
+        async with self.state.lock:
+            for other in self.slots:
+                if other.run.race_profile in (None, self.screening.profile_for(other.run.candidate)):
+                    self.state.race.release(other.cid)
+        self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="info",
+                                text=f"{run.cid}: knobs screened; the race runs {outcome.profile.describe()}"))
+        self.state.news.post()
 
     async def _tune(self, slot: Slot, conn: HostConnection, variant: Profile) -> None:
         """One variable at a time on the leader's own instance, inside its deadline."""
@@ -551,6 +646,7 @@ class CampaignEngine:
         """Destroy this candidate's instance as soon as it is done with (the final teardown verifies it)."""
         run = slot.run
         self._verdict.set()   # one fewer on its way to a canary verdict
+        self.screening.lost(run.cid)   # a screener ended before its screening: another may screen
         if run.instance_id is None:
             if run.uncertain_label is None:
                 slot.committed_usd = None

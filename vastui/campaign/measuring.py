@@ -33,6 +33,7 @@ from vastui.campaign.live import standings_event, warmup_event
 from vastui.campaign.measure import BlockMeter, MeasuredBlock
 from vastui.campaign.plan import tuning_trials
 from vastui.campaign.ports import HostConnection, Record
+from vastui.campaign.screening import Screening
 from vastui.campaign.slots import Ledger, Slot
 from vastui.campaign.waves import Bulletin
 from vastui.errors import RemoteError
@@ -46,6 +47,8 @@ class MeasuringEnded(enum.StrEnum):
 
     MAX_BLOCKS = "max blocks"             # it reached the manifest's most blocks
     TO_TUNING = "to tuning"               # it leads with enough evidence: its instance goes to tuning
+    TO_SCREENING = "to screening"         # the first with its minimum evidence: its instance screens the knobs
+    PROFILE_CHANGED = "profile changed"   # the screening says it is raced at another profile: measured again there
     ELIMINATED = "eliminated"             # the race dropped it
     RACE_DECIDED = "race decided"
     DEADLINE = "instance deadline"
@@ -72,6 +75,10 @@ class MeasuringStop:
                 return f"reached {self.blocks} blocks"
             case MeasuringEnded.TO_TUNING:
                 return f"leading with {self.blocks} blocks: its instance goes to tuning"
+            case MeasuringEnded.TO_SCREENING:
+                return f"first with its minimum evidence ({self.blocks} blocks): its instance screens the knobs"
+            case MeasuringEnded.PROFILE_CHANGED:
+                return "the screening changed its race profile: measured again at it"
             case MeasuringEnded.RACE_DECIDED:
                 return f"race decided: {self.race_reason}"
             case MeasuringEnded.RUN_NOT_STARTED:
@@ -94,6 +101,18 @@ class RaceState:
     choice_now: str | None = None       # whom the decision would choose if taken at the last block
     news: Bulletin = field(default_factory=Bulletin)   # posted on every block decided and when the race ends
     rerun: frozenset[str] = frozenset()   # candidates the race asks for another independent run
+    screening: Screening | None = None  # the knobs' screening (screening.py); None: the race keeps the first profile
+
+    def is_settled(self, slot: Slot) -> bool:
+        """Whether ``slot``'s evidence is at the profile it is raced at: no screening pending, and measured (if at
+        all) at what the screening says for it. Only then may it be tuned or ..."""
+        screening = self.screening
+        if screening is None or not screening.wanted:
+            return True
+        if screening.is_pending:
+            return False
+        profile = slot.run.race_profile
+        return profile is None or profile == screening.profile_for(slot.run.candidate)
 
     def finish(self, reason: str, *, ended: RaceEnd | None = None) -> None:
         self.reason = reason
@@ -120,7 +139,7 @@ class RaceState:
         run = slot.run
         return (self.leader == slot.cid and self.choice_now == slot.cid and not slot.tuning_started
                 and slot.cid not in self.rerun    # its runs disagree: another run first (docs/method.md, Stopping)
-                and tuning_trials(self.manifest) > 0
+                and tuning_trials(self.manifest) > 0 and self.is_settled(slot)
                 and len(run.blocks) >= self.rule_of(slot.cid).winner_min_blocks
                 and slot.certified   # the SLO's evidence (e.g. p99's 459 steps) comes from blocks
                 and run.measured_runs + 1 >= self.rule_of(slot.cid).min_runs)
@@ -130,7 +149,7 @@ class RaceState:
         decision the lowest upper bound, and a candidate that ran on to max_blocks while the leader was tuned can
         end with the narrower interval and be chosen. It is tuned too, while its instance lives: a choice left at
         its first profile can be far from its best (a third of its speed, seen in the decision benchmark)."""
-        if tuning_trials(self.manifest) <= 0 or slot.tuning_started:
+        if tuning_trials(self.manifest) <= 0 or slot.tuning_started or not self.is_settled(slot):
             return False
         async with self.lock:
             finalists = await asyncio.to_thread(self.race.finalists)
@@ -152,6 +171,21 @@ class RaceState:
             return MeasuringStop(MeasuringEnded.RACE_DECIDED, race_reason=self.reason)
         if run.work_time_left_s(now) <= 0:
             return MeasuringStop(MeasuringEnded.DEADLINE)
+        return self._screening_stop(slot)
+
+    def _screening_stop(self, slot: Slot) -> MeasuringStop | None:
+        """It goes to screen the knobs (the first with its minimum evidence), or the screening moved its race
+        profile away from the one it measures at."""
+        screening, run = self.screening, slot.run
+        if screening is None:
+            return None
+        if slot.screen_next or (run.passed_gate is not False
+                                and screening.may_claim(slot.cid, blocks=len(run.blocks), tuned=slot.tuning_started)):
+            screening.claim(slot.cid)
+            slot.screen_next = True
+            return MeasuringStop(MeasuringEnded.TO_SCREENING, blocks=len(run.blocks))
+        if not self.is_settled(slot) and not screening.is_pending:
+            return MeasuringStop(MeasuringEnded.PROFILE_CHANGED)
         return None
 
 
@@ -210,8 +244,11 @@ class Measurer:
             stats_json=json.dumps({"blocks": len(thetas), "runs": run.measured_runs, "warmup_s": run.warmup_s,
                                    "startup_s": run.startup_s}),
             error=None if thetas else "no complete block")
-        reason = (self.state.stop_reason(slot, now=self.clock.now()) or ended).describe()
-        if len(run.blocks) < rule.min_blocks and run.phase is CandidatePhase.MEASURING:
+        stop = self.state.stop_reason(slot, now=self.clock.now()) or ended
+        reason = stop.describe()
+        measured_again = stop.why in (MeasuringEnded.TO_SCREENING, MeasuringEnded.PROFILE_CHANGED)
+        if (len(run.blocks) < rule.min_blocks and run.phase is CandidatePhase.MEASURING
+                and not measured_again):
             # Too little evidence to race on (a slow host hit its deadline): out of the race, data kept.
             async with self.state.lock:
                 self.state.race.exclude(run.cid, reason=EliminationReason.FAILED,

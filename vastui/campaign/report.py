@@ -93,7 +93,9 @@ def candidate_report(run: CandidateRun, *, manifest: Manifest, decision: Decisio
         startup=StartupSplit(pull_s=parts.pull_s, readiness_s=parts.readiness_s, warmup_s=run.warmup_s,
                              workload_init_s=parts.workload_init_s, console_overhead_s=parts.console_overhead_s),
         cost_per_unit=cost, attribution=attribution_of(run, units=manifest.production_units),
-        runs=run.measured_runs, billed_usd=billed_usd)
+        runs=run.measured_runs, billed_usd=billed_usd,
+        profile=run.race_profile.describe() if run.race_profile is not None and run.blocks else "",
+        earlier_blocks=run.earlier_blocks)
 
 
 def approvals_from(audit: Sequence[AuditRecord],

@@ -125,6 +125,13 @@ async def _destroy_times(store: CampaignStore, instance_ids: Sequence[int]) -> d
 
 def _notes(outcome: CampaignOutcome) -> tuple[str, ...]:
     notes = [f"race: {outcome.race_reason}"]
+    if outcome.screening is not None:
+        screening = outcome.screening
+        notes += [f"screening on {screening.screener}: {knob.describe()}" for knob in screening.knobs]
+        notes.append(f"screened profile: {screening.profile.describe()} (raced at it by every candidate measured "
+                     f"after the screening, its batch bounded by each GPU's memory; see 'Raced at')")
+        if screening.tuning.stopped_early:
+            notes.append(f"screening stopped early: {screening.tuning.stopped_early}")
     if outcome.tuning is not None:
         notes += [f"tuning: {trial.describe()}" for trial in outcome.tuning.trials]
         notes.append(f"tuned profile of the leader: {outcome.tuning.profile.describe()} "

@@ -34,6 +34,7 @@ class Slot:
     certified: bool = False                 # the race certified its SLO at the last block
     destroy_sent: bool = False              # its instance's destroy went out (approved) before the teardown
     task: asyncio.Task[None] | None = None  # its life, so an abort or a halt can stop it
+    screen_next: bool = False               # stopped measuring to screen the knobs on its instance
 
     @property
     def cid(self) -> str:

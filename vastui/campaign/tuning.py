@@ -34,6 +34,7 @@ class TuningTrial:
     baseline: str
     value: str
     verdict: AbVerdict
+    change: Profile | None = None   # the profile the variant ran (its batch size fitted, or its output failed)
 
     def describe(self) -> str:
         state = "accepted" if self.verdict.accepted else "rejected"
@@ -339,7 +340,7 @@ class TuningSearch:
         except RemoteError as exc:
             return self._stopped(TuningStopped(TuningStop.REMOTE_ERROR, knob=knob, value=value, error=str(exc)),
                                  level="warning")
-        self.trials.append(TuningTrial(knob, was, value, verdict))
+        self.trials.append(TuningTrial(knob, was, value, verdict, change))
         ctx.bus.publish(TuningTrialJudged(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
                                           knob=knob, baseline=was, value=value, accepted=verdict.accepted,
                                           gain=band(verdict.gain), pairs=verdict.pairs, reason=verdict.reason))

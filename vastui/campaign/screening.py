@@ -1,0 +1,147 @@
+"""Screening the knobs once, on the first machine with its minimum evidence, so the race compares every candidate
+at the profile production will run (docs/method.md, Screening).
+
+A knob's effect is mostly the workload's (bf16 on a compute-bound model, more loaders on an input-bound one): the
+first rented candidate to reach its minimum evidence runs the same paired A/B trials as the leader's tuning on its
+own instance, and the changes it keeps are the screened profile. Every candidate is then raced at it, except for the
+batch size, which GPU memory bounds: a GPU class gets the largest screened batch it is known to hold, from the
+offers' memory and the batches seen to fit or to fail on the screener (never from anything the marketplace hides).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from vastui.bench.manifest import Manifest
+from vastui.bench.stats import Interval
+from vastui.bench.tuning import Profile
+from vastui.campaign.candidate import first_profile
+from vastui.campaign.plan import Candidate, tuning_trials
+from vastui.campaign.tuning import TuningOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSeen:
+    """A batch size run at a precision on a GPU with ``gpu_ram_mb`` of memory: it fitted, or its output failed
+    (out of memory, most likely)."""
+
+    batch_size: int
+    precision: str | None
+    gpu_ram_mb: float
+    fitted: bool
+
+
+def largest_batch_held(*, gpu_ram_mb: float | None, precision: str | None, wanted: int, fallback: int | None,
+                       seen: Sequence[BatchSeen]) -> int | None:
+    """The largest batch up to ``wanted`` that a GPU with ``gpu_ram_mb`` is known to hold at ``precision``: one at
+    least as large fitted, at that precision, on a GPU with no more memory, and none as small failed on a GPU with
+    as much or more. ``fallback`` (the first profile's batch, which every candidate's canary runs) when none is.
+    A GPU whose memory the offer does not state is held to the fallback."""
+    if gpu_ram_mb is None:
+        return fallback
+    fitted = [s.batch_size for s in seen if s.fitted and s.precision == precision and s.gpu_ram_mb <= gpu_ram_mb]
+    failed = [s.batch_size for s in seen if not s.fitted and s.precision == precision and s.gpu_ram_mb >= gpu_ram_mb]
+    held = [b for b in fitted if b <= wanted and all(b < f for f in failed)]
+    if held:
+        return max(held)
+    fits_wanted = any(b >= wanted for b in fitted) and all(wanted < f for f in failed)
+    return wanted if fits_wanted else fallback
+
+
+@dataclass(frozen=True, slots=True)
+class ScreenedKnob:
+    """One screening trial: a knob's change, whether it was kept, and its paired gain with its interval."""
+
+    knob: str
+    baseline: str
+    value: str
+    kept: bool
+    gain: Interval | None
+    reason: str
+
+    def describe(self) -> str:
+        gain = ("no gain measured" if self.gain is None
+                else f"gain {self.gain.point:+.1%} [{self.gain.low:+.1%}, {self.gain.high:+.1%}]")
+        return f"{self.knob} {self.baseline} -> {self.value}: {'kept' if self.kept else 'not kept'} ({gain})"
+
+
+@dataclass(frozen=True, slots=True)
+class ScreeningOutcome:
+    """What the screening found: on whose instance, from which profile, the trials, and the profile kept."""
+
+    screener: str
+    gpu_ram_mb: float | None
+    start: Profile
+    tuning: TuningOutcome
+
+    @property
+    def profile(self) -> Profile:
+        return self.tuning.profile
+
+    @property
+    def knobs(self) -> tuple[ScreenedKnob, ...]:
+        return tuple(ScreenedKnob(t.knob, t.baseline, t.value, t.verdict.accepted, t.verdict.gain, t.verdict.reason)
+                     for t in self.tuning.trials)
+
+    def batches_seen(self) -> list[BatchSeen]:
+        """The batch sizes the screener ran, each with whether it fitted: the start and the kept profile did, and
+        every trial's change did unless its output failed."""
+        ram = self.gpu_ram_mb or 0.0
+        seen = [BatchSeen(p.batch_size, p.precision, ram, True) for p in (self.start, self.profile)
+                if p.batch_size is not None]
+        for trial in self.tuning.trials:
+            change = trial.change
+            if change is not None and change.batch_size is not None:
+                seen.append(BatchSeen(change.batch_size, change.precision, ram, not trial.verdict.output_failed))
+        return seen if self.gpu_ram_mb is not None else []
+
+
+class Screening:
+    """The campaign's screening: who screens (one at a time; another may take over when the screener fails), and
+    the profile each candidate is raced at once it is done."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        self.manifest = manifest
+        self.wanted = tuning_trials(manifest) > 0     # nothing to screen when every knob has one value
+        self.screener: str | None = None
+        self.outcome: ScreeningOutcome | None = None
+        self.given_up: str | None = None               # why no screening will come (its profile is the first)
+
+    @property
+    def is_pending(self) -> bool:
+        return self.wanted and self.outcome is None and self.given_up is None
+
+    def may_claim(self, cid: str, *, blocks: int, tuned: bool) -> bool:
+        """Whether ``cid`` should stop measuring and screen now: screening is pending, nobody else screens, and it
+        has its minimum evidence (and was not tuned: its instance's trials are spent)."""
+        return (self.is_pending and self.screener in (None, cid) and not tuned
+                and blocks >= self.manifest.measure.min_blocks)
+
+    def claim(self, cid: str) -> None:
+        self.screener = cid
+
+    def lost(self, cid: str) -> None:
+        """The screener ended before its screening did: another candidate may screen."""
+        if self.screener == cid and self.outcome is None:
+            self.screener = None
+
+    def finish(self, outcome: ScreeningOutcome) -> None:
+        self.outcome = outcome
+
+    def give_up(self, why: str) -> None:
+        if self.outcome is None:
+            self.given_up = why
+
+    def profile_for(self, candidate: Candidate) -> Profile:
+        """The profile ``candidate`` is raced at: the first profile until the screening is done, then the screened
+        one on its GPUs, with the largest screened batch its GPU class is known to hold."""
+        start = first_profile(candidate, self.manifest)
+        if self.outcome is None:
+            return start
+        screened = self.outcome.profile
+        batch = screened.batch_size
+        if batch is not None and candidate.candidate_id != self.outcome.screener:
+            batch = largest_batch_held(gpu_ram_mb=candidate.offer.gpu_ram, precision=screened.precision,
+                                       wanted=batch, fallback=start.batch_size, seen=self.outcome.batches_seen())
+        return replace(screened, batch_size=batch, gpu_count=start.gpu_count)
