@@ -44,6 +44,7 @@ from pathlib import Path
 from vastui.bench.cost import CostInputs, cost_per_accepted_unit
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.bench.select import RaceEnd
+from vastui.bench.tuning import Profile
 from vastui.campaign.charges import bill_of
 from vastui.campaign.prior import DISK_GIB
 from vastui.campaign.startup import rates_of
@@ -107,6 +108,15 @@ def _variant(manifest: Manifest, gpus: int) -> Variant:
                    loaders=t.loaders[0] if t.loaders else 4, gpus=gpus)
 
 
+def _as_variant(profile: Profile | None, base: Variant, gpus: int) -> Variant:
+    """``profile`` (vastui's) as the simulator's variant, ``base`` for what it leaves unset."""
+    if profile is None:
+        return base
+    return Variant(batch_size=profile.batch_size or base.batch_size,
+                   precision=Precision(profile.precision) if profile.precision else base.precision,
+                   loaders=profile.loaders or base.loaders, gpus=profile.gpu_count or gpus)
+
+
 def allowed_variants(manifest: Manifest, gpus: int) -> list[Variant]:
     t = manifest.tuning
     base = _variant(manifest, gpus)
@@ -152,9 +162,9 @@ def true_loading_s(market: Market, offer: Offer, manifest: Manifest) -> float:
     return (0.0 if cached else image_size_mb(image) / truth.image_pull_mb_per_s) + truth.readiness_s
 
 
-def true_throughput(market: Market, offer: Offer, manifest: Manifest) -> float:
+def true_throughput(market: Market, offer: Offer, manifest: Manifest, *, variant: Variant | None = None) -> float:
     machine = next(m for m in market.world.machines if m.machine_id == offer.machine_id)
-    return plan_step(HostSpec.from_machine(machine), _variant(manifest, offer.num_gpus)).units_per_s
+    return plan_step(HostSpec.from_machine(machine), variant or _variant(manifest, offer.num_gpus)).units_per_s
 
 
 def true_cost(market: Market, offer: Offer, manifest: Manifest, *, apply_slo: bool = True,
@@ -238,6 +248,7 @@ class MarketResult:
     next_market: tuple[Path, LaterMarket] | None = None
     repeat: MarketResult | None = None
     reverified: int = 0                   # candidates re-verified on an earlier campaign's runs
+    raced_screened: bool = False           # the choice was raced at a screened profile, not the first one
 
 
 SPEND_PARTS = ("loading and traffic", "canary, warm-ups and console work", "blocks", "tuning")
@@ -404,15 +415,15 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
             out.note += f"; chosen host's fault: {truth.fault}, run-to-run noise {100 * truth.noise_cv:.1f} %"
             out.regret["vastui"] = _regret(costs.get(offer.id) or true_cost(market, offer, manifest), best)
             out.wrong["vastui"] = offer.machine_id in wrong
-            profile = _variant(manifest, offer.num_gpus)
+            # The race's profile: the first, or the screened one the choice was raced at (screening.py).
+            raced = _as_variant(chosen.race_profile, _variant(manifest, offer.num_gpus), offer.num_gpus)
+            out.raced_screened = raced != _variant(manifest, offer.num_gpus)
+            profile = raced
             if outcome.tuning is not None and outcome.tuned_candidate == chosen.cid:
-                tuned = outcome.tuning.profile
                 out.tuning_trials = len(outcome.tuning.trials)
-                profile = Variant(batch_size=tuned.batch_size or profile.batch_size,
-                                  precision=Precision(tuned.precision) if tuned.precision else profile.precision,
-                                  loaders=tuned.loaders or profile.loaders, gpus=tuned.gpu_count or offer.num_gpus)
+                profile = _as_variant(outcome.tuning.profile, raced, offer.num_gpus)
             # The SLO is judged at the profile it was certified at: the race's, or the tuned one's.
-            certified_at = profile if chosen.cid in outcome.certified_tuned else _variant(manifest, offer.num_gpus)
+            certified_at = profile if chosen.cid in outcome.certified_tuned else raced
             step = plan_step(_spec(market, offer), certified_at)
             out.slo_certified_wrongly = receipt.decision.slo_met and not meets_slo(step.units_per_s, step.step_s,
                                                                                    manifest)
@@ -459,14 +470,17 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
             offer = run.candidate.offer
             truth = market.truth_of(offer.machine_id)
             if row.cost_per_unit is not None and run.blocks and math.isfinite(row.cost_per_unit.point):
-                truth_cost = true_cost(market, offer, manifest, apply_slo=False)
+                # judged at the profile the claim names: the one its blocks were measured at
+                at = _as_variant(run.race_profile, _variant(manifest, offer.num_gpus), offer.num_gpus)
+                truth_cost = true_cost(market, offer, manifest, apply_slo=False, variant=at)
                 c = row.cost_per_unit
                 out.covered.append(c.low <= truth_cost <= c.high)
                 out.covered90.append(c.point - Z90_OVER_Z95 * (c.point - c.low) <= truth_cost
                                      <= c.point + Z90_OVER_Z95 * (c.high - c.point))
                 out.runs.append(run.measured_runs)
                 measured = statistics.median(b.throughput_units_per_s for b in run.blocks)
-                out.oracle_z.append((measured / true_throughput(market, offer, manifest) - 1.0) / truth.noise_cv)
+                out.oracle_z.append((measured / true_throughput(market, offer, manifest, variant=at) - 1.0)
+                                    / truth.noise_cv)
             startup = run.startup_parts().production_startup_s
             if startup is not None and truth.fault is Fault.NONE:
                 true_s = true_loading_s(market, offer, manifest)
