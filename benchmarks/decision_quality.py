@@ -407,6 +407,12 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
         in_shortlist = any(o.id == best_offer for o in shortlist)
         out.note = (f"decision: {receipt.decision.chosen or 'none'} ({receipt.decision.reason}); "
                     f"oracle best {'in' if in_shortlist else 'not in'} the shortlist")
+        if outcome.screening is not None:
+            screened = outcome.screening
+            out.note += (f"; screened on {screened.screener}: {screened.profile.describe()} ("
+                         + " | ".join(k.describe() for k in screened.knobs)
+                         + (f"; stopped: {screened.tuning.stopped_early}" if screened.tuning.stopped_early else "")
+                         + ")")
         if chosen is None:
             out.regret["vastui"], out.wrong["vastui"] = math.inf, False
         else:
