@@ -5,6 +5,7 @@ hold."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,20 +13,31 @@ import pytest
 from benchmarks.decision_quality import true_cost
 from tests.campaign.campaign_support import fast_manifest
 from vastui.bench.cost import CostInputs
-from vastui.bench.manifest import MeasureRule, Slo
+from vastui.bench.manifest import Manifest, MeasureRule, Slo, load_manifest
 from vastui.bench.receipt import render_markdown
 from vastui.bench.select import EliminationReason, Race, RaceCandidate, RaceEnd
-from vastui.bench.stats import Block
-from vastui.campaign.screening import BatchSeen, largest_batch_held
+from vastui.bench.stats import Block, Interval
+from vastui.bench.tuning import AbVerdict, Knob, Profile
+from vastui.campaign.candidate import CandidateRun, first_profile
+from vastui.campaign.measure import MeasuredBlock
+from vastui.campaign.measuring import MeasuringEnded, MeasuringStop, RaceState
+from vastui.campaign.plan import Candidate, build_plan
+from vastui.campaign.screening import BatchSeen, Screening, ScreeningOutcome, largest_batch_held
+from vastui.campaign.slots import Slot
+from vastui.campaign.tuning import TuningOutcome, TuningTrial
 from vastui.sim.demo import open_demo
 from vastui.sim.market import Market
+from vastui.sim.offers import offer_row
 from vastui.sim.physics import HostSpec, Precision, Variant, plan_step
 from vastui.sim.realism import Realism
+from vastui.sim.world import generate_world
+from vastui.vast.models import Offer
 
 # Seed 86's shortlist (fast manifest, four candidates, the kind simulator): c1, an RTX A5000, runs ~34 units/s at
 # fp32 against the SLO's floor of 40 and ~75 at bf16, where it is by far the cheapest; at fp32 only c2 meets the
 # floor. The test reads all of this from the simulator's truth rather than trusting these numbers.
 SEED = 86
+NOW = 1_800_000_000.0
 FLOOR = 40.0
 
 
@@ -132,3 +144,81 @@ def test_a_gpu_class_gets_the_largest_screened_batch_it_is_known_to_hold() -> No
     assert held(None) == 64           # memory not stated: the first
     # a batch seen at another precision says nothing about this one
     assert largest_batch_held(gpu_ram_mb=24_000.0, precision="fp32", wanted=256, fallback=64, seen=seen) == 64
+
+
+def _candidates(tmp_path: Path) -> tuple[Manifest, list[Candidate]]:
+    manifest = load_manifest(fast_manifest(tmp_path / "m", tune_precision=True))
+    manifest = replace(manifest, tuning=replace(manifest.tuning, batch_sizes=(64, 128, 256)))
+    world = generate_world(7, n_machines=80, now=NOW)
+    offers = [Offer.from_api(offer_row(m, now=NOW, rented=False), where="row") for m in world.machines]
+    plan = build_plan(campaign_id="cscreen", manifest=manifest, offers=offers, knowledge=(), bad_hosts=())
+    return manifest, list(plan.candidates)
+
+
+def _with_ram(candidate: Candidate, gpu_ram_mb: float | None) -> Candidate:
+    return replace(candidate, offer=replace(candidate.offer, gpu_ram=gpu_ram_mb))
+
+
+def _kept(change: Profile, *, gain: float) -> TuningTrial:
+    verdict = AbVerdict(True, Interval(point=gain, low=gain / 2, high=gain * 1.5, confidence=0.95, n=5), 5, "kept")
+    return TuningTrial("x", "a", "b", verdict, change)
+
+
+def test_each_candidate_is_raced_at_the_screened_profile_with_the_batch_its_memory_is_known_to_hold(
+        tmp_path: Path) -> None:
+    manifest, candidates = _candidates(tmp_path)
+    screener, other = _with_ram(candidates[0], 24_000.0), candidates[1]
+    screening = Screening(manifest)
+    start = first_profile(screener, manifest)
+    assert screening.is_pending and screening.profile_for(other) == first_profile(other, manifest)
+    bf16 = start.with_value(Knob.PRECISION, "bf16")
+    big = bf16.with_value(Knob.BATCH_SIZE, 256)
+    screening.finish(ScreeningOutcome(screener=screener.candidate_id, gpu_ram_mb=24_000.0, start=start,
+                                      tuning=TuningOutcome((_kept(bf16, gain=0.6), _kept(big, gain=0.1)), big)))
+    assert not screening.is_pending
+    assert screening.profile_for(screener) == big
+    for ram, batch in ((48_000.0, 256), (24_000.0, 256), (16_000.0, 64), (None, 64)):
+        profile = screening.profile_for(_with_ram(other, ram))
+        assert (profile.precision, profile.batch_size, profile.loaders) == ("bf16", batch, start.loaders), ram
+        assert profile.gpu_count == other.gpu_count
+    assert [k.describe() for k in screening.outcome.knobs if k.kept] == [
+        "x a -> b: kept (gain +60.0% [+30.0%, +90.0%])", "x a -> b: kept (gain +10.0% [+5.0%, +15.0%])"]
+
+
+def test_the_first_candidate_with_its_minimum_evidence_screens_and_the_others_are_measured_again(
+        tmp_path: Path) -> None:
+    manifest, candidates = _candidates(tmp_path)
+    screening = Screening(manifest)
+    state = RaceState(race=Race([], units=manifest.production_units), manifest=manifest, screening=screening)
+    first, second = Slot(CandidateRun(candidates[0])), Slot(CandidateRun(candidates[1]))
+    for slot in (first, second):
+        slot.run.race_profile = first_profile(slot.run.candidate, manifest)
+    need = manifest.measure.min_blocks
+    second.run.blocks = [_measured(50.0)] * (need - 1)
+    assert state.stop_reason(second, now=NOW) is None                       # too little evidence yet
+    first.run.blocks = [_measured(50.0)] * need
+    assert state.stop_reason(first, now=NOW) == MeasuringStop(MeasuringEnded.TO_SCREENING, blocks=need)
+    assert first.screen_next and screening.screener == first.cid
+    second.run.blocks.append(_measured(50.0))
+    assert state.stop_reason(second, now=NOW) is None                       # one screens at a time
+    assert not state.is_settled(second)
+    start = first.run.race_profile
+    assert start is not None
+    bf16 = start.with_value(Knob.PRECISION, "bf16")
+    screening.finish(ScreeningOutcome(screener=first.cid, gpu_ram_mb=first.run.candidate.offer.gpu_ram, start=start,
+                                      tuning=TuningOutcome((_kept(bf16, gain=0.6),), bf16)))
+    first.screen_next = False
+    assert state.stop_reason(second, now=NOW) == MeasuringStop(MeasuringEnded.PROFILE_CHANGED)
+    second.run.race_profile = screening.profile_for(second.run.candidate)
+    assert state.stop_reason(second, now=NOW) is None and state.is_settled(second)
+    # the screener lost before it finished: another may screen
+    again = Screening(manifest)
+    again.claim(first.cid)
+    assert not again.may_claim(second.cid, blocks=need, tuned=False)
+    again.lost(first.cid)
+    assert again.may_claim(second.cid, blocks=need, tuned=False)
+
+
+def _measured(theta: float) -> MeasuredBlock:
+    return MeasuredBlock(block=_block(theta), start_t=0.0, end_t=10.0, data_wait_share=0.0, gpu_util_pct=None,
+                         mem_used_mib=None, mem_total_mib=None, pcie_rx_gbps=None, throttled_share=None)
