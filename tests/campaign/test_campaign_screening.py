@@ -48,8 +48,10 @@ def _truth(market: Market, offer_machine: int, variant: Variant) -> float:
 
 @pytest.mark.slow
 async def test_a_machine_missing_the_slo_at_fp32_and_cheapest_at_bf16_is_chosen(tmp_path: Path) -> None:
-    manifest_path = fast_manifest(tmp_path / "m", tune_precision=True)
-    async with open_demo(seed=SEED, time_scale=150.0, data_dir=tmp_path / "data", manifest_path=manifest_path,
+    # Time x60 and two hours a candidate: every A/B run opens a session and starts two processes, and each wall
+    # second of that on a busy machine is a minute of the screener's deadline; the trials must have room.
+    manifest_path = fast_manifest(tmp_path / "m", tune_precision=True, max_lifetime_s=7200)
+    async with open_demo(seed=SEED, time_scale=60.0, data_dir=tmp_path / "data", manifest_path=manifest_path,
                          realism=Realism.kind()) as demo:
         plan, manifest, market = demo.plan, demo.manifest, demo.market
         assert manifest.slo.throughput_min_units_per_s == FLOOR
@@ -67,7 +69,8 @@ async def test_a_machine_missing_the_slo_at_fp32_and_cheapest_at_bf16_is_chosen(
     outcome, receipt = result.outcome, result.receipt
     screening = outcome.screening
     assert screening is not None, "the knobs were never screened"
-    assert screening.profile.precision == "bf16", [k.describe() for k in screening.knobs]
+    assert screening.profile.precision == "bf16", ([k.describe() for k in screening.knobs],
+                                                   screening.tuning.stopped_early)
     chosen = next(r for r in outcome.runs if r.cid == receipt.decision.chosen)
     assert chosen.cid == best, (receipt.decision, [(r.cid, str(r.phase), r.detail) for r in outcome.runs])
     assert chosen.race_profile is not None and chosen.race_profile.precision == "bf16"
