@@ -69,6 +69,9 @@ log = logging.getLogger(__name__)
 RESCHEDULE_AFTER_S = 60.0
 # A waiting candidate at least this likely to beat the leader joins the next wave whatever its size.
 LIKELY_WINNER = 0.5
+# A candidate whose measuring is over (a wave does not wait for its screened profile).
+_GONE = frozenset({CandidatePhase.DONE, CandidatePhase.ELIMINATED, CandidatePhase.FAILED, CandidatePhase.SKIPPED,
+                   CandidatePhase.ABORTED})
 # Candidates on their way to a canary verdict (a rent after a first canary failure waits for theirs).
 _ON_THE_WAY = frozenset({CandidatePhase.RENTING, CandidatePhase.LOADING, CandidatePhase.SSH, CandidatePhase.CANARY})
 # A rent the marketplace refused, the offer still listed, with no reserve left: why the candidate is not rented.
@@ -322,7 +325,10 @@ class CampaignEngine:
     def _wave_has_spoken(self) -> bool:
         """Every candidate rented so far (the first wave, those admitted since) has its minimum evidence or ended."""
         admitted = self._first_wave | {cid for cid, c in self._wave_verdicts.items() if self._may_win(c)}
+        # (while the knobs are screened, and until a live candidate is measured at its screened profile, its
+        # blocks say nothing about the profile the race runs: the next wave waits for it)
         return all(has_spoken(slot, min_blocks=self.manifest.measure.min_blocks)
+                   and (self.state.is_settled(slot) or slot.eliminated or slot.run.phase in _GONE)
                    for slot in self.slots if slot.cid in admitted)
 
     async def _chances(self, candidates: Sequence[Candidate]) -> list[WinChance]:
@@ -507,6 +513,7 @@ class CampaignEngine:
         """Done measuring while the screening is still under way: wait for it (its verdict may change this
         candidate's profile), or screen in its place when its screener was lost (then True)."""
         run = slot.run
+        self.ctx.phase(run, CandidatePhase.MEASURING, "waiting for the knobs' screening (it may change the profile)")
         while self.screening.is_pending and self._measures_on(slot):
             if self.screening.may_claim(run.cid, blocks=len(run.blocks), tuned=slot.tuning_started):
                 self.screening.claim(run.cid)
