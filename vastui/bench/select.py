@@ -188,9 +188,6 @@ class Race:
         """The blocks a restart took out of the race (kept for the record)."""
         return tuple(self._entries[candidate_id].earlier)
 
-    def is_held(self, candidate_id: str) -> bool:
-        return self._entries[candidate_id].held
-
     def exclude(self, candidate_id: str, *, reason: EliminationReason, detail: str) -> Elimination:
         """Take a candidate out for a reason found outside the race (failed gate or readiness, throttling).
 
