@@ -180,7 +180,7 @@ class Race:
         entry.earlier.extend(entry.blocks)
         entry.blocks = []
         entry.held = False
-        for cache in (self._costs, self._thetas_cache, self._within_cache):
+        for cache in (self._costs, self._thetas_cache):
             for key in [key for key in cache if key[0] == candidate_id]:
                 del cache[key]
 
