@@ -120,16 +120,18 @@ def test_a_held_candidate_is_neither_eliminated_nor_ends_the_race_and_a_restart_
 
 
 def test_a_released_candidate_races_on_its_evidence() -> None:
-    race = _race()
-    race.hold("a")
+    """The screening kept its profile: its blocks stand, and the same evidence now eliminates it on the SLO."""
+    race = _race(floor=40.0)
     race.hold("b")
-    for theta in (60.0, 60.5, 59.5, 60.0):
+    for theta in (60.0, 61.0, 59.0, 60.0):
         race.add_block("a", _block(theta))
+    for theta in (30.0, 31.0, 29.0, 30.0):
         race.add_block("b", _block(theta))
-    assert race.decide().ended is RaceEnd.MEASURING
-    race.release("a")
+    assert race.decide().eliminated == ()
     race.release("b")
-    assert race.decide().ended is RaceEnd.WITHIN_MARGIN
+    step = race.decide()
+    assert [(e.candidate_id, e.reason) for e in step.eliminated] == [("b", EliminationReason.SLO)]
+    assert race.standing("b").blocks == 4 and race.earlier_blocks("b") == ()
 
 
 def test_a_gpu_class_gets_the_largest_screened_batch_it_is_known_to_hold() -> None:
