@@ -227,3 +227,19 @@ def test_the_first_candidate_with_its_minimum_evidence_screens_and_the_others_ar
 def _measured(theta: float) -> MeasuredBlock:
     return MeasuredBlock(block=_block(theta), start_t=0.0, end_t=10.0, data_wait_share=0.0, gpu_util_pct=None,
                          mem_used_mib=None, mem_total_mib=None, pcie_rx_gbps=None, throttled_share=None)
+
+
+def test_a_restart_drops_a_reverified_hosts_history_and_its_relaxed_rule() -> None:
+    """Its earlier campaigns ran the first profile: at the screened one it is measured like any other host."""
+    cost = CostInputs(price_per_hour_usd=0.5, startup_s=60.0, warmup_s=10.0)
+    relaxed = MeasureRule(min_blocks=2, winner_min_blocks=2, run_cv_prior=0.0)
+    history = tuple(Block(units=300.0, duration_s=10.0, steps=10, run=-1 - i) for i in range(3))
+    race = Race([RaceCandidate("h", cost, history=history, rule=relaxed)], units=20_000,
+                measure=MeasureRule(min_blocks=3, winner_min_blocks=3, run_cv_prior=0.0), resamples=200)
+    assert race.rule_of("h") == relaxed
+    race.restart("h")
+    assert race.rule_of("h") == race.measure
+    for theta in (70.0, 71.0, 69.0):
+        race.add_block("h", _block(theta))
+    standing = race.standing("h")
+    assert standing.throughput is not None and standing.throughput.point == pytest.approx(70.0)

@@ -175,10 +175,12 @@ class Race:
 
     def restart(self, candidate_id: str) -> None:
         """Its blocks so far (measured at another profile) leave the race, kept apart (``earlier_blocks``); its
-        evidence starts again from nothing, and it is no longer held."""
+        evidence starts again from nothing, and it is no longer held. A re-verified host's history (its earlier
+        campaigns' runs, at the first profile) goes too, and it is held to the race's full rule."""
         entry = self._entries[candidate_id]
         entry.earlier.extend(entry.blocks)
         entry.blocks = []
+        entry.candidate = replace(entry.candidate, history=(), rule=None)
         entry.held = False
         for cache in (self._costs, self._thetas_cache):
             for key in [key for key in cache if key[0] == candidate_id]:

@@ -499,8 +499,10 @@ class CampaignEngine:
         """From now on ``slot`` is measured at ``variant``: blocks it has at another profile leave the race (their
         stored records stay), so the race compares like with like; its hold is lifted once the screening is done."""
         run = slot.run
+        # a re-verified host's history was measured at the first profile, like blocks before the screening
+        previous = run.race_profile or first_profile(run.candidate, self.manifest)
         async with self.state.lock:
-            if run.race_profile is not None and run.race_profile != variant and run.blocks:
+            if previous != variant:
                 self.state.race.restart(run.cid)
                 run.earlier_blocks += len(run.blocks)
                 run.blocks, run.latencies_ms, run.measured_runs = [], [], 0
