@@ -71,8 +71,8 @@ def test_run_all_turns_every_ratio_line_into_one_table_row() -> None:
     assert set(run_all.ORDER) == set(EXPECTED)
 
 
-_SUMMARY = re.compile(r"^summary: vastui within 3 % in \d+ % of \d+ markets, p95 regret (?:[0-9.]+|inf) %, "
-                      r"end to end within 3 % in \d+ %, p95 (?:[0-9.]+|inf) %, stopping misses \d+, coverage \d+ %, "
+_SUMMARY = re.compile(r"^summary: vastui within 3 % in \d+ % of \d+ markets, p95 regret (?:[0-9.]+|inf) % "
+                      r"\(at the race's own profile within 3 % in \d+ %\), end to end within 3 % in \d+ %, p95 (?:[0-9.]+|inf) %, stopping misses \d+, coverage \d+ %, "
                       r"median startup error \d+ %, tuned within 5 % in \d+ %, spend \d+ % of benchmark-everything, "
                       r"time to decision (?:\d+|nan) min \(everything (?:\d+|nan)\), \d+ wrong-output choices$")
 
