@@ -37,7 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -281,11 +281,9 @@ def _regret(cost: float, best: float) -> float:
     return math.inf if not math.isfinite(cost) else cost / best - 1.0
 
 
-def _screened_regret(market: Market, manifest: Manifest, outcome: object, eligible: list[Offer], chosen: Offer,
-                     raced: Variant) -> float:
-    """The choice at the profile it was raced at, against the best eligible offer at the profile the race would
-    have measured it at: the screened profile with the batch its GPU class is known to hold (screening.py), or
-    the first profile when nothing was screened."""
+def _race_variant_of(manifest: Manifest, outcome: object) -> Callable[[Offer], Variant]:
+    """The profile the race measures an offer at: the screened one with the batch its GPU class is known to hold
+    (screening.py), or the first profile when nothing was screened."""
     screening = getattr(outcome, "screening", None)
 
     def race_variant(offer: Offer) -> Variant:
@@ -298,6 +296,14 @@ def _screened_regret(market: Market, manifest: Manifest, outcome: object, eligib
                                    seen=screening.batches_seen())
         return _as_variant(replace(profile, batch_size=batch, gpu_count=offer.num_gpus), first, offer.num_gpus)
 
+    return race_variant
+
+
+def _screened_regret(market: Market, manifest: Manifest, outcome: object, eligible: list[Offer], chosen: Offer,
+                     raced: Variant) -> float:
+    """The choice at the profile it was raced at, against the best eligible offer at the profile the race would
+    have measured it at (``_race_variant_of``)."""
+    race_variant = _race_variant_of(manifest, outcome)
     best = min(true_cost(market, o, manifest, variant=race_variant(o)) for o in eligible)
     return _regret(true_cost(market, chosen, manifest, variant=raced), best)
 
@@ -417,15 +423,24 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
         out.passed_over = len(outcome.passed_over)
         out.race_end = outcome.race_end
         out.stop_missed = _stop_missed(outcome, receipt.decision.chosen, market, manifest, costs)
+        # Passed-over offers against the truth at the profile the race would have measured them at (the screened
+        # one per GPU class when a screening ran: the chances were stated after it), and the choice as raced.
+        race_variant = _race_variant_of(manifest, outcome)
+        at_race = {o.id: true_cost(market, o, manifest, variant=race_variant(o)) for o in eligible}
+        best_at_race = min(at_race.values())
         chosen_run = next((r for r in outcome.runs if r.cid == receipt.decision.chosen), None)
-        chosen_true = (costs.get(chosen_run.candidate.offer.id) or true_cost(market, chosen_run.candidate.offer, manifest)
-                       if chosen_run is not None else math.inf)
+        chosen_true = math.inf
+        if chosen_run is not None:
+            offer = chosen_run.candidate.offer
+            chosen_true = true_cost(market, offer, manifest, variant=_as_variant(
+                chosen_run.race_profile, _variant(manifest, offer.num_gpus), offer.num_gpus))
         for passed in outcome.passed_over:   # a reserve may have taken its slot: the offer is what was passed over
             offer = by_id.get(passed.offer_id) or next(r.candidate.offer for r in outcome.runs
                                                        if r.cid == passed.candidate_id)
-            own = costs[offer.id] if offer.id in costs else true_cost(market, offer, manifest)
+            own = at_race[offer.id] if offer.id in at_race else true_cost(market, offer, manifest,
+                                                                          variant=race_variant(offer))
             out.passed_stated.append(passed.probability)
-            out.passed_was_best.append(math.isfinite(own) and own <= best * (1.0 + 1e-9))
+            out.passed_was_best.append(math.isfinite(own) and own <= best_at_race * (1.0 + 1e-9))
             out.passed_beat_choice.append(own < chosen_true)
         chosen = next((r for r in outcome.runs if r.cid == receipt.decision.chosen), None)
         best_offer = min(costs, key=lambda oid: costs[oid])
@@ -581,7 +596,8 @@ def _waves_lines(results: list[MarketResult]) -> list[str]:
         f"{_pct(times, 50):.1f}, p90 {_pct(times, 90):.1f}; benchmark-everything (modelled) median "
         f"{_pct(everything, 50):.1f}, p90 {_pct(everything, 90):.1f}",
         f"- passed over by the calibrated prior: {len(stated)} offers, stated chances summing to {expected:.2f} "
-        f"(mean {100 * expected / max(1, len(stated)):.1f} %); in truth the market's optimum: {best}; in truth "
+        f"(mean {100 * expected / max(1, len(stated)):.1f} %); judged at the profile the race measures (screened "
+        f"per GPU class when a screening ran), in truth the market's optimum: {best}; in truth "
         f"cheaper than vastui's choice: {beat} (the stated chance is of beating the measured leader, so at most "
         f"~{expected:.2f} + {2 * math.sqrt(max(expected, 0.25)):.2f} such offers are expected)",
     ]
