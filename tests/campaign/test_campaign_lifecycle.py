@@ -85,8 +85,16 @@ async def test_an_offer_scheduling_could_not_place_is_asked_again_before_a_reser
     assert len(again) == 1 and again[0].at - refused[0].at >= RESCHEDULE_AFTER_S
     rented = {e.offer_id for e in events if isinstance(e, InstanceRented)}
     assert offer in rented
+    # no reserve took the refused offer's slot: its candidate was rented as planned (a reserve may still take the
+    # slot of a later wave's candidate passed over, a different rule)
+    refused_cid = next(c.candidate_id for c in demo.plan.candidates if c.offer.id == offer)
+    run = next(r for r in result.outcome.runs if r.cid == refused_cid)
+    assert run.candidate.offer.id == offer, "a reserve took the slot of an offer that was rented when asked again"
+    passed = {p.candidate_id for p in result.outcome.passed_over}
     planned = {c.offer.id for c in demo.plan.candidates}
-    assert rented <= planned, "a reserve took a slot although the refused offer was rented when asked again"
+    stand_ins = {r.candidate.offer.id for r in result.outcome.runs if r.candidate.offer.id not in planned}
+    assert rented - planned <= stand_ins and all(
+        r.cid in passed for r in result.outcome.runs if r.candidate.offer.id in stand_ins)
     assert result.receipt.teardown_passed
 
 
