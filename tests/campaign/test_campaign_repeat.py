@@ -108,8 +108,8 @@ async def plan_from_store(store: SqliteStore, manifest: Manifest, offers: list[O
                       now=NOW)
 
 
-async def test_a_fresh_known_host_is_re_verified_on_its_history_and_a_stale_one_is_raced_again(
-        tmp_path: Path, manifest: Manifest, listed: str) -> None:
+async def earlier_plan(tmp_path: Path, manifest: Manifest, listed: str) -> tuple[Earlier, Plan, list[Offer]]:
+    """The listed offers, a store holding ``Earlier``'s runs (at ``tmp_path``/c.sqlite3), and the plan made on it."""
     offers = await offers_at(listed, manifest)
     earlier = Earlier(manifest, offers)
     store = await SqliteStore.open(tmp_path / "c.sqlite3")
@@ -118,6 +118,12 @@ async def test_a_fresh_known_host_is_re_verified_on_its_history_and_a_stale_one_
         plan = await plan_from_store(store, manifest, offers)
     finally:
         await store.close()
+    return earlier, plan, offers
+
+
+async def test_a_fresh_known_host_is_re_verified_on_its_history_and_a_stale_one_is_raced_again(
+        tmp_path: Path, manifest: Manifest, listed: str) -> None:
+    earlier, plan, offers = await earlier_plan(tmp_path, manifest, listed)
     by_machine = {c.offer.machine_id: c for c in plan.candidates}
     fresh, stale = by_machine[earlier.fresh.machine_id], by_machine[earlier.stale.machine_id]
     assert fresh.reverified is not None and stale.reverified is None
@@ -153,14 +159,7 @@ async def test_an_empty_store_says_nothing_is_known(manifest: Manifest, listed: 
 
 async def test_the_history_relates_each_listed_known_host_to_the_prior_an_unknown_one_carries_older_ones_weighing_less(
         tmp_path: Path, manifest: Manifest, listed: str) -> None:
-    offers = await offers_at(listed, manifest)
-    earlier = Earlier(manifest, offers)
-    store = await SqliteStore.open(tmp_path / "c.sqlite3")
-    try:
-        await earlier.write(store, manifest)
-        plan = await plan_from_store(store, manifest, offers)
-    finally:
-        await store.close()
+    earlier, plan, offers = await earlier_plan(tmp_path, manifest, listed)
     assert len(plan.history) == 2    # the unlisted host has no offer to take a dlperf prior from
     # the prior an unknown host carries in this plan (no measured shortcut): compressed dlperf over the offers it
     # ranks, times the scale the known hosts teach (3 and 3.15 times their priors: ~3), as the candidates' is
@@ -211,14 +210,7 @@ async def test_without_a_clock_reading_nothing_is_re_verified(tmp_path: Path, ma
 
 async def test_a_re_verified_host_races_on_fewer_fresh_blocks_its_earlier_runs_counting(
         tmp_path: Path, manifest: Manifest, listed: str) -> None:
-    offers = await offers_at(listed, manifest)
-    earlier = Earlier(manifest, offers)
-    store = await SqliteStore.open(tmp_path / "c.sqlite3")
-    try:
-        await earlier.write(store, manifest)
-        plan = await plan_from_store(store, manifest, offers)
-    finally:
-        await store.close()
+    earlier, plan, offers = await earlier_plan(tmp_path, manifest, listed)
     fresh = next(c for c in plan.candidates if c.reverified is not None)
     reverified = fresh.reverified
     assert reverified is not None
