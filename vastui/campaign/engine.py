@@ -506,6 +506,8 @@ class CampaignEngine:
                 self.state.race.restart(run.cid)
                 run.earlier_blocks += len(run.blocks)
                 run.blocks, run.latencies_ms, run.measured_runs = [], [], 0
+                # warm-up is the profile's too (production warms up at the screened one): measured anew
+                run.warmup_lost_s, run.warmup_s = [], None
                 slot.certified = False
             if not self.screening.is_pending:
                 self.state.race.release(run.cid)
