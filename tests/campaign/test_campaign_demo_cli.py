@@ -18,7 +18,10 @@ def test_headless_demo_prints_a_receipt_with_decision_margin_runner_up_and_destr
     receipt = json.loads(result.stdout)
     decision = receipt["decision"]
     assert decision["chosen"] and decision["runner_up"] and decision["chosen"] != decision["runner_up"]
-    assert isinstance(decision["margin"], float) and decision["margin"] >= 0
+    assert isinstance(decision["margin"], float)
+    # the margin is sure to be >= 0 only against a runner-up that could have been chosen in the choice's place
+    # (same SLO standing, still in the race); an eliminated or uncertified one may be cheaper at worst
+    assert decision["margin"] >= 0 or not decision["runner_up_comparable"]
     destroyed = receipt["destroyed"]
     assert destroyed and all(len(d["absent_in_listings_at"]) >= 2 for d in destroyed)
     assert receipt["teardown_passed"] is True and receipt["leaked_instance_ids"] == []
