@@ -13,7 +13,7 @@ from tests.campaign.campaign_support import fast_manifest
 from vastui.bench.calibration import Calibration, Observation
 from vastui.bench.cost import cost_curve
 from vastui.bench.manifest import Manifest, load_manifest
-from vastui.bench.receipt import render_markdown
+from vastui.bench.receipt import Outcome, render_markdown
 from vastui.bench.stats import Interval
 from vastui.campaign.candidate import NotRented
 from vastui.campaign.charges import prior_cost_inputs
@@ -143,6 +143,8 @@ async def test_later_waves_wait_for_the_first_and_are_passed_over_with_their_cha
     for run in unfilled:   # no reserve took its slot: never measured, but not counted as "never measured"
         assert run.win_probability is not None and run.instance_id is None
         assert run.cid not in result.receipt.never_measured
+        row = next(c for c in result.receipt.candidates if c.candidate_id == run.cid)
+        assert row.outcome is Outcome.PASSED_OVER
     text = render_markdown(result.receipt)
     assert "Passed over unrented" in text
     for offer in passed:

@@ -31,6 +31,7 @@ class Outcome(enum.StrEnum):
     FINALIST = "finalist"
     ELIMINATED = "eliminated"
     FAILED = "failed"
+    PASSED_OVER = "passed_over"   # never rented: its chance of beating the leader was below the miss probability
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,9 +162,8 @@ class Receipt:
         ones apart (their risk is stated: ``passed_over``). One that was rented and failed (its host, its container,
         its canary) was tried: the method counts it as an infinite cost, a result like any other, so it does not
         make the decision provisional."""
-        passed = {p.candidate_id for p in self.passed_over}
         return tuple(c.candidate_id for c in self.candidates
-                     if not c.is_measured and not (c.candidate_id in passed and c.instance_id is None)
+                     if not c.is_measured and c.outcome is not Outcome.PASSED_OVER
                      and not (c.outcome is Outcome.FAILED and c.instance_id is not None))
 
     @property
@@ -332,7 +332,8 @@ def _md_candidates(r: Receipt) -> str:
     rows = []
     for c in r.candidates:
         host = "—" if c.machine_id is None else f"machine {c.machine_id}"
-        outcome = c.outcome.value + (f": {c.outcome_detail}" if c.outcome_detail else "")
+        outcome = (c.outcome_detail if c.outcome is Outcome.PASSED_OVER and c.outcome_detail
+                   else c.outcome.value + (f": {c.outcome_detail}" if c.outcome_detail else ""))
         source = "" if c.is_measured else " (dlperf prior)"
         rows.append((c.candidate_id, f"{c.num_gpus}× {c.gpu_name}", host, f"${c.price_per_hour_usd:.3f}",
                      outcome, f"{c.blocks} / {c.steps}", _interval(c.throughput) + source,

@@ -23,7 +23,7 @@ from vastui.bench.receipt import (
 from vastui.bench.runs import run_aware_interval
 from vastui.bench.select import Decision
 from vastui.bench.stats import Interval, summarize_latency
-from vastui.campaign.candidate import CandidatePhase, CandidateRun
+from vastui.campaign.candidate import CandidatePhase, CandidateRun, NotRented
 from vastui.campaign.charges import measured_cost_inputs
 from vastui.campaign.cleanup import TeardownReport
 
@@ -64,6 +64,8 @@ def _outcome(run: CandidateRun, decision: Decision) -> Outcome:
         return Outcome.CHOSEN
     if run.cid == decision.runner_up:
         return Outcome.RUNNER_UP
+    if run.not_rented is NotRented.PASSED_OVER:
+        return Outcome.PASSED_OVER
     if run.phase in (CandidatePhase.FAILED, CandidatePhase.SKIPPED) or not run.blocks:
         return Outcome.FAILED
     if run.phase is CandidatePhase.ELIMINATED:
