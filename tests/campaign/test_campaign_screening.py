@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks.decision_quality import true_cost
 from tests.campaign.campaign_support import fast_manifest
+from vastui.bench.attribution import Bottleneck
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest, MeasureRule, Slo, load_manifest
 from vastui.bench.receipt import render_markdown
@@ -243,3 +244,101 @@ def test_a_restart_drops_a_reverified_hosts_history_and_its_relaxed_rule() -> No
         race.add_block("h", _block(theta))
     standing = race.standing("h")
     assert standing.throughput is not None and standing.throughput.point == pytest.approx(70.0)
+
+
+def _trial(knob: Knob, base: Profile, value: int | str, *, gain: tuple[float, float, float] | None,
+           accepted: bool = False, reason: str = "judged", output_failed: bool = False) -> TuningTrial:
+    interval = None if gain is None else Interval(point=gain[0], low=gain[1], high=gain[2], confidence=0.95, n=5)
+    verdict = AbVerdict(accepted, interval, 5, reason, output_failed=output_failed)
+    return TuningTrial(str(knob), str(base.value(knob)), str(value), verdict, base.with_value(knob, value))
+
+
+def _screened(tmp_path: Path, trials: list[TuningTrial], profile: Profile | None = None,
+              ) -> tuple[Screening, Candidate, Profile]:
+    """A screening on a 24 GB GPU with ``trials`` (batch 64/128/256, fp32/bf16, 4/8 loaders allowed); the
+    profile kept is the last accepted trial's change, else ``profile``, else the start."""
+    manifest, candidates = _candidates(tmp_path)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, loaders=(4, 8)))
+    screener = _with_ram(candidates[0], 24_000.0)
+    start = first_profile(screener, manifest)
+    kept = [t.change for t in trials if t.verdict.accepted and t.change is not None]
+    screening = Screening(manifest)
+    screening.finish(ScreeningOutcome(screener=screener.candidate_id, gpu_ram_mb=24_000.0, start=start,
+                                      tuning=TuningOutcome(tuple(trials), profile or (kept[-1] if kept else start))))
+    return screening, candidates[1], start
+
+
+def _confirm(screening: Screening, candidate: Candidate, *, raced: Profile | None = None,
+             ) -> list[tuple[str, tuple[int | str, ...]]] | None:
+    profile = raced or screening.profile_for(candidate)
+    steps = screening.left_to_confirm(candidate, raced=profile, bottleneck=Bottleneck.COMPUTE_BOUND)
+    return None if steps is None else [(str(s.knob), s.values) for s in steps]
+
+
+def test_a_leader_raced_at_its_class_screened_profile_confirms_only_what_the_screening_left_open(
+        tmp_path: Path) -> None:
+    """Kept changes and clear verdicts are settled; a gain whose interval straddles zero while reaching past the
+    minimum, and a batch the screener held that this GPU is not known to hold, are tried on the leader."""
+    manifest, candidates = _candidates(tmp_path)
+    start = first_profile(candidates[0], manifest)
+    bf16 = start.with_value(Knob.PRECISION, "bf16")
+    big = bf16.with_value(Knob.BATCH_SIZE, 256)
+    trials = [_trial(Knob.PRECISION, start, "bf16", gain=(0.5, 0.3, 0.6), accepted=True),
+              _trial(Knob.BATCH_SIZE, bf16, 256, gain=(0.1, 0.05, 0.15), accepted=True),
+              _trial(Knob.LOADERS, big, 8, gain=(0.02, -0.06, 0.12))]
+    screening, leader, start = _screened(tmp_path, trials)
+    assert screening.profile_for(_with_ram(leader, 48_000.0)) == big.with_value(Knob.GPU_COUNT, leader.gpu_count)
+    # as much memory or more: the batch and precision are settled; the loaders' gain may be real: confirmed
+    assert _confirm(screening, _with_ram(leader, 48_000.0)) == [("loaders", (8,))]
+    # less memory than the screener: raced at batch 64 (256 not known to fit); the larger batches are its own
+    assert _confirm(screening, _with_ram(leader, 16_000.0)) == [("batch_size", (128, 256)), ("loaders", (8,))]
+    # raced at another profile than its class's screened one (measured before the screening): tuned from scratch
+    assert _confirm(screening, _with_ram(leader, 48_000.0), raced=start) is None
+    # the screening not done: nothing speaks for any candidate
+    assert Screening(screening.manifest).left_to_confirm(leader, raced=start,
+                                                         bottleneck=Bottleneck.COMPUTE_BOUND) is None
+
+
+def test_a_screening_that_judged_every_knob_clearly_leaves_nothing_to_confirm(tmp_path: Path) -> None:
+    manifest, candidates = _candidates(tmp_path)
+    start = first_profile(candidates[0], manifest)
+    bf16 = start.with_value(Knob.PRECISION, "bf16")
+    big = bf16.with_value(Knob.BATCH_SIZE, 256)
+    trials = [_trial(Knob.PRECISION, start, "bf16", gain=(0.5, 0.3, 0.6), accepted=True),
+              _trial(Knob.BATCH_SIZE, bf16, 256, gain=(0.1, 0.05, 0.15), accepted=True),
+              _trial(Knob.LOADERS, big, 8, gain=(0.0, -0.03, 0.015))]     # cannot reach the 2 % minimum
+    screening, leader, _start = _screened(tmp_path, trials)
+    assert _confirm(screening, _with_ram(leader, 24_000.0)) == []
+    # the screening stopped before the loaders: never tried, so confirmed on the leader
+    short, leader, _start = _screened(tmp_path, trials[:2])
+    assert _confirm(short, _with_ram(leader, 24_000.0)) == [("loaders", (8,))]
+
+
+def test_a_batch_that_did_not_fit_the_screener_is_tried_only_on_a_larger_gpu(tmp_path: Path) -> None:
+    manifest, candidates = _candidates(tmp_path)
+    start = first_profile(candidates[0], manifest)
+    mid = start.with_value(Knob.BATCH_SIZE, 128)
+    trials = [_trial(Knob.PRECISION, start, "bf16", gain=(-0.01, -0.03, 0.01)),
+              _trial(Knob.BATCH_SIZE, start, 256, gain=None, output_failed=True,
+                     reason="rejected: the output no longer passes the correctness check"),
+              _trial(Knob.BATCH_SIZE, start, 128, gain=(0.08, 0.04, 0.1), accepted=True),
+              _trial(Knob.LOADERS, mid, 8, gain=(-0.05, -0.08, -0.02))]
+    screening, leader, _start = _screened(tmp_path, trials)
+    assert _confirm(screening, _with_ram(leader, 48_000.0)) == [("batch_size", (256,))]
+    assert _confirm(screening, _with_ram(leader, 24_000.0)) == []
+    assert _confirm(screening, _with_ram(leader, 16_000.0)) == [("batch_size", (128,))]
+
+
+def test_a_screened_knob_not_kept_says_why_even_with_a_clear_gain(tmp_path: Path) -> None:
+    """A gain whose interval excludes zero is not kept when its steps break the latency SLO or it is below the
+    minimum: the receipt's line says so rather than a bare gain next to 'not kept'."""
+    manifest, candidates = _candidates(tmp_path)
+    start = first_profile(candidates[0], manifest)
+    slow = ("rejected: 12 of 40 steps over the latency SLO's 2000 ms (p99); as to speed, "
+            "gain +9.6% [+6.7%, +11.5%]")
+    trials = [_trial(Knob.BATCH_SIZE, start, 256, gain=(0.096, 0.067, 0.115), reason=slow),
+              _trial(Knob.LOADERS, start, 8, gain=(0.019, 0.009, 0.13), reason="gain +1.9% is not above 2%")]
+    screening, _leader, _start = _screened(tmp_path, trials)
+    assert screening.outcome is not None
+    assert [k.describe() for k in screening.outcome.knobs] == [
+        f"batch_size 64 -> 256: not kept ({slow})", "loaders 4 -> 8: not kept (gain +1.9% is not above 2%)"]

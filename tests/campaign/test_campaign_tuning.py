@@ -84,3 +84,28 @@ async def test_tuning_never_outlives_the_leaders_deadline(tmp_path: Path) -> Non
     assert await destroys_past_deadline(result.db_path, result.receipt.campaign_id, destroyed_at) == []
     assert result.receipt.decision.chosen is not None
     assert result.instances_left == 0 and result.receipt.teardown_passed
+
+
+@pytest.mark.slow
+async def test_a_leader_raced_at_its_screened_profile_is_not_tuned_again(tmp_path: Path) -> None:
+    """Seed 4: c2 screens precision (bf16 clearly faster on its machine) and c1, raced at bf16 like every
+    candidate measured after the screening, is chosen. Its knobs are the screening's: no trial repeats them on its
+    instance (before, its tuning began with bf16 -> fp32), and the receipt says where its profile came from."""
+    result = await run_demo(seed=4, time_scale=100.0, data_dir=tmp_path / "data", realism=KIND,
+                            manifest_path=fast_manifest(tmp_path / "m", tune_precision=True))
+    outcome, receipt = result.outcome, result.receipt
+    screening = outcome.screening
+    assert screening is not None and screening.profile.precision == "bf16", screening
+    (knob,) = screening.knobs
+    assert knob.kept and knob.gain is not None and knob.gain.low > 0, knob
+    chosen = next(r for r in outcome.runs if r.cid == receipt.decision.chosen)
+    assert chosen.cid != screening.screener, "the market is meant to choose another machine than the screener's"
+    assert chosen.race_profile is not None and chosen.race_profile.precision == "bf16"
+    tuning = outcome.tuning
+    assert tuning is not None and outcome.tuned_candidate == chosen.cid, (outcome.tuned_candidate, tuning)
+    assert tuning.trials == () and tuning.screened_by == screening.screener, tuning
+    assert tuning.profile == chosen.race_profile and outcome.tuned_cost is None
+    assert f"production profile of {chosen.cid}: {chosen.race_profile.describe()}; its knobs come from the " \
+           f"screening on {screening.screener}" in " ".join(receipt.notes), receipt.notes
+    assert not any(n.startswith("tuning: ") for n in receipt.notes), receipt.notes
+    assert result.instances_left == 0 and receipt.teardown_passed

@@ -20,7 +20,7 @@ from tests.campaign.campaign_support import fast_manifest
 from tests.fakes import FakeClock
 from vastui.bench.attribution import Bottleneck
 from vastui.bench.manifest import Manifest, load_manifest
-from vastui.bench.tuning import Knob, Profile
+from vastui.bench.tuning import Knob, Profile, TuningStep
 from vastui.campaign.candidate import CandidateContext, CandidateRun
 from vastui.campaign.plan import (
     DESTROY_MARGIN_S,
@@ -594,3 +594,24 @@ async def test_the_tuned_profiles_steps_are_those_run_at_it_once_kept(tmp_path: 
     flat = ScriptedHost(clock)
     nothing = await _tune(manifest, clock, flat, _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
     assert not any(t.verdict.accepted for t in nothing.trials) and nothing.profile_latencies_ms == ()
+
+
+async def test_a_confirmation_tries_only_what_the_screening_left_open(tmp_path: Path) -> None:
+    """Given the steps the screening left to confirm (here the loaders), the search tries those alone, from the
+    screened profile, and says whose screening settled the rest: the precision it already ran at is not tried
+    back (before, a leader at bf16 spent its first trial on bf16 -> fp32)."""
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32", "bf16"), batch_sizes=(64, 128),
+                                                loaders=(1, 4)))
+
+    def speed(batch: int, precision: str, loaders: int) -> float:
+        return 1.3 if loaders >= 4 else 1.0
+
+    host = ScriptedHost(clock, profile_speed=speed)
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    screened = Profile(batch_size=128, precision="bf16", loaders=1, gpu_count=1)
+    outcome = await tune(_context(manifest, clock, host), run, host, start=screened,
+                         bottleneck=Bottleneck.COMPUTE_BOUND, time_left_s=lambda: run.work_time_left_s(clock.now()),
+                         steps=(TuningStep(Knob.LOADERS, (4,)),), screened_by="c9")
+    assert [(t.knob, t.baseline, t.value, t.verdict.accepted) for t in outcome.trials] == [("loaders", "1", "4", True)]
+    assert outcome.profile == replace(screened, loaders=4) and outcome.screened_by == "c9"

@@ -564,17 +564,24 @@ class CampaignEngine:
         attribution = attribution_of(run, units=self.manifest.production_units)
         if attribution is None:
             return
-        self.ctx.phase(run, CandidatePhase.TUNING, f"bottleneck {attribution.bottleneck}")
 
         def time_left() -> float:
             return run.work_time_left_s(self.clock.now())
 
         slot.tuning_started = True
-        outcome = await tune(self.ctx, run, conn, start=variant, bottleneck=attribution.bottleneck,
-                             time_left_s=time_left)
+        # raced at its class's screened profile: only what the screening left unsettled is tried (screening.py)
+        confirm = self.screening.left_to_confirm(run.candidate, raced=variant, bottleneck=attribution.bottleneck)
+        screened_by = self.screening.outcome.screener if confirm is not None and self.screening.outcome else None
+        if confirm == ():
+            outcome = TuningOutcome((), variant, screened_by=screened_by)
+        else:
+            self.ctx.phase(run, CandidatePhase.TUNING, f"bottleneck {attribution.bottleneck}")
+            outcome = await tune(self.ctx, run, conn, start=variant, bottleneck=attribution.bottleneck,
+                                 time_left_s=time_left, steps=confirm, screened_by=screened_by)
         slot.tuning = outcome
         self._tuned_cid, self.tuning = run.cid, outcome
-        self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks; tuned: {outcome.profile.describe()}")
+        self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks; tuned: {outcome.profile.describe()}"
+                       + (f" (knobs screened on {screened_by})" if screened_by is not None else ""))
 
     async def _rent_or_replace(self, slot: Slot) -> bool:
         """Re-check the offer right before renting; a vanished offer is replaced from the reserves, once each. An

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from vastui.bench.attribution import Bottleneck
 from vastui.bench.manifest import Manifest
 from vastui.bench.stats import Interval
-from vastui.bench.tuning import Profile
+from vastui.bench.tuning import AbVerdict, Knob, Profile, TuningStep, plan_tuning
 from vastui.campaign.candidate import first_profile
 from vastui.campaign.plan import Candidate, tuning_trials
 from vastui.campaign.tuning import TuningOutcome
@@ -61,9 +62,13 @@ class ScreenedKnob:
     reason: str
 
     def describe(self) -> str:
+        """A kept change with its gain; one not kept with why, in the trial's own words (a clear gain is not kept
+        when it is below the minimum or its steps break the latency SLO, and those words say so)."""
+        if not self.kept:
+            return f"{self.knob} {self.baseline} -> {self.value}: not kept ({self.reason})"
         gain = ("no gain measured" if self.gain is None
                 else f"gain {self.gain.point:+.1%} [{self.gain.low:+.1%}, {self.gain.high:+.1%}]")
-        return f"{self.knob} {self.baseline} -> {self.value}: {'kept' if self.kept else 'not kept'} ({gain})"
+        return f"{self.knob} {self.baseline} -> {self.value}: kept ({gain})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +100,45 @@ class ScreeningOutcome:
             if change is not None and change.batch_size is not None:
                 seen.append(BatchSeen(change.batch_size, change.precision, ram, not trial.verdict.output_failed))
         return seen if self.gpu_ram_mb is not None else []
+
+    def settles(self, knob: Knob, value: int | str, *, raced: Profile, gpu_ram_mb: float | None,
+                min_gain: float) -> bool:
+        """Whether the screening settled, for a candidate raced at ``raced`` (its class's screened profile) on GPUs
+        with ``gpu_ram_mb`` each, that ``value`` of ``knob`` is not worth trying there: the screening moved off it
+        on evidence, or its last trial (alone or joined) was kept, broke the latency SLO, or showed a gain whose
+        interval cannot reach ``min_gain`` or stays above zero. Not settled: a value never tried (the screening
+        stopped first), one whose gain's interval straddles zero while reaching past ``min_gain``, one judged on
+        another GPU count, a batch the screener held that this GPU is not known to hold, and one that did not fit
+        the screener's memory when this GPU has more (or does not say)."""
+        if knob is Knob.GPU_COUNT and self.start.gpu_count != raced.gpu_count:
+            return False
+        screened_batch = self.profile.batch_size
+        if knob is Knob.BATCH_SIZE and isinstance(value, int) and screened_batch is not None:
+            if raced.batch_size is not None and raced.batch_size < value <= screened_batch:
+                return False   # this GPU's memory is the question, which the screener's cannot answer
+            if screened_batch != self.start.batch_size and value < screened_batch:
+                return True    # a larger batch clearly helped: the search does not go back down
+        if value == self.start.value(knob) and self.profile.value(knob) != value:
+            return True        # a kept change moved off it
+        verdicts = [t.verdict for t in self.tuning.trials
+                    if t.change is not None and str(knob) in t.knob.split("+") and t.change.value(knob) == value]
+        if not verdicts:
+            return False
+        return _settled(verdicts[-1], min_gain=min_gain, more_memory=_has_more(gpu_ram_mb, self.gpu_ram_mb))
+
+
+def _has_more(gpu_ram_mb: float | None, than_mb: float | None) -> bool:
+    """Whether a GPU with ``gpu_ram_mb`` may hold more than one with ``than_mb`` (unknown: it may)."""
+    return gpu_ram_mb is None or than_mb is None or gpu_ram_mb > than_mb
+
+
+def _settled(verdict: AbVerdict, *, min_gain: float, more_memory: bool) -> bool:
+    if verdict.output_failed:
+        return not more_memory   # out of memory on the screener, perhaps not on a larger GPU
+    if verdict.accepted or verdict.breaks_slo:
+        return True
+    gain = verdict.gain
+    return gain is not None and not (gain.low < 0.0 and gain.high > min_gain)
 
 
 class Screening:
@@ -145,3 +189,23 @@ class Screening:
             batch = largest_batch_held(gpu_ram_mb=candidate.offer.gpu_ram, precision=screened.precision,
                                        wanted=batch, fallback=start.batch_size, seen=self.outcome.batches_seen())
         return replace(screened, batch_size=batch, gpu_count=start.gpu_count)
+
+    def left_to_confirm(self, candidate: Candidate, *, raced: Profile,
+                        bottleneck: Bottleneck) -> tuple[TuningStep, ...] | None:
+        """What tuning ``candidate`` (raced at ``raced``) on its own instance should still try: the knob values
+        the screening did not settle for its GPU class (``ScreeningOutcome.settles``), in the bottleneck's order;
+        empty when it settled them all (the candidate's production profile is the one it was raced at). None
+        when the screening does not speak for it (not done, or the candidate was raced at another profile than
+        its class's screened one): it is tuned from its profile like any leader."""
+        outcome = self.outcome
+        if outcome is None or raced != self.profile_for(candidate):
+            return None
+        left = []
+        for step in plan_tuning(self.manifest.tuning, bottleneck=bottleneck, baseline=raced,
+                                max_gpus=candidate.offer.num_gpus):
+            values = tuple(v for v in step.values
+                           if not outcome.settles(step.knob, v, raced=raced, gpu_ram_mb=candidate.offer.gpu_ram,
+                                                  min_gain=self.manifest.tuning.min_gain))
+            if values:
+                left.append(TuningStep(step.knob, values))
+        return tuple(left)

@@ -132,10 +132,18 @@ def _notes(outcome: CampaignOutcome) -> tuple[str, ...]:
                      f"after the screening, its batch bounded by each GPU's memory; see 'Raced at')")
         if screening.tuning.stopped_early:
             notes.append(f"screening stopped early: {screening.tuning.stopped_early}")
+    if outcome.tuning is not None and outcome.tuning.screened_by is not None:
+        tuning = outcome.tuning
+        notes.append(f"production profile of {outcome.tuned_candidate}: {tuning.profile.describe()}; its knobs come "
+                     f"from the screening on {tuning.screened_by} (gains above), "
+                     + ("confirmed on its own instance where the screening could not settle them (below)"
+                        if tuning.trials else "none left to confirm: it was raced at that profile, its GPU class's "
+                                              "screened one (the costs above are for it)"))
     if outcome.tuning is not None:
         notes += [f"tuning: {trial.describe()}" for trial in outcome.tuning.trials]
-        notes.append(f"tuned profile of the leader: {outcome.tuning.profile.describe()} "
-                     f"(costs above are for the profile measured in the race)")
+        if outcome.tuning.trials or outcome.tuning.screened_by is None:
+            notes.append(f"tuned profile of the leader: {outcome.tuning.profile.describe()} "
+                         f"(costs above are for the profile measured in the race)")
         if outcome.tuned_cost is not None:
             notes.append(f"tuned profile's cost per 1k accepted units at N={outcome.decision.units:,}: "
                          f"{cost_text(outcome.tuned_cost)}, estimated from the race's throughput and the kept A/B "

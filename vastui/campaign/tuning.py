@@ -76,6 +76,9 @@ class TuningOutcome:
     trials: tuple[TuningTrial, ...]
     profile: Profile
     stopped: TuningStopped | None = None
+    # the candidate whose screening settled the knobs this tuning did not try (campaign/screening.py): the
+    # trials here only confirm what it could not settle for this GPU class; None: tuned from scratch
+    screened_by: str | None = None
 
     @property
     def stopped_early(self) -> str | None:
@@ -199,9 +202,12 @@ class _PairedTrial:
 
 
 async def tune(ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *, start: Profile,
-               bottleneck: Bottleneck, time_left_s: Callable[[], float]) -> TuningOutcome:
-    """Tune ``run``'s instance from ``start`` (``TuningSearch``)."""
-    search = TuningSearch(ctx, run, conn, start=start, bottleneck=bottleneck, time_left_s=time_left_s)
+               bottleneck: Bottleneck, time_left_s: Callable[[], float],
+               steps: Sequence[TuningStep] | None = None, screened_by: str | None = None) -> TuningOutcome:
+    """Tune ``run``'s instance from ``start`` (``TuningSearch``): every allowed knob, or only ``steps`` (what
+    the screening on ``screened_by`` left to confirm)."""
+    search = TuningSearch(ctx, run, conn, start=start, bottleneck=bottleneck, time_left_s=time_left_s, steps=steps,
+                          screened_by=screened_by)
     return await search.tune()
 
 
@@ -211,16 +217,18 @@ class TuningSearch:
     stop when time runs out. One search per tuned candidate; its state is what the steps share."""
 
     def __init__(self, ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *, start: Profile,
-                 bottleneck: Bottleneck, time_left_s: Callable[[], float]) -> None:
+                 bottleneck: Bottleneck, time_left_s: Callable[[], float],
+                 steps: Sequence[TuningStep] | None = None, screened_by: str | None = None) -> None:
         self.ctx, self.run, self.conn = ctx, run, conn
+        self.screened_by = screened_by
         self.time_left_s = time_left_s
         self.best = start
         self.trials: list[TuningTrial] = []
         self.times = RunTimes(prior_s=run_prior_s(run))
         self.pairs = ctx.manifest.tuning.min_pairs
         self.unfit: TuningStopped | None = None   # the first trial the deadline had no room for (a cheaper may fit)
-        self.steps = list(plan_tuning(ctx.manifest.tuning, bottleneck=bottleneck, baseline=start,
-                                      max_gpus=run.candidate.offer.num_gpus))
+        self.steps = list(steps if steps is not None else plan_tuning(
+            ctx.manifest.tuning, bottleneck=bottleneck, baseline=start, max_gpus=run.candidate.offer.num_gpus))
         self.joint_tried = len(self.steps) < 2   # one knob alone has nothing to be joined with
         self.waited: list[TuningStep] = []   # compute knobs that gained nothing, perhaps for want of input: again after
         self.retried: set[Knob] = set()      # an accepted input-path change (once each)
@@ -364,7 +372,7 @@ class TuningSearch:
 
     def _finished(self, stopped: TuningStopped | None) -> TuningOutcome:
         ctx = self.ctx
-        outcome = TuningOutcome(tuple(self.trials), self.best, stopped)
+        outcome = TuningOutcome(tuple(self.trials), self.best, stopped, screened_by=self.screened_by)
         ctx.bus.publish(TuningFinished(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=self.run.cid,
                                        profile=self.best.describe(), trials=len(self.trials),
                                        stopped_early=outcome.stopped_early))
