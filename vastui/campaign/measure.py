@@ -115,7 +115,11 @@ class BlockMeter:
             # The units done while warming up count in production too: warm-up costs only its extra time over
             # those steps at the pace the last window settled to (a median over three markers at least: a capped
             # window may still hold a slow first marker, whose weight in a mean would price warm-up at nothing).
-            pace_s = statistics.median(self._warmup_steps[-max(3, len(window or ())):])
+            # The first marker holds the slow start itself, so it never sets the pace while a later one can: a
+            # warm-up the cap ends after two long markers (a big batch, ten steps a marker) took the median of the
+            # slow start and the settled pace, their mean, and priced every such warm-up at exactly 0 s.
+            later = self._warmup_steps[1:] or self._warmup_steps
+            pace_s = statistics.median(later[-max(3, len(window or ())):])
             lost_s = max(0.0, self._warmup_elapsed_s - self._warmup_real_steps * pace_s)
             self.warmup = WarmupResult(is_steady=steady, is_capped=capped, steps=self._warmup_real_steps,
                                        warmup_s=self._warmup_elapsed_s, cv=cv, lost_s=lost_s,
