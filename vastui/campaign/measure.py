@@ -95,6 +95,19 @@ class BlockMeter:
             return None
         return self._measure_step(step_s, record, previous)
 
+    def warmup_lost_s(self) -> float | None:
+        """What this run's warm-up cost production beyond its steps' work: its time over its steps at the pace its
+        blocks measured (the median block's step time) once it has blocks, else at the pace warm-up settled to
+        (``WarmupResult.lost_s``); None before warm-up ends. A warm-up the cap ends at its first marker (a big
+        batch on a slow GPU, ten steps a marker) has no settled pace of its own: only its blocks can price it."""
+        warmup = self.warmup
+        if warmup is None:
+            return None
+        paces = [b.block.duration_s / b.block.steps for b in self.blocks if b.block.steps > 0]
+        if not paces:
+            return warmup.lost_s
+        return max(0.0, warmup.warmup_s - warmup.steps * statistics.median(paces))
+
     def _warm(self, step_s: float, record: Progress) -> None:
         """Warm-up ends at the first marker (never an earlier one) where, counting real steps (a marker may cover
         several: one latency sample each), at least ``min_steps`` steps and ``min_s`` seconds have passed and the
