@@ -553,10 +553,14 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
                     row = next((c for c in receipt.candidates if c.candidate_id == run.cid), None)
                     if row is not None and row.cost_per_unit is not None and row.throughput is not None:
                         c, t, st = row.cost_per_unit, row.throughput, row.startup
-                        true_usd = true_cost(market, run.candidate.offer, manifest, apply_slo=False)
+                        # the truth at the profile the claim names (its blocks'), as coverage judges it
+                        gpus = run.candidate.offer.num_gpus
+                        at = _as_variant(run.race_profile, _variant(manifest, gpus), gpus)
+                        true_usd = true_cost(market, run.candidate.offer, manifest, apply_slo=False, variant=at)
                         out.note += (f" [cost/1k ${1e3 * c.point:.4g} ({1e3 * c.low:.4g}-{1e3 * c.high:.4g}), "
                                      f"true ${1e3 * true_usd:.4g}; {t.point:.1f} ({t.low:.1f}-{t.high:.1f}) units/s, true "
-                                     f"{true_throughput(market, run.candidate.offer, manifest):.1f}; pull {st.pull_s}, "
+                                     f"{true_throughput(market, run.candidate.offer, manifest, variant=at):.1f}; "
+                                     f"pull {st.pull_s}, "
                                      f"readiness {st.readiness_s}, init {st.workload_init_s}, warm-up {st.warmup_s}, "
                                      f"true loading {true_loading_s(market, run.candidate.offer, manifest):.1f}]")
         for row in receipt.candidates:

@@ -213,6 +213,36 @@ def test_a_capped_warmup_with_one_slow_marker_still_says_where_it_settled_and_wh
     assert meter.warmup.lost_s == pytest.approx(10.0)
 
 
+def test_a_warmup_the_cap_ends_at_its_second_marker_costs_the_first_markers_extra_time() -> None:
+    """Two markers of 10 steps, the first slow (2 s a step), the cap at the second: with no window yet, the pace is
+    the second marker's (a median of both, their mean, priced this warm-up at exactly 0 s instead of 10 s)."""
+    rule = WarmupRule(min_s=10.0, min_steps=5, cv_max=0.05, window=5, cap_s=25.0)
+    meter = BlockMeter(warmup=rule, measure=BLOCKS)
+    meter.add(Phase(seq=next(_seq), t=T0, name="warmup", detail=None, agent_version=None, python=None, gpu_count=None,
+                    driver_version=None))   # the workload's first word: the first marker is timed from it
+    meter.add(marker(T0 + 20.0, steps=10, step_ms=2000.0))
+    assert meter.warmup is None
+    meter.add(marker(T0 + 30.0, steps=10, step_ms=1000.0))
+    assert meter.warmup is not None and meter.warmup.is_capped and meter.warmup.steps == 20
+    assert meter.warmup.warmup_s == pytest.approx(30.0)
+    assert meter.warmup.lost_s == pytest.approx(10.0)
+
+
+def test_a_warmup_the_cap_ends_at_its_first_marker_is_priced_at_the_pace_its_blocks_measured() -> None:
+    """One slow marker of 10 steps (2 s a step) outlasts the cap: warm-up has no settled pace of its own (its one
+    marker is its pace: 0 s lost), so the blocks that follow (1 s a step) say what it cost: 10 s."""
+    rule = WarmupRule(min_s=10.0, min_steps=5, cv_max=0.05, window=5, cap_s=15.0)
+    meter = BlockMeter(warmup=rule, measure=BLOCKS)
+    meter.add(Phase(seq=next(_seq), t=T0, name="warmup", detail=None, agent_version=None, python=None, gpu_count=None,
+                    driver_version=None))
+    meter.add(marker(T0 + 20.0, steps=10, step_ms=2000.0))
+    assert meter.warmup is not None and meter.warmup.is_capped and meter.warmup.steps == 10
+    assert meter.warmup.lost_s == pytest.approx(0.0) and meter.warmup_lost_s() == pytest.approx(0.0)
+    blocks = feed(meter, [marker(T0 + 20.0 + 10.0 * i, steps=10, step_ms=1000.0) for i in range(1, 4)])
+    assert len(blocks) == 3
+    assert meter.warmup_lost_s() == pytest.approx(10.0)
+
+
 def test_the_window_counts_steps_so_a_slow_first_marker_of_ten_steps_soon_leaves_it() -> None:
     """The window is the last ``window`` steps: with markers of 10 steps and a window of 10, the last three markers
     (the fewest a CV is judged on), not the last ten (100 steps, which kept the slow first marker in view until the

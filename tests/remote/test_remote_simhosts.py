@@ -27,13 +27,15 @@ from tests.remote.remote_support import (
     put_bytes,
     workload,
 )
+from vastui.bench.manifest import MeasureRule, WarmupRule
+from vastui.campaign.measure import BlockMeter
 from vastui.errors import RemoteError
 from vastui.remote.agent import _is_alive
 from vastui.remote.protocol import AgentError, GpuSample, Phase, Progress, Record, Result
 from vastui.remote.runner import AgentRun, SshRunner
 from vastui.sim.hosts import SshHostPool
-from vastui.sim.physics import HostSpec, Variant, expected_units_per_s
-from vastui.sim.simworkload import predictions
+from vastui.sim.physics import HostSpec, Precision, Variant, expected_units_per_s, plan_step
+from vastui.sim.simworkload import WARMUP_SLOWDOWN, predictions
 from vastui.sim.truth import Fault
 
 pytestmark = pytest.mark.slow  # seconds of real processes or pictures: the full suite runs them
@@ -210,6 +212,35 @@ async def test_a_throttling_host_slows_down_and_says_why(
     samples = [r for r in records if isinstance(r, GpuSample) and r.index == 0]
     assert any(s.is_throttled and "hw_slowdown" in (s.throttle_reasons or ()) for s in samples if s.t - start > 40)
     assert not any(s.is_throttled for s in samples if s.t - start < 25)
+
+
+@pytest.mark.parametrize(("compute_units_per_s", "cap_at_marker"), [(80.0, 2), (40.0, 1)])
+async def test_a_warmup_the_cap_ends_early_is_priced_at_its_true_extra_time(
+        pool: SshHostPool, runner: SshRunner, client_key: ClientKey, compute_units_per_s: float,
+        cap_at_marker: int) -> None:
+    """A big batch at ten steps a marker: the slow start fills the first marker, and the cap (the benchmark's fast
+    warm-up rule) comes at the second, or already at the first on a slower GPU. What warm-up costs production is
+    the slow start's extra time over its steps at the settled pace. Priced from the warm-up's markers alone it read
+    0 s in both cases (the median of two markers is their mean; one marker is its own pace), and a claim's cost
+    interval missed its truth on every such host; the run's blocks say the pace."""
+    machine = make_machine(noise_cv=0.01, compute_units_per_s=compute_units_per_s)
+    step = plan_step(HostSpec.from_machine(machine), Variant(batch_size=256, precision=Precision.FP32, loaders=8))
+    warmup_steps = 10    # the simulated workload's default: its first step takes (1 + WARMUP_SLOWDOWN) x, decaying
+    extra_s = step.compute_s * WARMUP_SLOWDOWN * sum(1.0 - i / warmup_steps for i in range(warmup_steps))
+    rule = WarmupRule(min_s=10.0, min_steps=5, cv_max=0.05, window=5, cap_s=60.0)
+    marker_ends_s = [warmup_steps * step.compute_s * (n + 1) + extra_s for n in range(3)]
+    assert step.fits and step.data_s < step.compute_s    # compute-bound: every step is the GPU's
+    assert [end_s >= rule.cap_s for end_s in marker_ends_s].index(True) + 1 == cap_at_marker
+    host, port = await pool.start_host(instance_id=12, machine=machine, authorized_keys=[client_key.public])
+    records = await _run(runner, host, port, workload("--steps", "40", "--batch", "256", "--precision", "fp32",
+                                                      "--loaders", "8", "--report-every", "10"))
+    meter = BlockMeter(warmup=rule, measure=MeasureRule(block_s=10.0, block_min_steps=3))
+    for record in records:
+        meter.add(record)
+    assert meter.warmup is not None and meter.warmup.is_capped
+    assert meter.warmup.steps == cap_at_marker * warmup_steps and len(meter.blocks) == 4 - cap_at_marker
+    tolerance = 4 * machine.truth.noise_cv + 0.05   # the run's factor (clipped at 4 CV) scales every step alike
+    assert meter.warmup_lost_s() == pytest.approx(extra_s, rel=tolerance), (meter.warmup, extra_s)
 
 
 async def test_a_batch_too_big_for_vram_fails_like_cuda(

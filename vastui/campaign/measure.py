@@ -95,6 +95,19 @@ class BlockMeter:
             return None
         return self._measure_step(step_s, record, previous)
 
+    def warmup_lost_s(self) -> float | None:
+        """What this run's warm-up cost production beyond its steps' work: its time over its steps at the pace its
+        blocks measured (the median block's step time) once it has blocks, else at the pace warm-up settled to
+        (``WarmupResult.lost_s``); None before warm-up ends. A warm-up the cap ends at its first marker (a big
+        batch on a slow GPU, ten steps a marker) has no settled pace of its own: only its blocks can price it."""
+        warmup = self.warmup
+        if warmup is None:
+            return None
+        paces = [b.block.duration_s / b.block.steps for b in self.blocks if b.block.steps > 0]
+        if not paces:
+            return warmup.lost_s
+        return max(0.0, warmup.warmup_s - warmup.steps * statistics.median(paces))
+
     def _warm(self, step_s: float, record: Progress) -> None:
         """Warm-up ends at the first marker (never an earlier one) where, counting real steps (a marker may cover
         several: one latency sample each), at least ``min_steps`` steps and ``min_s`` seconds have passed and the
@@ -115,7 +128,11 @@ class BlockMeter:
             # The units done while warming up count in production too: warm-up costs only its extra time over
             # those steps at the pace the last window settled to (a median over three markers at least: a capped
             # window may still hold a slow first marker, whose weight in a mean would price warm-up at nothing).
-            pace_s = statistics.median(self._warmup_steps[-max(3, len(window or ())):])
+            # The first marker holds the slow start itself, so it never sets the pace while a later one can: a
+            # warm-up the cap ends after two long markers (a big batch, ten steps a marker) took the median of the
+            # slow start and the settled pace, their mean, and priced every such warm-up at exactly 0 s.
+            later = self._warmup_steps[1:] or self._warmup_steps
+            pace_s = statistics.median(later[-max(3, len(window or ())):])
             lost_s = max(0.0, self._warmup_elapsed_s - self._warmup_real_steps * pace_s)
             self.warmup = WarmupResult(is_steady=steady, is_capped=capped, steps=self._warmup_real_steps,
                                        warmup_s=self._warmup_elapsed_s, cv=cv, lost_s=lost_s,

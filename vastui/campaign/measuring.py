@@ -286,6 +286,7 @@ class Measurer:
                 if block is not None:
                     run.blocks.append(block)
                     run.latencies_ms.extend(block.block.latencies_ms)
+                    await self._reprice_warmup(run, meter)
                     await save_records(self.ctx, run, buffer)
                     buffer = []
                     if await self._block_done(slot, block):
@@ -331,6 +332,16 @@ class Measurer:
         needed = (now - started_at) + max(0, self.state.rule_of(run.cid).winner_min_blocks
                                           - len(run.blocks)) * block_s
         return run.work_time_left_s(now) >= needed
+
+    async def _reprice_warmup(self, run: CandidateRun, meter: BlockMeter) -> None:
+        """This run's warm-up priced again at the pace its blocks measured (``BlockMeter.warmup_lost_s``): the
+        warm-up's own estimate may have had no settled marker to go by."""
+        lost = meter.warmup_lost_s()
+        if lost is None or not run.warmup_lost_s or lost == run.warmup_lost_s[-1]:
+            return
+        run.warmup_lost_s[-1] = lost     # this run's: appended when its warm-up ended
+        async with self.state.lock:
+            self.state.race.set_cost(run.cid, measured_cost_inputs(run, self.manifest))
 
     async def _warm(self, run: CandidateRun) -> None:
         if run.run_id is not None:
