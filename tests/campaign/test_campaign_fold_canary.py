@@ -31,8 +31,8 @@ from vastui.sim.market import Market
 from vastui.store import SqliteStore
 
 
-def _manifest(directory: Path, *, fold: bool, command: str | None = None) -> Path:
-    path = fast_manifest(directory)
+def _manifest(directory: Path, *, fold: bool, command: str | None = None, screened: bool = False) -> Path:
+    path = fast_manifest(directory, tune_precision=screened, max_candidates=8 if screened else 4)
     text = path.read_text(encoding="utf-8")
     if fold:   # (off is the default: the manifest says nothing)
         text, count = re.subn(r"(?m)^fold_canary = false$", "fold_canary = true", text)
@@ -100,10 +100,12 @@ class Watch:
         return [e for e in self.events if getattr(e, "candidate", None) == cid]
 
 
-async def _campaign(tmp_path: Path, *, seed: int, fold: bool, command: str | None = None) -> tuple[DemoResult, Watch]:
+async def _campaign(tmp_path: Path, *, seed: int, fold: bool, command: str | None = None,
+                    screened: bool = False) -> tuple[DemoResult, Watch]:
     watch = Watch()
+    manifest_path = _manifest(tmp_path / "m", fold=fold, command=command, screened=screened)
     result = await asyncio.wait_for(run_demo(seed=seed, time_scale=300.0, data_dir=tmp_path / "data",
-                                             manifest_path=_manifest(tmp_path / "m", fold=fold, command=command),
+                                             manifest_path=manifest_path,
                                              on_event=watch.on_event, on_market=watch.on_market), timeout=600)
     return result, watch
 
@@ -202,3 +204,26 @@ async def test_a_workload_that_ignores_the_canary_steps_fails_its_folded_canarie
     assert result.receipt.decision.chosen is None
     assert await _bad_hosts(result) == []
     assert result.instances_left == 0 and result.receipt.teardown_passed
+
+
+@pytest.mark.slow
+async def test_a_candidate_raced_at_a_screened_profile_runs_its_canary_on_its_own(tmp_path: Path) -> None:
+    """The canary runs the first profile, which every candidate can hold: only a first run at that profile carries
+    it. Seed 5 with fp32 and bf16 allowed: the first wave measures at fp32 (folded) while the screening keeps bf16;
+    the later wave is raced at bf16 and runs a canary of its own first."""
+    result, watch = await _campaign(tmp_path, seed=5, fold=True, screened=True)
+    assert result.receipt.decision.chosen is not None and result.instances_left == 0
+    folded, separate = [], []
+    for run in result.outcome.runs:
+        if run.cid not in watch.instances or not run.passed_gate:
+            continue
+        first = watch.agent_runs[watch.instances[run.cid]][0]
+        if first.is_separate_canary:
+            separate.append(run.cid)
+            assert not first.output_marks and run.earlier_blocks == 0   # never measured at the first profile
+            assert run.race_profile is not None and run.race_profile.precision == "bf16"
+        else:
+            folded.append(run.cid)
+            assert len(first.output_marks) == 1
+    assert folded and separate, ("seed 5 no longer screens bf16 before a later wave: pick another seed",
+                                 folded, separate)

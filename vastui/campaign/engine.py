@@ -485,12 +485,12 @@ class CampaignEngine:
         while True:
             variant = self.screening.profile_for(run.candidate)
             await self._enter_profile(slot, variant)
-            if folded is not None and not folded.passed and variant != folded.profile:
+            if folded is not None and variant != folded.profile:   # raced at a screened profile: a canary of its own
                 await canary(self.ctx, run, conn, folded.profile)
                 await self._canary_passed()
-            gated = folded if folded is not None and not folded.passed and variant == folded.profile else None
-            await self._measurer.measure(slot, conn, variant, folded=gated)
-            folded = None
+                folded = None
+            await self._measurer.measure(slot, conn, variant, folded=folded)
+            folded = None   # (its first run carried it)
             screened = slot.screen_next
             if screened:
                 await self._screen(slot, conn, variant)
