@@ -209,21 +209,25 @@ async def test_a_workload_that_ignores_the_canary_steps_fails_its_folded_canarie
 @pytest.mark.slow
 async def test_a_candidate_raced_at_a_screened_profile_runs_its_canary_on_its_own(tmp_path: Path) -> None:
     """The canary runs the first profile, which every candidate can hold: only a first run at that profile carries
-    it. Seed 5 with fp32 and bf16 allowed: the first wave measures at fp32 (folded) while the screening keeps bf16;
-    the later wave is raced at bf16 and runs a canary of its own first."""
-    result, watch = await _campaign(tmp_path, seed=5, fold=True, screened=True)
-    assert result.receipt.decision.chosen is not None and result.instances_left == 0
-    folded, separate = [], []
-    for run in result.outcome.runs:
-        if run.cid not in watch.instances or not run.passed_gate:
-            continue
-        first = watch.agent_runs[watch.instances[run.cid]][0]
-        if first.is_separate_canary:
-            separate.append(run.cid)
-            assert not first.output_marks and run.earlier_blocks == 0   # never measured at the first profile
-            assert run.race_profile is not None and run.race_profile.precision == "bf16"
-        else:
-            folded.append(run.cid)
-            assert len(first.output_marks) == 1
-    assert folded and separate, ("seed 5 no longer screens bf16 before a later wave: pick another seed",
-                                 folded, separate)
+    it. With fp32 and bf16 allowed, the first wave measures at fp32 (folded); when the screening keeps bf16 before a
+    later wave is rented, that wave is raced at bf16 and runs a canary of its own first. Whether the screening
+    keeps bf16 in time depends on the simulated noise, so up to three campaigns are run until one shows both."""
+    folded: list[str] = []
+    separate: list[str] = []
+    for attempt, seed in enumerate((5, 7, 5)):
+        result, watch = await _campaign(tmp_path / str(attempt), seed=seed, fold=True, screened=True)
+        assert result.receipt.decision.chosen is not None and result.instances_left == 0
+        for run in result.outcome.runs:
+            if run.cid not in watch.instances or not run.passed_gate:
+                continue
+            first = watch.agent_runs[watch.instances[run.cid]][0]
+            if first.is_separate_canary:
+                separate.append(run.cid)
+                assert not first.output_marks and run.earlier_blocks == 0   # never measured at the first profile
+                assert run.race_profile is not None and run.race_profile.precision == "bf16"
+            else:
+                folded.append(run.cid)
+                assert len(first.output_marks) == 1
+        if folded and separate:
+            break
+    assert folded and separate, ("no campaign screened bf16 before a later wave: pick other seeds", folded, separate)

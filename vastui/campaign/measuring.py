@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from vastui.bench.manifest import Manifest, MeasureRule
 from vastui.bench.select import EliminationReason, Race, RaceEnd, decide_profile
-from vastui.bench.stats import Verdict
+from vastui.bench.stats import Verdict, WarmupResult
 from vastui.bench.tuning import Profile
 from vastui.campaign.candidate import (
     CandidateContext,
@@ -274,26 +274,26 @@ class Measurer:
                        folded: FoldedCanary | None = None) -> MeasuringStop:
         """One agent run's warm-up and blocks; says why it ended (``SHARE_DONE`` when it gave its share,
         ``RUN_ASKED`` when the race wants another run of this candidate and this one gave ``share`` blocks).
-        With ``folded`` (its gate pending) the run starts with the canary: see ``_agent_run``."""
-        if folded is not None and not folded.passed:
-            try:
-                stop = await self._agent_run(slot, conn, variant, index=index, warmups=warmups,
+        With ``folded`` (the first run, its gate pending) the run starts with the canary, and fails as it would."""
+        if folded is None:
+            return await self._agent_run(slot, conn, variant, index=index, warmups=warmups,
+                                         blocks_until=blocks_until, share=share, folded=None)
+        try:
+            stop = await self._agent_run(slot, conn, variant, index=index, warmups=warmups,
                                          blocks_until=blocks_until, share=share, folded=folded)
-            except RemoteError as exc:
-                if folded.passed:
-                    raise
-                raise folded.lost(exc) from exc
-            if not folded.passed:
-                raise folded.unfinished()
-            return stop
-        return await self._agent_run(slot, conn, variant, index=index, warmups=warmups, blocks_until=blocks_until,
-                                 share=share, folded=None)
+        except RemoteError as exc:
+            if folded.passed:
+                raise
+            raise folded.lost(exc) from exc
+        if not folded.passed:
+            raise folded.unfinished()
+        return stop
 
-    async def _agent_run(self, slot: Slot, conn: HostConnection, variant: Profile, *, index: int, warmups: list[float],
-                     blocks_until: int | None, share: int, folded: FoldedCanary | None) -> MeasuringStop:
-        """The run itself. While ``folded``'s gate is pending its records go to the gate too, and a block that
-        completes is held (warm-up is measured from the process's start, over the canary's steps); once the
-        output passed, the held blocks count in order."""
+    async def _agent_run(self, slot: Slot, conn: HostConnection, variant: Profile, *, index: int,
+                         warmups: list[float], blocks_until: int | None, share: int,
+                         folded: FoldedCanary | None) -> MeasuringStop:
+        """The run itself. While ``folded``'s gate is pending, its records go to the gate too and blocks are held
+        (warm-up counts from the process's start); once the output passed, the held blocks count in order."""
         run = slot.run
         meter = BlockMeter(warmup=self.manifest.warmup, measure=self.manifest.measure, run=index)
         started_at, blocks_before = self.clock.now(), len(run.blocks)
@@ -317,15 +317,7 @@ class Measurer:
                         if run.run_id is not None:
                             await self.ctx.store.record_run_phases(run_id=run.run_id, pull_s=run.startup_s)
                 if meter.warmup is not None and len(warmups) == index:
-                    warmups.append(meter.warmup.warmup_s)
-                    run.warmup_s = statistics.fmean(warmups)   # production warms up once: the runs' mean
-                    lost = meter.warmup.lost_s if meter.warmup.lost_s is not None else meter.warmup.warmup_s
-                    run.warmup_lost_s.append(lost)
-                    settled = meter.warmup.settled_steps
-                    run.warmup_steps = max(run.warmup_steps, meter.warmup.steps if settled is None else settled)
-                    self.bus.publish(warmup_event(meter.warmup, at=record.t, campaign_id=self.ctx.campaign_id,
-                                                  candidate=run.cid))
-                    await self._warm(run)
+                    await self._warmed(run, meter.warmup, warmups, at=record.t)
                 for block in counted:
                     run.blocks.append(block)
                     run.latencies_ms.extend(block.block.latencies_ms)
@@ -376,6 +368,16 @@ class Measurer:
         needed = (now - started_at) + max(0, self.state.rule_of(run.cid).winner_min_blocks
                                           - len(run.blocks)) * block_s
         return run.work_time_left_s(now) >= needed
+
+    async def _warmed(self, run: CandidateRun, warmup: WarmupResult, warmups: list[float], *, at: float) -> None:
+        """This run's warm-up ended: the candidate's warm-up figures, the event, the race's cost inputs."""
+        warmups.append(warmup.warmup_s)
+        run.warmup_s = statistics.fmean(warmups)   # production warms up once: the runs' mean
+        run.warmup_lost_s.append(warmup.lost_s if warmup.lost_s is not None else warmup.warmup_s)
+        settled = warmup.settled_steps
+        run.warmup_steps = max(run.warmup_steps, warmup.steps if settled is None else settled)
+        self.bus.publish(warmup_event(warmup, at=at, campaign_id=self.ctx.campaign_id, candidate=run.cid))
+        await self._warm(run)
 
     async def _warm(self, run: CandidateRun) -> None:
         if run.run_id is not None:
