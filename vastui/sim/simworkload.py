@@ -10,9 +10,9 @@ physics-derived compute and data-wait seconds and per-step latencies (``latency_
 time to serve one batch), after sleeping that long on the simulator's clock (wall = simulated / scale). At the end it prints its output: one prediction line per input record, which
 depends only on the input bytes — except on a WRONG_OUTPUT machine. Told ``--canary-steps N``
 (``VASTUI_CANARY_STEPS``), it also prints that output at the first marker at or past step N, then the marker
-``VASTUI {"output": "end"}``, and runs on warm: the canary folded into a measuring run (docs/method.md). Faults: THROTTLES slows compute after
-``fault_after_s``; DIES_MID_RUN takes the whole host down at that moment (no result ever comes); a batch that
-does not fit in VRAM fails like CUDA does (stderr message, exit status 1).
+``VASTUI {"output": "end"}``, and runs on warm: the canary folded into a measuring run (docs/method.md).
+Faults: THROTTLES slows compute after ``fault_after_s``; DIES_MID_RUN takes the whole host down at that moment (no
+result ever comes); a batch that does not fit in VRAM fails like CUDA does (stderr message, exit status 1).
 """
 
 from __future__ import annotations
