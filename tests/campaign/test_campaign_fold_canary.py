@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.campaign.campaign_support import fast_manifest
+from tests.waiting import until
 from vastui.bench.manifest import load_manifest
 from vastui.campaign.blame import FailureKind
 from vastui.campaign.folding import NO_OUTPUT_MARK
@@ -25,7 +26,7 @@ from vastui.events import (
 )
 from vastui.events_live import ProgressReported
 from vastui.remote.protocol import Phase, Progress, Record, Result, parse_record
-from vastui.sim.demo import DemoResult, run_demo
+from vastui.sim.demo import DemoResult, open_demo, run_demo
 from vastui.sim.hosts import SshHostPool
 from vastui.sim.market import Market
 from vastui.store import SqliteStore
@@ -231,3 +232,25 @@ async def test_a_candidate_raced_at_a_screened_profile_runs_its_canary_on_its_ow
         if folded and separate:
             break
     assert folded and separate, ("no campaign screened bf16 before a later wave: pick other seeds", folded, separate)
+
+
+@pytest.mark.slow
+async def test_an_abort_during_a_folded_canary_closes_the_run_it_had_opened(tmp_path: Path) -> None:
+    """A folded canary runs inside a stored measuring run: an abort that finds a candidate in it closes that run as
+    interrupted, as one that finds it measuring does."""
+    async with open_demo(seed=3, time_scale=300.0, data_dir=tmp_path / "data",
+                         manifest_path=_manifest(tmp_path / "m", fold=True)) as demo:
+        events: list[Event] = []
+        demo.services.bus.listen(events.append)
+        handle = demo.start(plan_approved=True)
+        await until(lambda: any(isinstance(e, ProgressReported) and e.purpose == "canary" for e in events),
+                    "a folded canary under way")
+        handle.abort("operator pressed q")
+        result = await handle.result()
+        state = handle.snapshot()
+        open_runs = await demo.services.store.open_runs(campaign_id=handle.campaign_id)
+        runs = await demo.services.store.runs(campaign_id=handle.campaign_id)
+    assert result.aborted == "operator pressed q" and result.receipt.teardown_passed
+    assert any(c.phase == "aborted" and "stopped in canary" in c.detail for c in state.candidates), [
+        (c.candidate_id, c.phase, c.detail) for c in state.candidates]
+    assert open_runs == [] and any(r.status == "interrupted" for r in runs)

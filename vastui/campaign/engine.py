@@ -420,7 +420,10 @@ class CampaignEngine:
 
     async def _stopped_by_abort(self, run: CandidateRun) -> None:
         """Say where the abort found it; a run it cut short is closed as interrupted (its records are kept)."""
-        was_measuring = run.phase is CandidatePhase.MEASURING   # the stored run is open only while measuring
+        # the stored run is open while measuring, and during a canary folded into it (folding.py): only then has
+        # the canary a stored run
+        was_measuring = run.phase is CandidatePhase.MEASURING or (run.phase is CandidatePhase.CANARY
+                                                                  and run.run_id is not None)
         self.ctx.phase(run, CandidatePhase.ABORTED, f"stopped in {run.phase}: {self._stopped_by}")
         if was_measuring and run.run_id is not None:
             await self.ctx.store.finish_run(run_id=run.run_id, status=RunStatus.INTERRUPTED, at=self.clock.now(),
