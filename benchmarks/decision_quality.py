@@ -92,9 +92,10 @@ SLO_EDITS = {r"(?m)^latency_max_ms = 2000$": "latency_max_ms = 5000",
              r'(?m)^latency_percentile = "p99"$': 'latency_percentile = "p90"'}
 
 
-def write_manifest(directory: Path, kind: WorkloadKind, *, fast: bool = True) -> Path:
+def write_manifest(directory: Path, kind: WorkloadKind, *, fast: bool = True, fold_canary: bool = False) -> Path:
     text = (EXAMPLES_DIR / "resnet.toml").read_text(encoding="utf-8")
-    for pattern, new in {**(FAST if fast else {}), **SLO_EDITS, **kind.edits}.items():
+    fold = {r"(?m)^fold_canary = false$": "fold_canary = true"} if fold_canary else {}
+    for pattern, new in {**(FAST if fast else {}), **SLO_EDITS, **kind.edits, **fold}.items():
         text, _count = re.subn(pattern, new, text)
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copy(EXAMPLES_DIR / "resnet-canary.jsonl", directory / "resnet-canary.jsonl")
@@ -399,8 +400,8 @@ def _everything_model(outcome: object, manifest: Manifest, market: Market, chose
 
 async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float, fast: bool = True,
                      realism: Realism | None = None, repeat: bool = False, later: LaterMarket | None = None,
-                     db_path: Path | None = None) -> MarketResult:
-    manifest_path = write_manifest(work / f"m{seed}", kind, fast=fast)
+                     db_path: Path | None = None, fold_canary: bool = False) -> MarketResult:
+    manifest_path = write_manifest(work / f"m{seed}", kind, fast=fast, fold_canary=fold_canary)
     manifest = load_manifest(manifest_path)
     out = MarketResult(seed, kind.name)
     async with open_demo(seed=seed, time_scale=scale, data_dir=work / f"d{seed}", manifest_path=manifest_path,
@@ -789,13 +790,13 @@ def report_repeat(results: list[MarketResult]) -> str:
 
 
 async def main_async(markets: int, seed: int, scale: float, *, protocol: str = "fast",
-                     realism: Realism | None = None, repeat: bool = False) -> str:
+                     realism: Realism | None = None, repeat: bool = False, fold_canary: bool = False) -> str:
     results = []
     with tempfile.TemporaryDirectory(prefix="vastui-dq-") as tmp:
         for index in range(markets):
             kind = MIX[index % len(MIX)]
             result = await one_market(seed + index, kind, Path(tmp), scale=scale, fast=protocol == "fast",
-                                      realism=realism, repeat=repeat)
+                                      realism=realism, repeat=repeat, fold_canary=fold_canary)
             results.append(result)
             print(f"market {seed + index} ({kind.name}): vastui regret {100 * result.regret['vastui']:.1f} %, "
                   f"spend ${result.spend_usd:.3f} (everything ${result.everything_usd:.3f}), rented "
@@ -823,10 +824,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", action="store_true",
                         help="after each market's campaign, a second one on the same market re-drawn a week later "
                              f"({100 * REPEAT_KEPT_SHARE:.0f} %% of hosts kept, prices moved) on the first's store")
+    parser.add_argument("--fold-canary", action="store_true",
+                        help="the manifest's [correctness] fold_canary on: the canary is the first phase of each "
+                             "candidate's first measuring run (first campaigns only)")
     args = parser.parse_args(argv)
     markets, scale = (2, 300.0) if args.quick else (args.markets, args.time_scale)
     print(asyncio.run(main_async(markets, args.seed, scale, protocol=args.protocol,
-                                 realism=Realism.named(args.realism), repeat=args.repeat)))
+                                 realism=Realism.named(args.realism), repeat=args.repeat,
+                                 fold_canary=args.fold_canary)))
     return 0
 
 

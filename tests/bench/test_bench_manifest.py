@@ -55,7 +55,14 @@ def test_minimal_manifest_takes_method_defaults(tmp_path: Path) -> None:
     assert manifest.slo == m.Slo()
     assert manifest.production_units == 1000
     assert manifest.correctness.expected_digest == DIGEST
+    assert manifest.correctness.fold_canary is False   # a workload must be known to honour VASTUI_CANARY_STEPS
     assert manifest.digest.startswith("sha256:") and len(manifest.digest) == 71
+
+
+def test_the_canary_is_folded_into_the_first_run_only_when_the_manifest_says_so(tmp_path: Path) -> None:
+    text = MINIMAL.replace(f'expected_digest = "{DIGEST}"', f'expected_digest = "{DIGEST}"\nfold_canary = true')
+    assert load_manifest(write(tmp_path, text)).correctness.fold_canary is True
+    assert load_manifest(EXAMPLE).correctness.fold_canary is False
 
 
 @pytest.mark.parametrize(("predicted_pull_s", "deadline_s"), [(0.0, 600.0), (100.0, 600.0), (200.0, 600.0),
@@ -117,6 +124,8 @@ BROKEN = [
     ((f'expected_digest = "{DIGEST}"', 'expected_digest = "abc"'), "correctness.expected_digest",
      "expected_digest", "64 hex"),
     ((f'expected_digest = "{DIGEST}"', "tolerance = 0.1"), "correctness", "[correctness]", "expected_digest"),
+    ((f'expected_digest = "{DIGEST}"', f'expected_digest = "{DIGEST}"\nfold_canary = "yes"'),
+     "correctness.fold_canary", "fold_canary", "true or false"),
     (("max_usd = 3.5", "max_usd = 3.5\n[slo]\nlatency_percentile = \"p98\"\nlatency_max_ms = 5"),
      "slo.latency_percentile", "latency_percentile", "p99"),
     (("max_usd = 3.5", "max_usd = 3.5\n[slo]\nlatency_max_ms = 5"), "slo.latency_percentile", "[slo]",

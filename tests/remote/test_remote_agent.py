@@ -74,10 +74,35 @@ def test_markers_become_progress_and_phase_and_other_lines_the_digest(tmp_path: 
     assert result.stderr_tail == "a warning\n"
 
 
+def test_an_output_end_marker_gives_the_output_so_far_its_own_digest_and_the_rest_is_digested_afresh(
+        tmp_path: Path) -> None:
+    argv = _workload(tmp_path, """
+        print('VASTUI {"units": 4}')
+        print("prediction 1")
+        print("prediction 2")
+        print('VASTUI {"output": "end"}')
+        print('VASTUI {"units": 4}')
+        print("late line")
+    """)
+    records = _run(["--no-nvml", "--", *argv])
+    _assert_protocol(records)
+    marks = [r for r in records if isinstance(r, Phase) and r.is_output_end]
+    assert len(marks) == 1
+    assert marks[0].output_digest == "sha256:" + hashlib.sha256(b"prediction 1\nprediction 2\n").hexdigest()
+    assert marks[0].output_bytes == 26
+    # the mark sits between the two progress records, in the order the workload wrote them
+    kinds = [type(r).__name__ for r in records if isinstance(r, Progress) or r in marks]
+    assert kinds == ["Progress", "Phase", "Progress"]
+    result = records[-1]
+    assert isinstance(result, Result)
+    assert result.output_digest == "sha256:" + hashlib.sha256(b"late line\n").hexdigest()
+    assert result.output_bytes == len(b"late line\n")
+
+
 @pytest.mark.parametrize("line", [
     "VASTUI {not json", "VASTUI [1, 2]", 'VASTUI {"units": -1}', 'VASTUI {"units": 3, "accepted": 4}',
     'VASTUI {"units": 1.5}', 'VASTUI {"units": 2, "compute_s": "x"}', 'VASTUI {"units": 2, "latency_ms": [NaN]}',
-    'VASTUI {"phase": 7}', "VASTUI \xff\xfe",
+    'VASTUI {"phase": 7}', "VASTUI \xff\xfe", 'VASTUI {"output": "done"}',
 ])
 def test_a_bad_marker_is_an_error_record_and_the_run_goes_on(tmp_path: Path, line: str) -> None:
     argv = _workload(tmp_path, f"""

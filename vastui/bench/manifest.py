@@ -109,12 +109,15 @@ class MeasureRule:
 class Correctness:
     """The gate: the output digest must equal ``expected_digest`` and/or the checker command must pass.
 
-    ``tolerance`` is handed to the checker (a digest either matches or not).
+    ``tolerance`` is handed to the checker (a digest either matches or not). ``fold_canary``: the canary is the first
+    phase of each candidate's first measuring run (one agent start, one warm-up) instead of a run of its own; only
+    for a workload that honours ``VASTUI_CANARY_STEPS`` (docs/method.md, Canary folded into the first run).
     """
 
     expected_digest: str | None
     checker: tuple[str, ...] | None
     tolerance: float | None
+    fold_canary: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,8 +330,11 @@ def _correctness(t: TableReader) -> Correctness:
         t.fail(None, "needs expected_digest or a checker command: an unchecked output cannot be 'accepted'")
     if tolerance is not None and checker is None:
         t.fail("tolerance", "needs a checker command: a digest either matches or not")
+    # Off unless asked: a workload that ignores VASTUI_CANARY_STEPS never says its output is complete, and every
+    # folded canary would fail on it (docs/method.md, Canary folded into the first run).
+    fold = t.boolean("fold_canary", default=False)
     t.finish()
-    return Correctness(expected_digest=digest, checker=checker, tolerance=tolerance)
+    return Correctness(expected_digest=digest, checker=checker, tolerance=tolerance, fold_canary=fold)
 
 
 def _slo(t: TableReader) -> Slo:

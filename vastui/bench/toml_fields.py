@@ -191,6 +191,15 @@ class TableReader:
             return default
         return value
 
+    def boolean(self, key: str, *, default: bool) -> bool:
+        """A true/false switch; ``default`` when absent."""
+        value = self._get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.fail(key, f"must be true or false, not {_kind(value)}")
+        return value
+
     def integer(self, key: str, *, default: int | None = None, minimum: int | None = None) -> int:
         """An integer; required when ``default`` is None."""
         value = self._get(key)

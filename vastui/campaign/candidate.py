@@ -235,8 +235,13 @@ class CandidateContext:
         run.not_rented = why
 
 
-def workload_argv(manifest: Manifest, *, variant: Profile, steps: int, seconds: float) -> list[str]:
+def workload_argv(manifest: Manifest, *, variant: Profile, steps: int, seconds: float,
+                  canary_steps: int = 0) -> list[str]:
+    """The workload's command under ``env``: its profile, its steps and seconds, and, for a run whose first phase is
+    the canary (``canary_steps``), when to write its output and mark it complete."""
     env = workload_env(variant) | {"VASTUI_STEPS": str(steps), "VASTUI_SECONDS": f"{seconds:.0f}"}
+    if canary_steps > 0:
+        env["VASTUI_CANARY_STEPS"] = str(canary_steps)
     return ["env", *(f"{k}={v}" for k, v in sorted(env.items())), *manifest.workload.command]
 
 
@@ -473,10 +478,7 @@ async def canary(ctx: CandidateContext, run: CandidateRun, conn: HostConnection,
             sessions.append(session)
             async for record in session:
                 note_record(ctx, run, record)
-                if run.ready_at is None:
-                    run.ready_at = record.t
-                elif run.workload_init_s is None and isinstance(record, (Phase, Progress)):
-                    run.workload_init_s = max(0.0, record.t - run.ready_at)   # the workload's first word
+                note_start(run, record)
                 if isinstance(record, Result):
                     result = record
 
@@ -496,19 +498,39 @@ async def canary(ctx: CandidateContext, run: CandidateRun, conn: HostConnection,
                               failure=Failure(kind))
     run.canary_s = ctx.clock.now() - started
     run.startup_s = run.startup_parts().production_startup_s
+    check_exit(result)
+    assert result is not None
+    check_output(ctx, run, result.output_digest)
+
+
+def note_start(run: CandidateRun, record: Record) -> None:
+    """The canary's first records date the agent's start and the workload's first word (its set-up time)."""
+    if run.ready_at is None:
+        run.ready_at = record.t
+    elif run.workload_init_s is None and isinstance(record, (Phase, Progress)):
+        run.workload_init_s = max(0.0, record.t - run.ready_at)   # the workload's first word
+
+
+def check_exit(result: Result | None) -> None:
+    """A canary that ended without a result or non-zero failed (the workload's evidence, not the host's)."""
     if result is None or result.exit_status != 0:
         tail = result.stderr_tail[-300:] if result else "no result"
         status = str(result.exit_status if result else "?")
         raise CandidateFailed(f"canary failed (exit {status}): {tail}", bad_host=False,
                               failure=Failure(FailureKind.CANARY_EXIT, (status, _last_line(tail))),
                               evidence={"stderr_tail": tail})
+
+
+def check_output(ctx: CandidateContext, run: CandidateRun, output_digest: str | None) -> None:
+    """The correctness gate on a canary's output: a digest other than the expected one is a wrong output (an
+    infinite cost, the host's); otherwise the candidate passed it."""
     expected = ctx.manifest.correctness.expected_digest
-    if expected is not None and _digest(result.output_digest) != _digest(expected):
+    if expected is not None and _digest(output_digest) != _digest(expected):
         run.passed_gate = False
-        raise CandidateFailed(f"wrong output: digest {result.output_digest} != expected {expected}",
+        raise CandidateFailed(f"wrong output: digest {output_digest} != expected {expected}",
                               bad_host=True,
-                              failure=Failure(FailureKind.WRONG_OUTPUT, (_digest(result.output_digest),)),
-                              evidence={"digest": result.output_digest, "expected": expected})
+                              failure=Failure(FailureKind.WRONG_OUTPUT, (_digest(output_digest),)),
+                              evidence={"digest": output_digest, "expected": expected})
     run.passed_gate = True
 
 

@@ -43,6 +43,7 @@ from vastui.campaign.candidate import (
 )
 from vastui.campaign.charges import prior_cost_inputs
 from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, record_teardown, teardown
+from vastui.campaign.folding import FoldedCanary
 from vastui.campaign.labels import is_campaigns
 from vastui.campaign.live import decision_event
 from vastui.campaign.measuring import Measurer, RaceState
@@ -419,7 +420,10 @@ class CampaignEngine:
 
     async def _stopped_by_abort(self, run: CandidateRun) -> None:
         """Say where the abort found it; a run it cut short is closed as interrupted (its records are kept)."""
-        was_measuring = run.phase is CandidatePhase.MEASURING   # the stored run is open only while measuring
+        # the stored run is open while measuring, and during a canary folded into it (folding.py): only then has
+        # the canary a stored run
+        was_measuring = run.phase is CandidatePhase.MEASURING or (run.phase is CandidatePhase.CANARY
+                                                                  and run.run_id is not None)
         self.ctx.phase(run, CandidatePhase.ABORTED, f"stopped in {run.phase}: {self._stopped_by}")
         if was_measuring and run.run_id is not None:
             await self.ctx.store.finish_run(run_id=run.run_id, status=RunStatus.INTERRUPTED, at=self.clock.now(),
@@ -452,11 +456,13 @@ class CampaignEngine:
         run = slot.run
         await stage_inputs(self.ctx, conn)
         # the canary runs the first profile, which every candidate can hold; the race, the screened one
-        await canary(self.ctx, run, conn, first_profile(run.candidate, self.manifest))
-        for mark in self._judge.canary_passed().marks:   # the workload works: held failures were the hosts'
-            await self._record_bad_host(mark)
-        self._verdict.set()
-        variant = await self._race_at_profile(slot, conn)
+        profile = first_profile(run.candidate, self.manifest)
+        folded = (FoldedCanary(self.ctx, run, profile=profile, on_passed=self._canary_passed)
+                  if self.manifest.correctness.fold_canary else None)
+        if folded is None:
+            await canary(self.ctx, run, conn, profile)
+            await self._canary_passed()
+        variant = await self._race_at_profile(slot, conn, folded)
         # Tune the leader on its own instance: when the race is decided, or when it ran out of blocks while leading
         # (waiting idle for the others would bill for nothing).
         # (A leader stopped by its deadline is still offered: tuning then says the deadline left it no time.)
@@ -466,16 +472,28 @@ class CampaignEngine:
         if run.blocks and (leads or slot.tune_next) and not slot.tuning_started and not slot.eliminated:
             await self._tune(slot, conn, variant)
 
+    async def _canary_passed(self) -> None:
+        for mark in self._judge.canary_passed().marks:   # the workload works: held failures were the hosts'
+            await self._record_bad_host(mark)
+        self._verdict.set()
+
     # --- screening (screening.py) ---------------------------------------------------------------------------------
-    async def _race_at_profile(self, slot: Slot, conn: HostConnection) -> Profile:
+    async def _race_at_profile(self, slot: Slot, conn: HostConnection, folded: FoldedCanary | None) -> Profile:
         """Measure at the profile the screening gives this candidate (the first one until it is done). The first
         with its minimum evidence screens the knobs on its own instance; one whose profile the screening then
-        changed is measured again at it, its earlier blocks out of the race. Returns its evidence's profile."""
+        changed is measured again at it, its earlier blocks out of the race. Returns its evidence's profile.
+        ``folded``: its canary is still to run, as the first phase of its first run when that run is at the
+        canary's profile (folding.py), else on its own first."""
         run = slot.run
         while True:
             variant = self.screening.profile_for(run.candidate)
             await self._enter_profile(slot, variant)
-            await self._measurer.measure(slot, conn, variant)
+            if folded is not None and variant != folded.profile:   # raced at a screened profile: a canary of its own
+                await canary(self.ctx, run, conn, folded.profile)
+                await self._canary_passed()
+                folded = None
+            await self._measurer.measure(slot, conn, variant, folded=folded)
+            folded = None   # (its first run carried it)
             screened = slot.screen_next
             if screened:
                 await self._screen(slot, conn, variant)

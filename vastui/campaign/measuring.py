@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 
 from vastui.bench.manifest import Manifest, MeasureRule
 from vastui.bench.select import EliminationReason, Race, RaceEnd, decide_profile
-from vastui.bench.stats import Verdict
+from vastui.bench.stats import Verdict, WarmupResult
 from vastui.bench.tuning import Profile
 from vastui.campaign.candidate import (
     CandidateContext,
+    CandidateFailed,
     CandidatePhase,
     CandidateRun,
     note_record,
@@ -29,6 +30,7 @@ from vastui.campaign.candidate import (
     workload_argv,
 )
 from vastui.campaign.charges import measured_cost_inputs
+from vastui.campaign.folding import FoldedCanary
 from vastui.campaign.live import standings_event, warmup_event
 from vastui.campaign.measure import BlockMeter, MeasuredBlock
 from vastui.campaign.plan import tuning_trials
@@ -201,12 +203,17 @@ class Measurer:
         self.clock = ctx.clock
         self.bus = ctx.bus
 
-    async def measure(self, slot: Slot, conn: HostConnection, variant: Profile) -> None:
+    async def measure(self, slot: Slot, conn: HostConnection, variant: Profile, *,
+                      folded: FoldedCanary | None = None) -> None:
         """Blocks from at least ``min_runs`` independent runs (separate agent processes, each warmed up): the
         first runs stop after their share of the minimum evidence, the last one runs until the race says stop —
-        or, once it gave a share too, asks this candidate for another run (``RaceState.rerun``): then one more."""
+        or, once it gave a share too, asks this candidate for another run (``RaceState.rerun``): then one more.
+        ``folded``: the first run starts with the canary, its gate passed before any block counts (folding.py)."""
         run = slot.run
-        self.ctx.phase(run, CandidatePhase.MEASURING)
+        if folded is not None:
+            folded.begin()
+        else:
+            self.ctx.phase(run, CandidatePhase.MEASURING)
         c = run.candidate
         stored = await self.ctx.store.start_run(
             campaign_id=self.ctx.campaign_id, instance_id=run.instance_id, machine_id=c.offer.machine_id,
@@ -223,7 +230,12 @@ class Measurer:
             planned = index < max(1, rule.min_runs) - 1     # one of the first runs: it stops after its share
             try:
                 ended = await self._one_run(slot, conn, variant, index=index, warmups=warmups,
-                                            blocks_until=len(run.blocks) + share if planned else None, share=share)
+                                            blocks_until=len(run.blocks) + share if planned else None, share=share,
+                                            folded=folded if index == 0 else None)
+            except CandidateFailed as exc:   # its folded canary failed: the stored run ends with it
+                await self.ctx.store.finish_run(run_id=stored.run_id, status=RunStatus.ERROR, at=self.clock.now(),
+                                                error=str(exc))
+                raise
             except RemoteError as exc:
                 if index == 0 or not run.blocks:
                     raise
@@ -258,32 +270,55 @@ class Measurer:
                                                      f"stopped: {reason}")
 
     async def _one_run(self, slot: Slot, conn: HostConnection, variant: Profile, *, index: int,
-                       warmups: list[float], blocks_until: int | None, share: int) -> MeasuringStop:
+                       warmups: list[float], blocks_until: int | None, share: int,
+                       folded: FoldedCanary | None = None) -> MeasuringStop:
         """One agent run's warm-up and blocks; says why it ended (``SHARE_DONE`` when it gave its share,
-        ``RUN_ASKED`` when the race wants another run of this candidate and this one gave ``share`` blocks)."""
+        ``RUN_ASKED`` when the race wants another run of this candidate and this one gave ``share`` blocks).
+        With ``folded`` (the first run, its gate pending) the run starts with the canary, and fails as it would."""
+        if folded is None:
+            return await self._agent_run(slot, conn, variant, index=index, warmups=warmups,
+                                         blocks_until=blocks_until, share=share, folded=None)
+        try:
+            stop = await self._agent_run(slot, conn, variant, index=index, warmups=warmups,
+                                         blocks_until=blocks_until, share=share, folded=folded)
+        except RemoteError as exc:
+            if folded.passed:
+                raise
+            raise folded.lost(exc) from exc
+        if not folded.passed:
+            raise folded.unfinished()
+        return stop
+
+    async def _agent_run(self, slot: Slot, conn: HostConnection, variant: Profile, *, index: int,
+                         warmups: list[float], blocks_until: int | None, share: int,
+                         folded: FoldedCanary | None) -> MeasuringStop:
+        """The run itself. While ``folded``'s gate is pending, its records go to the gate too and blocks are held
+        (warm-up counts from the process's start); once the output passed, the held blocks count in order."""
         run = slot.run
         meter = BlockMeter(warmup=self.manifest.warmup, measure=self.manifest.measure, run=index)
         started_at, blocks_before = self.clock.now(), len(run.blocks)
         left_s = run.work_time_left_s(self.clock.now())
-        argv = workload_argv(self.manifest, variant=variant, steps=0, seconds=max(left_s, 60.0))
+        argv = workload_argv(self.manifest, variant=variant, steps=0, seconds=max(left_s, 60.0),
+                             canary_steps=folded.steps if folded is not None else 0)
         buffer: list[Record] = []
+        held: list[MeasuredBlock] = []
         ended = MeasuringEnded.STREAM_ENDED
         async with conn.run_agent(argv) as session:
             async for record in session:
                 note_record(self.ctx, run, record)
                 buffer.append(record)
                 block = meter.add(record)
+                counted = [block] if block is not None else []
+                if folded is not None and not folded.passed:
+                    held, counted = held + counted, []
+                    await folded.see(record)   # raises CandidateFailed when the canary failed
+                    if folded.passed:          # the gate passed: the blocks held till now count, in order
+                        held, counted = [], held
+                        if run.run_id is not None:
+                            await self.ctx.store.record_run_phases(run_id=run.run_id, pull_s=run.startup_s)
                 if meter.warmup is not None and len(warmups) == index:
-                    warmups.append(meter.warmup.warmup_s)
-                    run.warmup_s = statistics.fmean(warmups)   # production warms up once: the runs' mean
-                    lost = meter.warmup.lost_s if meter.warmup.lost_s is not None else meter.warmup.warmup_s
-                    run.warmup_lost_s.append(lost)
-                    settled = meter.warmup.settled_steps
-                    run.warmup_steps = max(run.warmup_steps, meter.warmup.steps if settled is None else settled)
-                    self.bus.publish(warmup_event(meter.warmup, at=record.t, campaign_id=self.ctx.campaign_id,
-                                                  candidate=run.cid))
-                    await self._warm(run)
-                if block is not None:
+                    await self._warmed(run, meter.warmup, warmups, at=record.t)
+                for block in counted:
                     run.blocks.append(block)
                     run.latencies_ms.extend(block.block.latencies_ms)
                     await self._reprice_warmup(run, meter)
@@ -303,6 +338,8 @@ class Measurer:
                                                                   blocks_before=blocks_before):
                         ended = MeasuringEnded.RUN_ASKED
                         break
+                if ended is not MeasuringEnded.STREAM_ENDED:
+                    break
                 if isinstance(record, Result):
                     ended = MeasuringEnded.WORKLOAD_ENDED
                     break
@@ -342,6 +379,16 @@ class Measurer:
         run.warmup_lost_s[-1] = lost     # this run's: appended when its warm-up ended
         async with self.state.lock:
             self.state.race.set_cost(run.cid, measured_cost_inputs(run, self.manifest))
+
+    async def _warmed(self, run: CandidateRun, warmup: WarmupResult, warmups: list[float], *, at: float) -> None:
+        """This run's warm-up ended: the candidate's warm-up figures, the event, the race's cost inputs."""
+        warmups.append(warmup.warmup_s)
+        run.warmup_s = statistics.fmean(warmups)   # production warms up once: the runs' mean
+        run.warmup_lost_s.append(warmup.lost_s if warmup.lost_s is not None else warmup.warmup_s)
+        settled = warmup.settled_steps
+        run.warmup_steps = max(run.warmup_steps, warmup.steps if settled is None else settled)
+        self.bus.publish(warmup_event(warmup, at=at, campaign_id=self.ctx.campaign_id, candidate=run.cid))
+        await self._warm(run)
 
     async def _warm(self, run: CandidateRun) -> None:
         if run.run_id is not None:

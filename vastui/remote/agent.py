@@ -19,7 +19,10 @@ Workload markers (the language-neutral way a workload reports progress): a stdou
 ``data_wait_s``/``compute_s`` the seconds spent waiting for input and computing since then (default 0),
 ``latency_ms`` one latency per workload step since the previous marker (optional; the console counts steps by
 it, a marker without it as one step). ``phase`` names a phase (``warmup``, ``measure``, ...); both kinds
-of key may share one marker. ``t`` (optional) is the workload's own clock reading, in epoch seconds, when the
+of key may share one marker. ``{"output": "end"}`` says the output written so far is complete while the workload
+runs on (a workload told ``VASTUI_CANARY_STEPS`` writes its output after those steps, then this marker): the agent
+writes an ``output`` phase record with that output's ``output_digest`` and ``output_bytes`` and digests what
+follows afresh. ``t`` (optional) is the workload's own clock reading, in epoch seconds, when the
 marker's work ended: the record is stamped with it instead of the moment the agent read the line, so a workload
 whose stdout is buffered, or that is briefly starved of CPU, is still timed by when its work happened. It is
 clamped between the previous workload record's time and the agent's now, so it can neither run backwards nor
@@ -33,7 +36,7 @@ the agent's clock in epoch seconds):
   pcie_tx_kib_s, sm_clock_mhz, temp_c, throttle_reasons`` (list of names); a metric that cannot be read is null.
 - ``progress``: ``units, accepted, data_wait_s, compute_s, latency_ms, units_total, accepted_total, phase``.
 - ``phase``: ``name`` (``ready`` from the agent itself, then the workload's), ``detail``, and on ``ready``
-  ``agent_version, python, gpu_count, driver_version``.
+  ``agent_version, python, gpu_count, driver_version``; on ``output`` ``output_digest, output_bytes``.
 - ``result`` (last record): ``exit_status`` (null when killed by a signal), ``signal``, ``output_digest``
   (``sha256:<hex>``), ``output_bytes``, ``units_total``, ``accepted_total``, ``elapsed_s``, ``stderr_tail``.
 - ``error``: ``what`` (``nvml_unavailable``, ``metric_unavailable``, ``gpu_lost``, ``bad_marker``,
@@ -70,6 +73,7 @@ if TYPE_CHECKING:
 
 AGENT_VERSION = "1"
 MARKER = b"VASTUI "
+OUTPUT_PHASE = "output"        # the phase record of a workload's ``{"output": "end"}`` marker (protocol.OUTPUT_PHASE)
 ENV_TIME_SCALE = "VASTUI_TIME_SCALE"
 ENV_TIME_ORIGIN = "VASTUI_TIME_ORIGIN"
 ENV_TIME_ANCHOR = "VASTUI_TIME_ANCHOR"
@@ -344,6 +348,9 @@ class MarkerReader:
             detail = marker.get("detail")
             if detail is not None and not isinstance(detail, str):
                 raise ValueError("detail must be a string")  # the console reads a phase's detail as text
+            output = marker.get("output")
+            if output is not None and output != "end":
+                raise ValueError('output must be "end"')
             t = self._stamp(marker.get("t"))
         except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
@@ -353,6 +360,8 @@ class MarkerReader:
         if phase is not None:
             self.phase = phase
             self._emitter.emit("phase", {"name": phase, "detail": detail}, t=t)
+        if output is not None:
+            self.end_output(t)
         if progress is not None and self.units_total + progress["units"] > MAX_UNITS:
             self._emitter.error("bad_marker", "bad workload marker (the running total would be too large: over "
                                 "2**53 units); the marker is dropped")
@@ -362,6 +371,17 @@ class MarkerReader:
             self.accepted_total += progress["accepted"]
             progress.update(units_total=self.units_total, accepted_total=self.accepted_total, phase=self.phase)
             self._emitter.emit("progress", progress, t=t)
+
+    def end_output(self, t: float | None) -> None:
+        """The workload's output so far is complete: write its digest and size as an ``output`` phase record, and
+        digest what follows afresh (the result's digest covers the output after this mark)."""
+        import hashlib
+
+        self._emitter.emit("phase", {"name": OUTPUT_PHASE, "detail": None,
+                                     "output_digest": "sha256:" + self.digest.hexdigest(),
+                                     "output_bytes": self.output_bytes}, t=t)
+        self.digest = hashlib.sha256()
+        self.output_bytes = 0
 
     def _stamp(self, claimed: object) -> float | None:
         """The time to stamp a marker's records with: the workload's own ``t``, clamped to [previous, now]."""

@@ -17,6 +17,10 @@ from typing import Any
 
 from vastui.errors import RemoteError
 
+# The phase record the agent writes when the workload marks its output complete mid-run (``VASTUI {"output":
+# "end"}``): the output lines before it, digested, stand for the output of a run that ended there.
+OUTPUT_PHASE = "output"
+
 
 class RecordKind(enum.StrEnum):
     GPU = "gpu"
@@ -71,7 +75,9 @@ class Progress:
 
 @dataclass(frozen=True, slots=True)
 class Phase:
-    """A phase began: ``ready`` (the agent runs; carries the environment) or one the workload named."""
+    """A phase began: ``ready`` (the agent runs; carries the environment) or one the workload named; or ``output``,
+    the workload's output so far complete while it runs on (``OUTPUT_PHASE``: its digest and size, as a result
+    gives them for a whole run)."""
 
     seq: int
     t: float
@@ -81,6 +87,13 @@ class Phase:
     python: str | None
     gpu_count: int | None
     driver_version: str | None
+    output_digest: str | None = None
+    output_bytes: int | None = None
+
+    @property
+    def is_output_end(self) -> bool:
+        """The workload said its output is complete (the canary folded into a measuring run checks it)."""
+        return self.name == OUTPUT_PHASE and self.output_digest is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +232,7 @@ def _phase(f: _Fields, seq: int, t: float) -> Phase:
         seq=seq, t=t, name=f.text("name"), detail=f.opt_text("detail"),
         agent_version=f.opt_text("agent_version"), python=f.opt_text("python"),
         gpu_count=f.opt_integer("gpu_count"), driver_version=f.opt_text("driver_version"),
+        output_digest=f.opt_text("output_digest"), output_bytes=f.opt_integer("output_bytes"),
     )
 
 

@@ -8,9 +8,11 @@ Run on a simulated host (the pool's environment points it at the machine)::
 Every ``--report-every`` steps it prints a progress marker (the agent's documented ``VASTUI {...}`` line) with the
 physics-derived compute and data-wait seconds and per-step latencies (``latency_ms``: one value per step, i.e. the
 time to serve one batch), after sleeping that long on the simulator's clock (wall = simulated / scale). At the end it prints its output: one prediction line per input record, which
-depends only on the input bytes — except on a WRONG_OUTPUT machine. Faults: THROTTLES slows compute after
-``fault_after_s``; DIES_MID_RUN takes the whole host down at that moment (no result ever comes); a batch that
-does not fit in VRAM fails like CUDA does (stderr message, exit status 1).
+depends only on the input bytes — except on a WRONG_OUTPUT machine. Told ``--canary-steps N``
+(``VASTUI_CANARY_STEPS``), it also prints that output at the first marker at or past step N, then the marker
+``VASTUI {"output": "end"}``, and runs on warm: the canary folded into a measuring run (docs/method.md).
+Faults: THROTTLES slows compute after ``fault_after_s``; DIES_MID_RUN takes the whole host down at that moment (no
+result ever comes); a batch that does not fit in VRAM fails like CUDA does (stderr message, exit status 1).
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ class _Block:
 # The documented, language-neutral way a campaign tells a workload its variant: VASTUI_* environment variables.
 # Flags win over them; they win over the defaults.
 ENV_DEFAULTS = {"steps": "VASTUI_STEPS", "seconds": "VASTUI_SECONDS", "batch": "VASTUI_BATCH_SIZE",
-                "precision": "VASTUI_PRECISION", "loaders": "VASTUI_LOADERS", "gpus": "VASTUI_GPUS"}
+                "precision": "VASTUI_PRECISION", "loaders": "VASTUI_LOADERS", "gpus": "VASTUI_GPUS",
+                "canary_steps": "VASTUI_CANARY_STEPS"}
 
 
 def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentParser:
@@ -80,6 +83,9 @@ def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentPars
                         help="input loader workers (default 4, or $VASTUI_LOADERS)")
     parser.add_argument("--gpus", type=int, default=int(default("gpus", "1")),
                         help="GPUs to use (default 1, or $VASTUI_GPUS)")
+    parser.add_argument("--canary-steps", type=int, default=int(default("canary_steps", "0")),
+                        help="write the output after this many steps, then the marker {\"output\": \"end\"}, "
+                             "and run on (0: only at the end; or $VASTUI_CANARY_STEPS)")
     parser.add_argument("--input", help="input records (JSON lines); the output depends only on their bytes")
     parser.add_argument("--report-every", type=int, default=10, help="steps per progress marker (default 10)")
     parser.add_argument("--warmup-steps", type=int, default=10, help="steps before the measure phase")
@@ -89,8 +95,9 @@ def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentPars
 
 class _Workload:
     def __init__(self, spec: HostSpec, variant: Variant, clock: AgentClock, out: TextIO,
-                 env: dict[str, str], rng: random.Random) -> None:
+                 env: dict[str, str], rng: random.Random, output: Sequence[str] = ()) -> None:
         self.spec = spec
+        self.output = output      # the output lines (written early when the campaign asks for them mid-run)
         self.variant = variant
         self.clock = clock
         self.out = out
@@ -124,7 +131,7 @@ class _Workload:
                                      mem_used_mib=mem, throttled=throttled))
         hostenv.write_gpu_states(self.state_path, states)
 
-    def run(self, *, steps: int, seconds: float, report_every: int, warmup_steps: int) -> int:
+    def run(self, *, steps: int, seconds: float, report_every: int, warmup_steps: int, canary_steps: int = 0) -> int:
         plan = plan_step(self.spec, self.variant)
         if not plan.fits:
             return self.out_of_memory(plan)
@@ -151,6 +158,9 @@ class _Workload:
                          "latency_ms": [round(s * 1000.0, 3) for s in block.step_s]}, clock_s)
             if done == warmup_steps and warmup_steps > 0:
                 self.marker({"phase": "measure"}, clock_s)
+            if 0 < canary_steps <= done and done - count < canary_steps:   # the first marker at or past them
+                self.out.writelines(self.output)
+                self.marker({"output": "end"}, clock_s)
         return 0
 
     def _block(self, plan: StepPlan, factor: float, *, first_step: int, count: int, warmup_steps: int) -> _Block:
@@ -231,13 +241,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.input:
         with open(args.input, "rb") as handle:
             data = handle.read()
-    workload = _Workload(spec, variant, clock, sys.stdout, env, random.Random(args.noise_seed))
+    output = predictions(data, wrong=spec.truth.fault == Fault.WRONG_OUTPUT)
+    workload = _Workload(spec, variant, clock, sys.stdout, env, random.Random(args.noise_seed), output)
     signal.signal(signal.SIGTERM, _terminate)
     try:
         status = workload.run(steps=args.steps, seconds=args.seconds, report_every=max(1, args.report_every),
-                              warmup_steps=max(0, args.warmup_steps))
+                              warmup_steps=max(0, args.warmup_steps), canary_steps=max(0, args.canary_steps))
         if status == 0:
-            sys.stdout.writelines(predictions(data, wrong=spec.truth.fault == Fault.WRONG_OUTPUT))
+            sys.stdout.writelines(output)
             sys.stdout.flush()
         return status
     except _Terminated:
