@@ -216,9 +216,11 @@ def test_timestamps_follow_a_scaled_clock(tmp_path: Path) -> None:
 
 
 def test_a_marker_is_stamped_with_the_workloads_own_time_kept_between_its_launch_and_now(tmp_path: Path) -> None:
-    argv = _workload(tmp_path, """
+    launch_file = tmp_path / "launched"
+    argv = ["env", f"LAUNCH_FILE={launch_file}", *_workload(tmp_path, """
         import os, time
         launched = float(os.environ["VASTUI_LAUNCH_T"])
+        open(os.environ["LAUNCH_FILE"], "w").write(repr(launched))
         time.sleep(0.3)
         print('VASTUI {"phase": "warmup", "t": 0}', flush=True)              # before the launch: the launch
         print('VASTUI {"units": 1, "t": %.6f}' % (launched + 0.05), flush=True)  # in the past: taken as is
@@ -226,7 +228,7 @@ def test_a_marker_is_stamped_with_the_workloads_own_time_kept_between_its_launch
         print('VASTUI {"units": 3, "t": %.6f}' % launched, flush=True)        # before the last one: the last one
         print('VASTUI {"units": 4, "t": "soon"}', flush=True)               # not a time: a bad marker
         print('VASTUI {"units": 5}', flush=True)                            # no time: when the agent read it
-    """)
+    """)]
     before = time.time()
     records = _run(["--no-nvml", "--", *argv])
     after = time.time()
@@ -235,8 +237,10 @@ def test_a_marker_is_stamped_with_the_workloads_own_time_kept_between_its_launch
     warmup = next(r for r in records if isinstance(r, Phase) and r.name == "warmup")
     progress = {r.units: r for r in records if isinstance(r, Progress)}
     assert sorted(progress) == [1, 2, 3, 5]
-    launched = warmup.t
-    assert ready.t <= launched <= before + 0.25  # the floor is the launch, not the marker's 0 nor its read time
+    launched = float(launch_file.read_text())   # the workload's launch as the agent told it
+    # ``ready`` comes once the workload is launched, and is the floor: the marker's 0 is stamped at it, not at its
+    # read time (nothing the agent did before the launch reads as the workload's start-up)
+    assert launched <= ready.t == warmup.t <= before + 0.25
     assert progress[1].t == pytest.approx(launched + 0.05, abs=1e-5)  # 0.25 s before the agent read it
     assert launched + 0.3 <= progress[2].t <= after
     assert progress[3].t == progress[2].t

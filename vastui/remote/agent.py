@@ -35,7 +35,8 @@ the agent's clock in epoch seconds):
 - ``gpu``: ``index, name, uuid, util_pct, mem_util_pct, mem_used_mib, mem_total_mib, power_w, pcie_rx_kib_s,
   pcie_tx_kib_s, sm_clock_mhz, temp_c, throttle_reasons`` (list of names); a metric that cannot be read is null.
 - ``progress``: ``units, accepted, data_wait_s, compute_s, latency_ms, units_total, accepted_total, phase``.
-- ``phase``: ``name`` (``ready`` from the agent itself, then the workload's), ``detail``, and on ``ready``
+- ``phase``: ``name`` (``ready`` from the agent itself once the workload is launched, before any of the
+  workload's records; then the workload's), ``detail``, and on ``ready``
   ``agent_version, python, gpu_count, driver_version``; on ``output`` ``output_digest, output_bytes``.
 - ``result`` (last record): ``exit_status`` (null when killed by a signal), ``signal``, ``output_digest``
   (``sha256:<hex>``), ``output_bytes``, ``units_total``, ``accepted_total``, ``elapsed_s``, ``stderr_tail``.
@@ -452,7 +453,7 @@ class Agent:
         import subprocess
         import threading
 
-        sampler = self._start_sampler()
+        sampler, ready = self._open_sampler()
         started = self.clock.now()
         reader = MarkerReader(self.emitter, self.clock)
         status: int | None = None
@@ -467,7 +468,15 @@ class Agent:
                             ENV_TIME_ANCHOR: repr(self.clock.anchor)})
             proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=env)
+            # ``ready`` comes once the workload is launched, before any of its records, and the sampler's thread
+            # after it: what the agent does before the launch is never read as the workload's start-up (the
+            # workload's first record less ``ready``'s time, docs/method.md), which production would not pay for.
+            reader.launched_t = self.clock.now()   # no workload record is stamped before ``ready``
+            self.emitter.emit("phase", ready, t=reader.launched_t)
+            if sampler is not None:
+                sampler.start(len(sampler.live))
         except OSError as exc:
+            self.emitter.emit("phase", ready)
             self.emitter.error("workload_start_failed", "cannot start %s: %s" % (self.argv[0], exc))
             status = 127
         else:
@@ -494,7 +503,9 @@ class Agent:
         self._emit_result(reader, status, started)
         return 0
 
-    def _start_sampler(self) -> Sampler | None:
+    def _open_sampler(self) -> tuple[Sampler | None, dict[str, object]]:
+        """NVML opened (or why not, as error records), the sampler not yet started, and the ``ready`` record's
+        fields: the agent's environment."""
         try:
             count = self.source.open() if self.source is not None else None
         except Exception as exc:  # any NVML init failure means "no NVML here"; the run goes on without it
@@ -503,14 +514,14 @@ class Agent:
         driver = self.source.driver_version() if count is not None else None
         if self.source is None:
             self.emitter.error("nvml_unavailable", "no NVML module (pynvml) on this host; GPU samples are off")
-        self.emitter.emit("phase", {"name": "ready", "detail": None, "agent_version": AGENT_VERSION,
+        ready: dict[str, object] = {"name": "ready", "detail": None, "agent_version": AGENT_VERSION,
                                     "python": "%d.%d.%d" % sys.version_info[:3], "gpu_count": count,
-                                    "driver_version": driver})
+                                    "driver_version": driver}
         if count is None:
-            return None
+            return None, ready
         sampler = Sampler(self.source, self.emitter, self.clock, self.interval_s)
-        sampler.start(count)
-        return sampler
+        sampler.live = list(range(count))
+        return sampler, ready
 
     def _drain_stdout(self, pipe: Any, reader: MarkerReader) -> None:
         with pipe:   # each pipe is closed by the thread that reads it, whenever its end comes

@@ -104,7 +104,7 @@ class _Workload:
         self.env = env
         self.rng = rng
         self.state_path = env.get(hostenv.ENV_NVML_STATE)
-        self.started = _start_at_scale_one(clock, env)
+        self.started = _start_at_launch(clock, env)
 
     def marker(self, payload: dict[str, object], clock_s: float) -> None:
         payload = {**payload, "t": round(self.started + clock_s, 6)}
@@ -197,20 +197,21 @@ class _Workload:
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
-def _start_at_scale_one(clock: AgentClock, env: dict[str, str]) -> float:
-    """When the simulated work starts: the agent's launch plus this process's set-up counted at scale 1.
+def _start_at_launch(clock: AgentClock, env: dict[str, str]) -> float:
+    """When the simulated work starts: the moment the agent launched this process.
 
     Starting an interpreter takes real wall time, which a scaled clock would magnify (0.2 s is a minute at ×300)
-    by however busy the simulator's machine is; the simulated machine has no such cost in its truth. So the
-    workload counts its own set-up at wall speed, then keeps pace from there (it sleeps less at first to catch
-    up), and stamps each marker with the simulated time its work ended (the agent's ``t`` field), so a CPU-starved
-    moment on the simulator's machine delays a marker's delivery but not its time. See docs/simulator.md.
+    by however busy the simulator's machine is, and even counted at wall speed it is the simulator machine's load,
+    not the simulated host's: the truth has no workload init (the oracle's cost has none), so none is simulated.
+    The workload then keeps pace from the launch (it sleeps less at first to catch up), and stamps each marker with
+    the simulated time its work ended (the agent's ``t`` field), so a CPU-starved moment on the simulator's machine
+    delays a marker's delivery but not its time. See docs/simulator.md.
     """
     now = clock.now()
     launched = _env_float(env, ENV_LAUNCH_T)
     if launched is None or not launched <= now:
         return now
-    return launched + (now - launched) / clock.scale
+    return launched
 
 
 def predictions(input_bytes: bytes, *, wrong: bool) -> list[str]:
