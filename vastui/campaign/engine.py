@@ -522,10 +522,19 @@ class CampaignEngine:
         run = slot.run
         waiting = "waiting for the knobs' screening (it may change the profile)"
         self.ctx.phase(run, CandidatePhase.MEASURING, waiting)
+        self._pool.at_hand.add(run.cid)
+        try:
+            return await self._wait_or_help(slot, conn, variant, waiting=waiting)
+        finally:
+            self._pool.at_hand.discard(run.cid)
+
+    async def _wait_or_help(self, slot: Slot, conn: HostConnection, variant: Profile, *, waiting: str) -> bool:
+        run = slot.run
         while self.screening.is_pending and self._measures_on(slot):
             if self.screening.may_claim(run.cid, blocks=len(run.blocks), tuned=slot.tuning_started):
                 self.screening.claim(run.cid)
                 slot.screen_next = True
+                self._pool.at_hand.discard(run.cid)   # it screens: no longer at hand to help
                 await self._screen(slot, conn, variant)
                 return True
             news = self.state.news.current

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -201,15 +202,21 @@ class _PairedTrial:
         look would raise the chance of keeping a change that gains nothing."""
         tuning = self.ctx.manifest.tuning
         try:
-            await self._fill(tuning.min_pairs)
+            await self._fill(self._in_rounds(tuning.min_pairs))
             verdict = self._judged()
             if (not verdict.accepted and verdict.gain is not None and verdict.gain.point > tuning.min_gain
                     and verdict.gain.low < 0 < verdict.gain.high and room_for(tuning.min_pairs)):
-                await self._fill(2 * tuning.min_pairs)
+                await self._fill(len(self.a_values) + self._in_rounds(tuning.min_pairs))
                 verdict = self._judged()
         finally:
             self._close()
         return verdict
+
+    def _in_rounds(self, pairs: int) -> int:
+        """``pairs``, or more when the trial is pooled: whole rounds of one pair a machine at hand, since a round
+        takes as long whether every machine plays in it or some wait for the last pair."""
+        machines = 1 + (self.pool.helpers if self.pool is not None else 0)
+        return machines * math.ceil(pairs / machines)
 
     async def _fill(self, target: int) -> None:
         """Pairs until ``target`` are in (any machine's): this instance plays one whenever none is left to a helper,
@@ -348,8 +355,14 @@ class TrialPool:
         self.on_change = on_change
         self.trial: _PairedTrial | None = None
         self.out: set[str] = set()              # machines out of the screening: a baseline run failed there
+        self.at_hand: set[str] = set()          # machines waiting for the screening's verdict, so free to help
         self._times: dict[str, RunTimes] = {}   # each helper's short runs, for fitting a pair in its deadline
         self._unfit: dict[str, _PairedTrial] = {}   # the trial whose change a helper's memory did not hold
+
+    @property
+    def helpers(self) -> int:
+        """How many machines are at hand to play a trial's pairs besides the tuned one."""
+        return len(self.at_hand - self.out)
 
     def opened(self, trial: _PairedTrial) -> None:
         self.trial = trial
@@ -530,7 +543,7 @@ class TuningSearch:
         """One A/B trial of ``change`` against ``best``: its verdict, the outcome when tuning must stop, or None
         when the deadline has no room for it (noted; a cheaper trial may still fit)."""
         ctx, run, best = self.ctx, self.run, self.best
-        left, needed = self.time_left_s(), self.times.trial_estimate_s(self.pairs, best, change)
+        left, needed = self.time_left_s(), self.times.trial_estimate_s(self._own_pairs(self.pairs), best, change)
         if left <= 0 or left < needed:
             self.unfit = self.unfit or TuningStopped(TuningStop.NO_ROOM, knob=knob, value=value, left_s=left,
                                                      needed_s=needed)
@@ -540,7 +553,7 @@ class TuningSearch:
         trial = _PairedTrial(ctx, run, self.conn, best, change, self.times, pool=self.pool)
         try:
             verdict = await trial.judge(room_for=lambda more: self.time_left_s() >= self.times.trial_estimate_s(
-                more, best, change) + self._reserve_s(change))
+                self._own_pairs(more), best, change) + self._reserve_s(change))
         except DeadlineReached:
             return self._stopped(TuningStopped(TuningStop.DEADLINE, knob=knob, value=value))
         except RemoteError as exc:
@@ -567,7 +580,12 @@ class TuningSearch:
         if not self.joint_tried:
             planned.append(_on_gpus(_with_values(_with_values(current, self.hopeful), _changed(current, change)),
                                     best))
-        return sum(self.times.trial_estimate_s(self.pairs, best, v) for v in planned)
+        return sum(self.times.trial_estimate_s(self._own_pairs(self.pairs), best, v) for v in planned)
+
+    def _own_pairs(self, pairs: int) -> int:
+        """How many of a trial's ``pairs`` this instance can expect to play: all, unless the trial is pooled, then
+        its share among the machines at hand to help (``TrialPool.helpers``)."""
+        return math.ceil(pairs / (1 + (self.pool.helpers if self.pool is not None else 0)))
 
     def _finished(self, stopped: TuningStopped | None) -> TuningOutcome:
         ctx = self.ctx
