@@ -158,12 +158,14 @@ class _Player:
     change: Profile
     times: RunTimes
     played: int = 0
+    first: tuple[Arm, Arm] = (Arm.BASELINE, Arm.VARIANT)   # its first pair's order; then it alternates
     a_latencies: list[float] = field(default_factory=list)
     b_latencies: list[float] = field(default_factory=list)
 
     def next_order(self) -> tuple[Arm, Arm]:
         self.played += 1
-        return plan_ab_pairs(pairs=self.played)[-1]
+        order = plan_ab_pairs(pairs=self.played)[-1]
+        return order if self.first[0] is Arm.BASELINE else (order[1], order[0])
 
     def pair_estimate_s(self) -> float:
         return self.times.trial_estimate_s(1, self.base, self.change)
@@ -340,8 +342,16 @@ class _PairedTrial:
         return verdict
 
     async def help(self, player: _Player, *, keep_going: Callable[[], bool]) -> _PairEnd:
-        """One pair on a helper's instance (``TrialPool.help``)."""
-        self.helpers.setdefault(player.run.cid, player)
+        """One pair on a helper's instance (``TrialPool.help``). A machine new to the trial starts with the order
+        the trial has played less (its own pairs then alternate), so the pool's pairs stay about as often AB as
+        BA as well."""
+        if player.run.cid not in self.helpers:
+            self.helpers[player.run.cid] = player
+            started = [p.played for p in (self.own, *self.helpers.values())]
+            ab = sum((n + 1) // 2 if p.first[0] is Arm.BASELINE else n // 2
+                     for p, n in zip((self.own, *self.helpers.values()), started, strict=True))
+            if ab > sum(started) - ab:
+                player.first = (Arm.VARIANT, Arm.BASELINE)
         return await self._pair(player, keep_going=keep_going)
 
 
