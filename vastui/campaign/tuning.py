@@ -191,7 +191,7 @@ class _PairedTrial:
         self.correct = True
         self.helpers: dict[str, _Player] = {}
         self.pairs_on: dict[str, int] = {}           # pairs kept, by machine (candidate id)
-        self.memory_seen: list[tuple[float, bool]] = []   # a helper's GPU memory, and whether the change fitted it
+        self.unfit_on: list[float] = []   # the GPU memory of each helper whose memory did not hold the change
         self.target = 0
         self.in_flight = 0
         self.is_open = False
@@ -276,10 +276,6 @@ class _PairedTrial:
                 waits.append(done.data_wait_share)
         if not self.is_open:
             return _PairEnd.DROPPED
-        ram = player.run.candidate.offer.gpu_ram
-        if player is not self.own and ram is not None and self._grows_batch(player) and (ram, True) not in \
-                self.memory_seen:
-            self.memory_seen.append((ram, True))
         a, b = got.get(Arm.BASELINE), got.get(Arm.VARIANT)
         if a is None or b is None:
             if player is self.own and b is None:
@@ -305,7 +301,7 @@ class _PairedTrial:
         if not done.ran_to_end and self._grows_batch(player):
             ram = player.run.candidate.offer.gpu_ram
             if ram is not None:
-                self.memory_seen.append((ram, False))
+                self.unfit_on.append(ram)
             return _PairEnd.UNFIT
         if self.is_open:
             self.correct = False
@@ -315,6 +311,21 @@ class _PairedTrial:
     def _grows_batch(player: _Player) -> bool:
         base, change = player.base.batch_size, player.change.batch_size
         return base is not None and change is not None and change > base
+
+    @property
+    def memory_seen(self) -> tuple[tuple[float, bool], ...]:
+        """What the helpers' runs say of their GPUs' memory at the change's larger batch: (GPU memory in MB, held).
+        A helper held it when it kept a pair of the trial; only when its variant's steps also met the latency SLO,
+        though, since this evidence lifts its GPU class to that batch, and a batch whose steps are too slow there is
+        not one its class should be raced at. Nothing when the change keeps the batch."""
+        if not self.change.batch_size or not self.base.batch_size or self.change.batch_size <= self.base.batch_size:
+            return ()
+        ceiling = self.ctx.manifest.slo.latency
+        held = sorted({ram for cid, p in self.helpers.items()
+                       if (ram := p.run.candidate.offer.gpu_ram) is not None and self.pairs_on.get(cid, 0) > 0
+                       and (ceiling is None or latency_plausible(p.b_latencies, percentile_q=ceiling.percentile,
+                                                                 max_ms=ceiling.max_ms))})
+        return (*((ram, True) for ram in held), *((ram, False) for ram in sorted(set(self.unfit_on))))
 
     def _judged(self) -> AbVerdict:
         tuning = self.ctx.manifest.tuning
@@ -326,19 +337,17 @@ class _PairedTrial:
                           baseline_latencies_ms=tuple(own.a_latencies),
                           variant_latencies_ms=tuple(own.b_latencies))
         ceiling = self.ctx.manifest.slo.latency
-        if ceiling is None:
-            return verdict
-        # Each machine's steps against the SLO on their own (a slower GPU's steps are its own): the screened
-        # profile is raced on every machine, so a change whose steps break it on any of them is not kept.
-        for player in (own, *self.helpers.values()):
-            if not latency_plausible(player.b_latencies, percentile_q=ceiling.percentile, max_ms=ceiling.max_ms):
-                # Perhaps more units a second, but its steps (a larger batch's, say) are too slow for the SLO: not
-                # a profile production may run, alone or joined with another knob.
-                over = sum(1 for ms in player.b_latencies if ms > ceiling.max_ms)
-                where = "" if player is own else f" on {player.run.cid}"
-                return replace(verdict, accepted=False, breaks_slo=True, reason=(
-                    f"rejected: {over} of {len(player.b_latencies)} steps{where} over the latency SLO's "
-                    f"{ceiling.max_ms:g} ms (p{ceiling.percentile:g}); as to speed, {verdict.reason}"))
+        # The tuned instance's own steps against the SLO, as when it plays every pair: a helper's steps are its
+        # own GPU's (a slower one's may break the SLO where the screener's class does not); they bound only what
+        # its own class is raced at (``memory_seen``).
+        if ceiling is not None and not latency_plausible(own.b_latencies, percentile_q=ceiling.percentile,
+                                                         max_ms=ceiling.max_ms):
+            # Perhaps more units a second, but its steps (a larger batch's, say) are too slow for the SLO: not a
+            # profile production may run, alone or joined with another knob.
+            over = sum(1 for ms in own.b_latencies if ms > ceiling.max_ms)
+            return replace(verdict, accepted=False, breaks_slo=True, reason=(
+                f"rejected: {over} of {len(own.b_latencies)} steps over the latency SLO's {ceiling.max_ms:g} ms "
+                f"(p{ceiling.percentile:g}); as to speed, {verdict.reason}"))
         return verdict
 
     async def help(self, player: _Player, *, keep_going: Callable[[], bool]) -> _PairEnd:
