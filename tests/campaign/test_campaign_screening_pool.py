@@ -72,6 +72,11 @@ async def test_candidates_that_would_wait_play_the_screenings_pairs_on_their_own
         on = dict(trial.pairs_on)
         for cid in _waiting_at(events, event.at, screener=screening.screener):
             assert on.get(cid, 0) >= 1, (cid, trial.describe())
+    # one that reaches its minimum evidence while a trial wants pairs stops measuring a profile the screening may
+    # change, and plays them
+    stopped = {e.candidate for e in events if isinstance(e, CandidatePhaseChanged)
+               and "while the knobs are screened: its instance plays the screening's A/B pairs" in e.detail}
+    assert stopped and stopped <= set(played), (stopped, played)
     assert receipt.teardown_passed and left == 0
 
 

@@ -125,6 +125,7 @@ class CampaignEngine:
         self.state = RaceState(race=race, manifest=manifest, screening=self.screening)
         # the screening's trials, open to the candidates that would otherwise wait for their verdict
         self._pool = TrialPool(on_change=self.state.news.post)
+        self.screening.pool = self._pool
         self._measurer = Measurer(ctx=self.ctx, state=self.state, slots=self.slots, ledger=self.ledger)
         self._turns = asyncio.Semaphore(manifest.budget.max_instances)   # instances alive at once
         self.tuning: TuningOutcome | None = None      # the chosen candidate's tuning, else the last one's
@@ -482,7 +483,7 @@ class CampaignEngine:
             if screened:
                 await self._screen(slot, conn, variant)
             elif self.screening.is_pending and self._measures_on(slot):
-                screened = await self._await_screening(slot, conn, variant)
+                screened = await self._await_screening(slot, conn, variant)   # (True too when it played pairs)
             if not self._measures_on(slot):
                 break
             if self.screening.profile_for(run.candidate) == run.race_profile and (
@@ -518,7 +519,9 @@ class CampaignEngine:
     async def _await_screening(self, slot: Slot, conn: HostConnection, variant: Profile) -> bool:
         """Done measuring while the screening is still under way: play its current trial's pairs on this instance
         while the trial wants them (``TrialPool``), else wait for it (its verdict may change this candidate's
-        profile), or screen in its place when its screener was lost (then True)."""
+        profile), or screen in its place when its screener was lost. True when it screened or played pairs (it
+        may have stopped measuring at its minimum evidence to play them: it measures on should its profile
+        stay)."""
         run = slot.run
         waiting = "waiting for the knobs' screening (it may change the profile)"
         self.ctx.phase(run, CandidatePhase.MEASURING, waiting)
@@ -530,6 +533,7 @@ class CampaignEngine:
 
     async def _wait_or_help(self, slot: Slot, conn: HostConnection, variant: Profile, *, waiting: str) -> bool:
         run = slot.run
+        helped = False
         while self.screening.is_pending and self._measures_on(slot):
             if self.screening.may_claim(run.cid, blocks=len(run.blocks), tuned=slot.tuning_started):
                 self.screening.claim(run.cid)
@@ -539,6 +543,7 @@ class CampaignEngine:
                 return True
             news = self.state.news.current
             if await self._help_screening(slot, conn, variant):
+                helped = True
                 continue
             if run.detail != waiting:
                 self.ctx.phase(run, CandidatePhase.MEASURING, waiting)
@@ -549,7 +554,7 @@ class CampaignEngine:
             finally:
                 for wait in waits:
                     wait.cancel()
-        return False
+        return helped
 
     async def _help_screening(self, slot: Slot, conn: HostConnection, variant: Profile) -> bool:
         """One pair of the screening's current trial on this instance, when the trial wants one and the deadline

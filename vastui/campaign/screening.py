@@ -17,9 +17,9 @@ from vastui.bench.attribution import Bottleneck
 from vastui.bench.manifest import Manifest
 from vastui.bench.stats import Interval
 from vastui.bench.tuning import AbVerdict, Knob, Profile, TuningStep, plan_tuning
-from vastui.campaign.candidate import first_profile
+from vastui.campaign.candidate import CandidateRun, first_profile
 from vastui.campaign.plan import Candidate, tuning_trials
-from vastui.campaign.tuning import TuningOutcome
+from vastui.campaign.tuning import TrialPool, TuningOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +169,7 @@ class Screening:
         self.screener: str | None = None
         self.outcome: ScreeningOutcome | None = None
         self.given_up: str | None = None               # why no screening will come (its profile is the first)
+        self.pool: TrialPool | None = None             # its trials, open to the others' pairs (the engine's)
 
     @property
     def is_pending(self) -> bool:
@@ -179,6 +180,10 @@ class Screening:
         has its minimum evidence (and was not tuned: its instance's trials are spent)."""
         return (self.is_pending and self.screener in (None, cid) and not tuned
                 and blocks >= self.manifest.measure.min_blocks)
+
+    def wants_help(self, run: CandidateRun) -> bool:
+        """Whether the screening's current trial wants a pair ``run``'s instance may play (``TrialPool``)."""
+        return self.is_pending and self.pool is not None and self.pool.has_pair_for(run)
 
     def claim(self, cid: str) -> None:
         self.screener = cid
