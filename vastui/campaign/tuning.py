@@ -225,8 +225,11 @@ class _PairedTrial:
         and otherwise waits for the helpers' pairs to land (or to be dropped, when it plays them itself)."""
         self.target = target
         self._open()
+        tries = self.own.played + target   # a pair cut short is played again, a bounded number of times
         while self.correct and len(self.a_values) < target:
             if len(self.a_values) + self.in_flight < target:
+                if self.own.played >= tries:
+                    break   # judged on what it has (too few pairs: not enough evidence)
                 await self._pair(self.own, keep_going=lambda: True)
             else:
                 self.landed.clear()
