@@ -143,7 +143,8 @@ class _PairEnd(enum.StrEnum):
     DROPPED = "dropped"          # cut short (no throughput, the machine stopped, the trial was judged meanwhile)
     BROKE = "broke"              # an output failed the correctness check: the change is rejected
     UNFIT = "unfit"              # a helper's GPU did not hold the change's larger batch: about its memory, not the gain
-    BASE_FAILED = "base failed"  # a helper's baseline run failed: about that machine, which leaves the screening
+    LEFT = "left"                # a helper's run failed otherwise (its baseline, or a run that did not end): about
+                                 # that machine, which leaves the screening
 
 
 @dataclass(slots=True)
@@ -295,20 +296,21 @@ class _PairedTrial:
         """An output failed. On the tuned instance it rejects the change, as does a helper's variant that ran to
         its end with a wrong output. A helper's variant that did not run to its end at a larger batch than its
         baseline did not fit that GPU's memory: evidence about its class's batch, not the change's gain. A
-        helper's failed baseline says something about that machine only."""
+        helper's failed baseline, or a variant that did not end at the same batch, says something about that
+        machine only."""
         if player is self.own:
             self.correct = False
             return _PairEnd.BROKE
-        if arm is Arm.BASELINE:
-            return _PairEnd.BASE_FAILED
-        if not done.ran_to_end and self._grows_batch(player):
+        if arm is Arm.VARIANT and done.ran_to_end:
+            if self.is_open:
+                self.correct = False
+            return _PairEnd.BROKE
+        if arm is Arm.VARIANT and self._grows_batch(player):
             ram = player.run.candidate.offer.gpu_ram
             if ram is not None:
                 self.unfit_on.append(ram)
             return _PairEnd.UNFIT
-        if self.is_open:
-            self.correct = False
-        return _PairEnd.BROKE
+        return _PairEnd.LEFT
 
     @staticmethod
     def _grows_batch(player: _Player) -> bool:
@@ -376,7 +378,7 @@ class TrialPool:
     def __init__(self, *, on_change: Callable[[], None]) -> None:
         self.on_change = on_change
         self.trial: _PairedTrial | None = None
-        self.out: set[str] = set()              # machines out of the screening: a baseline run failed there
+        self.out: set[str] = set()              # machines out of the screening: a run of theirs failed
         self.at_hand: set[str] = set()          # machines waiting for the screening's verdict, so free to help
         self._times: dict[str, RunTimes] = {}   # each helper's short runs, for fitting a pair in its deadline
         self._unfit: dict[str, _PairedTrial] = {}   # the trial whose change a helper's memory did not hold
@@ -423,7 +425,7 @@ class TrialPool:
         except (DeadlineReached, RemoteError):
             self.out.add(run.cid)   # its half pair is dropped; the others play on
             return True
-        if end is _PairEnd.BASE_FAILED:
+        if end is _PairEnd.LEFT:
             self.out.add(run.cid)
         elif end is _PairEnd.UNFIT:
             self._unfit[run.cid] = trial
