@@ -55,7 +55,7 @@ from vastui.campaign.reserves import Reserves
 from vastui.campaign.screening import Screening, ScreeningOutcome
 from vastui.campaign.slots import Ledger, Slot
 from vastui.campaign.snapshot import CampaignStage
-from vastui.campaign.tuning import TuningOutcome, tune
+from vastui.campaign.tuning import TrialPool, TuningOutcome, tune
 from vastui.campaign.waves import WinChance, has_spoken, observations, win_chance
 from vastui.clock import Clock
 from vastui.errors import ApiError, AuthError, RemoteError, StoreError, VastuiError
@@ -124,6 +124,9 @@ class CampaignEngine:
             for c in plan.candidates:
                 race.hold(c.candidate_id)
         self.state = RaceState(race=race, manifest=manifest, screening=self.screening)
+        # the screening's trials, open to the candidates that would otherwise wait for their verdict
+        self._pool = TrialPool(on_change=self.state.news.post)
+        self.screening.pool = self._pool
         self._measurer = Measurer(ctx=self.ctx, state=self.state, slots=self.slots, ledger=self.ledger)
         self._turns = asyncio.Semaphore(manifest.budget.max_instances)   # instances alive at once
         self.tuning: TuningOutcome | None = None      # the chosen candidate's tuning, else the last one's
@@ -498,7 +501,7 @@ class CampaignEngine:
             if screened:
                 await self._screen(slot, conn, variant)
             elif self.screening.is_pending and self._measures_on(slot):
-                screened = await self._await_screening(slot, conn, variant)
+                screened = await self._await_screening(slot, conn, variant)   # (True too when it played pairs)
             if not self._measures_on(slot):
                 break
             if self.screening.profile_for(run.candidate) == run.race_profile and (
@@ -532,17 +535,36 @@ class CampaignEngine:
         run.race_profile = variant
 
     async def _await_screening(self, slot: Slot, conn: HostConnection, variant: Profile) -> bool:
-        """Done measuring while the screening is still under way: wait for it (its verdict may change this
-        candidate's profile), or screen in its place when its screener was lost (then True)."""
+        """Done measuring while the screening is still under way: play its current trial's pairs on this instance
+        while the trial wants them (``TrialPool``), else wait for it (its verdict may change this candidate's
+        profile), or screen in its place when its screener was lost. True when it screened or played pairs (it
+        may have stopped measuring at its minimum evidence to play them: it measures on should its profile
+        stay)."""
         run = slot.run
-        self.ctx.phase(run, CandidatePhase.MEASURING, "waiting for the knobs' screening (it may change the profile)")
+        waiting = "waiting for the knobs' screening (it may change the profile)"
+        self.ctx.phase(run, CandidatePhase.MEASURING, waiting)
+        self._pool.at_hand.add(run.cid)
+        try:
+            return await self._wait_or_help(slot, conn, variant, waiting=waiting)
+        finally:
+            self._pool.at_hand.discard(run.cid)
+
+    async def _wait_or_help(self, slot: Slot, conn: HostConnection, variant: Profile, *, waiting: str) -> bool:
+        run = slot.run
+        helped = False
         while self.screening.is_pending and self._measures_on(slot):
             if self.screening.may_claim(run.cid, blocks=len(run.blocks), tuned=slot.tuning_started):
                 self.screening.claim(run.cid)
                 slot.screen_next = True
+                self._pool.at_hand.discard(run.cid)   # it screens: no longer at hand to help
                 await self._screen(slot, conn, variant)
                 return True
             news = self.state.news.current
+            if await self._help_screening(slot, conn, variant):
+                helped = True
+                continue
+            if run.detail != waiting:
+                self.ctx.phase(run, CandidatePhase.MEASURING, waiting)
             waits = [asyncio.ensure_future(news.wait()),
                      asyncio.ensure_future(self.clock.sleep(run.work_time_left_s(self.clock.now())))]
             try:
@@ -550,20 +572,39 @@ class CampaignEngine:
             finally:
                 for wait in waits:
                     wait.cancel()
-        return False
+        return helped
+
+    async def _help_screening(self, slot: Slot, conn: HostConnection, variant: Profile) -> bool:
+        """One pair of the screening's current trial on this instance, when the trial wants one and the deadline
+        leaves room for it and for measuring again at the screened profile; False when it played none."""
+        run = slot.run
+        if not self._pool.has_pair_for(run):
+            return False
+        helping = f"playing A/B pairs of {self._pool.describe()}"
+        if run.detail != helping:
+            self.ctx.phase(run, CandidatePhase.MEASURING, helping)
+        again_s = self._measure_again_s(run)
+        return await self._pool.help(self.ctx, run, conn, gpu_count=variant.gpu_count,
+                                     time_left_s=lambda: run.work_time_left_s(self.clock.now()) - again_s,
+                                     keep_going=lambda: self._measures_on(slot))
+
+    def _measure_again_s(self, run: CandidateRun) -> float:
+        """What measuring ``run`` again at a new profile takes: the winner's minimum blocks and a warm-up a run."""
+        blocks_s = sum(b.end_t - b.start_t for b in run.blocks) / max(1, len(run.blocks))
+        return (self.manifest.measure.winner_min_blocks * blocks_s
+                + max(1, self.manifest.measure.min_runs) * (run.warmup_s or 0.0))
 
     async def _screen(self, slot: Slot, conn: HostConnection, start: Profile) -> None:
-        """The knobs' A/B trials (``tune``) on the screener's instance, leaving time to measure it again at the
-        profile they keep; every candidate is raced at that profile from now on (``Screening.profile_for``)."""
+        """The knobs' A/B trials (``tune``) on the screener's instance, each open to the pairs of the candidates
+        that would otherwise wait for it (``TrialPool``), leaving time to measure it again at the profile they
+        keep; every candidate is raced at that profile from now on (``Screening.profile_for``)."""
         run = slot.run
         attribution = attribution_of(run, units=self.manifest.production_units)
         bottleneck = attribution.bottleneck if attribution is not None else Bottleneck.UNDETERMINED
         self.ctx.phase(run, CandidatePhase.TUNING, f"screening the knobs; bottleneck {bottleneck}")
-        blocks_s = sum(b.end_t - b.start_t for b in run.blocks) / max(1, len(run.blocks))
-        again_s = (self.manifest.measure.winner_min_blocks * blocks_s
-                   + max(1, self.manifest.measure.min_runs) * (run.warmup_s or 0.0))
+        again_s = self._measure_again_s(run)
         outcome = await tune(self.ctx, run, conn, start=start, bottleneck=bottleneck,
-                             time_left_s=lambda: run.work_time_left_s(self.clock.now()) - again_s)
+                             time_left_s=lambda: run.work_time_left_s(self.clock.now()) - again_s, pool=self._pool)
         slot.screen_next = False
         slot.tuning_started = True   # its trials are spent: a tuning at the end would repeat them
         self.screening.finish(ScreeningOutcome(screener=run.cid, gpu_ram_mb=run.candidate.offer.gpu_ram,

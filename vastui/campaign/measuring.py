@@ -50,6 +50,7 @@ class MeasuringEnded(enum.StrEnum):
     MAX_BLOCKS = "max blocks"             # it reached the manifest's most blocks
     TO_TUNING = "to tuning"               # it leads with enough evidence: its instance goes to tuning
     TO_SCREENING = "to screening"         # the first with its minimum evidence: its instance screens the knobs
+    TO_HELP_SCREENING = "to help the screening"   # its minimum evidence while the screening's trial wants pairs
     PROFILE_CHANGED = "profile changed"   # the screening says it is raced at another profile: measured again there
     ELIMINATED = "eliminated"             # the race dropped it
     RACE_DECIDED = "race decided"
@@ -79,6 +80,9 @@ class MeasuringStop:
                 return f"leading with {self.blocks} blocks: its instance goes to tuning"
             case MeasuringEnded.TO_SCREENING:
                 return f"first with its minimum evidence ({self.blocks} blocks): its instance screens the knobs"
+            case MeasuringEnded.TO_HELP_SCREENING:
+                return (f"its minimum evidence ({self.blocks} blocks) while the knobs are screened: its instance "
+                        f"plays the screening's A/B pairs")
             case MeasuringEnded.PROFILE_CHANGED:
                 return "the screening changed its race profile: measured again at it"
             case MeasuringEnded.RACE_DECIDED:
@@ -186,6 +190,11 @@ class RaceState:
             screening.claim(slot.cid)
             slot.screen_next = True
             return MeasuringStop(MeasuringEnded.TO_SCREENING, blocks=len(run.blocks))
+        if (run.passed_gate is not False and len(run.blocks) >= self.rule_of(slot.cid).min_blocks
+                and screening.wants_help(run)):
+            # more blocks at a profile the screening may change would likely leave the race: its trial's pairs
+            # are worth more now (campaign/tuning.py, TrialPool)
+            return MeasuringStop(MeasuringEnded.TO_HELP_SCREENING, blocks=len(run.blocks))
         if not self.is_settled(slot) and not screening.is_pending:
             return MeasuringStop(MeasuringEnded.PROFILE_CHANGED)
         return None

@@ -17,9 +17,9 @@ from vastui.bench.attribution import Bottleneck
 from vastui.bench.manifest import Manifest
 from vastui.bench.stats import Interval
 from vastui.bench.tuning import AbVerdict, Knob, Profile, TuningStep, plan_tuning
-from vastui.campaign.candidate import first_profile
+from vastui.campaign.candidate import CandidateRun, first_profile
 from vastui.campaign.plan import Candidate, tuning_trials
-from vastui.campaign.tuning import TuningOutcome
+from vastui.campaign.tuning import TrialPool, TuningOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,15 +60,17 @@ class ScreenedKnob:
     kept: bool
     gain: Interval | None
     reason: str
+    where: str = ""   # on which machines its pairs ran, when more than the screener's (TuningTrial.where)
 
     def describe(self) -> str:
         """A kept change with its gain; one not kept with why, in the trial's own words (a clear gain is not kept
-        when it is below the minimum or its steps break the latency SLO, and those words say so)."""
+        when it is below the minimum or its steps break the latency SLO, and those words say so); and on which
+        machines its pairs ran, when others than the screener's played some."""
         if not self.kept:
-            return f"{self.knob} {self.baseline} -> {self.value}: not kept ({self.reason})"
+            return f"{self.knob} {self.baseline} -> {self.value}: not kept ({self.reason}{self.where})"
         gain = ("no gain measured" if self.gain is None
                 else f"gain {self.gain.point:+.1%} [{self.gain.low:+.1%}, {self.gain.high:+.1%}]")
-        return f"{self.knob} {self.baseline} -> {self.value}: kept ({gain})"
+        return f"{self.knob} {self.baseline} -> {self.value}: kept ({gain}{self.where})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,20 +88,36 @@ class ScreeningOutcome:
 
     @property
     def knobs(self) -> tuple[ScreenedKnob, ...]:
-        return tuple(ScreenedKnob(t.knob, t.baseline, t.value, t.verdict.accepted, t.verdict.gain, t.verdict.reason)
-                     for t in self.tuning.trials)
+        return tuple(ScreenedKnob(t.knob, t.baseline, t.value, t.verdict.accepted, t.verdict.gain, t.verdict.reason,
+                                  t.where()) for t in self.tuning.trials)
+
+    @property
+    def pairs_on(self) -> dict[str, int]:
+        """The trials' pairs by the machine that played them (the screener's alone when no other helped)."""
+        played: dict[str, int] = {}
+        for trial in self.tuning.trials:
+            for cid, pairs in trial.pairs_on or ((self.screener, trial.verdict.pairs),):
+                played[cid] = played.get(cid, 0) + pairs
+        return played
 
     def batches_seen(self) -> list[BatchSeen]:
-        """The batch sizes the screener ran, each with whether it fitted: the start and the kept profile did, and
-        every trial's change did unless its output failed."""
-        ram = self.gpu_ram_mb or 0.0
-        seen = [BatchSeen(p.batch_size, p.precision, ram, True) for p in (self.start, self.profile)
-                if p.batch_size is not None]
+        """The batch sizes run, each with whether it fitted: on the screener, the start and the kept profile did,
+        and every trial's change did unless its output failed; on a machine that played a trial's pairs, a larger
+        batch fitted when its runs ended, and did not when they stopped short (out of memory)."""
+        seen = []
+        if self.gpu_ram_mb is not None:
+            ram = self.gpu_ram_mb
+            seen += [BatchSeen(p.batch_size, p.precision, ram, True) for p in (self.start, self.profile)
+                     if p.batch_size is not None]
         for trial in self.tuning.trials:
             change = trial.change
-            if change is not None and change.batch_size is not None:
-                seen.append(BatchSeen(change.batch_size, change.precision, ram, not trial.verdict.output_failed))
-        return seen if self.gpu_ram_mb is not None else []
+            if change is None or change.batch_size is None:
+                continue
+            if self.gpu_ram_mb is not None:
+                seen.append(BatchSeen(change.batch_size, change.precision, self.gpu_ram_mb,
+                                      not trial.verdict.output_failed))
+            seen += [BatchSeen(change.batch_size, change.precision, ram, fitted) for ram, fitted in trial.memory_seen]
+        return seen
 
     def settles(self, knob: Knob, value: int | str, *, raced: Profile, gpu_ram_mb: float | None,
                 min_gain: float) -> bool:
@@ -151,6 +169,7 @@ class Screening:
         self.screener: str | None = None
         self.outcome: ScreeningOutcome | None = None
         self.given_up: str | None = None               # why no screening will come (its profile is the first)
+        self.pool: TrialPool | None = None             # its trials, open to the others' pairs (the engine's)
 
     @property
     def is_pending(self) -> bool:
@@ -161,6 +180,10 @@ class Screening:
         has its minimum evidence (and was not tuned: its instance's trials are spent)."""
         return (self.is_pending and self.screener in (None, cid) and not tuned
                 and blocks >= self.manifest.measure.min_blocks)
+
+    def wants_help(self, run: CandidateRun) -> bool:
+        """Whether the screening's current trial wants a pair ``run``'s instance may play (``TrialPool``)."""
+        return self.is_pending and self.pool is not None and self.pool.has_pair_for(run)
 
     def claim(self, cid: str) -> None:
         self.screener = cid

@@ -130,6 +130,9 @@ def _notes(outcome: CampaignOutcome) -> tuple[str, ...]:
         notes += [f"screening on {screening.screener}: {knob.describe()}" for knob in screening.knobs]
         notes.append(f"screened profile: {screening.profile.describe()} (raced at it by every candidate measured "
                      f"after the screening, its batch bounded by each GPU's memory; see 'Raced at')")
+        played = screening.pairs_on
+        if played:
+            notes.append("screening's A/B pairs ran on " + ", ".join(f"{cid} ({n})" for cid, n in played.items()))
         if screening.tuning.stopped_early:
             notes.append(f"screening stopped early: {screening.tuning.stopped_early}")
     if outcome.tuning is not None and outcome.tuning.screened_by is not None:

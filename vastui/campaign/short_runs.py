@@ -39,6 +39,7 @@ class ShortRun:
     work_s: float
     latencies_ms: tuple[float, ...] = ()
     data_wait_share: float | None = None   # of the timed steps' time, spent waiting for input
+    ran_to_end: bool = True   # the workload exited cleanly (a wrong output did; running out of memory did not)
 
 
 async def short_run(ctx: CandidateContext, run: CandidateRun, conn: HostConnection, variant: Profile) -> ShortRun:
@@ -68,7 +69,8 @@ async def short_run(ctx: CandidateContext, run: CandidateRun, conn: HostConnecti
     timed = _after_skip(marks, skip=skip)
     step_s = sum(ms for mark in timed for ms in mark.latency_ms) / 1000.0
     return ShortRun(timed_throughput(marks, skip=skip), passed, max(0.0, work_s), timed_latencies(marks, skip=skip),
-                    data_wait_share=min(1.0, sum(m.data_wait_s for m in timed) / step_s) if step_s > 0 else None)
+                    data_wait_share=min(1.0, sum(m.data_wait_s for m in timed) / step_s) if step_s > 0 else None,
+                    ran_to_end=result is not None and result.exit_status == 0)
 
 
 def _after_skip(marks: list[Progress], *, skip: int) -> list[Progress]:

@@ -7,7 +7,9 @@ interval excludes zero, exceeds the minimum gain and the output still passes the
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -18,7 +20,7 @@ from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, TuningStep, judge
 from vastui.campaign.candidate import CandidateContext, CandidateRun
 from vastui.campaign.live import band
 from vastui.campaign.ports import HostConnection
-from vastui.campaign.short_runs import DeadlineReached, RunTimes, run_prior_s, short_run
+from vastui.campaign.short_runs import DeadlineReached, RunTimes, ShortRun, run_prior_s, short_run
 from vastui.errors import RemoteError
 from vastui.events import Notice
 from vastui.events_live import TuningFinished, TuningTrialJudged, TuningTrialStarted
@@ -35,10 +37,20 @@ class TuningTrial:
     value: str
     verdict: AbVerdict
     change: Profile | None = None   # the profile the variant ran (its batch size fitted, or its output failed)
+    # a pooled trial (a screening's, ``TrialPool``): the pairs each machine played (candidate id, pairs), and
+    # each helper's GPU memory (MB) with whether the change's larger batch fitted it
+    pairs_on: tuple[tuple[str, int], ...] = ()
+    memory_seen: tuple[tuple[float, bool], ...] = ()
 
     def describe(self) -> str:
         state = "accepted" if self.verdict.accepted else "rejected"
-        return f"{self.knob} {self.baseline} -> {self.value}: {state} ({self.verdict.reason})"
+        return f"{self.knob} {self.baseline} -> {self.value}: {state} ({self.verdict.reason}){self.where()}"
+
+    def where(self) -> str:
+        """On which machines the pairs ran, when more than one played them (empty otherwise)."""
+        if len(self.pairs_on) < 2:
+            return ""
+        return "; pairs on " + ", ".join(f"{cid} ({n})" for cid, n in self.pairs_on)
 
 
 class TuningStop(enum.StrEnum):
@@ -124,10 +136,21 @@ def _on_gpus(profile: Profile, fallback: Profile) -> Profile:
     return replace(profile, gpu_count=profile.gpu_count or fallback.gpu_count)
 
 
+class _PairEnd(enum.StrEnum):
+    """How one machine's pair of a trial ended."""
+
+    KEPT = "kept"                # both arms ran and passed: the pair counts
+    DROPPED = "dropped"          # cut short (no throughput, the machine stopped, the trial was judged meanwhile)
+    BROKE = "broke"              # an output failed the correctness check: the change is rejected
+    UNFIT = "unfit"              # a helper's GPU did not hold the change's larger batch: about its memory, not the gain
+    LEFT = "left"                # a helper's run failed otherwise (its baseline, or a run that did not end): about
+                                 # that machine, which leaves the screening
+
+
 @dataclass(slots=True)
-class _PairedTrial:
-    """One A/B trial's runs on the leader's instance: interleaved pairs of ``base`` and ``change``, and what they
-    gave so far (throughputs, latencies, the variant's input waits, whether every output was correct)."""
+class _Player:
+    """One machine's part in a trial: its instance, the trial's two profiles on its own GPU count, its run times
+    and its runs' latencies. Each machine keeps its own ABBA order, so a drift on its host hits both arms alike."""
 
     ctx: CandidateContext
     run: CandidateRun
@@ -135,12 +158,45 @@ class _PairedTrial:
     base: Profile
     change: Profile
     times: RunTimes
-    a_values: list[float] = field(default_factory=list)
-    b_values: list[float] = field(default_factory=list)
+    played: int = 0
+    first: tuple[Arm, Arm] = (Arm.BASELINE, Arm.VARIANT)   # its first pair's order; then it alternates
     a_latencies: list[float] = field(default_factory=list)
     b_latencies: list[float] = field(default_factory=list)
-    b_waits: list[float] = field(default_factory=list)
-    correct: bool = True
+
+    def next_order(self) -> tuple[Arm, Arm]:
+        self.played += 1
+        order = plan_ab_pairs(pairs=self.played)[-1]
+        return order if self.first[0] is Arm.BASELINE else (order[1], order[0])
+
+    def pair_estimate_s(self) -> float:
+        return self.times.trial_estimate_s(1, self.base, self.change)
+
+
+class _PairedTrial:
+    """One A/B trial of ``change`` against ``base``: interleaved pairs on the tuned instance and, when the trial is
+    pooled (a screening's, ``TrialPool``), on the instances of the candidates that would otherwise wait for its
+    verdict. Each pair's gain is a ratio within one machine, so a machine's speed cancels and the pairs pool; the
+    spread of the gain between machines is part of the interval, as it should be when the verdict speaks for every
+    machine. What the pairs gave so far: throughputs, the variant's input waits, whether every output was
+    correct."""
+
+    def __init__(self, ctx: CandidateContext, run: CandidateRun, conn: HostConnection, base: Profile,
+                 change: Profile, times: RunTimes, *, pool: TrialPool | None = None) -> None:
+        self.ctx = ctx
+        self.base, self.change = base, change
+        self.own = _Player(ctx, run, conn, base, change, times)
+        self.pool = pool
+        self.a_values: list[float] = []
+        self.b_values: list[float] = []
+        self.b_waits: list[float] = []
+        self.correct = True
+        self.helpers: dict[str, _Player] = {}
+        self.pairs_on: dict[str, int] = {}           # pairs kept, by machine (candidate id)
+        self.unfit_on: list[float] = []   # the GPU memory of each helper whose memory did not hold the change
+        self.target = 0
+        self.in_flight = 0
+        self.is_open = False
+        self.landed = asyncio.Event()
 
     async def judge(self, *, room_for: Callable[[int], bool]) -> AbVerdict:
         """``min_pairs`` interleaved pairs, judged; when that leaves a promising change undecided (its point gain
@@ -148,66 +204,243 @@ class _PairedTrial:
         allows as many again, those too, judged once more over all of them. Two looks, not one per pair: each extra
         look would raise the chance of keeping a change that gains nothing."""
         tuning = self.ctx.manifest.tuning
-        order = plan_ab_pairs(pairs=2 * tuning.min_pairs)
-        await self._play(order[:tuning.min_pairs])
-        verdict = self._judged()
-        if (not verdict.accepted and verdict.gain is not None and verdict.gain.point > tuning.min_gain
-                and verdict.gain.low < 0 < verdict.gain.high and room_for(tuning.min_pairs)):
-            await self._play(order[tuning.min_pairs:])
+        try:
+            await self._fill(self._in_rounds(tuning.min_pairs))
             verdict = self._judged()
+            if (not verdict.accepted and verdict.gain is not None and verdict.gain.point > tuning.min_gain
+                    and verdict.gain.low < 0 < verdict.gain.high and room_for(tuning.min_pairs)):
+                await self._fill(len(self.a_values) + self._in_rounds(tuning.min_pairs))
+                verdict = self._judged()
+        finally:
+            self._close()
         return verdict
 
-    async def _play(self, pairs: Sequence[tuple[Arm, Arm]]) -> None:
-        for pair in pairs:
-            got: dict[Arm, float | None] = {}
-            for arm in pair:
-                started = self.ctx.clock.now()
-                variant = self.base if arm is Arm.BASELINE else self.change
-                done = await short_run(self.ctx, self.run, self.conn, variant)
-                self.times.add(variant, self.ctx.clock.now() - started, done.work_s)
-                self.correct = self.correct and done.passed
-                got[arm] = done.units_per_s
-                (self.b_latencies if arm is Arm.VARIANT else self.a_latencies).extend(done.latencies_ms)
-                if arm is Arm.VARIANT:
-                    self.b_waits.extend([] if done.data_wait_share is None else [done.data_wait_share])
-                    if not done.passed:
-                        break   # the change broke the output (or did not fit in memory): no pair can redeem it
-            if Arm.VARIANT in got and not self.correct:
-                return
-            a, b = got.get(Arm.BASELINE), got.get(Arm.VARIANT)
-            if a is None or b is None:
-                self.correct = self.correct and b is not None
-                continue
-            self.a_values.append(a)
-            self.b_values.append(b)
+    def _in_rounds(self, pairs: int) -> int:
+        """``pairs``, or more when the trial is pooled: whole rounds of one pair a machine at hand, since a round
+        takes as long whether every machine plays in it or some wait for the last pair."""
+        machines = 1 + (self.pool.helpers if self.pool is not None else 0)
+        return machines * math.ceil(pairs / machines)
+
+    async def _fill(self, target: int) -> None:
+        """Pairs until ``target`` are in (any machine's): this instance plays one whenever none is left to a helper,
+        and otherwise waits for the helpers' pairs to land (or to be dropped, when it plays them itself)."""
+        self.target = target
+        self._open()
+        tries = self.own.played + target   # a pair cut short is played again, a bounded number of times
+        while self.correct and len(self.a_values) < target:
+            if len(self.a_values) + self.in_flight < target:
+                if self.own.played >= tries:
+                    break   # judged on what it has (too few pairs: not enough evidence)
+                await self._pair(self.own, keep_going=lambda: True)
+            else:
+                self.landed.clear()
+                await self.landed.wait()
+
+    def _open(self) -> None:
+        self.is_open = True
+        if self.pool is not None:
+            self.pool.opened(self)
+
+    def _close(self) -> None:
+        self.is_open = False
+        if self.pool is not None:
+            self.pool.closed(self)
+
+    @property
+    def wants_pair(self) -> bool:
+        """Open, not failed, and a pair not yet played or claimed."""
+        return self.is_open and self.correct and len(self.a_values) + self.in_flight < self.target
+
+    async def _pair(self, player: _Player, *, keep_going: Callable[[], bool]) -> _PairEnd:
+        self.in_flight += 1
+        try:
+            return await self._play_pair(player, keep_going)
+        finally:
+            self.in_flight -= 1
+            self.landed.set()
+
+    async def _play_pair(self, player: _Player, keep_going: Callable[[], bool]) -> _PairEnd:
+        """One pair on ``player``'s instance, in its ABBA order. A helper that may not go on (eliminated, out of
+        time) between its arms drops its half pair; a pair that lands after the verdict is dropped too."""
+        ctx = self.ctx
+        got: dict[Arm, float | None] = {}
+        waits: list[float] = []
+        for arm in player.next_order():
+            if not keep_going():
+                return _PairEnd.DROPPED
+            variant = player.base if arm is Arm.BASELINE else player.change
+            started = ctx.clock.now()
+            done = await short_run(ctx, player.run, player.conn, variant)
+            player.times.add(variant, ctx.clock.now() - started, done.work_s)
+            (player.b_latencies if arm is Arm.VARIANT else player.a_latencies).extend(done.latencies_ms)
+            if not done.passed:
+                return self._failed(player, arm, done)
+            got[arm] = done.units_per_s
+            if arm is Arm.VARIANT and done.data_wait_share is not None:
+                waits.append(done.data_wait_share)
+        if not self.is_open:
+            return _PairEnd.DROPPED
+        a, b = got.get(Arm.BASELINE), got.get(Arm.VARIANT)
+        if a is None or b is None:
+            if player is self.own and b is None:
+                self.correct = False   # the variant's run came up short on the tuned instance: not trusted
+                return _PairEnd.BROKE
+            return _PairEnd.DROPPED
+        self.a_values.append(a)
+        self.b_values.append(b)
+        self.b_waits.extend(waits)
+        self.pairs_on[player.run.cid] = self.pairs_on.get(player.run.cid, 0) + 1
+        return _PairEnd.KEPT
+
+    def _failed(self, player: _Player, arm: Arm, done: ShortRun) -> _PairEnd:
+        """An output failed. On the tuned instance it rejects the change, as does a helper's variant that ran to
+        its end with a wrong output. A helper's variant that did not run to its end at a larger batch than its
+        baseline did not fit that GPU's memory: evidence about its class's batch, not the change's gain. A
+        helper's failed baseline, or a variant that did not end at the same batch, says something about that
+        machine only."""
+        if player is self.own:
+            self.correct = False
+            return _PairEnd.BROKE
+        if arm is Arm.VARIANT and done.ran_to_end:
+            if self.is_open:
+                self.correct = False
+            return _PairEnd.BROKE
+        if arm is Arm.VARIANT and self._grows_batch(player):
+            ram = player.run.candidate.offer.gpu_ram
+            if ram is not None:
+                self.unfit_on.append(ram)
+            return _PairEnd.UNFIT
+        return _PairEnd.LEFT
+
+    @staticmethod
+    def _grows_batch(player: _Player) -> bool:
+        base, change = player.base.batch_size, player.change.batch_size
+        return base is not None and change is not None and change > base
+
+    @property
+    def memory_seen(self) -> tuple[tuple[float, bool], ...]:
+        """What the helpers' runs say of their GPUs' memory at the change's larger batch: (GPU memory in MB, held).
+        A helper held it when it kept a pair of the trial; only when its variant's steps also met the latency SLO,
+        though, since this evidence lifts its GPU class to that batch, and a batch whose steps are too slow there is
+        not one its class should be raced at. Nothing when the change keeps the batch."""
+        if not self.change.batch_size or not self.base.batch_size or self.change.batch_size <= self.base.batch_size:
+            return ()
+        ceiling = self.ctx.manifest.slo.latency
+        held = sorted({ram for cid, p in self.helpers.items()
+                       if (ram := p.run.candidate.offer.gpu_ram) is not None and self.pairs_on.get(cid, 0) > 0
+                       and (ceiling is None or latency_plausible(p.b_latencies, percentile_q=ceiling.percentile,
+                                                                 max_ms=ceiling.max_ms))})
+        return (*((ram, True) for ram in held), *((ram, False) for ram in sorted(set(self.unfit_on))))
 
     def _judged(self) -> AbVerdict:
         tuning = self.ctx.manifest.tuning
+        own = self.own
         verdict = replace(judge_ab(baseline_units_per_s=self.a_values, variant_units_per_s=self.b_values,
                                    correctness_ok=self.correct, min_gain=tuning.min_gain,
-                                   min_pairs=tuning.min_pairs, seed=self.run.cid),
+                                   min_pairs=tuning.min_pairs, seed=own.run.cid),
                           variant_data_wait=statistics.median(self.b_waits) if self.b_waits else None,
-                          baseline_latencies_ms=tuple(self.a_latencies),
-                          variant_latencies_ms=tuple(self.b_latencies))
+                          baseline_latencies_ms=tuple(own.a_latencies),
+                          variant_latencies_ms=tuple(own.b_latencies))
         ceiling = self.ctx.manifest.slo.latency
-        if ceiling is not None and not latency_plausible(self.b_latencies, percentile_q=ceiling.percentile,
+        # The tuned instance's own steps against the SLO, as when it plays every pair: a helper's steps are its
+        # own GPU's (a slower one's may break the SLO where the screener's class does not); they bound only what
+        # its own class is raced at (``memory_seen``).
+        if ceiling is not None and not latency_plausible(own.b_latencies, percentile_q=ceiling.percentile,
                                                          max_ms=ceiling.max_ms):
             # Perhaps more units a second, but its steps (a larger batch's, say) are too slow for the SLO: not a
             # profile production may run, alone or joined with another knob.
-            over = sum(1 for ms in self.b_latencies if ms > ceiling.max_ms)
+            over = sum(1 for ms in own.b_latencies if ms > ceiling.max_ms)
             return replace(verdict, accepted=False, breaks_slo=True, reason=(
-                f"rejected: {over} of {len(self.b_latencies)} steps over the latency SLO's {ceiling.max_ms:g} ms "
+                f"rejected: {over} of {len(own.b_latencies)} steps over the latency SLO's {ceiling.max_ms:g} ms "
                 f"(p{ceiling.percentile:g}); as to speed, {verdict.reason}"))
         return verdict
+
+    async def help(self, player: _Player, *, keep_going: Callable[[], bool]) -> _PairEnd:
+        """One pair on a helper's instance (``TrialPool.help``). A machine new to the trial starts with the order
+        the trial has played less (its own pairs then alternate), so the pool's pairs stay about as often AB as
+        BA as well."""
+        if player.run.cid not in self.helpers:
+            self.helpers[player.run.cid] = player
+            started = [p.played for p in (self.own, *self.helpers.values())]
+            ab = sum((n + 1) // 2 if p.first[0] is Arm.BASELINE else n // 2
+                     for p, n in zip((self.own, *self.helpers.values()), started, strict=True))
+            if ab > sum(started) - ab:
+                player.first = (Arm.VARIANT, Arm.BASELINE)
+        return await self._pair(player, keep_going=keep_going)
+
+
+class TrialPool:
+    """A screening's current trial, open to the candidates that would otherwise wait for its verdict: each plays
+    the trial's pairs (the same change, on its own instance, at its own GPU count), so a trial needs its pairs in
+    all rather than on one machine, and ends about as many times sooner as machines help. ``on_change`` is told
+    when a trial opens (the helpers wake)."""
+
+    def __init__(self, *, on_change: Callable[[], None]) -> None:
+        self.on_change = on_change
+        self.trial: _PairedTrial | None = None
+        self.out: set[str] = set()              # machines out of the screening: a run of theirs failed
+        self.at_hand: set[str] = set()          # machines waiting for the screening's verdict, so free to help
+        self._times: dict[str, RunTimes] = {}   # each helper's short runs, for fitting a pair in its deadline
+        self._unfit: dict[str, _PairedTrial] = {}   # the trial whose change a helper's memory did not hold
+
+    @property
+    def helpers(self) -> int:
+        """How many machines are at hand to play a trial's pairs besides the tuned one."""
+        return len(self.at_hand - self.out)
+
+    def opened(self, trial: _PairedTrial) -> None:
+        self.trial = trial
+        self.on_change()
+
+    def closed(self, trial: _PairedTrial) -> None:
+        if self.trial is trial:
+            self.trial = None
+
+    def describe(self) -> str:
+        """The current trial for people: whose screening, and the change its pairs try."""
+        trial = self.trial
+        return "" if trial is None else f"the screening on {trial.own.run.cid}: {trial.change.describe()}"
+
+    def has_pair_for(self, run: CandidateRun) -> bool:
+        """Whether the current trial wants a pair that ``run``'s instance may play: a change that keeps the GPU
+        count (a GPU-count trial is about the screener's GPUs), and neither this machine nor its memory ruled out."""
+        trial = self.trial
+        return (trial is not None and trial.wants_pair and run.cid != trial.own.run.cid and run.cid not in self.out
+                and self._unfit.get(run.cid) is not trial and trial.change.gpu_count == trial.base.gpu_count)
+
+    async def help(self, ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *, gpu_count: int | None,
+                   time_left_s: Callable[[], float], keep_going: Callable[[], bool]) -> bool:
+        """Play one pair of the current trial on ``run``'s instance when it wants one and the instance has the
+        time for it; False when it played none (nothing wanted, or no time)."""
+        trial = self.trial
+        if trial is None or not self.has_pair_for(run):
+            return False
+        player = trial.helpers.get(run.cid) or _Player(
+            ctx, run, conn, replace(trial.base, gpu_count=gpu_count), replace(trial.change, gpu_count=gpu_count),
+            self._times.setdefault(run.cid, RunTimes(prior_s=run_prior_s(run))))
+        if time_left_s() < player.pair_estimate_s():
+            return False
+        try:
+            end = await trial.help(player, keep_going=keep_going)
+        except (DeadlineReached, RemoteError):
+            self.out.add(run.cid)   # its half pair is dropped; the others play on
+            return True
+        if end is _PairEnd.LEFT:
+            self.out.add(run.cid)
+        elif end is _PairEnd.UNFIT:
+            self._unfit[run.cid] = trial
+        return True
 
 
 async def tune(ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *, start: Profile,
                bottleneck: Bottleneck, time_left_s: Callable[[], float],
-               steps: Sequence[TuningStep] | None = None, screened_by: str | None = None) -> TuningOutcome:
+               steps: Sequence[TuningStep] | None = None, screened_by: str | None = None,
+               pool: TrialPool | None = None) -> TuningOutcome:
     """Tune ``run``'s instance from ``start`` (``TuningSearch``): every allowed knob, or only ``steps`` (what
-    the screening on ``screened_by`` left to confirm)."""
+    the screening on ``screened_by`` left to confirm); each trial open to ``pool``'s helpers when given (a
+    screening)."""
     search = TuningSearch(ctx, run, conn, start=start, bottleneck=bottleneck, time_left_s=time_left_s, steps=steps,
-                          screened_by=screened_by)
+                          screened_by=screened_by, pool=pool)
     return await search.tune()
 
 
@@ -218,9 +451,11 @@ class TuningSearch:
 
     def __init__(self, ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *, start: Profile,
                  bottleneck: Bottleneck, time_left_s: Callable[[], float],
-                 steps: Sequence[TuningStep] | None = None, screened_by: str | None = None) -> None:
+                 steps: Sequence[TuningStep] | None = None, screened_by: str | None = None,
+                 pool: TrialPool | None = None) -> None:
         self.ctx, self.run, self.conn = ctx, run, conn
         self.screened_by = screened_by
+        self.pool = pool
         self.time_left_s = time_left_s
         self.best = start
         self.trials: list[TuningTrial] = []
@@ -332,23 +567,24 @@ class TuningSearch:
         """One A/B trial of ``change`` against ``best``: its verdict, the outcome when tuning must stop, or None
         when the deadline has no room for it (noted; a cheaper trial may still fit)."""
         ctx, run, best = self.ctx, self.run, self.best
-        left, needed = self.time_left_s(), self.times.trial_estimate_s(self.pairs, best, change)
+        left, needed = self.time_left_s(), self.times.trial_estimate_s(self._own_pairs(self.pairs), best, change)
         if left <= 0 or left < needed:
             self.unfit = self.unfit or TuningStopped(TuningStop.NO_ROOM, knob=knob, value=value, left_s=left,
                                                      needed_s=needed)
             return None
         ctx.bus.publish(TuningTrialStarted(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
                                            knob=knob, baseline=was, value=value))
-        trial = _PairedTrial(ctx, run, self.conn, best, change, self.times)
+        trial = _PairedTrial(ctx, run, self.conn, best, change, self.times, pool=self.pool)
         try:
             verdict = await trial.judge(room_for=lambda more: self.time_left_s() >= self.times.trial_estimate_s(
-                more, best, change) + self._reserve_s(change))
+                self._own_pairs(more), best, change) + self._reserve_s(change))
         except DeadlineReached:
             return self._stopped(TuningStopped(TuningStop.DEADLINE, knob=knob, value=value))
         except RemoteError as exc:
             return self._stopped(TuningStopped(TuningStop.REMOTE_ERROR, knob=knob, value=value, error=str(exc)),
                                  level="warning")
-        self.trials.append(TuningTrial(knob, was, value, verdict, change))
+        self.trials.append(TuningTrial(knob, was, value, verdict, change, pairs_on=tuple(trial.pairs_on.items()),
+                                       memory_seen=tuple(trial.memory_seen)))
         ctx.bus.publish(TuningTrialJudged(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
                                           knob=knob, baseline=was, value=value, accepted=verdict.accepted,
                                           gain=band(verdict.gain), pairs=verdict.pairs, reason=verdict.reason))
@@ -368,7 +604,12 @@ class TuningSearch:
         if not self.joint_tried:
             planned.append(_on_gpus(_with_values(_with_values(current, self.hopeful), _changed(current, change)),
                                     best))
-        return sum(self.times.trial_estimate_s(self.pairs, best, v) for v in planned)
+        return sum(self.times.trial_estimate_s(self._own_pairs(self.pairs), best, v) for v in planned)
+
+    def _own_pairs(self, pairs: int) -> int:
+        """How many of a trial's ``pairs`` this instance can expect to play: all, unless the trial is pooled, then
+        its share among the machines at hand to help (``TrialPool.helpers``)."""
+        return math.ceil(pairs / (1 + (self.pool.helpers if self.pool is not None else 0)))
 
     def _finished(self, stopped: TuningStopped | None) -> TuningOutcome:
         ctx = self.ctx

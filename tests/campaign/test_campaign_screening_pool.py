@@ -1,0 +1,121 @@
+"""Pooled screening trials: a candidate that would wait for the knobs' screening plays the current trial's A/B
+pairs on its own instance, and the trial's verdict pools every machine's pairs (campaign/tuning.py, TrialPool)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.campaign.campaign_support import fast_manifest
+from vastui.bench.manifest import load_manifest
+from vastui.bench.stats import Interval
+from vastui.bench.tuning import AbVerdict, Knob, Profile
+from vastui.campaign.plan import build_plan
+from vastui.campaign.screening import BatchSeen, Screening, ScreeningOutcome
+from vastui.campaign.tuning import TuningOutcome, TuningTrial
+from vastui.events import CandidatePhaseChanged, Event
+from vastui.events_live import TuningTrialStarted
+from vastui.sim.demo import open_demo
+from vastui.sim.offers import offer_row
+from vastui.sim.realism import Realism
+from vastui.sim.world import generate_world
+from vastui.vast.models import Offer
+
+SEED = 86   # four candidates; the first wave rents more than one, so others reach their minimum evidence in time
+WAITING = "waiting for the knobs' screening"
+NOW = 1_800_000_000.0
+
+
+def _manifest(directory: Path) -> Path:
+    """The fast manifest with two knobs to screen (fp32 -> bf16, 4 -> 8 loaders): at least two trials, each
+    fitting any GPU's memory (the batch stays 64), and two hours an instance so no deadline cuts a helper short."""
+    path = fast_manifest(directory, tune_precision=True, max_lifetime_s=7200)
+    text, count = re.subn(r"(?m)^loaders = \[4\]$", "loaders = [4, 8]", path.read_text(encoding="utf-8"))
+    assert count == 1
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.slow
+async def test_candidates_that_would_wait_play_the_screenings_pairs_on_their_own_instances(tmp_path: Path) -> None:
+    events: list[Event] = []
+    async with open_demo(seed=SEED, time_scale=60.0, data_dir=tmp_path / "data",
+                         manifest_path=_manifest(tmp_path / "m"), realism=Realism.kind()) as demo:
+        stop = demo.services.bus.listen(events.append)
+        try:
+            result = await demo.start(plan_approved=True).result()
+        finally:
+            stop()
+        left = await demo.instances_left()
+    outcome, receipt = result.outcome, result.receipt
+    screening = outcome.screening
+    assert screening is not None, "the knobs were never screened"
+    trials = screening.tuning.trials
+    assert len(trials) >= 2, [t.describe() for t in trials]
+    # every trial's verdict counts the pairs of every machine that played them, and no more
+    for trial in trials:
+        assert sum(n for _cid, n in trial.pairs_on) == trial.verdict.pairs, trial.describe()
+    played = screening.pairs_on
+    assert len(played) >= 2 and screening.screener in played, played
+    assert any(len(t.pairs_on) >= 2 for t in trials), [t.describe() for t in trials]
+    assert any(note.startswith("screening's A/B pairs ran on ") and screening.screener in note
+               for note in receipt.notes), receipt.notes
+    assert any("; pairs on " in note for note in receipt.notes if note.startswith("screening on ")), receipt.notes
+    # a candidate already waiting for the screening when a trial opened plays some of that trial's pairs: none
+    # sits idle through a trial (the GPU count is not screened here, and every batch fits)
+    started = [e for e in events if isinstance(e, TuningTrialStarted) and e.candidate == screening.screener]
+    assert len(started) == len(trials)
+    for event, trial in zip(started, trials, strict=True):
+        on = dict(trial.pairs_on)
+        for cid in _waiting_at(events, event.at, screener=screening.screener):
+            assert on.get(cid, 0) >= 1, (cid, trial.describe())
+    # one that reaches its minimum evidence while a trial wants pairs stops measuring a profile the screening may
+    # change, and plays them
+    stopped = {e.candidate for e in events if isinstance(e, CandidatePhaseChanged)
+               and "while the knobs are screened: its instance plays the screening's A/B pairs" in e.detail}
+    assert stopped and stopped <= set(played), (stopped, played)
+    assert receipt.teardown_passed and left == 0
+
+
+def _waiting_at(events: list[Event], at: float, *, screener: str) -> set[str]:
+    """The candidates whose last phase before ``at`` was waiting for the screening (or playing its pairs)."""
+    last: dict[str, str] = {}
+    for event in events:
+        if isinstance(event, CandidatePhaseChanged) and event.at <= at and event.candidate != screener:
+            last[event.candidate] = event.detail
+    return {cid for cid, detail in last.items() if detail.startswith((WAITING, "playing A/B pairs of the screening"))}
+
+
+def test_a_helpers_out_of_memory_holds_its_gpu_class_to_a_smaller_batch_and_a_fit_lifts_it(tmp_path: Path) -> None:
+    """A helper's variant that stopped short at a larger batch is evidence about its GPU's memory (the trial's
+    verdict is not failed by it); one that ran to its end is evidence the batch fits there."""
+    manifest = load_manifest(fast_manifest(tmp_path / "m", tune_precision=True))
+    manifest = replace(manifest, tuning=replace(manifest.tuning, batch_sizes=(64, 256)))
+    start = Profile(batch_size=64, precision="fp32", loaders=4, gpu_count=1)
+    big = start.with_value(Knob.BATCH_SIZE, 256)
+    gain = Interval(point=0.1, low=0.05, high=0.15, confidence=0.95, n=6)
+    kept = TuningTrial("batch_size", "64", "256", AbVerdict(True, gain, 6, "kept"), big,
+                       pairs_on=(("s", 2), ("h16", 2), ("h20", 2)), memory_seen=((16_000.0, False), (20_000.0, True)))
+    screening = Screening(manifest)
+    screening.finish(ScreeningOutcome(screener="s", gpu_ram_mb=24_000.0, start=start,
+                                      tuning=TuningOutcome((kept,), big)))
+    seen = screening.outcome.batches_seen() if screening.outcome is not None else []
+    assert BatchSeen(256, "fp32", 16_000.0, False) in seen and BatchSeen(256, "fp32", 20_000.0, True) in seen
+    world = generate_world(7, n_machines=80, now=NOW)
+    offers = [Offer.from_api(offer_row(m, now=NOW, rented=False), where="row") for m in world.machines]
+    plan = build_plan(campaign_id="cpool", manifest=manifest, offers=offers, knowledge=(), bad_hosts=())
+    candidate = next(c for c in plan.candidates if c.gpu_count == 1)
+
+    def batch_on(gpu_ram_mb: float) -> int | None:
+        return screening.profile_for(replace(candidate, offer=replace(candidate.offer, gpu_ram=gpu_ram_mb))).batch_size
+
+    assert batch_on(16_000.0) == 64     # did not fit a helper with this much memory
+    assert batch_on(20_000.0) == 256    # fitted a helper with this much (less than the screener's 24 GB)
+    assert batch_on(18_000.0) == 64     # known neither way: the first profile's
+    assert screening.outcome is not None
+    assert screening.outcome.pairs_on == {"s": 2, "h16": 2, "h20": 2}
+    (knob,) = screening.outcome.knobs
+    assert knob.describe() == "batch_size 64 -> 256: kept (gain +10.0% [+5.0%, +15.0%]; pairs on s (2), h16 (2), h20 (2))"
