@@ -275,17 +275,24 @@ def _confirm(screening: Screening, candidate: Candidate, *, raced: Profile | Non
     return None if steps is None else [(str(s.knob), s.values) for s in steps]
 
 
-def test_a_leader_raced_at_its_class_screened_profile_confirms_only_what_the_screening_left_open(
-        tmp_path: Path) -> None:
-    """Kept changes and clear verdicts are settled; a gain whose interval straddles zero while reaching past the
-    minimum, and a batch the screener held that this GPU is not known to hold, are tried on the leader."""
+def _bf16_then_batch_256_then_loaders(tmp_path: Path, *, loaders_gain: tuple[float, float, float],
+                                      ) -> tuple[list[TuningTrial], Profile]:
+    """A screening's trials: bf16 kept, then batch 256 kept, then 8 loaders with ``loaders_gain``; and the profile
+    the first two reach."""
     manifest, candidates = _candidates(tmp_path)
     start = first_profile(candidates[0], manifest)
     bf16 = start.with_value(Knob.PRECISION, "bf16")
     big = bf16.with_value(Knob.BATCH_SIZE, 256)
-    trials = [_trial(Knob.PRECISION, start, "bf16", gain=(0.5, 0.3, 0.6), accepted=True),
-              _trial(Knob.BATCH_SIZE, bf16, 256, gain=(0.1, 0.05, 0.15), accepted=True),
-              _trial(Knob.LOADERS, big, 8, gain=(0.02, -0.06, 0.12))]
+    return [_trial(Knob.PRECISION, start, "bf16", gain=(0.5, 0.3, 0.6), accepted=True),
+            _trial(Knob.BATCH_SIZE, bf16, 256, gain=(0.1, 0.05, 0.15), accepted=True),
+            _trial(Knob.LOADERS, big, 8, gain=loaders_gain)], big
+
+
+def test_a_leader_raced_at_its_class_screened_profile_confirms_only_what_the_screening_left_open(
+        tmp_path: Path) -> None:
+    """Kept changes and clear verdicts are settled; a gain whose interval straddles zero while reaching past the
+    minimum, and a batch the screener held that this GPU is not known to hold, are tried on the leader."""
+    trials, big = _bf16_then_batch_256_then_loaders(tmp_path, loaders_gain=(0.02, -0.06, 0.12))
     screening, leader, start = _screened(tmp_path, trials)
     assert screening.profile_for(_with_ram(leader, 48_000.0)) == big.with_value(Knob.GPU_COUNT, leader.gpu_count)
     # as much memory or more: the batch and precision are settled; the loaders' gain may be real: confirmed
@@ -300,13 +307,8 @@ def test_a_leader_raced_at_its_class_screened_profile_confirms_only_what_the_scr
 
 
 def test_a_screening_that_judged_every_knob_clearly_leaves_nothing_to_confirm(tmp_path: Path) -> None:
-    manifest, candidates = _candidates(tmp_path)
-    start = first_profile(candidates[0], manifest)
-    bf16 = start.with_value(Knob.PRECISION, "bf16")
-    big = bf16.with_value(Knob.BATCH_SIZE, 256)
-    trials = [_trial(Knob.PRECISION, start, "bf16", gain=(0.5, 0.3, 0.6), accepted=True),
-              _trial(Knob.BATCH_SIZE, bf16, 256, gain=(0.1, 0.05, 0.15), accepted=True),
-              _trial(Knob.LOADERS, big, 8, gain=(0.0, -0.03, 0.015))]     # cannot reach the 2 % minimum
+    # the loaders' gain cannot reach the 2 % minimum
+    trials, _big = _bf16_then_batch_256_then_loaders(tmp_path, loaders_gain=(0.0, -0.03, 0.015))
     screening, leader, _start = _screened(tmp_path, trials)
     assert _confirm(screening, _with_ram(leader, 24_000.0)) == []
     # the screening stopped before the loaders: never tried, so confirmed on the leader
