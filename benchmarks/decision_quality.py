@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import math
 import re
 import shutil
@@ -350,10 +351,11 @@ class EverythingModel:
     session's start and the canary, ``min_runs`` runs and ``max_blocks`` blocks; a faulty host only until its fault
     shows (a wrong output at the canary, a stuck one at the readiness deadline, a dying one when it dies). Then it
     tunes one machine, its choice, one knob at a time: each other value of each knob a paired trial of
-    2 x ``min_pairs`` blocks, each block its own run. What a step of the protocol takes beyond its blocks (the SSH
-    start, the canary, a run's start and warm-up and the console's work around it) is the median vastui measured
-    for that step on the same market: the same steps of the same tool, counted as often as this protocol takes
-    them; the wait for a destroy's answer is left out, so the model errs cheap and vastui's share of it errs high."""
+    2 x ``min_pairs`` blocks, each block its own short run (a run's start without its warm-up). What a step of the protocol takes beyond its blocks (the SSH
+    start, the canary, a run's start and warm-up and the console's work around it: the time between one run's last
+    block and the next run's first) is the median vastui measured for that step on the same market: the same steps
+    of the same tool, counted as often as this protocol takes them; the wait for a destroy's answer is left out, so
+    the model errs cheap and vastui's share of it errs high."""
 
     usd: float
     decision_s: float
@@ -369,10 +371,22 @@ def _everything_model(outcome: object, manifest: Manifest, market: Market, chose
 
     ssh = median_of([s for (cid, phase), s in phases.items() if phase == "ssh"])
     canary = median_of([s for (cid, phase), s in phases.items() if phase == "canary"])
-    # a run's cost beyond its blocks, from candidates measured plainly: neither screened on, restarted nor tuned
-    per_run = median_of([(phases[(r.cid, "measuring")] - sum(b.block.duration_s for b in r.blocks)) / r.measured_runs
-                         for r in runs if (r.cid, "measuring") in phases and r.measured_runs > 0
-                         and r.cid != screener and not r.earlier_blocks and not tuning_s.get(r.cid)])
+    # a run's cost beyond its blocks (its start, its warm-up, the console's work around it): the time between one
+    # run's last block and the next run's first, from candidates that did nothing else between their runs (not
+    # the screener, nor a machine that played the screening's pairs, nor a tuned one); every candidate's if none
+    busy = {screener, *tuning_s} | {cid for trial in (outcome.screening.tuning.trials  # type: ignore[attr-defined]
+                                                    if outcome.screening is not None else ())  # type: ignore[attr-defined]
+                                    for cid, _pairs in trial.pairs_on}
+    gaps: dict[bool, list[float]] = {True: [], False: []}
+    for r in runs:
+        blocks = sorted(r.blocks, key=lambda b: b.start_t)
+        for before, after in itertools.pairwise(blocks):
+            if after.block.run != before.block.run:
+                gaps[r.cid not in busy].append(after.start_t - before.end_t)
+    per_run = median_of(gaps[True] or gaps[False])
+    # a tuning trial's short run: the same start, its warm-up left out (it skips its first steps instead of waiting
+    # for them to settle; leaving all of it out errs cheap)
+    per_short_run = max(0.0, per_run - median_of([r.warmup_s for r in runs if r.warmup_s is not None]))
     m, t = manifest.measure, manifest.tuning
     usd, free_at = 0.0, [0.0] * manifest.budget.max_instances
     for run in runs:
@@ -388,7 +402,7 @@ def _everything_model(outcome: object, manifest: Manifest, market: Market, chose
             life = min(life, loading + truth.fault_after_s)
         if offer.id == chosen.id:   # and it tunes its choice
             trials = sum(max(0, len(values) - 1) for values in (t.batch_sizes, t.precisions, t.loaders))
-            life += trials * 2 * t.min_pairs * (m.block_s + per_run)
+            life += trials * 2 * t.min_pairs * (m.block_s + per_short_run)
         rates = rates_of(offer, disk_gib=DISK_GIB)
         cached = truth.image_cached and is_popular(manifest.workload.image)
         download = 0.0 if cached else image_size_mb(manifest.workload.image) / 1000.0 * rates.inet_down_usd_per_gb
