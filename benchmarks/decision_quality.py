@@ -484,7 +484,7 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
         out.spent_on = _spent_on(outcome, manifest, tuning_s)
         out.passed_over = len(outcome.passed_over)
         out.race_end = outcome.race_end
-        out.stop_missed = _stop_missed(outcome, receipt.decision.chosen, market, manifest, costs)
+        out.stop_missed = _stop_missed(outcome, receipt.decision.chosen, market, manifest)
         # Passed-over offers against the truth at the profile the race would have measured them at (the screened
         # one per GPU class when a screening ran: the chances were stated after it), and the choice as raced.
         race_variant = _race_variant_of(manifest, outcome)
@@ -620,21 +620,23 @@ def _finite(values: Iterable[float]) -> list[float]:
     return [v for v in values if math.isfinite(v)]
 
 
-def _stop_missed(outcome: object, chosen_cid: str | None, market: Market, manifest: Manifest,
-                 costs: dict[int, float]) -> bool:
+def _stop_missed(outcome: object, chosen_cid: str | None, market: Market, manifest: Manifest) -> bool:
     """The indifference stop's promise broken: the race ended within the margin, yet the chosen machine was in truth
-    more than 3 % dearer (at the race's profile) than a rival it measured (docs/method.md, Stopping)."""
+    more than 3 % dearer than a rival it measured, each at the profile it was raced at (the screened one, when a
+    screening ran), a rival that misses the SLO there being no better choice (docs/method.md, Stopping)."""
     if outcome.race_end is not RaceEnd.WITHIN_MARGIN:  # type: ignore[attr-defined]
         return False
     runs = outcome.runs  # type: ignore[attr-defined]
 
-    def true_of(run: object) -> float:
+    def true_of(run: object, *, apply_slo: bool) -> float:
         offer = run.candidate.offer  # type: ignore[attr-defined]
-        return costs.get(offer.id) or true_cost(market, offer, manifest)
+        first = _variant(manifest, offer.num_gpus)
+        raced = _as_variant(run.race_profile, first, offer.num_gpus)  # type: ignore[attr-defined]
+        return true_cost(market, offer, manifest, apply_slo=apply_slo, variant=raced)
 
     chosen = next((r for r in runs if r.cid == chosen_cid), None)
-    rivals = [true_of(r) for r in runs if r.blocks and r.cid != chosen_cid]
-    return chosen is not None and bool(rivals) and true_of(chosen) > 1.03 * min(rivals)
+    rivals = [true_of(r, apply_slo=True) for r in runs if r.blocks and r.cid != chosen_cid]
+    return chosen is not None and bool(rivals) and true_of(chosen, apply_slo=False) > 1.03 * min(rivals)
 
 
 def _stop_lines(results: list[MarketResult]) -> list[str]:
