@@ -183,6 +183,7 @@ class CampaignEngine:
                                                            at=self.clock.now()), "record the teardown phase")
             self._stage(CampaignStage.TEARDOWN, self.aborted or "")
             report = await self.teardown_all(reason="campaign finished")
+            await self._close_cut_runs()
             for run in self.runs:
                 if run.ended_at is None and run.instance_id in report.destroy_sent_at:
                     run.ended_at = report.destroy_sent_at[run.instance_id]
@@ -245,6 +246,18 @@ class CampaignEngine:
             await write
         except StoreError as exc:
             self._paperwork_refused(exc, what)
+
+    async def _close_cut_runs(self) -> None:
+        """A task cancelled between opening its stored run and noting the run's id (an abort, a halt) left that run
+        open: no run outlives its campaign, so whatever is still open was cut short."""
+        store = self.ctx.store
+        why = self._stopped_by or (self.halted.describe() if self.halted is not None else "the campaign ended")
+        try:
+            for stored in await store.open_runs(campaign_id=self.plan.campaign_id):
+                await store.finish_run(run_id=stored.run_id, status=RunStatus.INTERRUPTED, at=self.clock.now(),
+                                       error=f"cut short: {why}")
+        except StoreError as exc:
+            self._paperwork_refused(exc, "close the runs the campaign's end cut short")
 
     def _paperwork_refused(self, exc: StoreError, what: str) -> None:
         self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="error",
