@@ -125,10 +125,16 @@ async def test_vastui_sim_command_serves_rents_with_ssh_hosts_and_stops_on_sigte
         assert row["actual_status"] == "running", row["status_msg"]
         # a real SSH server answers on the endpoint the row gives: the proxy's (`ssh_host`, `ssh_port`), as a
         # rental that did not ask for direct ports is reached (docs/api-notes.md §3.12); strings may be padded
-        reader, writer = await asyncio.open_connection(row["ssh_host"].strip(), int(row["ssh_port"]))
-        async with asyncio.timeout(10):
-            banner = await reader.readline()
-        writer.close()
+        # sshd may come up a little after the row says running, closing connections before the banner until then
+        # (Realism.sshd_late): a client tries again, as this one does
+        async with asyncio.timeout(30):
+            while True:
+                reader, writer = await asyncio.open_connection(row["ssh_host"].strip(), int(row["ssh_port"]))
+                banner = await reader.readline()
+                writer.close()
+                if banner:
+                    break
+                await asyncio.sleep(0.05)
         assert banner.startswith(b"SSH-2.0-")
     finally:
         err = await _stop(proc)
