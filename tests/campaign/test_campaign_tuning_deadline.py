@@ -20,8 +20,10 @@ from tests.campaign.campaign_support import fast_manifest
 from tests.fakes import FakeClock
 from vastui.bench.attribution import Bottleneck
 from vastui.bench.manifest import Manifest, load_manifest
+from vastui.bench.stats import Block
 from vastui.bench.tuning import Knob, Profile, TuningStep
 from vastui.campaign.candidate import CandidateContext, CandidateRun
+from vastui.campaign.measure import MeasuredBlock
 from vastui.campaign.plan import (
     DESTROY_MARGIN_S,
     TUNING_RUN_OVERHEAD_PRIOR_S,
@@ -32,7 +34,7 @@ from vastui.campaign.plan import (
     tuning_allowance_s,
 )
 from vastui.campaign.short_runs import skip_steps, timed_throughput
-from vastui.campaign.tuning import TuningStop, tune, value_order
+from vastui.campaign.tuning import TuningStop, input_gain_bound, tune, value_order
 from vastui.events import EventBus, Notice
 from vastui.remote.protocol import Progress, Result
 from vastui.sim.offers import offer_row
@@ -562,8 +564,9 @@ async def test_the_time_kept_for_later_trials_is_priced_at_what_each_would_run(t
     manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
     manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",), batch_sizes=(64, 256),
                                                 loaders=(4, 8)))
+    # (its steps wait for input 4 % of their time, so more loaders may gain up to 4.2 % and are tried)
     host = ScriptedHost(clock, step_s={256: 4 * STEP_S}, speed={256: 4.0}, batch_gains={256: NOISY_BF16},
-                        step_ms={256: STEP_S * 1000})   # four times the items a step; latency is not the point here
+                        step_ms={256: STEP_S * 1000}, profile_wait=lambda *_: 0.04)
     run = _leader(manifest, clock, work_left_s=1000.0 + 3400.0, canary_s=40.0)
     outcome = await _tune(manifest, clock, host, run)
     judged = [(t.knob, t.value, t.verdict.pairs, t.verdict.accepted) for t in outcome.trials]
@@ -615,3 +618,54 @@ async def test_a_confirmation_tries_only_what_the_screening_left_open(tmp_path: 
                          steps=(TuningStep(Knob.LOADERS, (4,)),), screened_by="c9")
     assert [(t.knob, t.baseline, t.value, t.verdict.accepted) for t in outcome.trials] == [("loaders", "1", "4", True)]
     assert outcome.profile == replace(screened, loaders=4) and outcome.screened_by == "c9"
+
+
+def _raced_blocks(run: CandidateRun, *, waits: Sequence[float]) -> CandidateRun:
+    """``run`` with race blocks at the start profile whose steps waited ``waits`` of their time for input."""
+    run.blocks = [MeasuredBlock(block=Block(units=640, duration_s=10.0, steps=10), start_t=0.0, end_t=10.0,
+                                data_wait_share=w, gpu_util_pct=None, mem_used_mib=None, mem_total_mib=None,
+                                pcie_rx_gbps=None, throttled_share=None) for w in waits]
+    return run
+
+
+def test_more_loaders_gain_at_most_the_time_steps_wait_for_input() -> None:
+    assert input_gain_bound(0.0) == 0.0
+    assert input_gain_bound(0.2) == pytest.approx(0.25)    # a step of 1 s waiting 0.2 s: 0.8 s at best, +25 %
+    assert input_gain_bound(0.0196) < 0.02 < input_gain_bound(0.0197)
+    assert input_gain_bound(1.0) == float("inf") and input_gain_bound(-0.1) == 0.0
+
+
+async def test_more_loaders_are_not_tried_where_the_steps_never_wait_for_input(tmp_path: Path) -> None:
+    """The race's blocks at the start profile waited 1 % for input (the median block): more loaders can gain at
+    most 1 %, below the 2 % a change must gain, so no pair is spent on them; the receipt's line says why. Blocks
+    that waited 10 %: tried (and here kept, the scripted host being input-bound below 8 loaders)."""
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",), loaders=(4, 8)))
+    fed = ScriptedHost(clock, input_bound_below=8)
+    quiet = _raced_blocks(_leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0), waits=(0.0, 0.01, 0.01))
+    outcome = await _tune(manifest, clock, fed, quiet)
+    assert outcome.trials == () and fed.started == 0
+    [line] = outcome.not_tried
+    assert line.startswith("loaders 4 -> 8: not tried") and "1.0%" in line and "< 2%" in line, line
+    waiting = _raced_blocks(_leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0), waits=(0.1, 0.1))
+    tried = await _tune(manifest, clock, ScriptedHost(clock, input_bound_below=8), waiting)
+    assert [(t.knob, t.value, t.verdict.accepted) for t in tried.trials] == [("loaders", "8", True)]
+    assert tried.not_tried == ()
+
+
+async def test_the_wait_that_bounds_the_loaders_is_the_kept_profiles(tmp_path: Path) -> None:
+    """The race's blocks never waited, but bf16 (kept, +50 %) makes the steps wait 20 % for input: the loaders
+    are judged at bf16's wait, so they are tried; with bf16's steps not waiting either, they are not."""
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, loaders=(4, 8)))
+
+    def speed(_batch: int, precision: str, loaders: int) -> float:
+        return 1.5 if precision == "bf16" else 1.0
+
+    for bf16_wait, tried in ((0.2, ["precision", "loaders"]), (0.0, ["precision"])):
+        host = ScriptedHost(clock, profile_speed=speed,
+                            profile_wait=lambda _b, p, _n, w=bf16_wait: w if p == "bf16" else 0.0)
+        run = _raced_blocks(_leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0), waits=(0.0, 0.0))
+        outcome = await _tune(manifest, clock, host, run)
+        assert [t.knob for t in outcome.trials] == tried, (bf16_wait, [t.describe() for t in outcome.trials])
+        assert outcome.profile.precision == "bf16" and len(outcome.not_tried) == (bf16_wait == 0.0)

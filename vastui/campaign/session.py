@@ -128,6 +128,7 @@ def _notes(outcome: CampaignOutcome) -> tuple[str, ...]:
     if outcome.screening is not None:
         screening = outcome.screening
         notes += [f"screening on {screening.screener}: {knob.describe()}" for knob in screening.knobs]
+        notes += [f"screening on {screening.screener}: {line}" for line in screening.tuning.not_tried]
         notes.append(f"screened profile: {screening.profile.describe()} (raced at it by every candidate measured "
                      f"after the screening, its batch bounded by each GPU's memory; see 'Raced at')")
         played = screening.pairs_on
@@ -144,6 +145,7 @@ def _notes(outcome: CampaignOutcome) -> tuple[str, ...]:
                                               "screened one (the costs above are for it)"))
     if outcome.tuning is not None:
         notes += [f"tuning: {trial.describe()}" for trial in outcome.tuning.trials]
+        notes += [f"tuning: {line}" for line in outcome.tuning.not_tried]
         if outcome.tuning.trials or outcome.tuning.screened_by is None:
             notes.append(f"tuned profile of the leader: {outcome.tuning.profile.describe()} "
                          f"(costs above are for the profile measured in the race)")

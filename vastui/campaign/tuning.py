@@ -91,6 +91,8 @@ class TuningOutcome:
     # the candidate whose screening settled the knobs this tuning did not try (campaign/screening.py): the
     # trials here only confirm what it could not settle for this GPU class; None: tuned from scratch
     screened_by: str | None = None
+    # changes left untried because their gain is bounded below the minimum (``input_gain_bound``), for people
+    not_tried: tuple[str, ...] = ()
 
     @property
     def stopped_early(self) -> str | None:
@@ -125,6 +127,15 @@ def value_order(knob: Knob, values: Sequence[int | str], current: int | str | No
     numbers = [v for v in values if isinstance(v, int)]
     return [*sorted((v for v in numbers if v > current), reverse=True),
             *sorted((v for v in numbers if v < current), reverse=True)]
+
+
+def input_gain_bound(wait_share: float) -> float:
+    """The most any widening of the input path (more loaders) can gain when a step waits for input
+    ``wait_share`` of its time: the wait gone entirely, a step takes ``1 - wait_share`` of its time, so throughput
+    rises by at most ``wait_share / (1 - wait_share)``. Loaders feed the GPU; a GPU that never waits for them runs
+    no faster with more (docs/method.md, "Tune one variable at a time")."""
+    share = min(max(wait_share, 0.0), 1.0)
+    return math.inf if share >= 1.0 else share / (1.0 - share)
 
 
 def _above(value: int | str, current: int | str | None) -> bool:
@@ -469,6 +480,13 @@ class TuningSearch:
         self.retried: set[Knob] = set()      # an accepted input-path change (once each)
         self.hopeful: dict[Knob, int | str] = {}   # unproven gains: knob -> the value that may have gained
         self.too_big: list[int] = []   # batch sizes whose output failed (out of memory?): again once precision changes
+        # the share of step time ``best``'s steps waited for input (the median run or block), as measured: the
+        # race's blocks at the start profile, then the kept change's variant runs (every machine's, when pooled);
+        # None when not known (nothing is then left untried). A pooled verdict judges the median pair's gain, and
+        # each machine's gain is bounded by its own wait, so the median wait bounds the median gain.
+        self.wait: float | None = (statistics.median(b.data_wait_share for b in run.blocks)
+                                   if run.blocks and run.race_profile in (None, start) else None)
+        self.not_tried: list[str] = []
 
     async def tune(self) -> TuningOutcome:
         while True:
@@ -495,6 +513,7 @@ class TuningSearch:
             return got
         if got is not None and got.accepted:
             self.best = change
+            self.wait = got.variant_data_wait
             for knob in joint:
                 self.hopeful.pop(knob, None)
             if Knob.PRECISION in joint and self.too_big:
@@ -511,6 +530,8 @@ class TuningSearch:
                 continue
             if step.knob is Knob.BATCH_SIZE and value in self.too_big:
                 continue   # its output failed (out of memory?) at this precision: it would again
+            if step.knob is Knob.LOADERS and _above(value, was) and self._input_bounded(str(was), str(value)):
+                continue
             change = _on_gpus(self.best.with_value(step.knob, value), self.best)
             got = await self._trial(str(step.knob), str(self.best.value(step.knob)), str(value), change)
             if got is None:
@@ -519,7 +540,7 @@ class TuningSearch:
                 return got
             verdict = got
             if verdict.accepted:
-                self._keep(step.knob, change)
+                self._keep(step.knob, change, verdict)
                 if step.knob is Knob.BATCH_SIZE:
                     break   # the largest batch that clearly helps (larger ones were tried first)
                 continue
@@ -551,9 +572,21 @@ class TuningSearch:
                 self.waited.append(step)
         return None
 
-    def _keep(self, knob: Knob, change: Profile) -> None:
+    def _input_bounded(self, was: str, value: str) -> bool:
+        """Whether more loaders (``was`` -> ``value``) cannot gain the minimum at ``best``: its steps' measured wait
+        for input bounds what any input path can gain (``input_gain_bound``). Noted for the receipt when so."""
+        wait, min_gain = self.wait, self.ctx.manifest.tuning.min_gain
+        if wait is None or input_gain_bound(wait) >= min_gain:
+            return False
+        self.not_tried.append(f"{Knob.LOADERS} {was} -> {value}: not tried; the steps at "
+                              f"{self.best.describe()} waited for input {wait:.1%} of their time (median), so more "
+                              f"loaders can gain at most {input_gain_bound(wait):.1%} (< {min_gain:.0%})")
+        return True
+
+    def _keep(self, knob: Knob, change: Profile, verdict: AbVerdict) -> None:
         """``change`` clearly helped: it is the profile from now on, and what waited for it is planned again."""
         self.best = change
+        self.wait = verdict.variant_data_wait
         self.hopeful.pop(knob, None)
         if knob is Knob.LOADERS and self.waited:
             self.steps[:0] = self.waited   # with the input path widened, a compute knob may now pay: again, first
@@ -613,7 +646,8 @@ class TuningSearch:
 
     def _finished(self, stopped: TuningStopped | None) -> TuningOutcome:
         ctx = self.ctx
-        outcome = TuningOutcome(tuple(self.trials), self.best, stopped, screened_by=self.screened_by)
+        outcome = TuningOutcome(tuple(self.trials), self.best, stopped, screened_by=self.screened_by,
+                                not_tried=tuple(self.not_tried))
         ctx.bus.publish(TuningFinished(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=self.run.cid,
                                        profile=self.best.describe(), trials=len(self.trials),
                                        stopped_early=outcome.stopped_early))
