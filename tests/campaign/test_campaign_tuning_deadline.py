@@ -7,6 +7,7 @@ candidate from a seeded world, and the manifest is the example workload's.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -34,7 +35,7 @@ from vastui.campaign.plan import (
     tuning_allowance_s,
 )
 from vastui.campaign.short_runs import skip_steps, timed_throughput
-from vastui.campaign.tuning import TuningStop, input_gain_bound, tune, value_order
+from vastui.campaign.tuning import TrialPool, TuningStop, input_gain_bound, tune, value_order
 from vastui.events import EventBus, Notice
 from vastui.remote.protocol import Progress, Result
 from vastui.sim.offers import offer_row
@@ -43,6 +44,8 @@ from vastui.vast.models import Offer
 
 NOW = 1_800_000_000.0
 STEP_S = 2.0          # simulated seconds per workload step on the fake host
+DIGEST = "ab" * 32    # the output every run writes, unless told to go wrong (checked only where a test expects it)
+WRONG_DIGEST = "cd" * 32
 MARK_EVERY = 10       # steps per progress record
 
 
@@ -68,6 +71,8 @@ class ScriptedHost:
     # when given, the share of a profile's step time spent waiting for input (none when not)
     profile_wait: Callable[[int, str, int], float] | None = None
     step_s: dict[int, float] = field(default_factory=dict)   # batch size -> simulated seconds a step (STEP_S if not)
+    wrong_output: frozenset[str] = frozenset()              # precisions whose runs end with a wrong output digest
+    cut_short: frozenset[str] = frozenset()                 # precisions whose runs end (passing) after one marker
     # a noisy host: the n-th run at this batch size runs at (1 + gains[n]) x its speed
     batch_gains: dict[int, Sequence[float]] = field(default_factory=dict)
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -97,6 +102,9 @@ class ScriptedHost:
         if failed:
             steps = 0
         wait = self.profile_wait(batch, precision, loaders) if self.profile_wait is not None else 0.0
+        digest = WRONG_DIGEST if precision in self.wrong_output else DIGEST
+        if precision in self.cut_short:
+            steps = min(steps, MARK_EVERY)
         host = self
 
         class Session:
@@ -113,7 +121,7 @@ class ScriptedHost:
                                    units_total=0, accepted_total=0, phase=None)
                 self.result = Result(seq=next(host._seq), t=host.clock.now(),
                                      exit_status=1 if failed else 0, signal=None,
-                                     output_digest=None, output_bytes=0, units_total=0, accepted_total=0,
+                                     output_digest=digest, output_bytes=0, units_total=0, accepted_total=0,
                                      elapsed_s=steps * step_s, stderr_tail="")
                 self.finished = True
                 yield self.result
@@ -669,3 +677,101 @@ async def test_the_wait_that_bounds_the_loaders_is_the_kept_profiles(tmp_path: P
         outcome = await _tune(manifest, clock, host, run)
         assert [t.knob for t in outcome.trials] == tried, (bf16_wait, [t.describe() for t in outcome.trials])
         assert outcome.profile.precision == "bf16" and len(outcome.not_tried) == (bf16_wait == 0.0)
+
+
+def _checked_manifest(tmp_path: Path) -> Manifest:
+    """The tuning manifest with the output checked against DIGEST: fp32 -> bf16 is the only knob."""
+    manifest = _tuning_manifest(tmp_path)
+    return replace(manifest, correctness=replace(manifest.correctness, expected_digest=f"sha256:{DIGEST}"))
+
+
+def _other(manifest: Manifest, clock: FakeClock, *, work_left_s: float, canary_s: float) -> CandidateRun:
+    """A second candidate (another cid than ``_leader``'s), to help a pooled trial."""
+    world = generate_world(7, n_machines=120, now=NOW)
+    offers = [Offer.from_api(offer_row(m, now=NOW, rented=False), where="row") for m in world.machines]
+    plan = build_plan(campaign_id="ctune", manifest=manifest, offers=offers, knowledge=(), bad_hosts=())
+    run = CandidateRun(plan.candidates[1])
+    run.deadline_at = clock.now() + DESTROY_MARGIN_S + work_left_s
+    run.canary_s = canary_s
+    return run
+
+
+async def _pooled(manifest: Manifest, clock: FakeClock, screener: ScriptedHost, helper: ScriptedHost,
+                  helper_run: CandidateRun) -> tuple[Any, TrialPool]:
+    """Tune ``_leader`` on ``screener`` with ``helper_run`` at hand to play the trial's pairs on ``helper`` (as the
+    engine's waiting candidates do: whenever the trial wants a pair it may play)."""
+    pool = TrialPool(on_change=lambda: None)
+    pool.at_hand.add(helper_run.cid)
+    ctx = _context(manifest, clock, screener)
+    done = asyncio.Event()
+
+    async def helping() -> None:
+        while not done.is_set():
+            if not await pool.help(ctx, helper_run, helper, gpu_count=1,
+                                   time_left_s=lambda: helper_run.work_time_left_s(clock.now()),
+                                   keep_going=lambda: True):
+                await asyncio.sleep(0)
+
+    helper_task = asyncio.create_task(helping())
+    try:
+        run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+        start = Profile(batch_size=64, precision="fp32", loaders=4, gpu_count=1)
+        outcome = await tune(ctx, run, screener, start=start, bottleneck=Bottleneck.COMPUTE_BOUND,
+                             time_left_s=lambda: run.work_time_left_s(clock.now()), pool=pool)
+    finally:
+        done.set()
+        await helper_task
+    return outcome, pool
+
+
+async def test_a_helpers_wrong_output_at_the_change_rejects_it_for_every_machine(tmp_path: Path) -> None:
+    """bf16 is 50 % faster on both machines, and its output is right on the screener's: alone, the screener keeps
+    it. A helper whose bf16 run ends with a wrong output fails the change (a wrong output is infinite cost
+    wherever it shows)."""
+    manifest, clock = _checked_manifest(tmp_path), FakeClock(NOW)
+
+    def speed(_batch: int, precision: str, _loaders: int) -> float:
+        return 1.5 if precision == "bf16" else 1.0
+
+    alone = await _tune(manifest, clock, ScriptedHost(clock, profile_speed=speed),
+                        _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
+    assert alone.profile.precision == "bf16"
+    helper = ScriptedHost(clock, profile_speed=speed, wrong_output=frozenset({"bf16"}))
+    outcome, _pool = await _pooled(manifest, clock, ScriptedHost(clock, profile_speed=speed), helper,
+                                   _other(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
+    [trial] = outcome.trials
+    assert helper.started >= 1 and trial.verdict.output_failed and not trial.verdict.accepted, trial.describe()
+    assert outcome.profile.precision == "fp32"
+
+
+async def test_a_helper_out_of_time_mid_pair_drops_its_half_and_leaves_the_trial(tmp_path: Path) -> None:
+    """A helper whose deadline comes during a pair: the half pair is not counted, the helper plays no more, and
+    the trial is judged on the screener's pairs alone (all it needs)."""
+    manifest, clock = _checked_manifest(tmp_path), FakeClock(NOW)
+
+    def speed(_batch: int, precision: str, _loaders: int) -> float:
+        return 1.5 if precision == "bf16" else 1.0
+
+    # its canary took 1 s, so a pair looks like it fits; 60 s of work left holds one 40 s run, not two
+    short = _other(manifest, clock, work_left_s=60.0, canary_s=1.0)
+    helper = ScriptedHost(clock, profile_speed=speed)
+    outcome, pool = await _pooled(manifest, clock, ScriptedHost(clock, profile_speed=speed), helper, short)
+    [trial] = outcome.trials
+    assert helper.started >= 1 and helper.stopped_early >= 1, (helper.started, helper.stopped_early)
+    assert short.cid in pool.out
+    assert dict(trial.pairs_on).get(short.cid, 0) == 0 and trial.verdict.pairs >= manifest.tuning.min_pairs
+    assert trial.verdict.accepted and outcome.profile.precision == "bf16"
+
+
+async def test_pairs_cut_short_are_played_again_a_bounded_number_of_times(tmp_path: Path) -> None:
+    """Every fp32 (baseline) run ends after one marker, too few steps to time: each pair is dropped and played
+    again, at most as many times again as the trial wants pairs; then the trial is judged on what it has (none:
+    not kept), and tuning goes on."""
+    manifest, clock = _checked_manifest(tmp_path), FakeClock(NOW)
+    host = ScriptedHost(clock, profile_speed=lambda _b, p, _n: 1.5 if p == "bf16" else 1.0,
+                        cut_short=frozenset({"fp32"}))
+    outcome = await _tune(manifest, clock, host, _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
+    [trial] = outcome.trials
+    assert trial.verdict.pairs == 0 and not trial.verdict.accepted and outcome.profile.precision == "fp32"
+    pairs = manifest.tuning.min_pairs
+    assert host.started <= 2 * 2 * pairs, host.started   # two runs a pair, at most twice the pairs wanted
