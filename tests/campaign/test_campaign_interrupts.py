@@ -139,6 +139,9 @@ def _start(command: list[str], *, output: str, stderr_file: Path) -> Iterator[Ru
         if process.poll() is None:
             process.kill()
         process.wait()
+        # The child's last lines may still be in the pipe when it has exited: read on to the end (EOF, or EIO on a
+        # pty) before closing, or on a busy machine the line a test judges is lost and an earlier one read as last.
+        thread.join(timeout=GUARD_S)
         stop_reading()
 
 
