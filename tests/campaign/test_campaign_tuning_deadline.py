@@ -775,3 +775,23 @@ async def test_pairs_cut_short_are_played_again_a_bounded_number_of_times(tmp_pa
     assert trial.verdict.pairs == 0 and not trial.verdict.accepted and outcome.profile.precision == "fp32"
     pairs = manifest.tuning.min_pairs
     assert host.started <= 2 * 2 * pairs, host.started   # two runs a pair, at most twice the pairs wanted
+
+
+async def test_a_pooled_screening_tries_the_loaders_when_any_machine_waits_for_input(tmp_path: Path) -> None:
+    """The screened profile is every class's: after bf16 is kept, the loaders are judged at the wait of the machine
+    that waited most (its median run), not the pool's median: the helper's bf16 steps wait 10 % for input, the
+    screener's none, so they are tried; when neither waits, they are not."""
+    manifest, clock = _checked_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, loaders=(4, 8)))
+
+    def speed(_batch: int, precision: str, _loaders: int) -> float:
+        return 1.5 if precision == "bf16" else 1.0
+
+    for helper_wait, tried in ((0.1, ["precision", "loaders"]), (0.0, ["precision"])):
+        helper = ScriptedHost(clock, profile_speed=speed,
+                              profile_wait=lambda _b, p, _n, w=helper_wait: w if p == "bf16" else 0.0)
+        outcome, _pool = await _pooled(manifest, clock, ScriptedHost(clock, profile_speed=speed), helper,
+                                       _other(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
+        assert [t.knob for t in outcome.trials] == tried, (helper_wait, [t.describe() for t in outcome.trials])
+        assert outcome.profile.precision == "bf16" and len(outcome.not_tried) == (helper_wait == 0.0)
+        assert dict(outcome.trials[0].pairs_on).get("c2", 0) >= 1, outcome.trials[0].describe()

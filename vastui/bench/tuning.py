@@ -130,6 +130,7 @@ class AbVerdict:
     output_failed: bool = False   # the variant broke the output (or did not fit in memory)
     breaks_slo: bool = False      # the variant's steps break the latency SLO, whatever its speed
     variant_data_wait: float | None = None   # the variant's steps' share of time waiting for input (median run)
+    variant_data_wait_high: float | None = None   # ... the highest of each machine's median, when pooled
     baseline_latencies_ms: tuple[float, ...] = ()   # every step of the baseline's runs
     variant_latencies_ms: tuple[float, ...] = ()    # ... and of the variant's
 

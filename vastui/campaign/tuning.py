@@ -200,6 +200,7 @@ class _PairedTrial:
         self.a_values: list[float] = []
         self.b_values: list[float] = []
         self.b_waits: list[float] = []
+        self.waits_on: dict[str, list[float]] = {}   # the variant's input waits, by machine (candidate id)
         self.correct = True
         self.helpers: dict[str, _Player] = {}
         self.pairs_on: dict[str, int] = {}           # pairs kept, by machine (candidate id)
@@ -300,6 +301,7 @@ class _PairedTrial:
         self.a_values.append(a)
         self.b_values.append(b)
         self.b_waits.extend(waits)
+        self.waits_on.setdefault(player.run.cid, []).extend(waits)
         self.pairs_on[player.run.cid] = self.pairs_on.get(player.run.cid, 0) + 1
         return _PairEnd.KEPT
 
@@ -350,6 +352,8 @@ class _PairedTrial:
                                    correctness_ok=self.correct, min_gain=tuning.min_gain,
                                    min_pairs=tuning.min_pairs, seed=own.run.cid),
                           variant_data_wait=statistics.median(self.b_waits) if self.b_waits else None,
+                          variant_data_wait_high=max((statistics.median(w) for w in self.waits_on.values() if w),
+                                                     default=None),
                           baseline_latencies_ms=tuple(own.a_latencies),
                           variant_latencies_ms=tuple(own.b_latencies))
         ceiling = self.ctx.manifest.slo.latency
@@ -480,10 +484,10 @@ class TuningSearch:
         self.retried: set[Knob] = set()      # an accepted input-path change (once each)
         self.hopeful: dict[Knob, int | str] = {}   # unproven gains: knob -> the value that may have gained
         self.too_big: list[int] = []   # batch sizes whose output failed (out of memory?): again once precision changes
-        # the share of step time ``best``'s steps waited for input (the median run or block), as measured: the
-        # race's blocks at the start profile, then the kept change's variant runs (every machine's, when pooled);
-        # None when not known (nothing is then left untried). A pooled verdict judges the median pair's gain, and
-        # each machine's gain is bounded by its own wait, so the median wait bounds the median gain.
+        # the share of step time ``best``'s steps waited for input, as measured: the median of the race's blocks
+        # at the start profile, then of the kept change's variant runs, on the machine that waited most when the
+        # trial was pooled (its profile is every class's: a machine whose input is slower may gain where the
+        # median one cannot); None when not known (nothing is then left untried)
         self.wait: float | None = (statistics.median(b.data_wait_share for b in run.blocks)
                                    if run.blocks and run.race_profile in (None, start) else None)
         self.not_tried: list[str] = []
@@ -513,7 +517,7 @@ class TuningSearch:
             return got
         if got is not None and got.accepted:
             self.best = change
-            self.wait = got.variant_data_wait
+            self.wait = got.variant_data_wait_high
             for knob in joint:
                 self.hopeful.pop(knob, None)
             if Knob.PRECISION in joint and self.too_big:
@@ -579,14 +583,14 @@ class TuningSearch:
         if wait is None or input_gain_bound(wait) >= min_gain:
             return False
         self.not_tried.append(f"{Knob.LOADERS} {was} -> {value}: not tried; the steps at "
-                              f"{self.best.describe()} waited for input {wait:.1%} of their time (median), so more "
+                              f"{self.best.describe()} waited for input {wait:.1%} of their time (median run), so more "
                               f"loaders can gain at most {input_gain_bound(wait):.1%} (< {min_gain:.0%})")
         return True
 
     def _keep(self, knob: Knob, change: Profile, verdict: AbVerdict) -> None:
         """``change`` clearly helped: it is the profile from now on, and what waited for it is planned again."""
         self.best = change
-        self.wait = verdict.variant_data_wait
+        self.wait = verdict.variant_data_wait_high
         self.hopeful.pop(knob, None)
         if knob is Knob.LOADERS and self.waited:
             self.steps[:0] = self.waited   # with the input path widened, a compute knob may now pay: again, first
