@@ -661,6 +661,13 @@ async def test_more_loaders_are_not_tried_where_the_steps_never_wait_for_input(t
     assert tried.not_tried == ()
 
 
+def _waiting_at_bf16(share: float) -> Callable[[int, str, int], float]:
+    """A profile's input wait: ``share`` of each step at bf16, none at fp32."""
+    def wait(_batch: int, precision: str, _loaders: int) -> float:
+        return share if precision == "bf16" else 0.0
+    return wait
+
+
 async def test_the_wait_that_bounds_the_loaders_is_the_kept_profiles(tmp_path: Path) -> None:
     """The race's blocks never waited, but bf16 (kept, +50 %) makes the steps wait 20 % for input: the loaders
     are judged at bf16's wait, so they are tried; with bf16's steps not waiting either, they are not."""
@@ -671,8 +678,7 @@ async def test_the_wait_that_bounds_the_loaders_is_the_kept_profiles(tmp_path: P
         return 1.5 if precision == "bf16" else 1.0
 
     for bf16_wait, tried in ((0.2, ["precision", "loaders"]), (0.0, ["precision"])):
-        host = ScriptedHost(clock, profile_speed=speed,
-                            profile_wait=lambda _b, p, _n, w=bf16_wait: w if p == "bf16" else 0.0)
+        host = ScriptedHost(clock, profile_speed=speed, profile_wait=_waiting_at_bf16(bf16_wait))
         run = _raced_blocks(_leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0), waits=(0.0, 0.0))
         outcome = await _tune(manifest, clock, host, run)
         assert [t.knob for t in outcome.trials] == tried, (bf16_wait, [t.describe() for t in outcome.trials])
@@ -788,8 +794,7 @@ async def test_a_pooled_screening_tries_the_loaders_when_any_machine_waits_for_i
         return 1.5 if precision == "bf16" else 1.0
 
     for helper_wait, tried in ((0.1, ["precision", "loaders"]), (0.0, ["precision"])):
-        helper = ScriptedHost(clock, profile_speed=speed,
-                              profile_wait=lambda _b, p, _n, w=helper_wait: w if p == "bf16" else 0.0)
+        helper = ScriptedHost(clock, profile_speed=speed, profile_wait=_waiting_at_bf16(helper_wait))
         outcome, _pool = await _pooled(manifest, clock, ScriptedHost(clock, profile_speed=speed), helper,
                                        _other(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
         assert [t.knob for t in outcome.trials] == tried, (helper_wait, [t.describe() for t in outcome.trials])
