@@ -146,15 +146,16 @@ def _tuning_manifest(tmp_path: Path) -> Manifest:
     return replace(manifest, correctness=replace(manifest.correctness, expected_digest=None))
 
 
-def _candidate(manifest: Manifest) -> Candidate:
+def _candidate(manifest: Manifest, index: int = 0) -> Candidate:
     world = generate_world(7, n_machines=120, now=NOW)
     offers = [Offer.from_api(offer_row(m, now=NOW, rented=False), where="row") for m in world.machines]
     plan = build_plan(campaign_id="ctune", manifest=manifest, offers=offers, knowledge=(), bad_hosts=())
-    return plan.candidates[0]
+    return plan.candidates[index]
 
 
-def _leader(manifest: Manifest, clock: FakeClock, *, work_left_s: float, canary_s: float | None) -> CandidateRun:
-    run = CandidateRun(_candidate(manifest))
+def _leader(manifest: Manifest, clock: FakeClock, *, work_left_s: float, canary_s: float | None,
+            index: int = 0) -> CandidateRun:
+    run = CandidateRun(_candidate(manifest, index))
     run.deadline_at = clock.now() + DESTROY_MARGIN_S + work_left_s
     run.canary_s = canary_s
     return run
@@ -661,6 +662,11 @@ async def test_more_loaders_are_not_tried_where_the_steps_never_wait_for_input(t
     assert tried.not_tried == ()
 
 
+def _bf16_half_again(_batch: int, precision: str, _loaders: int) -> float:
+    """A profile's speed-up: bf16 runs 1.5 times as fast, whatever the batch and loaders."""
+    return 1.5 if precision == "bf16" else 1.0
+
+
 def _waiting_at_bf16(share: float) -> Callable[[int, str, int], float]:
     """A profile's input wait: ``share`` of each step at bf16, none at fp32."""
     def wait(_batch: int, precision: str, _loaders: int) -> float:
@@ -674,11 +680,9 @@ async def test_the_wait_that_bounds_the_loaders_is_the_kept_profiles(tmp_path: P
     manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
     manifest = replace(manifest, tuning=replace(manifest.tuning, loaders=(4, 8)))
 
-    def speed(_batch: int, precision: str, loaders: int) -> float:
-        return 1.5 if precision == "bf16" else 1.0
 
     for bf16_wait, tried in ((0.2, ["precision", "loaders"]), (0.0, ["precision"])):
-        host = ScriptedHost(clock, profile_speed=speed, profile_wait=_waiting_at_bf16(bf16_wait))
+        host = ScriptedHost(clock, profile_speed=_bf16_half_again, profile_wait=_waiting_at_bf16(bf16_wait))
         run = _raced_blocks(_leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0), waits=(0.0, 0.0))
         outcome = await _tune(manifest, clock, host, run)
         assert [t.knob for t in outcome.trials] == tried, (bf16_wait, [t.describe() for t in outcome.trials])
@@ -693,13 +697,7 @@ def _checked_manifest(tmp_path: Path) -> Manifest:
 
 def _other(manifest: Manifest, clock: FakeClock, *, work_left_s: float, canary_s: float) -> CandidateRun:
     """A second candidate (another cid than ``_leader``'s), to help a pooled trial."""
-    world = generate_world(7, n_machines=120, now=NOW)
-    offers = [Offer.from_api(offer_row(m, now=NOW, rented=False), where="row") for m in world.machines]
-    plan = build_plan(campaign_id="ctune", manifest=manifest, offers=offers, knowledge=(), bad_hosts=())
-    run = CandidateRun(plan.candidates[1])
-    run.deadline_at = clock.now() + DESTROY_MARGIN_S + work_left_s
-    run.canary_s = canary_s
-    return run
+    return _leader(manifest, clock, work_left_s=work_left_s, canary_s=canary_s, index=1)
 
 
 async def _pooled(manifest: Manifest, clock: FakeClock, screener: ScriptedHost, helper: ScriptedHost,
@@ -736,14 +734,12 @@ async def test_a_helpers_wrong_output_at_the_change_rejects_it_for_every_machine
     wherever it shows)."""
     manifest, clock = _checked_manifest(tmp_path), FakeClock(NOW)
 
-    def speed(_batch: int, precision: str, _loaders: int) -> float:
-        return 1.5 if precision == "bf16" else 1.0
 
-    alone = await _tune(manifest, clock, ScriptedHost(clock, profile_speed=speed),
+    alone = await _tune(manifest, clock, ScriptedHost(clock, profile_speed=_bf16_half_again),
                         _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
     assert alone.profile.precision == "bf16"
-    helper = ScriptedHost(clock, profile_speed=speed, wrong_output=frozenset({"bf16"}))
-    outcome, _pool = await _pooled(manifest, clock, ScriptedHost(clock, profile_speed=speed), helper,
+    helper = ScriptedHost(clock, profile_speed=_bf16_half_again, wrong_output=frozenset({"bf16"}))
+    outcome, _pool = await _pooled(manifest, clock, ScriptedHost(clock, profile_speed=_bf16_half_again), helper,
                                    _other(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
     [trial] = outcome.trials
     assert helper.started >= 1 and trial.verdict.output_failed and not trial.verdict.accepted, trial.describe()
@@ -755,13 +751,11 @@ async def test_a_helper_out_of_time_mid_pair_drops_its_half_and_leaves_the_trial
     the trial is judged on the screener's pairs alone (all it needs)."""
     manifest, clock = _checked_manifest(tmp_path), FakeClock(NOW)
 
-    def speed(_batch: int, precision: str, _loaders: int) -> float:
-        return 1.5 if precision == "bf16" else 1.0
 
     # its canary took 1 s, so a pair looks like it fits; 60 s of work left holds one 40 s run, not two
     short = _other(manifest, clock, work_left_s=60.0, canary_s=1.0)
-    helper = ScriptedHost(clock, profile_speed=speed)
-    outcome, pool = await _pooled(manifest, clock, ScriptedHost(clock, profile_speed=speed), helper, short)
+    helper = ScriptedHost(clock, profile_speed=_bf16_half_again)
+    outcome, pool = await _pooled(manifest, clock, ScriptedHost(clock, profile_speed=_bf16_half_again), helper, short)
     [trial] = outcome.trials
     assert helper.started >= 1 and helper.stopped_early >= 1, (helper.started, helper.stopped_early)
     assert short.cid in pool.out
@@ -790,12 +784,10 @@ async def test_a_pooled_screening_tries_the_loaders_when_any_machine_waits_for_i
     manifest, clock = _checked_manifest(tmp_path), FakeClock(NOW)
     manifest = replace(manifest, tuning=replace(manifest.tuning, loaders=(4, 8)))
 
-    def speed(_batch: int, precision: str, _loaders: int) -> float:
-        return 1.5 if precision == "bf16" else 1.0
 
     for helper_wait, tried in ((0.1, ["precision", "loaders"]), (0.0, ["precision"])):
-        helper = ScriptedHost(clock, profile_speed=speed, profile_wait=_waiting_at_bf16(helper_wait))
-        outcome, _pool = await _pooled(manifest, clock, ScriptedHost(clock, profile_speed=speed), helper,
+        helper = ScriptedHost(clock, profile_speed=_bf16_half_again, profile_wait=_waiting_at_bf16(helper_wait))
+        outcome, _pool = await _pooled(manifest, clock, ScriptedHost(clock, profile_speed=_bf16_half_again), helper,
                                        _other(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
         assert [t.knob for t in outcome.trials] == tried, (helper_wait, [t.describe() for t in outcome.trials])
         assert outcome.profile.precision == "bf16" and len(outcome.not_tried) == (helper_wait == 0.0)
