@@ -306,6 +306,20 @@ def test_a_leader_raced_at_its_class_screened_profile_confirms_only_what_the_scr
                                                          bottleneck=Bottleneck.COMPUTE_BOUND) is None
 
 
+def test_the_screener_itself_confirms_what_its_pooled_pairs_left_open(tmp_path: Path) -> None:
+    """The screener, should it lead, is a leader like any other: raced at its own screened profile (its batch
+    its own), it confirms on its own instance only what the screening left unsettled (8 loaders, whose pooled
+    pairs straddled zero: more loaders pay on one host's input path and not on another's)."""
+    trials, big = _bf16_then_batch_256_then_loaders(tmp_path, loaders_gain=(0.02, -0.06, 0.55))
+    screening, _leader, _start = _screened(tmp_path, trials)
+    assert screening.outcome is not None
+    _manifest, candidates = _candidates(tmp_path)
+    screener = _with_ram(candidates[0], 24_000.0)
+    assert screener.candidate_id == screening.outcome.screener
+    assert screening.profile_for(screener) == big.with_value(Knob.GPU_COUNT, screener.gpu_count)
+    assert _confirm(screening, screener) == [("loaders", (8,))]
+
+
 def test_a_screening_that_judged_every_knob_clearly_leaves_nothing_to_confirm(tmp_path: Path) -> None:
     # the loaders' gain cannot reach the 2 % minimum
     trials, _big = _bf16_then_batch_256_then_loaders(tmp_path, loaders_gain=(0.0, -0.03, 0.015))
