@@ -78,18 +78,22 @@ async def test_an_offer_scheduling_could_not_place_is_asked_again_before_a_reser
         finally:
             stop()
         creates = [r for r in market.request_log if r.method == "PUT" and r.path.startswith("/api/v0/asks/")]
+    # The first wave's creates go out together: on a busy machine more than one may be refused before the first
+    # refusal frees the resources. Each refused offer is refused once and asked again, once, a minute later.
     refused = [r for r in creates if r.status == 400]
-    assert len(refused) == 1, [(r.status, r.target_ids) for r in creates]
-    offer = refused[0].target_ids[0]
-    again = [r for r in creates if offer in r.target_ids and r.status == 200]
-    assert len(again) == 1 and again[0].at - refused[0].at >= RESCHEDULE_AFTER_S
+    offers = {r.target_ids[0] for r in refused}
+    assert refused and len(refused) == len(offers), [(r.status, r.target_ids) for r in creates]
     rented = {e.offer_id for e in events if isinstance(e, InstanceRented)}
-    assert offer in rented
-    # no reserve took the refused offer's slot: its candidate was rented as planned (a reserve may still take the
-    # slot of a later wave's candidate passed over, a different rule)
-    refused_cid = next(c.candidate_id for c in demo.plan.candidates if c.offer.id == offer)
-    run = next(r for r in result.outcome.runs if r.cid == refused_cid)
-    assert run.candidate.offer.id == offer, "a reserve took the slot of an offer that was rented when asked again"
+    for offer in offers:
+        refusal = next(r for r in refused if offer in r.target_ids)
+        again = [r for r in creates if offer in r.target_ids and r.status == 200]
+        assert len(again) == 1 and again[0].at - refusal.at >= RESCHEDULE_AFTER_S, (offer, creates)
+        assert offer in rented
+        # no reserve took the refused offer's slot: its candidate was rented as planned (a reserve may still take
+        # the slot of a later wave's candidate passed over, a different rule)
+        refused_cid = next(c.candidate_id for c in demo.plan.candidates if c.offer.id == offer)
+        run = next(r for r in result.outcome.runs if r.cid == refused_cid)
+        assert run.candidate.offer.id == offer, "a reserve took the slot of an offer rented when asked again"
     passed = {p.candidate_id for p in result.outcome.passed_over}
     planned = {c.offer.id for c in demo.plan.candidates}
     stand_ins = {r.candidate.offer.id for r in result.outcome.runs if r.candidate.offer.id not in planned}
