@@ -133,7 +133,7 @@ def input_gain_bound(wait_share: float) -> float:
     """The most any widening of the input path (more loaders) can gain when a step waits for input
     ``wait_share`` of its time: the wait gone entirely, a step takes ``1 - wait_share`` of its time, so throughput
     rises by at most ``wait_share / (1 - wait_share)``. Loaders feed the GPU; a GPU that never waits for them runs
-    no faster with more (docs/method.md, "Tune one variable at a time")."""
+    no faster with more (docs/method.md, "More loaders are bounded by the wait they remove")."""
     share = min(max(wait_share, 0.0), 1.0)
     return math.inf if share >= 1.0 else share / (1.0 - share)
 
@@ -199,8 +199,7 @@ class _PairedTrial:
         self.pool = pool
         self.a_values: list[float] = []
         self.b_values: list[float] = []
-        self.b_waits: list[float] = []
-        self.waits_on: dict[str, list[float]] = {}   # the variant's input waits, by machine (candidate id)
+        self.b_waits: dict[str, list[float]] = {}   # the variant's input waits, by machine (candidate id)
         self.correct = True
         self.helpers: dict[str, _Player] = {}
         self.pairs_on: dict[str, int] = {}           # pairs kept, by machine (candidate id)
@@ -300,8 +299,7 @@ class _PairedTrial:
             return _PairEnd.DROPPED
         self.a_values.append(a)
         self.b_values.append(b)
-        self.b_waits.extend(waits)
-        self.waits_on.setdefault(player.run.cid, []).extend(waits)
+        self.b_waits.setdefault(player.run.cid, []).extend(waits)
         self.pairs_on[player.run.cid] = self.pairs_on.get(player.run.cid, 0) + 1
         return _PairEnd.KEPT
 
@@ -348,11 +346,12 @@ class _PairedTrial:
     def _judged(self) -> AbVerdict:
         tuning = self.ctx.manifest.tuning
         own = self.own
+        waits = [w for on_one in self.b_waits.values() for w in on_one]
         verdict = replace(judge_ab(baseline_units_per_s=self.a_values, variant_units_per_s=self.b_values,
                                    correctness_ok=self.correct, min_gain=tuning.min_gain,
                                    min_pairs=tuning.min_pairs, seed=own.run.cid),
-                          variant_data_wait=statistics.median(self.b_waits) if self.b_waits else None,
-                          variant_data_wait_high=max((statistics.median(w) for w in self.waits_on.values() if w),
+                          variant_data_wait=statistics.median(waits) if waits else None,
+                          variant_data_wait_high=max((statistics.median(w) for w in self.b_waits.values() if w),
                                                      default=None),
                           baseline_latencies_ms=tuple(own.a_latencies),
                           variant_latencies_ms=tuple(own.b_latencies))
