@@ -305,7 +305,8 @@ async def test_the_largest_batch_that_helps_is_kept_without_trying_those_between
     host = ScriptedHost(clock, speed={128: 1.05, 256: 1.08})
     run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
     outcome = await _tune(manifest, clock, host, run)
-    assert [(t.knob, t.value, t.verdict.accepted) for t in outcome.trials] == [("batch_size", "256", True)]
+    assert [(t.knob, t.value, t.verdict.accepted) for t in outcome.trials] == [("batch_size", "256", True)], \
+        outcome.trials[0].verdict.reason
     assert outcome.profile.batch_size == 256
     assert not any("VASTUI_BATCH_SIZE=128" in arg for argv in host.argv for arg in argv)
 
@@ -349,6 +350,27 @@ async def test_a_bigger_batch_is_priced_by_its_steps_not_by_the_runs_start(tmp_p
     run = _leader(manifest, clock, work_left_s=1000.0 + 2100.0, canary_s=80.0)
     outcome = await _tune(manifest, clock, host, run)
     assert [(t.knob, t.value) for t in outcome.trials] == [("precision", "bf16"), ("batch_size", "256")]
+
+
+async def test_before_any_run_is_timed_a_bigger_batch_is_priced_by_the_steps_the_race_measured(
+        tmp_path: Path) -> None:
+    # The race's blocks ran 2 s steps, so of the canary's 100 s (40 steps) 20 s were starting it and relaying its
+    # records. A tuning run (10 steps skipped, 10 timed) is priced at the canary's 100 s, 40 s of them steps; at
+    # batch 256 only those grow fourfold: 60 s + 160 s. The trial, 5 x (100 s + 220 s) = 1600 s, fits the 1800 s
+    # left; scaling the whole prior run by 4 would have priced it at 2500 s and never started it.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",), batch_sizes=(64, 256),
+                                                loaders=(4,)))
+    host = ScriptedHost(clock, start_s=20.0, step_s={256: 4 * STEP_S}, speed={256: 4.4},   # +10 %
+                        step_ms={256: 4000.0})   # within the SLO
+    run = _leader(manifest, clock, work_left_s=1800.0, canary_s=100.0)
+    run.blocks = [MeasuredBlock(block=Block(units=640, duration_s=10 * STEP_S, steps=10), start_t=0.0,
+                                end_t=10 * STEP_S, data_wait_share=0.0, gpu_util_pct=None, mem_used_mib=None,
+                                mem_total_mib=None, pcie_rx_gbps=None, throttled_share=None)] * 3
+    outcome = await _tune(manifest, clock, host, run)
+    assert [(t.knob, t.value, t.verdict.accepted) for t in outcome.trials] == [("batch_size", "256", True)], \
+        outcome.trials[0].verdict.reason
+    assert outcome.stopped is None and host.stopped_early == 0
 
 
 async def test_a_batch_that_gained_nothing_while_input_bound_is_tried_again_once_the_input_is_widened(

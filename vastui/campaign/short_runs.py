@@ -108,9 +108,10 @@ def timed_throughput(marks: list[Progress], *, skip: int) -> float | None:
 class RunTimes:
     """How long short runs took on this instance (campaign clock), per profile, and how much of it was the
     workload's own steps: the estimate for the next trial; before the first one, a prior from the canary and the
-    blocks."""
+    blocks (``run_prior``), with the share of it that is steps."""
 
     prior_s: float = 0.0
+    prior_work_s: float = 0.0   # of prior_s, the workload's steps (the rest: starting the run, relaying records)
     took_s: dict[str, list[tuple[float, float]]] = field(default_factory=dict)   # (the whole run, its steps)
 
     def add(self, variant: Profile, seconds: float, work_s: float = 0.0) -> None:
@@ -129,22 +130,33 @@ class RunTimes:
         grows = (variant.batch_size / like.batch_size
                  if variant.batch_size is not None and like.batch_size else 1.0)
         base = self.run_estimate_s(like)
-        timed = self.took_s.get(like.describe())
-        work_share = (sum(w for _, w in timed) / sum(t for t, _ in timed)) if timed and sum(t for t, _ in timed) > 0 \
-            else 1.0   # nothing timed yet: all of it scales (errs long)
-        return base * (1.0 - work_share) + base * work_share * max(1.0, grows)
+        return base * (1.0 - self._work_share(like)) + base * self._work_share(like) * max(1.0, grows)
+
+    def _work_share(self, like: Profile) -> float:
+        """The share of a run of ``like`` that is its steps: its own runs', else every run's here, else the
+        prior's; all of it when nothing says (errs long)."""
+        timed = self.took_s.get(like.describe()) or [pair for times in self.took_s.values() for pair in times]
+        whole = sum(t for t, _ in timed)
+        if whole > 0:
+            return sum(w for _, w in timed) / whole
+        return self.prior_work_s / self.prior_s if self.prior_s > 0 and self.prior_work_s > 0 else 1.0
 
     def trial_estimate_s(self, pairs: int, base: Profile, change: Profile) -> float:
         return pairs * (self.run_estimate_s(base) + self.run_estimate_s(change, like=base))
 
 
-def run_prior_s(run: CandidateRun) -> float:
-    """A tuning run's duration before one was timed: the canary (its steps and the session's overhead) plus the
-    extra steps at the step time the blocks measured; the canary scaled by steps when no block says."""
+def run_prior(run: CandidateRun) -> RunTimes:
+    """A tuning run's duration before one was timed, and the part of it that is steps: what the canary took
+    besides its own steps (starting the run, relaying its records), plus a tuning run's steps at the step time
+    the blocks measured; the canary scaled by steps when no block says (all of it steps: errs long)."""
     canary_s = run.canary_s or 0.0
     run_steps = skip_steps(run) + TUNING_TIMED_STEPS
     steps = sum(b.block.steps for b in run.blocks)
     if steps <= 0:
-        return canary_s * max(run_steps, CANARY_STEPS) / CANARY_STEPS
+        return RunTimes(prior_s=canary_s * max(run_steps, CANARY_STEPS) / CANARY_STEPS)
     step_s = sum(b.block.duration_s for b in run.blocks) / steps
-    return canary_s + max(0, run_steps - CANARY_STEPS) * step_s
+    work_s = run_steps * step_s
+    # The canary's steps at the blocks' pace; the canary's first steps warm up, slower, so what is left over
+    # errs long.
+    overhead_s = max(0.0, canary_s - CANARY_STEPS * step_s)
+    return RunTimes(prior_s=max(canary_s, overhead_s + work_s), prior_work_s=work_s)

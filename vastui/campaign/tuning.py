@@ -20,7 +20,7 @@ from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, TuningStep, judge
 from vastui.campaign.candidate import CandidateContext, CandidateRun
 from vastui.campaign.live import band
 from vastui.campaign.ports import HostConnection
-from vastui.campaign.short_runs import DeadlineReached, RunTimes, ShortRun, run_prior_s, short_run
+from vastui.campaign.short_runs import DeadlineReached, RunTimes, ShortRun, run_prior, short_run
 from vastui.errors import RemoteError
 from vastui.events import Notice
 from vastui.events_live import TuningFinished, TuningTrialJudged, TuningTrialStarted
@@ -431,7 +431,7 @@ class TrialPool:
             return False
         player = trial.helpers.get(run.cid) or _Player(
             ctx, run, conn, replace(trial.base, gpu_count=gpu_count), replace(trial.change, gpu_count=gpu_count),
-            self._times.setdefault(run.cid, RunTimes(prior_s=run_prior_s(run))))
+            self._times.setdefault(run.cid, run_prior(run)))
         if time_left_s() < player.pair_estimate_s():
             return False
         try:
@@ -473,7 +473,7 @@ class TuningSearch:
         self.time_left_s = time_left_s
         self.best = start
         self.trials: list[TuningTrial] = []
-        self.times = RunTimes(prior_s=run_prior_s(run))
+        self.times = run_prior(run)
         self.pairs = ctx.manifest.tuning.min_pairs
         self.unfit: TuningStopped | None = None   # the first trial the deadline had no room for (a cheaper may fit)
         self.steps = list(steps if steps is not None else plan_tuning(
