@@ -815,7 +815,8 @@ async def main_async(markets: int, seed: int, scale: float, *, protocol: str = "
                                       realism=realism, repeat=repeat, fold_canary=fold_canary)
             results.append(result)
             print(f"market {seed + index} ({kind.name}): vastui regret {100 * result.regret['vastui']:.1f} %, "
-                  f"spend ${result.spend_usd:.3f} (everything ${result.everything_usd:.3f}), rented "
+                  f"at the race's profile {100 * result.screened_regret:.1f} %, end to end "
+                  f"{100 * result.end_to_end:.1f} %, spend ${result.spend_usd:.3f} (everything ${result.everything_usd:.3f}), rented "
                   f"{result.rented}/{result.shortlisted}, decision in {result.decision_s / 60:.0f} min (everything "
                   f"{result.everything_decision_s / 60:.0f}), {result.wall_s:.1f} s; {result.note}",
                   file=sys.stderr, flush=True)

@@ -5,6 +5,7 @@ hold."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from benchmarks.decision_quality import true_cost
 from tests.campaign.campaign_support import fast_manifest
+from tests.fakes import FakeClock
 from vastui.bench.attribution import Bottleneck
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest, MeasureRule, Slo, load_manifest
@@ -19,13 +21,15 @@ from vastui.bench.receipt import render_markdown
 from vastui.bench.select import EliminationReason, Race, RaceCandidate, RaceEnd
 from vastui.bench.stats import Block, Interval
 from vastui.bench.tuning import AbVerdict, Knob, Profile
-from vastui.campaign.candidate import CandidateRun, first_profile
+from vastui.campaign.candidate import CandidatePhase, CandidateRun, first_profile
+from vastui.campaign.engine import CampaignEngine
 from vastui.campaign.measure import MeasuredBlock
 from vastui.campaign.measuring import MeasuringEnded, MeasuringStop, RaceState
 from vastui.campaign.plan import Candidate, build_plan
 from vastui.campaign.screening import BatchSeen, Screening, ScreeningOutcome, largest_batch_held
 from vastui.campaign.slots import Slot
 from vastui.campaign.tuning import TuningOutcome, TuningTrial
+from vastui.events import EventBus
 from vastui.sim.demo import open_demo
 from vastui.sim.market import Market
 from vastui.sim.offers import offer_row
@@ -358,3 +362,38 @@ def test_a_screened_knob_not_kept_says_why_even_with_a_clear_gain(tmp_path: Path
     assert screening.outcome is not None
     assert [k.describe() for k in screening.outcome.knobs] == [
         f"batch_size 64 -> 256: not kept ({slow})", "loaders 4 -> 8: not kept (gain +1.9% is not above 2%)"]
+
+
+async def test_a_first_wave_whose_lives_ended_before_the_screened_profile_still_lets_the_next_wave_be_chosen(
+        tmp_path: Path) -> None:
+    # The screener's deadline came as its screening kept bf16, and a helper's while it waited for that verdict:
+    # neither is measured at the profile the race now runs, and neither will be. A later wave waits until every
+    # rented candidate has said what it will; these two have, or it would wait for them for ever (a campaign hung
+    # so, every later candidate waiting, no instance left).
+    manifest, candidates = _candidates(tmp_path)
+    plan = build_plan(campaign_id="cscreen", manifest=manifest, offers=[c.offer for c in candidates], knowledge=(),
+                      bad_hosts=())
+    engine = CampaignEngine(plan=plan, manifest=manifest, market=None, executor=None,  # type: ignore[arg-type]
+                            store=None, approver=None, clock=FakeClock(NOW), bus=EventBus())  # type: ignore[arg-type]
+    first = [slot for slot in engine.slots if slot.cid in engine._first_wave]
+    assert len(first) >= 2 and len(first) < len(engine.slots)
+    start = first_profile(first[0].run.candidate, manifest)
+    bf16 = start.with_value(Knob.PRECISION, "bf16")
+    for slot in first:
+        slot.run.race_profile = start
+        slot.run.blocks = [_measured(50.0)] * manifest.measure.min_blocks
+    engine.screening.finish(ScreeningOutcome(screener=first[0].cid, gpu_ram_mb=24_000.0, start=start,
+                                             tuning=TuningOutcome((_kept(bf16, gain=0.5),), bf16)))
+    first[0].run.phase, first[1].run.phase = CandidatePhase.TUNING, CandidatePhase.MEASURING
+    for slot in first[2:]:
+        slot.run.phase = CandidatePhase.DONE
+    assert not any(engine.state.is_settled(slot) for slot in first)
+    assert not engine._wave_has_spoken()   # still alive: they may yet be measured at bf16
+
+    async def life_over() -> None:
+        return None
+
+    for slot in first:
+        slot.task = asyncio.ensure_future(life_over())
+        await slot.task
+    assert engine._wave_has_spoken()

@@ -373,6 +373,28 @@ async def test_before_any_run_is_timed_a_bigger_batch_is_priced_by_the_steps_the
     assert outcome.stopped is None and host.stopped_early == 0
 
 
+async def test_a_later_trial_on_an_instance_is_priced_by_the_short_runs_it_already_played(tmp_path: Path) -> None:
+    # The canary took 200 s, so before any short run a trial is priced at 5 x (200 s + 200 s) = 2000 s. The first
+    # search (a screening's, say) times ten 40-s runs here; a later one on the same instance (its tuning as the
+    # leader) prices its trial from them, 5 x (50 s + 50 s) = 500 s, which the 700 s left hold.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, batch_sizes=(64,), loaders=(4, 8)))
+    host = ScriptedHost(clock)
+    run = _leader(manifest, clock, work_left_s=5000.0, canary_s=200.0)
+    start = Profile(batch_size=64, precision="fp32", loaders=4, gpu_count=1)
+    ctx = _context(manifest, clock, host)
+    first = await tune(ctx, run, host, start=start, bottleneck=Bottleneck.COMPUTE_BOUND,
+                       time_left_s=lambda: run.work_time_left_s(clock.now()),
+                       steps=(TuningStep(Knob.PRECISION, ("bf16",)),))
+    assert [(t.knob, t.value) for t in first.trials] == [("precision", "bf16")] and host.started == 10
+    run.deadline_at = clock.now() + DESTROY_MARGIN_S + 700.0
+    later = await tune(ctx, run, host, start=first.profile, bottleneck=Bottleneck.COMPUTE_BOUND,
+                       time_left_s=lambda: run.work_time_left_s(clock.now()),
+                       steps=(TuningStep(Knob.LOADERS, (8,)),))
+    assert [(t.knob, t.value) for t in later.trials] == [("loaders", "8")], later.stopped_early
+    assert host.started == 20 and later.stopped is None
+
+
 async def test_a_batch_that_gained_nothing_while_input_bound_is_tried_again_once_the_input_is_widened(
         tmp_path: Path) -> None:
     # Read as compute-bound, but one loader starves the GPU: batch 256 gains nothing (and 128 is not tried, since

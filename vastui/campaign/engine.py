@@ -344,8 +344,9 @@ class CampaignEngine:
         admitted = self._first_wave | {cid for cid, c in self._wave_verdicts.items() if self._may_win(c)}
         # (while the knobs are screened, and until a live candidate is measured at its screened profile, its
         # blocks say nothing about the profile the race runs: the next wave waits for it)
-        return all(has_spoken(slot, min_blocks=self.manifest.measure.min_blocks)
-                   and (self.state.is_settled(slot) or slot.eliminated or slot.run.phase in _GONE)
+        return all((has_spoken(slot, min_blocks=self.manifest.measure.min_blocks)
+                    and (self.state.is_settled(slot) or slot.eliminated or slot.run.phase in _GONE))
+                   or (slot.task is not None and slot.task.done())   # its life is over, whatever its phase says
                    for slot in self.slots if slot.cid in admitted)
 
     async def _chances(self, candidates: Sequence[Candidate]) -> list[WinChance]:
@@ -487,6 +488,12 @@ class CampaignEngine:
         leads = done_measuring and (self.state.leader == run.cid or await self.state.would_be_chosen(slot))
         if run.blocks and (leads or slot.tune_next) and not slot.tuning_started and not slot.eliminated:
             await self._tune(slot, conn, variant)
+        if run.phase not in _GONE:
+            # Its time ran out while it screened, or waited for the screening, or the race ended meanwhile: it
+            # has said all it will, and says so (a later wave waits until every rented candidate has).
+            why = ("its deadline came" if run.work_time_left_s(self.clock.now()) <= 0 else "the race was decided"
+                   if self.state.finished.is_set() else "its measuring is over")
+            self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks; {why} ({run.detail})")
 
     async def _canary_passed(self) -> None:
         for mark in self._judge.canary_passed().marks:   # the workload works: held failures were the hosts'

@@ -145,6 +145,15 @@ class RunTimes:
         return pairs * (self.run_estimate_s(base) + self.run_estimate_s(change, like=base))
 
 
+def run_times(run: CandidateRun) -> RunTimes:
+    """The short runs timed on ``run``'s instance so far (every trial it played a pair of, screening's or its own
+    tuning's), started from ``run_prior`` at the first trial."""
+    if run.short_run_times is None:
+        run.short_run_times = run_prior(run)
+    times: RunTimes = run.short_run_times
+    return times
+
+
 def run_prior(run: CandidateRun) -> RunTimes:
     """A tuning run's duration before one was timed, and the part of it that is steps: what the canary took
     besides its own steps (starting the run, relaying its records), plus a tuning run's steps at the step time

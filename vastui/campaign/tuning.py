@@ -20,7 +20,7 @@ from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, TuningStep, judge
 from vastui.campaign.candidate import CandidateContext, CandidateRun
 from vastui.campaign.live import band
 from vastui.campaign.ports import HostConnection
-from vastui.campaign.short_runs import DeadlineReached, RunTimes, ShortRun, run_prior, short_run
+from vastui.campaign.short_runs import DeadlineReached, RunTimes, ShortRun, run_times, short_run
 from vastui.errors import RemoteError
 from vastui.events import Notice
 from vastui.events_live import TuningFinished, TuningTrialJudged, TuningTrialStarted
@@ -394,7 +394,6 @@ class TrialPool:
         self.trial: _PairedTrial | None = None
         self.out: set[str] = set()              # machines out of the screening: a run of theirs failed
         self.at_hand: set[str] = set()          # machines waiting for the screening's verdict, so free to help
-        self._times: dict[str, RunTimes] = {}   # each helper's short runs, for fitting a pair in its deadline
         self._unfit: dict[str, _PairedTrial] = {}   # the trial whose change a helper's memory did not hold
 
     @property
@@ -431,7 +430,7 @@ class TrialPool:
             return False
         player = trial.helpers.get(run.cid) or _Player(
             ctx, run, conn, replace(trial.base, gpu_count=gpu_count), replace(trial.change, gpu_count=gpu_count),
-            self._times.setdefault(run.cid, run_prior(run)))
+            run_times(run))
         if time_left_s() < player.pair_estimate_s():
             return False
         try:
@@ -473,7 +472,7 @@ class TuningSearch:
         self.time_left_s = time_left_s
         self.best = start
         self.trials: list[TuningTrial] = []
-        self.times = run_prior(run)
+        self.times = run_times(run)
         self.pairs = ctx.manifest.tuning.min_pairs
         self.unfit: TuningStopped | None = None   # the first trial the deadline had no room for (a cheaper may fit)
         self.steps = list(steps if steps is not None else plan_tuning(
