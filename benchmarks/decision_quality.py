@@ -260,6 +260,9 @@ class MarketResult:
     screened_regret: float = math.inf
 
 
+# One campaign's wall time past which it is taken for hung (a campaign takes about a minute at x120).
+MARKET_WALL_LIMIT_S = 900.0
+
 SPEND_PARTS = ("loading and traffic", "canary, warm-ups and console work", "blocks", "tuning")
 
 
@@ -807,12 +810,23 @@ def report_repeat(results: list[MarketResult]) -> str:
 
 async def main_async(markets: int, seed: int, scale: float, *, protocol: str = "fast",
                      realism: Realism | None = None, repeat: bool = False, fold_canary: bool = False) -> str:
-    results = []
+    results: list[MarketResult] = []
+    hung: list[int] = []
     with tempfile.TemporaryDirectory(prefix="vastui-dq-") as tmp:
         for index in range(markets):
             kind = MIX[index % len(MIX)]
-            result = await one_market(seed + index, kind, Path(tmp), scale=scale, fast=protocol == "fast",
-                                      realism=realism, repeat=repeat, fold_canary=fold_canary)
+            try:
+                # a campaign takes about a minute of wall time; one that never ends is a bug to report, not to
+                # wait on for the rest of the run
+                result = await asyncio.wait_for(
+                    one_market(seed + index, kind, Path(tmp), scale=scale, fast=protocol == "fast",
+                               realism=realism, repeat=repeat, fold_canary=fold_canary),
+                    timeout=MARKET_WALL_LIMIT_S)
+            except TimeoutError:
+                hung.append(seed + index)
+                print(f"market {seed + index} ({kind.name}): HUNG: no decision after {MARKET_WALL_LIMIT_S / 60:.0f} "
+                      f"min of wall time; cancelled", file=sys.stderr, flush=True)
+                continue
             results.append(result)
             print(f"market {seed + index} ({kind.name}): vastui regret {100 * result.regret['vastui']:.1f} %, "
                   f"at the race's profile {100 * result.screened_regret:.1f} %, end to end "
@@ -822,7 +836,12 @@ async def main_async(markets: int, seed: int, scale: float, *, protocol: str = "
                   file=sys.stderr, flush=True)
             if repeat:
                 await repeat_market(result, kind, Path(tmp), scale=scale, fast=protocol == "fast", realism=realism)
-    return report(results, protocol=protocol) + report_repeat(results)
+    hung_line = (f"\n\nHUNG: {len(hung)} campaign(s) never ended and were cut after {MARKET_WALL_LIMIT_S / 60:.0f} min "
+                 f"of wall time (markets {', '.join(map(str, hung))}); the figures above leave them out"
+                 if hung else "")
+    if not results:
+        return "no campaign ended" + hung_line
+    return report(results, protocol=protocol) + report_repeat(results) + hung_line
 
 
 def main(argv: list[str] | None = None) -> int:
