@@ -541,9 +541,20 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
                                                                                    manifest)
             out.certified_tuned = chosen.cid in outcome.certified_tuned
             out.tuned_share = tuned_share_of_best(market, offer, manifest, profile)
-            best_pair = min(true_cost(market, o, manifest, variant=v) for o in eligible
-                            for v in allowed_variants(manifest, o.num_gpus))
+            best_pair, pair_offer, pair_variant = min(
+                ((true_cost(market, o, manifest, variant=v), o, v) for o in eligible
+                 for v in allowed_variants(manifest, o.num_gpus)), key=lambda t: t[0])
             out.end_to_end = _regret(true_cost(market, offer, manifest, variant=profile), best_pair)
+            if out.end_to_end > 0.03:   # a miss: which machine was best at its best, and what became of it
+                raced_at = _race_variant_of(manifest, outcome)(pair_offer)
+                pair_run = next((r for r in outcome.runs if r.candidate.offer.id == pair_offer.id), None)
+                out.note += (f"; end-to-end best: offer {pair_offer.id} ({pair_offer.gpu_name}"
+                             + (f", {pair_run.cid} {pair_run.phase}" if pair_run is not None else ", not shortlisted")
+                             + f") at {pair_variant.batch_size}/{pair_variant.precision.value}/{pair_variant.loaders}"
+                             f"/{pair_variant.gpus} ${1e3 * best_pair:.4g}/1k, at the race's profile "
+                             f"{raced_at.batch_size}/{raced_at.precision.value}/{raced_at.loaders} "
+                             f"${1e3 * true_cost(market, pair_offer, manifest, apply_slo=False, variant=raced_at):.4g}/1k;"
+                             f" the choice at its profile ${1e3 * true_cost(market, offer, manifest, variant=profile):.4g}/1k")
             out.note += f"; profile {100 * out.tuned_share:.0f} % of the best allowed ({out.tuning_trials} trials"
             if outcome.tuning is None or outcome.tuned_candidate != chosen.cid:
                 out.note += f"; tuned: {outcome.tuned_candidate or 'none'}"
