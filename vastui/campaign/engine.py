@@ -488,9 +488,10 @@ class CampaignEngine:
         leads = done_measuring and (self.state.leader == run.cid or await self.state.would_be_chosen(slot))
         if run.blocks and (leads or slot.tune_next) and not slot.tuning_started and not slot.eliminated:
             await self._tune(slot, conn, variant)
-        if run.phase not in _GONE:
+        if run.phase not in _GONE and self._stopped_by is None:
             # Its time ran out while it screened, or waited for the screening, or the race ended meanwhile: it
-            # has said all it will, and says so (a later wave waits until every rented candidate has).
+            # has said all it will, and says so (a later wave waits until every rented candidate has). A stopped
+            # campaign's candidates are the stop's to account for (``_stopped_by_abort``).
             why = ("its deadline came" if run.work_time_left_s(self.clock.now()) <= 0 else "the race was decided"
                    if self.state.finished.is_set() else "its measuring is over")
             self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks; {why} ({run.detail})")
