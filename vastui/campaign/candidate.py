@@ -143,8 +143,8 @@ class CandidateRun:
     measured_runs: int = 0                  # independent agent runs (separate processes) that gave blocks
     race_profile: Profile | None = None     # the profile its race evidence is at (campaign/screening.py)
     earlier_blocks: int = 0                 # blocks at an earlier profile, out of the race (their records kept)
-    # its short runs' times, shared by every trial played here (short_runs.RunTimes; the screening's pairs price a
-    # later tuning of this instance); None until the first trial here
+    # its short runs' times, shared by every trial played here (short_runs.RunTimes, typed Any: that module imports
+    # this one; the screening's pairs price a later tuning of this instance); None until the first trial here
     short_run_times: Any = None
 
     @property

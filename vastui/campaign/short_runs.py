@@ -129,8 +129,8 @@ class RunTimes:
             return statistics.fmean(every) * TRIAL_ESTIMATE_HEADROOM if every else self.prior_s
         grows = (variant.batch_size / like.batch_size
                  if variant.batch_size is not None and like.batch_size else 1.0)
-        base = self.run_estimate_s(like)
-        return base * (1.0 - self._work_share(like)) + base * self._work_share(like) * max(1.0, grows)
+        base, share = self.run_estimate_s(like), self._work_share(like)
+        return base * (1.0 - share) + base * share * max(1.0, grows)
 
     def _work_share(self, like: Profile) -> float:
         """The share of a run of ``like`` that is its steps: its own runs', else every run's here, else the
@@ -150,7 +150,7 @@ def run_times(run: CandidateRun) -> RunTimes:
     tuning's), started from ``run_prior`` at the first trial."""
     if run.short_run_times is None:
         run.short_run_times = run_prior(run)
-    times: RunTimes = run.short_run_times
+    times: RunTimes = run.short_run_times   # (typed Any there: candidate.py may not import this module)
     return times
 
 
