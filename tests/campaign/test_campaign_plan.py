@@ -21,7 +21,13 @@ from vastui.bench.cost import cost_per_accepted_unit
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.campaign.charges import prior_cost_inputs
 from vastui.campaign.plan import Plan, build_plan, render_plan
-from vastui.campaign.prior import DLPERF_EXPONENT_PRIOR, SLO_SHORTFALL_PRIOR, compressed_dlperf, dlperf_pivot
+from vastui.campaign.prior import (
+    DLPERF_EXPONENT_PRIOR,
+    HALF_PRECISION_LIFT_PRIOR,
+    SLO_SHORTFALL_PRIOR,
+    compressed_dlperf,
+    dlperf_pivot,
+)
 from vastui.sim.offers import offer_row
 from vastui.sim.world import generate_world
 from vastui.store import SqliteStore
@@ -482,6 +488,35 @@ def test_a_cheap_gpu_whose_dlperf_falls_well_short_of_the_slo_floor_goes_after_o
     assert slow.prior_cost_per_unit_usd < fast.prior_cost_per_unit_usd     # the cheaper prior cost ...
     assert [c.offer.machine_id for c in plan.candidates] == [9601]        # ... yet it goes second
     assert "short of the SLO floor" in slow.hypothesis and "short of" not in fast.hypothesis
+
+
+def test_a_gpu_short_of_the_slo_floor_at_fp32_keeps_its_place_when_a_half_precision_it_runs_may_lift_it(
+        manifest: Manifest) -> None:
+    """A machine under SLO_SHORTFALL_PRIOR of the floor at the first profile (fp32) is judged at the half-precision
+    lift prior when the manifest lets tuning try bf16 and its GPU runs bf16 natively (compute capability 8.0 on):
+    the cheapest machine meeting the SLO at bf16 must get measured. A GPU without native bf16 is still demoted."""
+    floor = manifest.slo.throughput_min_units_per_s
+    assert floor is not None
+    template = next(row for row in world_rows() if not query_violations(
+        Offer.from_api(row, where="template"), manifest.shortlist.query) and row["dph_total"] < 0.3)
+    slow_dlperf = 0.5 * floor
+    assert slow_dlperf < SLO_SHORTFALL_PRIOR * floor <= slow_dlperf * HALF_PRECISION_LIFT_PRIOR
+    bf16 = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32", "bf16")))
+    one = with_shortlist(bf16, max_candidates=1, min_hosts=1)
+    fast = dict(template, id=961, machine_id=9601, gpu_name="RTX F000", dlperf=1.5 * floor, dph_total=0.30,
+                dph_base=0.30, compute_cap=890)
+
+    def first(compute_cap: int, m: Manifest) -> tuple[int, str]:
+        slow = dict(template, id=960, machine_id=9600, gpu_name="RTX S000", dlperf=slow_dlperf, dph_total=0.05,
+                    dph_base=0.05, compute_cap=compute_cap)
+        plan = plan_for(m, offers_of([slow, fast]))
+        hypothesis = next(c.hypothesis for c in (*plan.candidates, *plan.reserves) if c.offer.machine_id == 9600)
+        return plan.candidates[0].offer.machine_id, hypothesis
+
+    chosen, why = first(860, one)
+    assert chosen == 9600 and "kept in line for a half precision" in why
+    assert first(750, one)[0] == 9601                                   # Turing: no native bf16
+    assert first(860, with_shortlist(manifest, max_candidates=1, min_hosts=1))[0] == 9601   # fp32 only
 
 
 async def test_the_shortlist_search_prices_offers_at_the_disk_a_rental_takes(manifest: Manifest,

@@ -29,6 +29,7 @@ from vastui.campaign.prior import (
     compressed_dlperf,
     dlperf_pivot,
     moved_gb,
+    precision_lift_prior,
     predicted_pull_s,
     prior_inputs,
     workload_scale,
@@ -280,11 +281,13 @@ def _score(offer: Offer, manifest: Manifest, knowledge: dict[int, HostKnowledge]
         if gpus > 1:
             note += f"; {gpus} GPUs at an assumed {scaling:.0%} scaling — measuring tests whose scaling holds"
     floor = manifest.slo.throughput_min_units_per_s
-    short = floor is not None and at_its_word < (1.0 if measured else SLO_SHORTFALL_PRIOR) * floor
+    # unmeasured, a half precision the screening may find could lift it over the floor (docs/method.md, Shortlist)
+    lift = 1.0 if measured else precision_lift_prior(offer, manifest)
+    short = floor is not None and at_its_word * lift < (1.0 if measured else SLO_SHORTFALL_PRIOR) * floor
     if floor is not None and not measured and calibration is not None:
         # Earlier campaigns calibrated the prior: the SLO shortfall is judged by the calibrated chance, not by a
         # single learned scale (which, for a workload that does not follow dlperf, wrongs the slow GPUs).
-        chance = calibration.predict(f"{offer.gpu_name} x{gpus}", theta).probability_above(floor)
+        chance = calibration.predict(f"{offer.gpu_name} x{gpus}", theta).probability_above(floor / lift)
         short = chance < manifest.race.miss_probability
         if short:
             note += (f"; calibrated on {calibration.observations} earlier measurements: {100 * chance:.1f} % chance "
@@ -292,6 +295,9 @@ def _score(offer: Offer, manifest: Manifest, knowledge: dict[int, HostKnowledge]
     elif short:
         note += (f"; {'measured' if measured else 'dlperf taken at its word'}: {at_its_word:.0f} u/s, short of the "
                  f"SLO floor of {floor:g}: ranked after the machines that are not")
+    elif floor is not None and lift > 1.0 and at_its_word < SLO_SHORTFALL_PRIOR * floor:
+        note += (f"; dlperf taken at its word: {at_its_word:.0f} u/s, short of the SLO floor of {floor:g} at the "
+                 f"first profile, kept in line for a half precision (prior lift x{lift:g})")
     cost = cost_per_accepted_unit(prior_inputs(offer, pull_s=pull, manifest=manifest),
                                   units=manifest.production_units, throughput_units_per_s=max(theta, 1e-9))
     return _Scored(offer, gpus, theta, measured, pull, cost, note, short, reverified)

@@ -29,6 +29,13 @@ DLPERF_EXPONENT_PRIOR = 0.5
 # that then has no machine meeting the SLO. Plateau 0.6-0.8 on the seeded markets; demoting below 0.9 or 1.0
 # pushed good input-bound machines out.
 SLO_SHORTFALL_PRIOR = 0.7
+# A machine the shortfall rule would demote is judged instead at this lift when the manifest lets tuning try a half
+# precision the GPU runs natively (fp16 from compute capability 7.0, bf16 from 8.0, fp8 from 8.9) and the first
+# profile is not already one: tensor cores typically run a compute-bound model 1.5-2x faster at half precision, and
+# the screening races later machines at the profile it finds (docs/method.md, Shortlist). Without it, the cheapest
+# machine that meets the SLO at bf16 was ranked after every other and never measured.
+HALF_PRECISION_LIFT_PRIOR = 1.5
+_HALF_PRECISION_MIN_CC = {"fp16": 700, "bf16": 800, "fp8": 890}
 # Extraction + container boot after the pull, before SSH answers (docs/simulator.md, Hidden truth: 30-90 s).
 READINESS_PRIOR_S = 60.0
 # Effective pull speed as a share of the advertised inet_down (docs/simulator.md, Hidden truth: 0.3-0.6).
@@ -37,6 +44,16 @@ DISK_GIB = RENTED_DISK_GIB
 # Multi-GPU without NVLink rarely scales linearly (docs/simulator.md: 2x ~1.6-1.8x on consumer cards): the prior
 # assumes this share of linear speed-up per doubling until a run measures it.
 MULTI_GPU_EFFICIENCY_PRIOR = 0.85
+
+def precision_lift_prior(offer: Offer, manifest: Manifest) -> float:
+    """How much faster the best half precision the manifest allows might run ``offer`` than its first profile:
+    ``HALF_PRECISION_LIFT_PRIOR`` when the GPU runs one natively and the first profile is full precision, else 1."""
+    precisions = manifest.tuning.precisions
+    if not precisions or precisions[0] in _HALF_PRECISION_MIN_CC or offer.compute_cap is None:
+        return 1.0
+    runs_half = any(offer.compute_cap >= _HALF_PRECISION_MIN_CC[p] for p in precisions if p in _HALF_PRECISION_MIN_CC)
+    return HALF_PRECISION_LIFT_PRIOR if runs_half else 1.0
+
 
 def predicted_pull_s(offer: Offer, *, image_size_gb: float) -> float:
     """Image size over the effective download speed, plus readiness (docs/method.md, Shortlist: the startup prior)."""
