@@ -26,7 +26,8 @@ EXAMPLE = ROOT / "examples" / "resnet.toml"
 
 
 def fast_manifest(directory: Path, *, budget_usd: float | None = None, max_candidates: int = 4,
-                  tune_precision: bool = False, max_lifetime_s: int | None = None) -> Path:
+                  tune_precision: bool = False, max_lifetime_s: int | None = None,
+                  readiness_min_s: int | None = None) -> Path:
     """The example workload with short warm-up and blocks, so a whole campaign takes seconds of wall time.
 
     Tuning is off (one value per knob) unless ``tune_precision``: then only fp32 -> bf16 is tried.
@@ -54,6 +55,8 @@ def fast_manifest(directory: Path, *, budget_usd: float | None = None, max_candi
         replacements[r"(?m)^max_usd = 5.00$"] = f"max_usd = {budget_usd}"
     if max_lifetime_s is not None:
         replacements[r"(?m)^max_instance_lifetime_s = 3600$"] = f"max_instance_lifetime_s = {max_lifetime_s}"
+    if readiness_min_s is not None:
+        replacements[r"(?m)^readiness_min_s = 600$"] = f"readiness_min_s = {readiness_min_s}"
     for pattern, new in replacements.items():
         text, count = re.subn(pattern, new, text)
         assert count == 1, pattern

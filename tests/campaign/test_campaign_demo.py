@@ -22,6 +22,7 @@ from vastui.store import SqliteStore
 SEEDS = range(1, 21)
 TIME_SCALE = 300.0
 INITIAL_CREDIT_USD = 500.0
+READINESS_HEADROOM_S = 1800
 _CREATE = re.compile(r"^/api/v0/asks/(\d+)/$")
 _DESTROY = re.compile(r"^/api/v0/instances/(\d+)/$")
 _LOGS = re.compile(r"^/api/v0/instances/request_logs/(\d+)/$")  # a PUT that only asks for the log: a read
@@ -68,7 +69,12 @@ async def _audit(db_path: Path) -> list[tuple[str, str, str]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 async def test_demo_campaign_is_correct_clean_and_approved(seed: int, tmp_path: Path) -> None:
-    manifest_path = fast_manifest(tmp_path / "m")
+    # An instance's deadline is its readiness deadline plus the plan's allowance. At x300 a stall of the machine
+    # running the suite (each agent start is a Python process) eats that allowance 300 times over: seed 8 got no
+    # block before its deadline on a CI machine more than twice as slow as an idle one, and at x900 three seeds in
+    # twenty failed so. A longer readiness deadline gives the deadline that headroom (all twenty pass at x900)
+    # without slowing a campaign that needs none of it.
+    manifest_path = fast_manifest(tmp_path / "m", readiness_min_s=READINESS_HEADROOM_S)
     facts = MarketFacts()
     result = await run_demo(seed=seed, time_scale=TIME_SCALE, data_dir=tmp_path / "data",
                             manifest_path=manifest_path, on_market=_facts_into(facts))
