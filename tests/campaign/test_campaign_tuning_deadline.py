@@ -34,7 +34,7 @@ from vastui.campaign.plan import (
     candidate_time_cap_s,
     tuning_allowance_s,
 )
-from vastui.campaign.short_runs import skip_steps, timed_throughput
+from vastui.campaign.short_runs import skip_steps, timed_throughput, warmup_lost_s
 from vastui.campaign.tuning import TrialPool, TuningStop, input_gain_bound, tune, value_order
 from vastui.events import EventBus, Notice
 from vastui.remote.protocol import Progress, Result
@@ -75,6 +75,8 @@ class ScriptedHost:
     cut_short: frozenset[str] = frozenset()                 # precisions whose runs end (passing) after one marker
     # a noisy host: the n-th run at this batch size runs at (1 + gains[n]) x its speed
     batch_gains: dict[int, Sequence[float]] = field(default_factory=dict)
+    # precision -> seconds its first marker takes beyond its steps' pace (a warm-up), in that marker's latencies
+    warmup_extra_s: dict[str, float] = field(default_factory=dict)
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _bf16_runs: int = 0
     _batch_runs: dict[int, int] = field(default_factory=dict)
@@ -112,12 +114,14 @@ class ScriptedHost:
             finished = False
 
             async def __aiter__(self) -> AsyncIterator[Progress | Result]:
-                for _ in range(steps // MARK_EVERY):
-                    await host.clock.sleep(MARK_EVERY * step_s)
+                for index in range(steps // MARK_EVERY):
+                    extra_s = host.warmup_extra_s.get(precision, 0.0) if index == 0 else 0.0
+                    await host.clock.sleep(MARK_EVERY * step_s + extra_s)
+                    step_ms = host.step_ms.get(batch, step_s * 1000)
                     yield Progress(seq=next(host._seq), t=host.clock.now(), units=units, accepted=units,
                                    data_wait_s=wait * MARK_EVERY * step_s,
-                                   compute_s=(1.0 - wait) * MARK_EVERY * step_s,
-                                   latency_ms=(host.step_ms.get(batch, step_s * 1000),) * MARK_EVERY,
+                                   compute_s=(1.0 - wait) * MARK_EVERY * step_s + extra_s,
+                                   latency_ms=(step_ms + 1000.0 * extra_s,) + (step_ms,) * (MARK_EVERY - 1),
                                    units_total=0, accepted_total=0, phase=None)
                 self.result = Result(seq=next(host._seq), t=host.clock.now(),
                                      exit_status=1 if failed else 0, signal=None,
@@ -266,6 +270,19 @@ def test_a_short_run_is_timed_after_the_warm_up_its_instance_settled_in() -> Non
     assert timed_throughput(marks, skip=30) is None              # nothing after the warm-up
     assert timed_throughput([mark(NOW + 5.0), mark(NOW + 5.4, steps=4)], skip=10) is None   # under half of 10
     assert timed_throughput(marks, skip=0) == pytest.approx(1280 / 2.0)   # the first marker always starts
+
+
+def test_a_short_runs_warm_up_cost_is_its_skipped_steps_time_beyond_the_timed_pace() -> None:
+    def mark(t: float, step_ms: float, steps: int = 10) -> Progress:
+        return Progress(seq=1, t=t, units=64 * steps, accepted=64 * steps, data_wait_s=0.0, compute_s=1.0,
+                        latency_ms=(step_ms,) * steps, units_total=0, accepted_total=0, phase=None)
+
+    # steps 1-10 at 0.4 s each (warming up), then 0.1 s a step: 4 s where the pace says 1 s
+    marks = [mark(NOW + 4.0, 400.0), mark(NOW + 5.0, 100.0), mark(NOW + 6.0, 100.0)]
+    assert warmup_lost_s(marks, skip=10) == pytest.approx(3.0)
+    assert warmup_lost_s(marks, skip=20) == pytest.approx(3.0)     # the same steps, measured against later ones
+    assert warmup_lost_s([mark(NOW + 1.0, 100.0)] * 3, skip=10) is None   # the timed markers span no time
+    assert warmup_lost_s(marks, skip=30) is None                   # nothing timed after the warm-up
 
 
 def test_skipped_steps_follow_the_instances_warm_up_but_never_fewer_than_ten(tmp_path: Path) -> None:
@@ -836,3 +853,29 @@ async def test_a_pooled_screening_tries_the_loaders_when_any_machine_waits_for_i
         assert [t.knob for t in outcome.trials] == tried, (helper_wait, [t.describe() for t in outcome.trials])
         assert outcome.profile.precision == "bf16" and len(outcome.not_tried) == (helper_wait == 0.0)
         assert dict(outcome.trials[0].pairs_on).get("c2", 0) >= 1, outcome.trials[0].describe()
+
+
+async def test_a_change_faster_in_steady_state_is_not_kept_when_its_warm_up_makes_n_units_dearer(
+        tmp_path: Path) -> None:
+    """Production runs N units once, warm-up included: bf16 at +10 % units/s saves about 57 s of 20,000 units at 32
+    units/s, so a bf16 warm-up 200 s longer makes the run dearer and the change is not kept, the verdict saying
+    why; the same warm-up at 2,000,000 units is a rounding error, and without it the change is kept."""
+    async def tuned(extra_s: float, units: int) -> Any:
+        manifest = _tuning_manifest(tmp_path)
+        manifest = replace(manifest, production_units=units)
+        clock = FakeClock(NOW)
+        host = ScriptedHost(clock, profile_speed=lambda b, p, l: 1.1 if p == "bf16" else 1.0,
+                            warmup_extra_s={"bf16": extra_s})
+        run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=100.0)
+        return await _tune(manifest, clock, host, run)
+
+    dear = await tuned(200.0, 20_000)
+    verdict = next(t for t in dear.trials if t.value == "bf16").verdict
+    assert not verdict.accepted and verdict.dearer_at_n and not verdict.may_gain
+    assert verdict.gain is not None and verdict.gain.point > 0.05          # faster in steady state ...
+    assert verdict.cost_gain is not None and verdict.cost_gain.point < 0   # ... dearer at N
+    assert "at N = 20,000 units" in verdict.reason
+    assert dear.profile.precision == "fp32"
+    for extra_s, units in ((200.0, 2_000_000), (0.0, 20_000)):
+        kept = await tuned(extra_s, units)
+        assert kept.profile.precision == "bf16", (extra_s, units)

@@ -133,11 +133,16 @@ class AbVerdict:
     variant_data_wait_high: float | None = None   # ... the highest of each machine's median, when pooled
     baseline_latencies_ms: tuple[float, ...] = ()   # every step of the baseline's runs
     variant_latencies_ms: tuple[float, ...] = ()    # ... and of the variant's
+    # The same pairs judged by C(N), each run's warm-up included (campaign/tuning.py): a change faster in steady
+    # state whose longer warm-up makes production dearer at the manifest's N is not kept.
+    cost_gain: Interval | None = None
+    dearer_at_n: bool = False
 
     @property
     def may_gain(self) -> bool:
         """Not accepted, yet judged, within the SLO and not shown worse: the gain's interval reaches above zero."""
-        return not self.accepted and not self.breaks_slo and self.gain is not None and self.gain.high > 0
+        return (not self.accepted and not self.breaks_slo and not self.dearer_at_n and self.gain is not None
+                and self.gain.high > 0)
 
 
 def judge_ab(*, baseline_units_per_s: Sequence[float], variant_units_per_s: Sequence[float], correctness_ok: bool,

@@ -40,6 +40,7 @@ class ShortRun:
     latencies_ms: tuple[float, ...] = ()
     data_wait_share: float | None = None   # of the timed steps' time, spent waiting for input
     ran_to_end: bool = True   # the workload exited cleanly (a wrong output did; running out of memory did not)
+    warmup_lost_s: float | None = None   # its skipped steps' time beyond the timed pace: what warm-up costs
 
 
 async def short_run(ctx: CandidateContext, run: CandidateRun, conn: HostConnection, variant: Profile) -> ShortRun:
@@ -70,7 +71,8 @@ async def short_run(ctx: CandidateContext, run: CandidateRun, conn: HostConnecti
     step_s = sum(ms for mark in timed for ms in mark.latency_ms) / 1000.0
     return ShortRun(timed_throughput(marks, skip=skip), passed, max(0.0, work_s), timed_latencies(marks, skip=skip),
                     data_wait_share=min(1.0, sum(m.data_wait_s for m in timed) / step_s) if step_s > 0 else None,
-                    ran_to_end=result is not None and result.exit_status == 0)
+                    ran_to_end=result is not None and result.exit_status == 0,
+                    warmup_lost_s=warmup_lost_s(marks, skip=skip))
 
 
 def _after_skip(marks: list[Progress], *, skip: int) -> list[Progress]:
@@ -85,6 +87,23 @@ def timed_latencies(marks: list[Progress], *, skip: int) -> tuple[float, ...]:
 
 def skip_steps(run: CandidateRun) -> int:
     return max(MIN_SKIP_STEPS, run.warmup_steps)
+
+
+def warmup_lost_s(marks: list[Progress], *, skip: int) -> float | None:
+    """The time the steps up to the first marker at or past ``skip`` took beyond the pace of the timed steps after
+    it: what this profile's warm-up adds to a production run (the race's ``lost_s``, per run). None when the run
+    timed too little to say."""
+    ends = list(itertools.accumulate(steps_in(mark) for mark in marks))
+    first = next((index for index, end in enumerate(ends) if end >= skip), None)
+    if first is None:
+        return None
+    timed = marks[first:]
+    steps = sum(steps_in(m) for m in timed[1:])
+    if steps <= 0 or timed[-1].t <= timed[0].t:
+        return None
+    pace_s = (timed[-1].t - timed[0].t) / steps
+    warm_s = timed[0].t - marks[0].t + sum(marks[0].latency_ms) / 1000.0
+    return max(0.0, warm_s - ends[first] * pace_s)
 
 
 def timed_throughput(marks: list[Progress], *, skip: int) -> float | None:

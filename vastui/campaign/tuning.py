@@ -15,9 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from vastui.bench.attribution import DATA_WAIT_SHARE_MAX, Bottleneck
+from vastui.bench.cost import cost_per_accepted_unit
 from vastui.bench.stats import Interval, latency_plausible
 from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, TuningStep, judge_ab, plan_ab_pairs, plan_tuning
 from vastui.campaign.candidate import CandidateContext, CandidateRun
+from vastui.campaign.charges import measured_cost_inputs
 from vastui.campaign.live import band
 from vastui.campaign.ports import HostConnection
 from vastui.campaign.short_runs import DeadlineReached, RunTimes, ShortRun, run_times, short_run
@@ -199,6 +201,10 @@ class _PairedTrial:
         self.pool = pool
         self.a_values: list[float] = []
         self.b_values: list[float] = []
+        # the same pairs as units per dollar of a production run on their machine, warm-up included (None: a run
+        # that could not say its warm-up; the trial is then judged on throughput alone)
+        self.a_per_usd: list[float | None] = []
+        self.b_per_usd: list[float | None] = []
         self.b_waits: dict[str, list[float]] = {}   # the variant's input waits, by machine (candidate id)
         self.correct = True
         self.helpers: dict[str, _Player] = {}
@@ -275,6 +281,7 @@ class _PairedTrial:
         time) between its arms drops its half pair; a pair that lands after the verdict is dropped too."""
         ctx = self.ctx
         got: dict[Arm, float | None] = {}
+        lost: dict[Arm, float | None] = {}
         waits: list[float] = []
         for arm in player.next_order():
             if not keep_going():
@@ -287,6 +294,7 @@ class _PairedTrial:
             if not done.passed:
                 return self._failed(player, arm, done)
             got[arm] = done.units_per_s
+            lost[arm] = done.warmup_lost_s
             if arm is Arm.VARIANT and done.data_wait_share is not None:
                 waits.append(done.data_wait_share)
         if not self.is_open:
@@ -299,6 +307,8 @@ class _PairedTrial:
             return _PairEnd.DROPPED
         self.a_values.append(a)
         self.b_values.append(b)
+        self.a_per_usd.append(self._units_per_usd(player, a, lost.get(Arm.BASELINE)))
+        self.b_per_usd.append(self._units_per_usd(player, b, lost.get(Arm.VARIANT)))
         self.b_waits.setdefault(player.run.cid, []).extend(waits)
         self.pairs_on[player.run.cid] = self.pairs_on.get(player.run.cid, 0) + 1
         return _PairEnd.KEPT
@@ -343,7 +353,34 @@ class _PairedTrial:
                                                                  max_ms=ceiling.max_ms))})
         return (*((ram, True) for ram in held), *((ram, False) for ram in sorted(set(self.unfit_on))))
 
+    def _units_per_usd(self, player: _Player, units_per_s: float, warmup_lost_s: float | None) -> float | None:
+        """1 / C(N) of a production run on ``player``'s machine at this throughput and this run's warm-up."""
+        if warmup_lost_s is None or units_per_s <= 0:
+            return None
+        inputs = replace(measured_cost_inputs(player.run, self.ctx.manifest), warmup_s=warmup_lost_s)
+        cost = cost_per_accepted_unit(inputs, units=self.ctx.manifest.production_units,
+                                      throughput_units_per_s=units_per_s)
+        return 1.0 / cost if 0.0 < cost < math.inf else None
+
     def _judged(self) -> AbVerdict:
+        verdict = self._judged_on_speed()
+        a, b = self.a_per_usd, self.b_per_usd
+        if not verdict.accepted or not a or any(v is None for v in (*a, *b)):
+            return verdict
+        tuning = self.ctx.manifest.tuning
+        by_cost = judge_ab(baseline_units_per_s=[v for v in a if v is not None],
+                           variant_units_per_s=[v for v in b if v is not None], correctness_ok=True,
+                           min_gain=tuning.min_gain, min_pairs=tuning.min_pairs, seed=self.own.run.cid)
+        if by_cost.accepted or by_cost.gain is None:
+            return replace(verdict, cost_gain=by_cost.gain)
+        # Faster in steady state, yet its warm-up (a bigger batch's longer steps, say) makes a production run of N
+        # units no cheaper: not a profile to run production at (docs/method.md, Tune).
+        units = self.ctx.manifest.production_units
+        return replace(verdict, accepted=False, cost_gain=by_cost.gain, dearer_at_n=True, reason=(
+            f"not kept: at N = {units:,} units, its warm-up included, the cost gain is {by_cost.gain.point:+.1%} "
+            f"[{by_cost.gain.low:+.1%}, {by_cost.gain.high:+.1%}]; as to speed, {verdict.reason}"))
+
+    def _judged_on_speed(self) -> AbVerdict:
         tuning = self.ctx.manifest.tuning
         own = self.own
         waits = [w for on_one in self.b_waits.values() for w in on_one]
