@@ -93,8 +93,7 @@ def warmup_lost_s(marks: list[Progress], *, skip: int) -> float | None:
     """The time the steps up to the first marker at or past ``skip`` took beyond the pace of the timed steps after
     it: what this profile's warm-up adds to a production run (the race's ``lost_s``, per run). None when the run
     timed too little to say."""
-    ends = list(itertools.accumulate(steps_in(mark) for mark in marks))
-    first = next((index for index, end in enumerate(ends) if end >= skip), None)
+    first = _first_past(marks, skip=skip)
     if first is None:
         return None
     timed = marks[first:]
@@ -103,20 +102,22 @@ def warmup_lost_s(marks: list[Progress], *, skip: int) -> float | None:
         return None
     pace_s = (timed[-1].t - timed[0].t) / steps
     warm_s = timed[0].t - marks[0].t + sum(marks[0].latency_ms) / 1000.0
-    return max(0.0, warm_s - ends[first] * pace_s)
+    return max(0.0, warm_s - sum(steps_in(m) for m in marks[:first + 1]) * pace_s)
+
+
+def _first_past(marks: list[Progress], *, skip: int) -> int | None:
+    """The index of the first marker that ends at or past ``skip`` steps (None: none does)."""
+    ends = itertools.accumulate(steps_in(mark) for mark in marks)
+    return next((index for index, end in enumerate(ends) if end >= skip), None)
 
 
 def timed_throughput(marks: list[Progress], *, skip: int) -> float | None:
     """Accepted units per second after the first marker that ends at or past ``skip`` steps; None when fewer
     than half the timed steps came (a run cut short says nothing reliable)."""
-    done = 0
-    for index, mark in enumerate(marks):
-        done += steps_in(mark)
-        if done >= skip:
-            timed = marks[index:]
-            break
-    else:
+    first = _first_past(marks, skip=skip)
+    if first is None:
         return None
+    timed = marks[first:]
     steps = sum(steps_in(m) for m in timed[1:])
     if steps * 2 < TUNING_TIMED_STEPS or timed[-1].t <= timed[0].t:
         return None
