@@ -371,14 +371,17 @@ class _PairedTrial:
         by_cost = judge_ab(baseline_units_per_s=[v for v in a if v is not None],
                            variant_units_per_s=[v for v in b if v is not None], correctness_ok=True,
                            min_gain=tuning.min_gain, min_pairs=tuning.min_pairs, seed=self.own.run.cid)
-        if by_cost.accepted or by_cost.gain is None:
+        if by_cost.gain is None or by_cost.gain.point > 0.0:
             return replace(verdict, cost_gain=by_cost.gain)
-        # Faster in steady state, yet its warm-up (a bigger batch's longer steps, say) makes a production run of N
-        # units no cheaper: not a profile to run production at (docs/method.md, Tune).
+        # Clearly faster in steady state, yet its warm-up (a bigger batch's longer steps, say) makes a production
+        # run of N units estimated dearer: not a profile to run production at (docs/method.md, Tune). The speed
+        # verdict has already asked for a clear gain; the cost only vetoes it, on its point estimate, so a change
+        # whose warm-up costs a little of its gain is still kept.
         units = self.ctx.manifest.production_units
         return replace(verdict, accepted=False, cost_gain=by_cost.gain, dearer_at_n=True, reason=(
-            f"not kept: at N = {units:,} units, its warm-up included, the cost gain is {by_cost.gain.point:+.1%} "
-            f"[{by_cost.gain.low:+.1%}, {by_cost.gain.high:+.1%}]; as to speed, {verdict.reason}"))
+            f"not kept: at N = {units:,} units, its warm-up included, a production run is dearer with it: cost gain "
+            f"{by_cost.gain.point:+.1%} [{by_cost.gain.low:+.1%}, {by_cost.gain.high:+.1%}]; as to speed, "
+            f"{verdict.reason}"))
 
     def _judged_on_speed(self) -> AbVerdict:
         tuning = self.ctx.manifest.tuning
