@@ -75,11 +75,15 @@ class ScriptedHost:
     cut_short: frozenset[str] = frozenset()                 # precisions whose runs end (passing) after one marker
     # a noisy host: the n-th run at this batch size runs at (1 + gains[n]) x its speed
     batch_gains: dict[int, Sequence[float]] = field(default_factory=dict)
-    # precision -> seconds its first marker takes beyond its steps' pace (a warm-up), in that marker's latencies
-    warmup_extra_s: dict[str, float] = field(default_factory=dict)
+    # precision or batch size -> seconds its first marker takes beyond its steps' pace (a warm-up), in that
+    # marker's latencies
+    warmup_extra_s: dict[str | int, float] = field(default_factory=dict)
+    # a noisy host: the n-th run with this many loaders runs at (1 + gains[n]) x its speed (the last gain after)
+    loaders_gains: dict[int, Sequence[float]] = field(default_factory=dict)
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _bf16_runs: int = 0
     _batch_runs: dict[int, int] = field(default_factory=dict)
+    _loaders_runs: dict[int, int] = field(default_factory=dict)
 
     @asynccontextmanager
     async def _session(self, argv: Sequence[str]) -> AsyncIterator[Any]:
@@ -99,6 +103,10 @@ class ScriptedHost:
             gains, n = self.batch_gains[batch], self._batch_runs.get(batch, 0)
             units = round(units * (1.0 + gains[n % len(gains)]))
             self._batch_runs[batch] = n + 1
+        if self.loaders_gains.get(loaders):
+            gains, n = self.loaders_gains[loaders], self._loaders_runs.get(loaders, 0)
+            units = round(units * (1.0 + gains[min(n, len(gains) - 1)]))
+            self._loaders_runs[loaders] = n + 1
         step_s = self.step_s.get(batch, STEP_S)
         failed = batch in self.out_of_memory or (precision == "fp32" and batch in self.out_of_memory_fp32)
         if failed:
@@ -115,7 +123,8 @@ class ScriptedHost:
 
             async def __aiter__(self) -> AsyncIterator[Progress | Result]:
                 for index in range(steps // MARK_EVERY):
-                    extra_s = host.warmup_extra_s.get(precision, 0.0) if index == 0 else 0.0
+                    extra_s = (host.warmup_extra_s.get(precision, 0.0) + host.warmup_extra_s.get(batch, 0.0)
+                               if index == 0 else 0.0)
                     await host.clock.sleep(MARK_EVERY * step_s + extra_s)
                     step_ms = host.step_ms.get(batch, step_s * 1000)
                     yield Progress(seq=next(host._seq), t=host.clock.now(), units=units, accepted=units,
@@ -853,6 +862,41 @@ async def test_a_pooled_screening_tries_the_loaders_when_any_machine_waits_for_i
         assert [t.knob for t in outcome.trials] == tried, (helper_wait, [t.describe() for t in outcome.trials])
         assert outcome.profile.precision == "bf16" and len(outcome.not_tried) == (helper_wait == 0.0)
         assert dict(outcome.trials[0].pairs_on).get("c2", 0) >= 1, outcome.trials[0].describe()
+
+
+async def test_a_larger_batch_kept_only_within_a_joint_change_is_trimmed_when_n_units_cost_less_without_it(
+        tmp_path: Path) -> None:
+    """Eight loaders pay on this host (+36 % at batch 64), but three of their first runs draw 30 % low, so their own
+    trial is undecided; batch 128 alone gains 1.5 %, under the minimum. Together they gain 40 % and the joint change
+    is kept. Batch 128 adds about 3 % of that while its warm-up is 60 s longer: at N = 20,000 units the trim back to
+    batch 64 (eight loaders kept) makes the production run cheaper, and it is kept though slower; at 2,000,000
+    units the warm-up is nothing beside 3 % of the run, and the trim is not kept."""
+    async def tuned(units: int) -> Any:
+        manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+        manifest = replace(manifest, production_units=units,
+                           tuning=replace(manifest.tuning, precisions=("fp32",), batch_sizes=(64, 128),
+                                          loaders=(4, 8)))
+        table = {(64, 4): 1.0, (64, 8): 1.36, (128, 4): 1.015, (128, 8): 1.40}
+        host = ScriptedHost(clock, profile_speed=lambda b, p, n: table[(b, n)], warmup_extra_s={128: 60.0},
+                            loaders_gains={8: (-0.3, -0.3, -0.3, 0.0)})
+        run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=100.0)
+        return await _tune_from(manifest, clock, host, run,
+                                Profile(batch_size=64, precision="fp32", loaders=4, gpu_count=1))
+
+    small = await tuned(20_000)
+    described = [t.describe() for t in small.trials]
+    joint = next(t for t in small.trials if "+" in t.knob)
+    assert joint.verdict.accepted and joint.value == "128/8", described
+    trim = small.trials[-1]
+    assert (trim.knob, trim.baseline, trim.value) == ("batch_size", "128", "64"), described
+    assert trim.verdict.accepted and trim.verdict.gain is not None and trim.verdict.gain.point < 0
+    assert trim.verdict.cost_gain is not None and trim.verdict.cost_gain.point > 0
+    assert "at N = 20,000 units" in trim.verdict.reason and trim.describe().startswith("batch_size 128 -> 64: acc")
+    assert (small.profile.batch_size, small.profile.loaders) == (64, 8), described
+    large = await tuned(2_000_000)
+    described = [t.describe() for t in large.trials]
+    assert (large.trials[-1].value, large.trials[-1].verdict.accepted) == ("64", False), described
+    assert (large.profile.batch_size, large.profile.loaders) == (128, 8), described
 
 
 async def test_a_change_faster_in_steady_state_is_not_kept_when_its_warm_up_makes_n_units_dearer(

@@ -68,6 +68,8 @@ class ScreenedKnob:
         machines its pairs ran, when others than the screener's played some."""
         if not self.kept:
             return f"{self.knob} {self.baseline} -> {self.value}: not kept ({self.reason}{self.where})"
+        if self.gain is not None and self.gain.point < 0:   # a trim, kept for its cost at N: its words say so
+            return f"{self.knob} {self.baseline} -> {self.value}: kept ({self.reason}{self.where})"
         gain = ("no gain measured" if self.gain is None
                 else f"gain {self.gain.point:+.1%} [{self.gain.low:+.1%}, {self.gain.high:+.1%}]")
         return f"{self.knob} {self.baseline} -> {self.value}: kept ({gain}{self.where})"

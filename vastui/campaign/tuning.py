@@ -194,9 +194,10 @@ class _PairedTrial:
     correct."""
 
     def __init__(self, ctx: CandidateContext, run: CandidateRun, conn: HostConnection, base: Profile,
-                 change: Profile, times: RunTimes, *, pool: TrialPool | None = None) -> None:
+                 change: Profile, times: RunTimes, *, pool: TrialPool | None = None, on_cost: bool = False) -> None:
         self.ctx = ctx
         self.base, self.change = base, change
+        self.on_cost = on_cost   # a trim (``TuningSearch._trim``): judged by its cost at N alone
         self.own = _Player(ctx, run, conn, base, change, times)
         self.pool = pool
         self.a_values: list[float] = []
@@ -364,6 +365,8 @@ class _PairedTrial:
 
     def _judged(self) -> AbVerdict:
         verdict = self._judged_on_speed()
+        if self.on_cost:
+            return self._judged_on_cost(verdict)
         a, b = self.a_per_usd, self.b_per_usd
         if not verdict.accepted or not a or any(v is None for v in (*a, *b)):
             return verdict
@@ -382,6 +385,31 @@ class _PairedTrial:
             f"not kept: at N = {units:,} units, its warm-up included, a production run is dearer with it: cost gain "
             f"{by_cost.gain.point:+.1%} [{by_cost.gain.low:+.1%}, {by_cost.gain.high:+.1%}]; as to speed, "
             f"{verdict.reason}"))
+
+    def _judged_on_cost(self, speed: AbVerdict) -> AbVerdict:
+        """A trim's verdict: kept when a production run of N units is cheaper with it (the paired cost gain's point
+        above zero, each run's warm-up included), its output correct and its steps within the SLO, whatever its
+        speed: a trim gives up a little steady-state speed for a shorter warm-up. Its ``gain`` stays the speed's
+        (the tuned throughput compounds it)."""
+        if speed.output_failed or speed.breaks_slo:
+            return replace(speed, accepted=False)
+        a, b = self.a_per_usd, self.b_per_usd
+        if not a or any(v is None for v in (*a, *b)):
+            return replace(speed, accepted=False, reason=(
+                f"not kept: its runs did not say their warm-up, so its cost at N is not known; as to speed, "
+                f"{speed.reason}"))
+        tuning = self.ctx.manifest.tuning
+        by_cost = judge_ab(baseline_units_per_s=[v for v in a if v is not None],
+                           variant_units_per_s=[v for v in b if v is not None], correctness_ok=True,
+                           min_gain=tuning.min_gain, min_pairs=tuning.min_pairs, seed=self.own.run.cid)
+        if by_cost.gain is None:
+            return replace(speed, accepted=False, reason=by_cost.reason)
+        units = self.ctx.manifest.production_units
+        cheaper = by_cost.gain.point > 0.0
+        return replace(speed, accepted=cheaper, cost_gain=by_cost.gain, dearer_at_n=not cheaper, reason=(
+            f"{'kept' if cheaper else 'not kept'}: at N = {units:,} units, its warm-up included, a production run is "
+            f"{'cheaper' if cheaper else 'no cheaper'} with it: cost gain {by_cost.gain.point:+.1%} "
+            f"[{by_cost.gain.low:+.1%}, {by_cost.gain.high:+.1%}]; as to speed, {speed.reason}"))
 
     def _judged_on_speed(self) -> AbVerdict:
         tuning = self.ctx.manifest.tuning
@@ -554,6 +582,7 @@ class TuningSearch:
         if isinstance(got, TuningOutcome):
             return got
         if got is not None and got.accepted:
+            previous = self.best
             self.best = change
             self.wait = got.variant_data_wait_high
             for knob in joint:
@@ -561,6 +590,25 @@ class TuningSearch:
             if Knob.PRECISION in joint and self.too_big:
                 self.steps.append(TuningStep(Knob.BATCH_SIZE, tuple(self.too_big)))
                 self.too_big = []
+            return await self._trim(previous, joint, got)
+        return None
+
+    async def _trim(self, previous: Profile, joint: dict[Knob, int | str], kept: AbVerdict) -> TuningOutcome | None:
+        """After a joint change is kept: its larger batch back at the batch before, judged by the cost of N units
+        alone. A joint change is kept whole, but a batch that never helped alone can ride on another knob's gain
+        (more loaders that pay on this host): a larger batch's warm-up steps are each that much longer, so at a
+        small N the joint change without it is cheaper still (docs/method.md, Tune). Tried only when the joint
+        trial's runs said their warm-up; the outcome when tuning must stop."""
+        batch, was = joint.get(Knob.BATCH_SIZE), previous.batch_size
+        if not isinstance(batch, int) or was is None or batch <= was or kept.cost_gain is None:
+            return None
+        trimmed = _on_gpus(self.best.with_value(Knob.BATCH_SIZE, was), self.best)
+        got = await self._trial(str(Knob.BATCH_SIZE), str(batch), str(was), trimmed, on_cost=True)
+        if isinstance(got, TuningOutcome):
+            return got
+        if got is not None and got.accepted:
+            self.best = trimmed
+            self.wait = got.variant_data_wait_high
         return None
 
     async def _step(self, step: TuningStep) -> TuningOutcome | None:
@@ -638,9 +686,11 @@ class TuningSearch:
             self.steps.insert(0, TuningStep(Knob.BATCH_SIZE, tuple(self.too_big)))   # less memory a step: again
             self.too_big = []
 
-    async def _trial(self, knob: str, was: str, value: str, change: Profile) -> AbVerdict | TuningOutcome | None:
+    async def _trial(self, knob: str, was: str, value: str, change: Profile, *,
+                     on_cost: bool = False) -> AbVerdict | TuningOutcome | None:
         """One A/B trial of ``change`` against ``best``: its verdict, the outcome when tuning must stop, or None
-        when the deadline has no room for it (noted; a cheaper trial may still fit)."""
+        when the deadline has no room for it (noted; a cheaper trial may still fit). ``on_cost``: judged by the
+        cost of N units alone (a trim)."""
         ctx, run, best = self.ctx, self.run, self.best
         left, needed = self.time_left_s(), self.times.trial_estimate_s(self._own_pairs(self.pairs), best, change)
         if left <= 0 or left < needed:
@@ -649,7 +699,7 @@ class TuningSearch:
             return None
         ctx.bus.publish(TuningTrialStarted(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
                                            knob=knob, baseline=was, value=value))
-        trial = _PairedTrial(ctx, run, self.conn, best, change, self.times, pool=self.pool)
+        trial = _PairedTrial(ctx, run, self.conn, best, change, self.times, pool=self.pool, on_cost=on_cost)
         try:
             verdict = await trial.judge(room_for=lambda more: self.time_left_s() >= self.times.trial_estimate_s(
                 self._own_pairs(more), best, change) + self._reserve_s(change))
