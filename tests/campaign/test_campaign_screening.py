@@ -324,6 +324,28 @@ def test_the_screener_itself_confirms_what_its_pooled_pairs_left_open(tmp_path: 
     assert _confirm(screening, screener) == [("loaders", (8,))]
 
 
+def test_a_joint_change_not_kept_leaves_its_knobs_to_their_own_trials(tmp_path: Path) -> None:
+    """Eight loaders' pooled pairs straddle zero (they pay on one host's input path), batch 128 is undecided; the
+    joint change of both is clearly faster but dearer at a small N (the batch's warm-up). That verdict speaks for
+    the pair, not for eight loaders alone: the leader still confirms both on its own instance."""
+    manifest, candidates = _candidates(tmp_path)
+    start = first_profile(candidates[0], manifest)
+    bf16 = start.with_value(Knob.PRECISION, "bf16")
+    dear = AbVerdict(False, Interval(point=0.023, low=0.005, high=0.09, confidence=0.95, n=12), 12,
+                     "not kept: at N = 3,000 units, ...", dearer_at_n=True)
+    joint = AbVerdict(False, Interval(point=0.089, low=0.042, high=0.544, confidence=0.95, n=6), 6,
+                      "not kept: at N = 3,000 units, ...", dearer_at_n=True)
+    trials = [_trial(Knob.PRECISION, start, "bf16", gain=(0.29, 0.02, 0.38), accepted=True),
+              TuningTrial("batch_size", "64", "256", dear, bf16.with_value(Knob.BATCH_SIZE, 256)),
+              _trial(Knob.BATCH_SIZE, bf16, 128, gain=(0.03, -0.006, 0.086)),
+              _trial(Knob.LOADERS, bf16, 8, gain=(0.05, -0.007, 0.441)),
+              TuningTrial("batch_size+loaders", "64/4", "128/8", joint,
+                          bf16.with_value(Knob.BATCH_SIZE, 128).with_value(Knob.LOADERS, 8))]
+    screening, _leader, _start = _screened(tmp_path, trials, profile=bf16)
+    screener = _with_ram(candidates[0], 24_000.0)
+    assert _confirm(screening, screener) == [("batch_size", (128,)), ("loaders", (8,))]
+
+
 def test_a_screening_that_judged_every_knob_clearly_leaves_nothing_to_confirm(tmp_path: Path) -> None:
     # the loaders' gain cannot reach the 2 % minimum
     trials, _big = _bf16_then_batch_256_then_loaders(tmp_path, loaders_gain=(0.0, -0.03, 0.015))

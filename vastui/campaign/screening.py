@@ -140,8 +140,12 @@ class ScreeningOutcome:
                 return True    # a larger batch clearly helped: the search does not go back down
         if value == self.start.value(knob) and self.profile.value(knob) != value:
             return True        # a kept change moved off it
+        # A joint trial not kept says nothing of each of its knobs alone: the one that made it dearer (a larger
+        # batch's warm-up at a small N) may have hidden the one that pays on this class (more loaders). Such a
+        # value is judged by its own trial; with none, it is not settled.
         verdicts = [t.verdict for t in self.tuning.trials
-                    if t.change is not None and str(knob) in t.knob.split("+") and t.change.value(knob) == value]
+                    if t.change is not None and str(knob) in t.knob.split("+") and t.change.value(knob) == value
+                    and ("+" not in t.knob or t.verdict.accepted)]
         if not verdicts:
             return False
         return _settled(verdicts[-1], min_gain=min_gain, more_memory=_has_more(gpu_ram_mb, self.gpu_ram_mb))
