@@ -225,8 +225,9 @@ class _PairedTrial:
         try:
             await self._fill(self._in_rounds(tuning.min_pairs))
             verdict = self._judged()
-            if (not verdict.accepted and verdict.gain is not None and verdict.gain.point > tuning.min_gain
-                    and verdict.gain.low < 0 < verdict.gain.high and room_for(tuning.min_pairs)):
+            looked = verdict.cost_gain if self.on_cost else verdict.gain   # the measure the change claims
+            if (not verdict.accepted and looked is not None and looked.point > tuning.min_gain
+                    and looked.low < 0 < looked.high and room_for(tuning.min_pairs)):
                 await self._fill(len(self.a_values) + self._in_rounds(tuning.min_pairs))
                 verdict = self._judged()
         finally:
@@ -387,10 +388,11 @@ class _PairedTrial:
             f"{verdict.reason}"))
 
     def _judged_on_cost(self, speed: AbVerdict) -> AbVerdict:
-        """A trim's verdict: kept when a production run of N units is cheaper with it (the paired cost gain's point
-        above zero, each run's warm-up included), its output correct and its steps within the SLO, whatever its
-        speed: a trim gives up a little steady-state speed for a shorter warm-up. Its ``gain`` stays the speed's
-        (the tuned throughput compounds it)."""
+        """A trim's verdict: kept when a production run of N units is clearly cheaper with it (``judge_ab`` on the
+        pairs' units per dollar, each run's warm-up included: an interval above zero, a gain above the minimum),
+        its output correct and its steps within the SLO, whatever its speed: a trim gives up a little steady-state
+        speed for a shorter warm-up. Like any change it must show its gain on the measure it claims; a tie keeps
+        the profile as it is. Its ``gain`` stays the speed's (the tuned throughput compounds it)."""
         if speed.output_failed or speed.breaks_slo:
             return replace(speed, accepted=False)
         a, b = self.a_per_usd, self.b_per_usd
@@ -405,11 +407,12 @@ class _PairedTrial:
         if by_cost.gain is None:
             return replace(speed, accepted=False, reason=by_cost.reason)
         units = self.ctx.manifest.production_units
-        cheaper = by_cost.gain.point > 0.0
-        return replace(speed, accepted=cheaper, cost_gain=by_cost.gain, dearer_at_n=not cheaper, reason=(
-            f"{'kept' if cheaper else 'not kept'}: at N = {units:,} units, its warm-up included, a production run is "
-            f"{'cheaper' if cheaper else 'no cheaper'} with it: cost gain {by_cost.gain.point:+.1%} "
-            f"[{by_cost.gain.low:+.1%}, {by_cost.gain.high:+.1%}]; as to speed, {speed.reason}"))
+        cheaper = by_cost.accepted
+        return replace(speed, accepted=cheaper, cost_gain=by_cost.gain, dearer_at_n=by_cost.gain.point <= 0.0,
+                       reason=(f"{'kept' if cheaper else 'not kept'}: at N = {units:,} units, its warm-up included, "
+                               f"a production run is {'clearly cheaper' if cheaper else 'not clearly cheaper'} with "
+                               f"it: cost gain {by_cost.gain.point:+.1%} [{by_cost.gain.low:+.1%}, "
+                               f"{by_cost.gain.high:+.1%}]; as to speed, {speed.reason}"))
 
     def _judged_on_speed(self) -> AbVerdict:
         tuning = self.ctx.manifest.tuning
