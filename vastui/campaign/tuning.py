@@ -368,13 +368,9 @@ class _PairedTrial:
         verdict = self._judged_on_speed()
         if self.on_cost:
             return self._judged_on_cost(verdict)
-        a, b = self.a_per_usd, self.b_per_usd
-        if not verdict.accepted or not a or any(v is None for v in (*a, *b)):
+        by_cost = self._by_cost() if verdict.accepted else None
+        if by_cost is None:
             return verdict
-        tuning = self.ctx.manifest.tuning
-        by_cost = judge_ab(baseline_units_per_s=[v for v in a if v is not None],
-                           variant_units_per_s=[v for v in b if v is not None], correctness_ok=True,
-                           min_gain=tuning.min_gain, min_pairs=tuning.min_pairs, seed=self.own.run.cid)
         if by_cost.gain is None or by_cost.gain.point > 0.0:
             return replace(verdict, cost_gain=by_cost.gain)
         # Clearly faster in steady state, yet its warm-up (a bigger batch's longer steps, say) makes a production
@@ -387,6 +383,17 @@ class _PairedTrial:
             f"{by_cost.gain.point:+.1%} [{by_cost.gain.low:+.1%}, {by_cost.gain.high:+.1%}]; as to speed, "
             f"{verdict.reason}"))
 
+    def _by_cost(self) -> AbVerdict | None:
+        """The pairs judged as units per dollar of a production run of N units (``judge_ab``), each run's warm-up
+        included; None when a run could not say its warm-up."""
+        a, b = self.a_per_usd, self.b_per_usd
+        if not a or any(v is None for v in (*a, *b)):
+            return None
+        tuning = self.ctx.manifest.tuning
+        return judge_ab(baseline_units_per_s=[v for v in a if v is not None],
+                        variant_units_per_s=[v for v in b if v is not None], correctness_ok=True,
+                        min_gain=tuning.min_gain, min_pairs=tuning.min_pairs, seed=self.own.run.cid)
+
     def _judged_on_cost(self, speed: AbVerdict) -> AbVerdict:
         """A trim's verdict: kept when a production run of N units is clearly cheaper with it (``judge_ab`` on the
         pairs' units per dollar, each run's warm-up included: an interval above zero, a gain above the minimum),
@@ -395,15 +402,11 @@ class _PairedTrial:
         the profile as it is. Its ``gain`` stays the speed's (the tuned throughput compounds it)."""
         if speed.output_failed or speed.breaks_slo:
             return replace(speed, accepted=False)
-        a, b = self.a_per_usd, self.b_per_usd
-        if not a or any(v is None for v in (*a, *b)):
+        by_cost = self._by_cost()
+        if by_cost is None:
             return replace(speed, accepted=False, reason=(
                 f"not kept: its runs did not say their warm-up, so its cost at N is not known; as to speed, "
                 f"{speed.reason}"))
-        tuning = self.ctx.manifest.tuning
-        by_cost = judge_ab(baseline_units_per_s=[v for v in a if v is not None],
-                           variant_units_per_s=[v for v in b if v is not None], correctness_ok=True,
-                           min_gain=tuning.min_gain, min_pairs=tuning.min_pairs, seed=self.own.run.cid)
         if by_cost.gain is None:
             return replace(speed, accepted=False, reason=by_cost.reason)
         units = self.ctx.manifest.production_units
