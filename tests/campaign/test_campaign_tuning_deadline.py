@@ -889,7 +889,7 @@ async def test_a_larger_batch_kept_only_within_a_joint_change_is_trimmed_when_n_
     assert joint.verdict.accepted and joint.value == "128/8", described
     trim = small.trials[-1]
     assert (trim.knob, trim.baseline, trim.value) == ("batch_size", "128", "64"), described
-    assert trim.verdict.accepted and trim.verdict.gain is not None and trim.verdict.gain.point < 0
+    assert trim.verdict.accepted and trim.verdict.on_cost and trim.verdict.gain is not None and trim.verdict.gain.point < 0
     assert trim.verdict.cost_gain is not None and trim.verdict.cost_gain.point > 0
     assert "at N = 20,000 units" in trim.verdict.reason and trim.describe().startswith("batch_size 128 -> 64: acc")
     assert (small.profile.batch_size, small.profile.loaders) == (64, 8), described

@@ -137,6 +137,8 @@ class AbVerdict:
     # state whose longer warm-up makes production dearer at the manifest's N is not kept.
     cost_gain: Interval | None = None
     dearer_at_n: bool = False
+    # judged by the cost of N units alone, whatever its speed (a trim of a larger batch: campaign/tuning.py)
+    on_cost: bool = False
 
     @property
     def may_gain(self) -> bool:

@@ -61,6 +61,7 @@ class ScreenedKnob:
     gain: Interval | None
     reason: str
     where: str = ""   # on which machines its pairs ran, when more than the screener's (TuningTrial.where)
+    on_cost: bool = False   # judged by the cost of N units alone (a trim): its reason says the cost, not a gain
 
     def describe(self) -> str:
         """A kept change with its gain; one not kept with why, in the trial's own words (a clear gain is not kept
@@ -68,7 +69,7 @@ class ScreenedKnob:
         machines its pairs ran, when others than the screener's played some."""
         if not self.kept:
             return f"{self.knob} {self.baseline} -> {self.value}: not kept ({self.reason}{self.where})"
-        if self.gain is not None and self.gain.point < 0:   # a trim, kept for its cost at N: its words say so
+        if self.on_cost:   # a trim, kept for its cost at N: its words say so
             return f"{self.knob} {self.baseline} -> {self.value}: kept ({self.reason}{self.where})"
         gain = ("no gain measured" if self.gain is None
                 else f"gain {self.gain.point:+.1%} [{self.gain.low:+.1%}, {self.gain.high:+.1%}]")
@@ -91,7 +92,7 @@ class ScreeningOutcome:
     @property
     def knobs(self) -> tuple[ScreenedKnob, ...]:
         return tuple(ScreenedKnob(t.knob, t.baseline, t.value, t.verdict.accepted, t.verdict.gain, t.verdict.reason,
-                                  t.where()) for t in self.tuning.trials)
+                                  t.where(), on_cost=t.verdict.on_cost) for t in self.tuning.trials)
 
     @property
     def pairs_on(self) -> dict[str, int]:
@@ -144,8 +145,8 @@ class ScreeningOutcome:
         # batch's warm-up at a small N) may have hidden the one that pays on this class (more loaders). Such a
         # value is judged by its own trial; with none, it is not settled.
         verdicts = [t.verdict for t in self.tuning.trials
-                    if t.change is not None and str(knob) in t.knob.split("+") and t.change.value(knob) == value
-                    and ("+" not in t.knob or t.verdict.accepted)]
+                    if t.change is not None and str(knob) in t.knobs and t.change.value(knob) == value
+                    and (len(t.knobs) == 1 or t.verdict.accepted)]
         if not verdicts:
             return False
         return _settled(verdicts[-1], min_gain=min_gain, more_memory=_has_more(gpu_ram_mb, self.gpu_ram_mb))

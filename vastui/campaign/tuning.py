@@ -44,6 +44,11 @@ class TuningTrial:
     pairs_on: tuple[tuple[str, int], ...] = ()
     memory_seen: tuple[tuple[float, bool], ...] = ()
 
+    @property
+    def knobs(self) -> tuple[str, ...]:
+        """The knobs the trial changed: one, or several for a joint trial (``knob`` joins them with "+")."""
+        return tuple(self.knob.split("+"))
+
     def describe(self) -> str:
         state = "accepted" if self.verdict.accepted else "rejected"
         return f"{self.knob} {self.baseline} -> {self.value}: {state} ({self.verdict.reason}){self.where()}"
@@ -400,6 +405,7 @@ class _PairedTrial:
         its output correct and its steps within the SLO, whatever its speed: a trim gives up a little steady-state
         speed for a shorter warm-up. Like any change it must show its gain on the measure it claims; a tie keeps
         the profile as it is. Its ``gain`` stays the speed's (the tuned throughput compounds it)."""
+        speed = replace(speed, on_cost=True)
         if speed.output_failed or speed.breaks_slo:
             return replace(speed, accepted=False)
         by_cost = self._by_cost()
