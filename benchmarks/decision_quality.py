@@ -48,9 +48,9 @@ from vastui.bench.manifest import Manifest, load_manifest
 from vastui.bench.select import RaceEnd
 from vastui.bench.tuning import Profile
 from vastui.campaign.charges import bill_of
+from vastui.campaign.inherited import largest_batch_held
 from vastui.campaign.plan import readiness_deadline_s
 from vastui.campaign.prior import DISK_GIB
-from vastui.campaign.screening import largest_batch_held
 from vastui.campaign.startup import rates_of
 from vastui.events import CandidatePhaseChanged, Event
 from vastui.events_live import CampaignPhaseChanged, TuningFinished

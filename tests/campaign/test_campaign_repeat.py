@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,12 @@ from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.bench.select import Race
 from vastui.bench.stats import Block
+from vastui.bench.tuning import Profile
 from vastui.campaign.charges import prior_cost_inputs
+from vastui.campaign.inherited import InheritedScreening, start_profile
 from vastui.campaign.plan import CALIBRATED_AT, Plan, build_plan, render_plan
 from vastui.campaign.prior import compressed_dlperf, dlperf_pivot, workload_scale
-from vastui.campaign.repeat import HISTORY_HALF_LIFE_DAYS, history_weight, race_candidate
+from vastui.campaign.repeat import HISTORY_HALF_LIFE_DAYS, Reverification, history_weight, race_candidate
 from vastui.campaign.startup import RENTED_DISK_GIB
 from vastui.config import Secret
 from vastui.sim.factory import build_market
@@ -60,8 +63,11 @@ async def offers_at(url: str, manifest: Manifest) -> list[Offer]:
 
 
 async def remember(store: SqliteStore, manifest: Manifest, *, machine_id: int, gpu_name: str, num_gpus: int,
-                   throughputs: Sequence[float], days_ago: float, campaign_id: str = "cbefore") -> None:
-    """Earlier runs of this workload on one host, finished ``days_ago`` days before NOW."""
+                   throughputs: Sequence[float], days_ago: float, campaign_id: str = "cbefore",
+                   variant: Profile | None = None) -> None:
+    """Earlier runs of this workload on one host, finished ``days_ago`` days before NOW, at ``variant`` (the
+    manifest's first profile unless given)."""
+    variant = variant or start_profile(manifest, gpu_count=num_gpus)
     await store.save_manifest(digest=manifest.digest, name=manifest.workload.name, toml_text="[workload]\n",
                               stored_at=NOW - 90 * DAY)
     if await store.campaign(campaign_id) is None:
@@ -70,7 +76,7 @@ async def remember(store: SqliteStore, manifest: Manifest, *, machine_id: int, g
     for theta in throughputs:
         run = await store.start_run(campaign_id=campaign_id, instance_id=None, machine_id=machine_id,
                                     gpu_name=gpu_name, num_gpus=num_gpus, workload_digest=manifest.digest,
-                                    variant_json="{}", started_at=NOW - days_ago * DAY - 600)
+                                    variant_json=variant.to_json(), started_at=NOW - days_ago * DAY - 600)
         await store.finish_run(run_id=run.run_id, status=RunStatus.OK, at=NOW - days_ago * DAY,
                                throughput_units_per_s=theta)
 
@@ -184,6 +190,77 @@ async def test_the_history_relates_each_listed_known_host_to_the_prior_an_unknow
     assert fresh.weight == pytest.approx(0.5 ** (2.0 / HISTORY_HALF_LIFE_DAYS))
     assert stale.weight == pytest.approx(0.5 ** (40.0 / HISTORY_HALF_LIFE_DAYS))
     assert "calibrated prior starts from 2 earlier measurement(s)" in render_plan(plan)
+
+
+async def test_a_host_is_re_verified_only_on_earlier_runs_at_the_profile_it_is_raced_at(
+        tmp_path: Path, listed: str) -> None:
+    """An earlier campaign raced a host at fp32, screened bf16 in and raced it again there. A later campaign that
+    inherits that screening races at bf16 from its first block, so only the bf16 runs re-verify the host; one that
+    screens again starts at fp32, where only the fp32 runs do. A bf16 run counted at fp32 (or the reverse) would
+    put a throughput nearly twice the truth into the race as evidence."""
+    manifest = load_manifest(fast_manifest(tmp_path / "m", tune_precision=True))
+    offers = await offers_at(listed, manifest)
+    host = build_plan(campaign_id="base", manifest=manifest, offers=offers, knowledge=(), bad_hosts=()).candidates[0]
+    fp32 = start_profile(manifest, gpu_count=1)
+    bf16 = Profile(fp32.batch_size, "bf16", fp32.loaders, 1)
+    screened = InheritedScreening(campaign_id="cbefore", screened_at=NOW - 3 * DAY, start=replace(fp32, gpu_count=None),
+                                  profile=replace(bf16, gpu_count=None), batches=(),
+                                  knobs=("precision fp32 -> bf16: kept (gain +80.0% [+70.0%, +90.0%])",))
+    store = await SqliteStore.open(tmp_path / "c.sqlite3")
+    try:
+        for variant, throughputs in ((fp32, [30.0, 31.0]), (bf16, [55.0, 56.0, 57.0])):
+            await remember(store, manifest, machine_id=host.offer.machine_id, gpu_name=host.offer.gpu_name,
+                           num_gpus=1, throughputs=throughputs, days_ago=3.0, variant=variant)
+        knowledge = await store.host_knowledge(workload_digest=manifest.digest)
+    finally:
+        await store.close()
+
+    def planned(inherited: InheritedScreening | None) -> tuple[Plan, Reverification]:
+        plan = build_plan(campaign_id="cagain", manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=(),
+                          now=NOW, inherited=inherited)
+        again = next(c for c in plan.candidates if c.offer.machine_id == host.offer.machine_id)
+        assert again.reverified is not None
+        return plan, again.reverified
+
+    plan, at_bf16 = planned(screened)
+    assert at_bf16.throughputs_units_per_s == (55.0, 56.0, 57.0) and at_bf16.profile == bf16
+    assert plan.inherited == screened
+    assert "knobs screened by campaign cbefore: raced at batch 64, bf16" in render_plan(plan)
+    assert "precision fp32 -> bf16: kept" in render_plan(plan)
+    plan, at_fp32 = planned(None)
+    assert at_fp32.throughputs_units_per_s == (30.0, 31.0) and at_fp32.profile == fp32
+    # a screening the manifest can no longer race at is not inherited, and the plan says why
+    plan = build_plan(campaign_id="cagain", manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=(),
+                      now=NOW, inherited=replace(screened, profile=replace(screened.profile, precision="fp8")))
+    assert plan.inherited is None and "no longer allows" in render_plan(plan)
+
+
+async def test_the_cheapest_re_verifiable_host_is_shortlisted_first_though_unknown_priors_promise_more(
+        tmp_path: Path, manifest: Manifest, listed: str) -> None:
+    """Earlier hosts: one measured two days ago at a fifth of its dlperf prior (fresh), two others 40 days ago at
+    three times theirs (so the learned scale lifts every unknown host's prior above the fresh host's measurement). By
+    prior cost alone the fresh host falls off the shortlist; it is shortlisted first (in the first wave), re-verified
+    on its runs."""
+    offers = await offers_at(listed, manifest)
+    earlier = Earlier(manifest, offers)
+    store = await SqliteStore.open(tmp_path / "c.sqlite3")
+    try:
+        await remember(store, manifest, machine_id=earlier.fresh.machine_id, gpu_name=earlier.fresh.gpu_name,
+                       num_gpus=1, throughputs=[0.2 * earlier.prior(earlier.fresh)], days_ago=2.0)
+        for offer in (earlier.stale, earlier.bad):
+            await remember(store, manifest, machine_id=offer.machine_id, gpu_name=offer.gpu_name, num_gpus=1,
+                           throughputs=[3.0 * earlier.prior(offer)], days_ago=40.0)
+        knowledge = await store.host_knowledge(workload_digest=manifest.digest)
+    finally:
+        await store.close()
+    plan = build_plan(campaign_id="c", manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=(), now=NOW)
+    first = plan.candidates[0]
+    assert first.offer.machine_id == earlier.fresh.machine_id and first.reverified is not None
+    assert first.candidate_id in plan.first_wave
+    assert len(plan.candidates) == manifest.shortlist.max_candidates
+    # by prior cost alone (no clock reading: nothing re-verifiable) it is not shortlisted
+    unverified = build_plan(campaign_id="c", manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=())
+    assert earlier.fresh.machine_id not in {c.offer.machine_id for c in unverified.candidates}
 
 
 def test_history_weight_halves_every_half_life_and_is_whole_when_fresh_or_undated() -> None:

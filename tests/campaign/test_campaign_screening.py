@@ -23,10 +23,11 @@ from vastui.bench.stats import Block, Interval
 from vastui.bench.tuning import AbVerdict, Knob, Profile
 from vastui.campaign.candidate import CandidatePhase, CandidateRun, first_profile
 from vastui.campaign.engine import CampaignEngine
+from vastui.campaign.inherited import BatchSeen, largest_batch_held
 from vastui.campaign.measure import MeasuredBlock
 from vastui.campaign.measuring import MeasuringEnded, MeasuringStop, RaceState
 from vastui.campaign.plan import Candidate, build_plan
-from vastui.campaign.screening import BatchSeen, Screening, ScreeningOutcome, largest_batch_held
+from vastui.campaign.screening import Screening, ScreeningOutcome
 from vastui.campaign.slots import Slot
 from vastui.campaign.tuning import TuningOutcome, TuningTrial
 from vastui.events import EventBus
@@ -35,6 +36,7 @@ from vastui.sim.market import Market
 from vastui.sim.offers import offer_row
 from vastui.sim.physics import HostSpec, Precision, Variant, plan_step
 from vastui.sim.realism import Realism
+from vastui.sim.redraw import later_market
 from vastui.sim.world import generate_world
 from vastui.vast.models import Offer
 
@@ -52,7 +54,8 @@ def _truth(market: Market, offer_machine: int, variant: Variant) -> float:
 
 
 @pytest.mark.slow
-async def test_a_machine_missing_the_slo_at_fp32_and_cheapest_at_bf16_is_chosen(tmp_path: Path) -> None:
+async def test_a_machine_missing_the_slo_at_fp32_and_cheapest_at_bf16_is_chosen_and_a_week_on_raced_there_at_once(
+        tmp_path: Path) -> None:
     # Time x60 and two hours a candidate: every A/B run opens a session and starts two processes, and each wall
     # second of that on a busy machine is a minute of the screener's deadline; the trials must have room.
     manifest_path = fast_manifest(tmp_path / "m", tune_precision=True, max_lifetime_s=7200)
@@ -71,6 +74,7 @@ async def test_a_machine_missing_the_slo_at_fp32_and_cheapest_at_bf16_is_chosen(
         assert best in plan.first_wave
         result = await demo.start(plan_approved=True).result()
         left = await demo.instances_left()
+        db_path, later = demo.db_path, later_market(market, seed=SEED, kept_share=1.0)
     outcome, receipt = result.outcome, result.receipt
     screening = outcome.screening
     assert screening is not None, "the knobs were never screened"
@@ -87,6 +91,28 @@ async def test_a_machine_missing_the_slo_at_fp32_and_cheapest_at_bf16_is_chosen(
     assert any(n.startswith(f"screening on {screening.screener}: precision fp32 -> bf16: kept (gain +")
                for n in receipt.notes), receipt.notes
     assert receipt.teardown_passed and left == 0
+
+    # A week on, the same workload on the market re-drawn (its hosts kept, prices moved), planned on the first campaign's store:
+    # it inherits the screening, so every candidate is raced at bf16 from its first block (none screens, none is
+    # measured twice), and a host measured at bf16 last week is re-verified on those runs, not raced from scratch.
+    async with open_demo(seed=SEED, time_scale=60.0, data_dir=tmp_path / "data", manifest_path=manifest_path,
+                         realism=Realism.kind(), later=later, db_path=db_path) as demo:
+        again = demo.plan
+        assert again.inherited is not None and again.inherited.campaign_id == plan.campaign_id
+        assert again.inherited.profile.precision == "bf16"
+        reverified = [c for c in again.candidates if c.reverified is not None]
+        assert again.candidates[0].reverified is not None and again.candidates[0].candidate_id in again.first_wave
+        assert reverified and all(c.reverified.profile is not None and c.reverified.profile.precision == "bf16"
+                                  for c in reverified if c.reverified is not None)
+        second = await demo.start(plan_approved=True).result()
+        left = await demo.instances_left()
+    outcome = second.outcome
+    assert outcome.screening is None and outcome.inherited == again.inherited
+    raced = [r for r in outcome.runs if r.race_profile is not None]
+    assert raced and all(r.race_profile is not None and r.race_profile.precision == "bf16" and r.earlier_blocks == 0
+                         for r in raced), [(r.cid, r.race_profile, r.earlier_blocks) for r in raced]
+    assert any(n.startswith(f"knobs screened by campaign {plan.campaign_id}") for n in second.receipt.notes)
+    assert second.receipt.teardown_passed and left == 0
 
 
 def _block(theta: float) -> Block:

@@ -13,8 +13,9 @@ from tests.campaign.campaign_support import fast_manifest
 from vastui.bench.manifest import load_manifest
 from vastui.bench.stats import Interval
 from vastui.bench.tuning import AbVerdict, Knob, Profile
+from vastui.campaign.inherited import BatchSeen
 from vastui.campaign.plan import build_plan
-from vastui.campaign.screening import BatchSeen, Screening, ScreeningOutcome
+from vastui.campaign.screening import Screening, ScreeningOutcome
 from vastui.campaign.tuning import TuningOutcome, TuningTrial
 from vastui.events import CandidatePhaseChanged, Event
 from vastui.events_live import TuningTrialStarted

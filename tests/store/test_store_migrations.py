@@ -59,9 +59,18 @@ async def _seed_v3(conn: aiosqlite.Connection) -> None:
     await conn.execute("INSERT INTO campaign_owners VALUES ('c1', 'h0', 7, '', 3.0)")
 
 
+async def _seed_v4(conn: aiosqlite.Connection) -> None:
+    """Rows as the v4 code wrote them: v3's, and an approval request of c1 its broker kept and nobody answered."""
+    await _seed_v3(conn)
+    await conn.execute(
+        "INSERT INTO kept_requests (campaign_id, request_id, action, target, summary, asked_at, expires_at, state) "
+        "VALUES ('c1', 'r9', 'destroy_instance', 'instance:9001', 'destroy 9001', 4.0, 904.0, 'pending')")
+
+
 # One seed per older non-empty schema version: adding a migration step without a seed for the version it
 # leaves behind fails test_every_old_version_has_a_seed.
-SEEDS: dict[int, Callable[[aiosqlite.Connection], Awaitable[None]]] = {1: _seed_v1, 2: _seed_v2, 3: _seed_v3}
+SEEDS: dict[int, Callable[[aiosqlite.Connection], Awaitable[None]]] = {
+    1: _seed_v1, 2: _seed_v2, 3: _seed_v3, 4: _seed_v4}
 
 
 async def _build_old(path: Path, version: int) -> None:
@@ -138,7 +147,11 @@ async def test_data_written_by_an_old_version_survives(tmp_path: Path, version: 
         kept = await store.keep_request(campaign_id="c1", request_id="r1", action="create_instance",
                                         target="offer:501", summary="rent 501", cost_cap_usd=0.5, gpu_name="RTX 4090",
                                         num_gpus=1, dph_usd=0.4, deadline_at=7200.0, asked_at=12.0, expires_at=912.0)
-        assert [k.row_id for k in await store.kept_requests("c1")] == [kept.row_id]
+        assert [k.request_id for k in await store.kept_requests("c1")] == ["r9"] * (version >= 4) + ["r1"]
+        assert kept.request_id == "r1"
+        screening = await store.save_screening(campaign_id="c1", workload_digest="d1", screened_at=13.0,
+                                               json_text='{"profile": {}}')
+        assert await store.latest_screening(workload_digest="d1") == screening
 
 
 async def test_a_failing_step_is_rolled_back_whole(tmp_path: Path) -> None:

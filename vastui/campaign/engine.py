@@ -44,6 +44,7 @@ from vastui.campaign.candidate import (
 from vastui.campaign.charges import prior_cost_inputs
 from vastui.campaign.cleanup import TeardownReport, destroy_with_approval, record_teardown, teardown
 from vastui.campaign.folding import FoldedCanary
+from vastui.campaign.inherited import InheritedScreening
 from vastui.campaign.labels import is_campaigns
 from vastui.campaign.live import decision_event
 from vastui.campaign.measuring import Measurer, RaceState
@@ -52,7 +53,7 @@ from vastui.campaign.ports import CampaignStore, HostConnection, HostExecutor, M
 from vastui.campaign.repeat import race_candidate
 from vastui.campaign.report import attribution_of
 from vastui.campaign.reserves import Reserves
-from vastui.campaign.screening import Screening, ScreeningOutcome
+from vastui.campaign.screening import Screening, ScreeningOutcome, inherited_from
 from vastui.campaign.slots import Ledger, Slot
 from vastui.campaign.snapshot import CampaignStage
 from vastui.campaign.tuning import TrialPool, TuningOutcome, tune
@@ -96,6 +97,7 @@ class CampaignOutcome:
     passed_over: tuple[PassedOver, ...] = ()   # offers a later wave passed over, each with its stated chance
     race_end: RaceEnd | None = None        # which race rule ended it (None: it ended from outside, or never did)
     screening: ScreeningOutcome | None = None   # the knobs screened on the first machine (screening.py)
+    inherited: InheritedScreening | None = None  # ... or an earlier campaign's screening, raced at (inherited.py)
 
 
 class CampaignEngine:
@@ -120,7 +122,9 @@ class CampaignEngine:
                      for c in plan.candidates], units=manifest.production_units, slo=manifest.slo,
                     measure=manifest.measure, budget_usd=manifest.budget.max_usd)
         self.screening = Screening(manifest)
-        if self.screening.wanted:   # no evidence is at its race profile until the knobs are screened
+        if plan.inherited is not None:   # an earlier campaign screened this workload: raced at what it kept
+            self.screening.inherit(plan.inherited)
+        if self.screening.is_pending:   # no evidence is at its race profile until the knobs are screened
             for c in plan.candidates:
                 race.hold(c.candidate_id)
         self.state = RaceState(race=race, manifest=manifest, screening=self.screening)
@@ -207,7 +211,7 @@ class CampaignEngine:
                                tuned_cost=tuned_cost, billed_usd=billed, tuned_candidate=self._tuned_cid,
                                certified_tuned=certified_tuned, halt=self.halted,
                                passed_over=tuple(self._passed_over), race_end=self.state.ended,
-                               screening=self.screening.outcome)
+                               screening=self.screening.outcome, inherited=self.screening.inherited)
 
     def _stage(self, phase: CampaignStage, detail: str = "") -> None:
         self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,
@@ -541,8 +545,10 @@ class CampaignEngine:
         """From now on ``slot`` is measured at ``variant``: blocks it has at another profile leave the race (their
         stored records stay), so the race compares like with like; its hold is lifted once the screening is done."""
         run = slot.run
-        # a re-verified host's history was measured at the first profile, like blocks before the screening
-        previous = run.race_profile or first_profile(run.candidate, self.manifest)
+        # a re-verified host's history was measured at the profile it was planned to race at (campaign/repeat.py)
+        reverified = run.candidate.reverified
+        previous = run.race_profile or (reverified.profile if reverified is not None and reverified.profile
+                                        else first_profile(run.candidate, self.manifest))
         async with self.state.lock:
             if previous != variant:
                 self.state.race.restart(run.cid)
@@ -631,8 +637,13 @@ class CampaignEngine:
         # pairs disagreed across machines: more loaders pay on one host's input path, not on another's) is
         # confirmed on its own instance, as for any leader (``Screening.left_to_confirm``). Left out, a screener
         # chosen in the end kept 4 loaders at 64 % of its best while its own pairs showed +50 %.
-        self.screening.finish(ScreeningOutcome(screener=run.cid, gpu_ram_mb=run.candidate.offer.gpu_ram,
-                                               start=start, tuning=outcome))
+        screened = ScreeningOutcome(screener=run.cid, gpu_ram_mb=run.candidate.offer.gpu_ram, start=start,
+                                    tuning=outcome)
+        self.screening.finish(screened)
+        # kept for a later campaign of this workload, which races at it instead of screening again (inherited.py)
+        await self.ctx.store.save_screening(
+            campaign_id=self.plan.campaign_id, workload_digest=self.manifest.digest, screened_at=self.clock.now(),
+            json_text=inherited_from(screened, campaign_id=self.plan.campaign_id, at=self.clock.now()).to_json())
         async with self.state.lock:
             for other in self.slots:
                 if other.run.race_profile in (None, self.screening.profile_for(other.run.candidate)):

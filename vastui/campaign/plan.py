@@ -22,6 +22,7 @@ from vastui.bench.calibration import (
 )
 from vastui.bench.cost import cost_curve, cost_per_accepted_unit
 from vastui.bench.manifest import Manifest
+from vastui.campaign.inherited import InheritedScreening, start_profile
 from vastui.campaign.prior import (
     DISK_GIB,
     MULTI_GPU_EFFICIENCY_PRIOR,
@@ -34,7 +35,14 @@ from vastui.campaign.prior import (
     prior_inputs,
     workload_scale,
 )
-from vastui.campaign.repeat import KnownHost, Reverification, known_host, observation, reverification
+from vastui.campaign.repeat import (
+    KnownHost,
+    Reverification,
+    known_host,
+    last_profile_throughputs,
+    observation,
+    reverification,
+)
 from vastui.campaign.startup import rates_of
 from vastui.store.records import BadHost, HostKnowledge
 from vastui.vast.models import Offer
@@ -133,6 +141,9 @@ class Plan:
     known: tuple[KnownHost, ...] = ()
     bad_hosts: tuple[BadHost, ...] = ()
     reverify_max_age_days: float | None = None
+    # an earlier campaign's screening of this workload: raced at from the first block, no screening (inherited.py)
+    inherited: InheritedScreening | None = None
+    inherited_note: str = ""   # why a stored screening is not inherited (empty: none stored, or it is)
 
     @property
     def offer_ids(self) -> frozenset[int]:
@@ -257,9 +268,13 @@ def dlperf_prior_units_per_s(offer: Offer, *, gpus: int, pivot: float) -> float:
 
 
 def _score(offer: Offer, manifest: Manifest, knowledge: dict[int, HostKnowledge], scale: float | None, *,
-           pivot: float, now: float | None = None, calibration: Calibration | None = None) -> _Scored:
+           pivot: float, now: float | None = None, calibration: Calibration | None = None,
+           inherited: InheritedScreening | None = None) -> _Scored:
     pull = predicted_pull_s(offer, image_size_gb=manifest.workload.image_size_gb)
     gpus = _gpu_count(offer, manifest)
+    # the profile its first blocks are raced at: only earlier runs at it re-verify it
+    raced = (inherited.profile_for(gpu_ram_mb=offer.gpu_ram, gpu_count=gpus) if inherited is not None
+             else start_profile(manifest, gpu_count=gpus))
     known = knowledge.get(offer.machine_id)
     reverified = None
     if known is not None and known.best is not None and known.best.throughput_units_per_s:
@@ -267,7 +282,8 @@ def _score(offer: Offer, manifest: Manifest, knowledge: dict[int, HostKnowledge]
         note = f"measured {theta:.0f} u/s here before ({known.n_ok} of {known.n_runs} runs ok)"
         at_its_word = theta
         if known.num_gpus == gpus:
-            reverified = reverification(known, now=now, max_age_days=manifest.race.reverify_max_age_days)
+            reverified = reverification(known, now=now, max_age_days=manifest.race.reverify_max_age_days,
+                                        profile=raced)
         if reverified is not None:
             note += f"; {reverified.describe()}: canary and a few blocks"
     else:
@@ -365,6 +381,26 @@ def _cover_gpu_counts(chosen: list[_Scored], rest: list[_Scored], *, counts: Seq
         chosen.append(best)
         rest = [item for item in rest if item.offer.machine_id != best.offer.machine_id]
     return chosen, sorted(rest, key=lambda s: s.cost)
+
+
+def _incumbent_first(chosen: list[_Scored], rest: list[_Scored], *, max_candidates: int,
+                     min_hosts: int) -> tuple[list[_Scored], list[_Scored]]:
+    """The cheapest host re-verifiable at the profile this campaign races at (measured there recently: most often
+    the last campaign's choice) is shortlisted, first, so the first wave re-verifies it: its measurement is known,
+    its re-verification cheap, and a leader measured early lets later waves pass over the unknown hosts that cannot
+    beat it. Ranked by prior cost alone, it can fall off the shortlist behind unknown hosts whose prior, scaled by
+    the very measurements it took part in, promises more than it measured (docs/method.md, Repeat campaigns)."""
+    known = [item for item in (*chosen, *rest) if item.reverified is not None]
+    if not known:
+        return chosen, rest
+    best = min(known, key=lambda item: item.cost)
+    if any(item is best for item in chosen):
+        return [best, *(item for item in chosen if item is not best)], rest
+    if len(chosen) >= max_candidates:
+        worst = _expendable(chosen, min_hosts=min_hosts) or max(chosen, key=lambda item: item.cost)
+        chosen = [item for item in chosen if item is not worst]
+        rest = [*rest, worst]
+    return [best, *chosen], sorted((item for item in rest if item is not best), key=lambda item: item.cost)
 
 
 def _expendable(chosen: Sequence[_Scored], *, min_hosts: int) -> _Scored | None:
@@ -484,7 +520,7 @@ def _known(knowledge: Sequence[HostKnowledge], offers: Sequence[Offer], manifest
     out = []
     for host in knowledge:
         offer = by_machine.get(host.machine_id)
-        thetas = host.throughputs_units_per_s
+        thetas = last_profile_throughputs(host)
         cost = None
         if offer is not None and thetas and offer.dph_total > 0:
             pull = predicted_pull_s(offer, image_size_gb=manifest.workload.image_size_gb)
@@ -498,14 +534,19 @@ def _known(knowledge: Sequence[HostKnowledge], offers: Sequence[Offer], manifest
 
 
 def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer], knowledge: Sequence[HostKnowledge],
-               bad_hosts: Sequence[BadHost], now: float | None = None) -> Plan:
+               bad_hosts: Sequence[BadHost], now: float | None = None,
+               inherited: InheritedScreening | None = None, inherited_note: str = "") -> Plan:
     """Shortlist ``offers`` for ``manifest``: filters re-checked client-side, bad hosts shown and skipped.
 
     ``knowledge`` is what earlier campaigns measured of this workload (the store's ``host_knowledge``): a known
     host's prior is its measurement, the plan lists what is known, and with ``now`` (the market's clock) a host
     measured within the manifest's ``reverify_max_age_days`` is re-verified rather than raced from scratch and
     older measurements count for less in the calibrated prior's history (campaign/repeat.py). Without ``now``
-    nothing is re-verified and history counts in full."""
+    nothing is re-verified and history counts in full. ``inherited``: an earlier campaign's screening of the
+    workload, raced at instead of screening (dropped, with why in ``inherited_note``, when the manifest no longer
+    allows it); a host is re-verified only on earlier runs at the profile it is raced at."""
+    if inherited is not None and (why := inherited.unusable(manifest)) is not None:
+        inherited, inherited_note = None, f"not inherited: {why}"
     bad = {b.machine_id: b for b in bad_hosts if not b.is_expired}
     known = {k.machine_id: k for k in knowledge}
     filters = numeric_filters(manifest.shortlist.query)
@@ -521,13 +562,15 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
     scale = workload_scale(knowledge, {o.machine_id: o for o in offers}, pivot=pivot)
     history = _history(knowledge, offers, pivot=pivot, scale=scale, now=now)
     calibration = Calibration.fit(history) if len(history) >= CALIBRATED_AT else None
-    scored = [_score(offer, manifest, known, scale, pivot=pivot, now=now, calibration=calibration)
-              for offer in kept]
+    scored = [_score(offer, manifest, known, scale, pivot=pivot, now=now, calibration=calibration,
+                     inherited=inherited) for offer in kept]
     chosen, rest = _pick(scored, max_candidates=manifest.shortlist.max_candidates,
                          min_hosts=manifest.shortlist.min_hosts_per_model)
     chosen, rest = _cover_gpu_counts(chosen, rest, counts=manifest.tuning.gpu_counts,
                                      max_candidates=manifest.shortlist.max_candidates,
                                      min_hosts=manifest.shortlist.min_hosts_per_model)
+    chosen, rest = _incumbent_first(chosen, rest, max_candidates=manifest.shortlist.max_candidates,
+                                    min_hosts=manifest.shortlist.min_hosts_per_model)
     candidates = tuple(_candidate(i + 1, item, manifest, rank_note=f"prior rank {i + 1}")
                        for i, item in enumerate(chosen))
     reserves = tuple(_candidate(len(candidates) + i + 1, item, manifest, rank_note="reserve")
@@ -542,6 +585,7 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
         history=history, first_wave=wave, outlook=wave_outlook(candidates, wave, manifest=manifest),
         known=_known(knowledge, offers, manifest, candidates=candidates, now=now),
         bad_hosts=tuple(bad.values()), reverify_max_age_days=manifest.race.reverify_max_age_days,
+        inherited=inherited, inherited_note=inherited_note,
     )
 
 
@@ -603,6 +647,11 @@ def render_known(plan: Plan) -> list[str]:
                          f"{theta} {cost} {age:>13}  {state}")
         if len(plan.known) > KNOWN_SHOWN:
             lines.append(f"  ... and {len(plan.known) - KNOWN_SHOWN} more")
+    if plan.inherited is not None:
+        lines.append(f"  {plan.inherited.describe(now=None)}; no screening in this campaign (the leader's tuning "
+                     f"tries each knob from there); that screening: {'; '.join(plan.inherited.knobs) or 'no trials'}")
+    elif plan.inherited_note:
+        lines.append(f"  an earlier screening of this workload is {plan.inherited_note}: the knobs are screened again")
     if plan.history:
         lines.append(f"  the calibrated prior starts from {len(plan.history)} earlier measurement(s) of this workload "
                      f"(weight {sum(o.weight for o in plan.history):.1f} after ageing)")

@@ -129,6 +129,9 @@ class CampaignStore(AuditSink, Protocol):
 
     async def intent_for_instance(self, instance_id: int) -> records.Intent | None: ...
 
+    async def latest_screening(self, *, workload_digest: str,
+                               since: float | None = None) -> records.StoredScreening | None: ...
+
     async def keep_request(self, *, campaign_id: str, request_id: str, action: str, target: str, summary: str,
                            cost_cap_usd: float | None, gpu_name: str | None, num_gpus: int | None,
                            dph_usd: float | None, deadline_at: float | None, asked_at: float,
@@ -189,6 +192,9 @@ class CampaignStore(AuditSink, Protocol):
 
     async def save_receipt(self, *, campaign_id: str, created_at: float, json_text: str,
                            markdown_text: str) -> records.Receipt: ...
+
+    async def save_screening(self, *, campaign_id: str, workload_digest: str, screened_at: float,
+                             json_text: str) -> records.StoredScreening: ...
 
     async def set_campaign_phase(self, *, campaign_id: str, phase: str, at: float, note: str | None = None) -> records.Campaign: ...
 

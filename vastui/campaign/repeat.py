@@ -21,6 +21,8 @@ from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import MeasureRule
 from vastui.bench.select import RaceCandidate
 from vastui.bench.stats import Block
+from vastui.bench.tuning import Profile
+from vastui.campaign.inherited import profile_from_json
 from vastui.store.records import HostKnowledge, Run, RunStatus
 
 DAY_S = 86_400.0
@@ -38,9 +40,20 @@ REVERIFY_BLOCK_SHARE = 0.5
 REVERIFY_MIN_BLOCKS = 2
 
 
-def ok_runs(knowledge: HostKnowledge) -> list[Run]:
-    """The host's runs that measured a throughput, oldest first."""
-    return [r for r in knowledge.runs if r.status is RunStatus.OK and r.throughput_units_per_s]
+def ok_runs(knowledge: HostKnowledge, *, at: Profile | None = None) -> list[Run]:
+    """The host's runs that measured a throughput, oldest first (only those at profile ``at``, when given)."""
+    return [r for r in knowledge.runs if r.status is RunStatus.OK and r.throughput_units_per_s
+            and (at is None or profile_from_json(r.variant_json) == at)]
+
+
+def last_profile_throughputs(knowledge: HostKnowledge) -> tuple[float, ...]:
+    """The host's OK throughputs at the profile its last OK run was measured at (after a screening, the screened
+    one): a median over runs at fp32 and bf16 is the throughput of neither."""
+    runs = ok_runs(knowledge)
+    if not runs:
+        return ()
+    last = runs[-1].variant_json
+    return tuple(r.throughput_units_per_s or 0.0 for r in runs if r.variant_json == last)
 
 
 def measured_at(run: Run) -> float:
@@ -68,6 +81,7 @@ class Reverification:
     throughputs_units_per_s: tuple[float, ...]   # its earlier OK runs' medians, most recent last
     campaign_ids: tuple[str, ...]
     age_days: float
+    profile: Profile | None = None   # the profile those runs were measured at (and this campaign races it at)
 
     def describe(self) -> str:
         values = ", ".join(f"{t:.0f}" for t in self.throughputs_units_per_s)
@@ -92,15 +106,22 @@ class Reverification:
                      for index, theta in enumerate(reversed(self.throughputs_units_per_s)))
 
 
-def reverification(knowledge: HostKnowledge, *, now: float | None, max_age_days: float) -> Reverification | None:
-    """How ``knowledge``'s host is re-verified, or None when it is raced from scratch: never measured OK, no
-    ``now`` to age it by, or its last measurement older than ``max_age_days``."""
-    age = age_days(knowledge, now=now)
-    if age is None or age > max_age_days:
+def reverification(knowledge: HostKnowledge, *, now: float | None, max_age_days: float,
+                   profile: Profile | None = None) -> Reverification | None:
+    """How ``knowledge``'s host is re-verified when raced at ``profile``, or None when it is raced from scratch:
+    never measured OK at that profile (a run at another profile is not evidence of this one: bf16 may be twice
+    fp32), no ``now`` to age it by, or its last such measurement older than ``max_age_days``. Without a
+    ``profile`` every OK run counts."""
+    runs = ok_runs(knowledge, at=profile)
+    if not runs or now is None:
         return None
-    runs = ok_runs(knowledge)[-MAX_HISTORY_RUNS:]
+    age = max(0.0, now - max(measured_at(r) for r in runs)) / DAY_S
+    if age > max_age_days:
+        return None
+    runs = runs[-MAX_HISTORY_RUNS:]
     return Reverification(throughputs_units_per_s=tuple(r.throughput_units_per_s or 0.0 for r in runs),
-                          campaign_ids=tuple(dict.fromkeys(r.campaign_id for r in runs)), age_days=age)
+                          campaign_ids=tuple(dict.fromkeys(r.campaign_id for r in runs)), age_days=age,
+                          profile=profile)
 
 
 def race_candidate(candidate_id: str, cost: CostInputs, *, prior_units_per_s: float,
@@ -130,7 +151,7 @@ class KnownHost:
 
 def known_host(knowledge: HostKnowledge, *, now: float | None, listed: bool, cost_per_unit_usd: float | None,
                reverified: bool) -> KnownHost:
-    thetas = knowledge.throughputs_units_per_s
+    thetas = last_profile_throughputs(knowledge)
     return KnownHost(machine_id=knowledge.machine_id, gpu_name=knowledge.gpu_name, num_gpus=knowledge.num_gpus,
                      runs=knowledge.n_runs, ok_runs=knowledge.n_ok,
                      median_units_per_s=statistics.median(thetas) if thetas else None,
@@ -141,7 +162,7 @@ def known_host(knowledge: HostKnowledge, *, now: float | None, listed: bool, cos
 def observation(knowledge: HostKnowledge, *, prior_units_per_s: float, now: float | None) -> Observation | None:
     """The host's earlier measurements as one observation for the calibrated prior: its median measured
     throughput against what the dlperf prior says of it, weighted down by age (``history_weight``)."""
-    thetas = knowledge.throughputs_units_per_s
+    thetas = last_profile_throughputs(knowledge)
     if not thetas or prior_units_per_s <= 0.0:
         return None
     return Observation(model=f"{knowledge.gpu_name} x{knowledge.num_gpus}", prior_units_per_s=prior_units_per_s,

@@ -6,11 +6,14 @@ first rented candidate to reach its minimum evidence runs the same paired A/B tr
 own instance, and the changes it keeps are the screened profile. Every candidate is then raced at it, except for the
 batch size, which GPU memory bounds: a GPU class gets the largest screened batch it is known to hold, from the
 offers' memory and the batches seen to fit or to fail on the screener (never from anything the marketplace hides).
+
+What a screening kept is stored (``InheritedScreening``, the store's ``screenings``): a later campaign of the same
+workload, within the manifest's ``reverify_max_age_days``, races at it from its first block instead of screening
+again, and its re-verified hosts keep their earlier runs at that profile (docs/method.md, Repeat campaigns).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from vastui.bench.attribution import Bottleneck
@@ -18,36 +21,9 @@ from vastui.bench.manifest import Manifest
 from vastui.bench.stats import Interval
 from vastui.bench.tuning import AbVerdict, Knob, Profile, TuningStep, plan_tuning
 from vastui.campaign.candidate import CandidateRun, first_profile
+from vastui.campaign.inherited import BatchSeen, InheritedScreening, largest_batch_held
 from vastui.campaign.plan import Candidate, tuning_trials
 from vastui.campaign.tuning import TrialPool, TuningOutcome
-
-
-@dataclass(frozen=True, slots=True)
-class BatchSeen:
-    """A batch size run at a precision on a GPU with ``gpu_ram_mb`` of memory: it fitted, or its output failed
-    (out of memory, most likely)."""
-
-    batch_size: int
-    precision: str | None
-    gpu_ram_mb: float
-    fitted: bool
-
-
-def largest_batch_held(*, gpu_ram_mb: float | None, precision: str | None, wanted: int, fallback: int | None,
-                       seen: Sequence[BatchSeen]) -> int | None:
-    """The largest batch up to ``wanted`` that a GPU with ``gpu_ram_mb`` is known to hold at ``precision``: one at
-    least as large fitted, at that precision, on a GPU with no more memory, and none as small failed on a GPU with
-    as much or more. ``fallback`` (the first profile's batch, which every candidate's canary runs) when none is.
-    A GPU whose memory the offer does not state is held to the fallback."""
-    if gpu_ram_mb is None:
-        return fallback
-    fitted = [s.batch_size for s in seen if s.fitted and s.precision == precision and s.gpu_ram_mb <= gpu_ram_mb]
-    failed = [s.batch_size for s in seen if not s.fitted and s.precision == precision and s.gpu_ram_mb >= gpu_ram_mb]
-    held = [b for b in fitted if b <= wanted and all(b < f for f in failed)]
-    if held:
-        return max(held)
-    fits_wanted = any(b >= wanted for b in fitted) and all(wanted < f for f in failed)
-    return wanted if fits_wanted else fallback
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +142,13 @@ def _settled(verdict: AbVerdict, *, min_gain: float, more_memory: bool) -> bool:
     return gain is not None and not (gain.low < 0.0 and gain.high > min_gain)
 
 
+def inherited_from(outcome: ScreeningOutcome, *, campaign_id: str, at: float) -> InheritedScreening:
+    """What a later campaign of the workload inherits of this campaign's screening (the store keeps it)."""
+    return InheritedScreening(campaign_id=campaign_id, screened_at=at, start=replace(outcome.start, gpu_count=None),
+                              profile=replace(outcome.profile, gpu_count=None), batches=tuple(outcome.batches_seen()),
+                              knobs=tuple(k.describe() for k in outcome.knobs))
+
+
 class Screening:
     """The campaign's screening: who screens (one at a time; another may take over when the screener fails), and
     the profile each candidate is raced at once it is done."""
@@ -177,10 +160,18 @@ class Screening:
         self.outcome: ScreeningOutcome | None = None
         self.given_up: str | None = None               # why no screening will come (its profile is the first)
         self.pool: TrialPool | None = None             # its trials, open to the others' pairs (the engine's)
+        self.inherited: InheritedScreening | None = None   # an earlier campaign's, raced at instead of screening
 
     @property
     def is_pending(self) -> bool:
-        return self.wanted and self.outcome is None and self.given_up is None
+        return self.wanted and self.outcome is None and self.given_up is None and self.inherited is None
+
+    def inherit(self, inherited: InheritedScreening) -> None:
+        """Race at what an earlier campaign's screening kept: no screening in this campaign. The leader's tuning
+        then tries every knob from its raced profile (``left_to_confirm`` does not speak for it): the earlier
+        trials' verdicts are that market's, and only their kept profile is carried over."""
+        if self.wanted and self.outcome is None:
+            self.inherited = inherited
 
     def may_claim(self, cid: str, *, blocks: int, tuned: bool) -> bool:
         """Whether ``cid`` should stop measuring and screen now: screening is pending, nobody else screens, and it
@@ -212,6 +203,8 @@ class Screening:
         one on its GPUs, with the largest screened batch its GPU class is known to hold."""
         start = first_profile(candidate, self.manifest)
         if self.outcome is None:
+            if self.inherited is not None:
+                return self.inherited.profile_for(gpu_ram_mb=candidate.offer.gpu_ram, gpu_count=start.gpu_count)
             return start
         screened = self.outcome.profile
         batch = screened.batch_size

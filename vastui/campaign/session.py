@@ -19,10 +19,12 @@ from vastui.bench.receipt import Receipt, cost_text, render_json, render_markdow
 from vastui.campaign.approvers import AuditedApprover
 from vastui.campaign.cleanup import MAX_OUTAGE_WAIT_S, PATIENCE_S, TeardownReport, record_teardown, teardown
 from vastui.campaign.engine import CampaignEngine, CampaignOutcome
+from vastui.campaign.inherited import InheritedScreening
 from vastui.campaign.labels import is_campaigns
 from vastui.campaign.owner import OwnerState, current_owner, owner_state
 from vastui.campaign.plan import Plan, build_plan
 from vastui.campaign.ports import CampaignStore, HostExecutor, Marketplace
+from vastui.campaign.repeat import DAY_S
 from vastui.campaign.report import build_receipt
 from vastui.campaign.startup import RENTED_DISK_GIB
 from vastui.clock import Clock, clock_scale
@@ -58,12 +60,30 @@ async def plan_campaign(services: CampaignServices, *, manifest: Manifest, campa
     # every host this workload ran on, listed now or not: the plan says what it knows (campaign/repeat.py)
     knowledge = await services.store.host_knowledge(workload_digest=manifest.digest)
     bad = await services.store.bad_hosts(now=services.clock.now())
+    inherited, note = await _inherited_screening(services, manifest)
     plan = build_plan(campaign_id=campaign_id, manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=bad,
-                      now=services.clock.now())
+                      now=services.clock.now(), inherited=inherited, inherited_note=note)
     if not plan.candidates:
         raise CampaignError(f"no offer passes the shortlist for query {manifest.shortlist.query!r} "
                             f"({len(plan.excluded)} excluded)", title="Empty shortlist")
     return plan
+
+
+async def _inherited_screening(services: CampaignServices,
+                               manifest: Manifest) -> tuple[InheritedScreening | None, str]:
+    """The latest screening of this workload an earlier campaign stored, when it is within the manifest's
+    ``reverify_max_age_days``, with why a stored one that cannot be read is not used (the knobs are screened
+    again; the campaign goes on)."""
+    max_age = manifest.race.reverify_max_age_days
+    stored = await services.store.latest_screening(workload_digest=manifest.digest,
+                                                   since=services.clock.now() - max_age * DAY_S)
+    if stored is None:
+        return None, ""
+    try:
+        return InheritedScreening.from_json(stored.json_text, campaign_id=stored.campaign_id,
+                                            screened_at=stored.screened_at), ""
+    except ValueError as exc:
+        return None, f"not inherited: {exc}"
 
 
 async def record_campaign(services: CampaignServices, *, manifest: Manifest, plan: Plan) -> None:
@@ -136,6 +156,11 @@ def _notes(outcome: CampaignOutcome) -> tuple[str, ...]:
             notes.append("screening's A/B pairs ran on " + ", ".join(f"{cid} ({n})" for cid, n in played.items()))
         if screening.tuning.stopped_early:
             notes.append(f"screening stopped early: {screening.tuning.stopped_early}")
+    if outcome.inherited is not None:
+        inherited = outcome.inherited
+        notes.append(f"{inherited.describe(now=None)} (not screened again; every candidate was raced at it, its batch "
+                     f"bounded by each GPU's memory; the leader's tuning tried each knob from there)")
+        notes += [f"earlier screening by {inherited.campaign_id}: {knob}" for knob in inherited.knobs]
     if outcome.tuning is not None and outcome.tuning.screened_by is not None:
         tuning = outcome.tuning
         notes.append(f"production profile of {outcome.tuned_candidate}: {tuning.profile.describe()}; its knobs come "

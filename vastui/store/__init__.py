@@ -23,6 +23,7 @@ from vastui.store.records import (
     Receipt,
     Run,
     RunStatus,
+    StoredScreening,
 )
 from vastui.store.sqlite_store import SqliteStore
 
@@ -48,4 +49,5 @@ __all__ = [
     "Run",
     "RunStatus",
     "SqliteStore",
+    "StoredScreening",
 ]

@@ -13,6 +13,8 @@ History:
       live campaign and the leak watcher can tell a dead owner from a live one.
   v4  kept approval requests: a detached campaign's requests that wait for ``vastui campaign approve`` (another
       process answers them here; the campaign's broker polls for the answers).
+  v5  screenings: the profile a campaign's knob screening kept for a workload, with the batch sizes seen to fit,
+      so a later campaign of that workload can race at it without screening again (campaign/screening.py).
 """
 
 from __future__ import annotations
@@ -221,11 +223,23 @@ _V4 = (
     "CREATE INDEX kept_requests_by_campaign ON kept_requests(campaign_id, id)",
 )
 
+_V5 = (
+    """CREATE TABLE screenings (
+        id INTEGER PRIMARY KEY,
+        campaign_id TEXT NOT NULL REFERENCES campaigns(campaign_id),
+        workload_digest TEXT NOT NULL,
+        screened_at REAL NOT NULL,
+        json_text TEXT NOT NULL)""",
+    "CREATE INDEX screenings_by_workload ON screenings(workload_digest, screened_at)",
+    *_append_only("screenings"),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "bad-host expiry; host-knowledge, bad-host and audit indexes", _V2),
     Migration(3, "campaign owners: which process runs an active campaign", _V3),
     Migration(4, "kept approval requests: a detached campaign's requests answered by another process", _V4),
+    Migration(5, "screenings: the profile a campaign's knob screening kept, for later campaigns of the workload", _V5),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

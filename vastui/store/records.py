@@ -278,6 +278,18 @@ class Receipt:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredScreening:
+    """What one campaign's knob screening kept for a workload (``json_text``: campaign/screening.py's
+    ``InheritedScreening``), when it finished."""
+
+    row_id: int
+    campaign_id: str
+    workload_digest: str
+    screened_at: float
+    json_text: str
+
+
+@dataclass(frozen=True, slots=True)
 class KeptRequest:
     """An approval request of a detached campaign, kept in the store so another process can answer it.
 

@@ -27,6 +27,7 @@ from vastui.store.instances import InstanceTables
 from vastui.store.kept import KeptRequestTables
 from vastui.store.migrations import check_is_vastui, migrate
 from vastui.store.runs import RunTables
+from vastui.store.screenings import ScreeningTables
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +35,10 @@ DEFAULT_BUSY_TIMEOUT_S = 5.0
 _THREAD_STOP_WAIT_S = 5.0  # the worker only has to close a connection that never opened
 
 
-class SqliteStore(CampaignTables, InstanceTables, RunTables, HostTables, AuditTables, KeptRequestTables):
+class SqliteStore(CampaignTables, InstanceTables, RunTables, HostTables, AuditTables, KeptRequestTables,
+                  ScreeningTables):
     """Everything vastui keeps: campaigns, intents and instances, runs and telemetry, host knowledge, bad hosts,
-    the audit log and receipts, and a detached campaign's kept approval requests. Open it with ``await SqliteStore.open(path)``; close it (or use ``async with``).
+    the audit log and receipts, a detached campaign's kept approval requests, and the knobs' screenings. Open it with ``await SqliteStore.open(path)``; close it (or use ``async with``).
     """
 
     @classmethod
