@@ -105,7 +105,8 @@ def test_decision_quality_runs_two_markets_and_ends_with_one_summary_line(
 
 
 _REPEAT_SUMMARY = re.compile(r"^summary \(repeat\): second campaign spend \d+ % of benchmark-everything \(first \d+ %\), "
-                             r"within 3 % in \d+ %$")
+                             r"at the race's profile within 3 % in \d+ %, end to end within 3 % in \d+ %, "
+                             r"(\d+) of (\d+) raced at an inherited screening$")
 
 
 @pytest.mark.slow
@@ -114,7 +115,9 @@ def test_decision_quality_repeat_runs_a_second_campaign_on_each_market_from_the_
     """decision_quality.py --quick --repeat: each market again a week later, planned on what the first measured."""
     result = decision_quick_repeat
     lines = result.stdout.strip().splitlines()
-    assert _REPEAT_SUMMARY.match(lines[-1]), lines[-1]
+    summary = _REPEAT_SUMMARY.match(lines[-1])
+    assert summary, lines[-1]
+    assert summary.group(2) == "2"
     assert any(line.startswith("summary: vastui within 3 % in ") for line in lines)   # the first campaigns' report
     second = next(line for line in lines if line.startswith("- second campaign: "))
     reverified = re.search(r"(\d+) candidates re-verified on earlier runs", second)
