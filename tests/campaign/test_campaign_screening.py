@@ -23,11 +23,11 @@ from vastui.bench.stats import Block, Interval
 from vastui.bench.tuning import AbVerdict, Knob, Profile
 from vastui.campaign.candidate import CandidatePhase, CandidateRun, first_profile
 from vastui.campaign.engine import CampaignEngine
-from vastui.campaign.inherited import BatchSeen, largest_batch_held
+from vastui.campaign.inherited import BatchSeen, InheritedScreening, largest_batch_held
 from vastui.campaign.measure import MeasuredBlock
 from vastui.campaign.measuring import MeasuringEnded, MeasuringStop, RaceState
 from vastui.campaign.plan import Candidate, build_plan
-from vastui.campaign.screening import Screening, ScreeningOutcome
+from vastui.campaign.screening import Screening, ScreeningOutcome, inherited_from
 from vastui.campaign.slots import Slot
 from vastui.campaign.tuning import TuningOutcome, TuningTrial
 from vastui.events import EventBus
@@ -334,6 +334,36 @@ def test_a_leader_raced_at_its_class_screened_profile_confirms_only_what_the_scr
     # the screening not done: nothing speaks for any candidate
     assert Screening(screening.manifest).left_to_confirm(leader, raced=start,
                                                          bottleneck=Bottleneck.COMPUTE_BOUND) is None
+
+
+def test_an_inherited_screening_read_back_from_its_json_settles_what_the_screening_settled(tmp_path: Path) -> None:
+    """A later campaign inherits the screening through the store's JSON: each candidate is raced at its class's
+    kept profile and its leader confirms exactly what the original screening left open (no more: the trials'
+    verdicts came with it; no less)."""
+    trials, big = _bf16_then_batch_256_then_loaders(tmp_path, loaders_gain=(0.02, -0.06, 0.12))
+    screening, leader, _start = _screened(tmp_path, trials)
+    assert screening.outcome is not None
+    stored = inherited_from(screening.outcome, campaign_id="cweek1", at=NOW)
+    back = InheritedScreening.from_json(stored.to_json(), campaign_id="cweek1", screened_at=NOW)
+    assert back == stored and len(back.trials) == 3
+    later = Screening(screening.manifest)
+    later.inherit(back)
+    assert not later.is_pending and later.inherited == back
+    for ram in (48_000.0, 16_000.0):
+        candidate = _with_ram(leader, ram)
+        assert later.profile_for(candidate) == screening.profile_for(candidate)
+        assert _confirm(later, candidate) == _confirm(screening, candidate)
+    assert _confirm(later, _with_ram(leader, 48_000.0)) == [("loaders", (8,))]
+    # loaders clearly gaining nothing: settled by its verdict, which only the stored trials carry (a screening
+    # stored with its kept profile alone would have the leader try 8 loaders again)
+    flat, _big = _bf16_then_batch_256_then_loaders(tmp_path, loaders_gain=(0.0, -0.01, 0.01))
+    settled, _leader, _start = _screened(tmp_path, flat)
+    assert settled.outcome is not None
+    carried = inherited_from(settled.outcome, campaign_id="cweek1", at=NOW)
+    for kept_trials, confirmed in ((carried.trials, []), ((), [("loaders", (8,))])):
+        again = Screening(settled.manifest)
+        again.inherit(replace(carried, trials=kept_trials))
+        assert _confirm(again, _with_ram(leader, 48_000.0)) == confirmed
 
 
 def test_the_screener_itself_confirms_what_its_pooled_pairs_left_open(tmp_path: Path) -> None:

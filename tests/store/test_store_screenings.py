@@ -62,6 +62,10 @@ async def test_a_screening_is_never_rewritten_and_its_text_must_be_json(campaign
     ('{"start": {"batch_size": "64"}, "profile": {}, "batches": [], "knobs": []}', "malformed profile"),
     (json.dumps({**json.loads(KEPT.to_json()), "batches": [[64, "fp32", "lots", True]]}), "malformed batch entry"),
     (json.dumps({**json.loads(KEPT.to_json()), "knobs": [3]}), "malformed knob descriptions"),
+    (json.dumps({**json.loads(KEPT.to_json()), "trials": [{"knob": 3}]}), "malformed trial: knob is 3"),
+    (json.dumps({**json.loads(KEPT.to_json()), "trials": [{"knob": "precision", "baseline": "fp32", "value": "bf16",
+                                                           "gain": [0.1, "x", 0.2]}]}), "malformed trial gain"),
+    (json.dumps({**json.loads(KEPT.to_json()), "screener_gpus": "two"}), "malformed screener GPU count"),
 ])
 def test_a_stored_screening_that_is_not_one_says_what_is_wrong(text: str, says: str) -> None:
     with pytest.raises(ValueError, match=f"campaign c7 .*{says}|campaign c7 {says}"):

@@ -211,7 +211,8 @@ class CampaignEngine:
                                tuned_cost=tuned_cost, billed_usd=billed, tuned_candidate=self._tuned_cid,
                                certified_tuned=certified_tuned, halt=self.halted,
                                passed_over=tuple(self._passed_over), race_end=self.state.ended,
-                               screening=self.screening.outcome, inherited=self.screening.inherited)
+                               screening=self.screening.outcome if self.screening.inherited is None else None,
+                               inherited=self.screening.inherited)
 
     def _stage(self, phase: CampaignStage, detail: str = "") -> None:
         self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,

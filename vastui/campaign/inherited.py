@@ -75,11 +75,93 @@ def _allowed(tuning: Tuning, profile: Profile) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredTrial:
+    """One screening trial as a later campaign reads it back: the change, its verdict (kept, the paired gain's
+    interval, whether its output failed or it broke the latency SLO, whether it was judged on the cost of N alone)
+    and the GPU memory of each machine that played it with whether its batch fitted there."""
+
+    knob: str
+    baseline: str
+    value: str
+    change: Profile | None
+    accepted: bool
+    gain: tuple[float, float, float] | None   # point, low, high
+    pairs: int
+    reason: str
+    output_failed: bool = False
+    breaks_slo: bool = False
+    on_cost: bool = False
+    memory_seen: tuple[tuple[float, bool], ...] = ()
+
+    def as_json(self) -> dict[str, object]:
+        return {"knob": self.knob, "baseline": self.baseline, "value": self.value,
+                "change": None if self.change is None else json.loads(self.change.to_json()),
+                "accepted": self.accepted, "gain": None if self.gain is None else list(self.gain),
+                "pairs": self.pairs, "reason": self.reason, "output_failed": self.output_failed,
+                "breaks_slo": self.breaks_slo, "on_cost": self.on_cost,
+                "memory_seen": [[ram, fitted] for ram, fitted in self.memory_seen]}
+
+
+class _Reader:
+    """Reads one stored screening's JSON, each malformed field a ValueError naming it and the campaign."""
+
+    def __init__(self, campaign_id: str) -> None:
+        self.campaign_id = campaign_id
+
+    def fail(self, what: str) -> ValueError:
+        return ValueError(f"the stored screening of campaign {self.campaign_id} has {what}")
+
+    def profile(self, value: object, what: str) -> Profile:
+        profile = profile_from_json(json.dumps(value))
+        if profile is None:
+            raise self.fail(f"a malformed {what} ({value!r})")
+        return profile
+
+    def get(self, data: dict[str, object], key: str, kind: type | tuple[type, ...], what: str) -> object:
+        value = data.get(key)
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, (int, float))):
+            raise self.fail(f"a malformed {what}: {key} is {value!r}")
+        return value
+
+    def trial(self, entry: object) -> StoredTrial:
+        if not isinstance(entry, dict):
+            raise self.fail(f"a malformed trial ({entry!r})")
+        knob, baseline, value = (str(self.get(entry, key, str, "trial")) for key in ("knob", "baseline", "value"))
+        gain = entry.get("gain")
+        if gain is not None and (not isinstance(gain, list) or len(gain) != 3
+                                 or not all(isinstance(g, int | float) and not isinstance(g, bool) for g in gain)):
+            raise self.fail(f"a malformed trial gain ({gain!r})")
+        memory = entry.get("memory_seen", [])
+        if not isinstance(memory, list) or not all(
+                isinstance(m, list) and len(m) == 2 and isinstance(m[0], int | float) and isinstance(m[1], bool)
+                for m in memory):
+            raise self.fail(f"a malformed trial memory record ({memory!r})")
+        change = entry.get("change")
+        flags = [self.get(entry, key, bool, "trial") for key in ("accepted", "output_failed", "breaks_slo", "on_cost")]
+        return StoredTrial(
+            knob=knob, baseline=baseline, value=value,
+            change=None if change is None else self.profile(change, "trial change"),
+            accepted=bool(flags[0]), gain=None if gain is None else (float(gain[0]), float(gain[1]), float(gain[2])),
+            pairs=int(str(self.get(entry, "pairs", int, "trial"))),
+            reason=str(self.get(entry, "reason", str, "trial")), output_failed=bool(flags[1]),
+            breaks_slo=bool(flags[2]), on_cost=bool(flags[3]),
+            memory_seen=tuple((float(m[0]), bool(m[1])) for m in memory))
+
+    def batch(self, entry: object) -> BatchSeen:
+        if (not isinstance(entry, list) or len(entry) != 4 or not isinstance(entry[0], int)
+                or not (entry[1] is None or isinstance(entry[1], str))
+                or not isinstance(entry[2], int | float) or not isinstance(entry[3], bool)):
+            raise self.fail(f"a malformed batch entry {entry!r}")
+        return BatchSeen(entry[0], entry[1], float(entry[2]), entry[3])
+
+
+@dataclass(frozen=True, slots=True)
 class InheritedScreening:
     """What an earlier campaign's screening of this workload kept, as a later campaign races at it: from which
-    profile, the profile kept (its GPU count aside: each candidate keeps its own), the batch sizes seen to fit or
-    fail and on how much memory (``BatchSeen``, which bound each GPU class's batch as they did there), and its
-    trials in that campaign's words."""
+    profile (``start``, its GPU count aside: each candidate keeps its own), the profile kept, the batch sizes seen
+    to fit or fail and on how much memory (``BatchSeen``, which bound each GPU class's batch as they did there),
+    its trials in that campaign's words (``knobs``) and as verdicts (``trials``: what they settled, the leader's
+    tuning does not try again; campaign/screening.py), and the screener's GPU memory and count."""
 
     campaign_id: str
     screened_at: float
@@ -87,38 +169,46 @@ class InheritedScreening:
     profile: Profile
     batches: tuple[BatchSeen, ...]
     knobs: tuple[str, ...]
+    trials: tuple[StoredTrial, ...] = ()
+    screener: str = ""
+    screener_gpu_ram_mb: float | None = None
+    screener_gpus: int | None = None
 
     def to_json(self) -> str:
         """As the store keeps it (``screenings.json_text``); the campaign and time are the row's own."""
         return json.dumps({"start": json.loads(self.start.to_json()), "profile": json.loads(self.profile.to_json()),
                            "batches": [[b.batch_size, b.precision, b.gpu_ram_mb, b.fitted] for b in self.batches],
-                           "knobs": list(self.knobs)}, sort_keys=True)
+                           "knobs": list(self.knobs), "trials": [t.as_json() for t in self.trials],
+                           "screener": self.screener, "screener_gpu_ram_mb": self.screener_gpu_ram_mb,
+                           "screener_gpus": self.screener_gpus}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str, *, campaign_id: str, screened_at: float) -> InheritedScreening:
         """Read a stored screening back; ValueError saying what is wrong with a text that is not one."""
+        read = _Reader(campaign_id)
         try:
             data = json.loads(text)
         except ValueError as exc:
             raise ValueError(f"the stored screening of campaign {campaign_id} is not JSON ({exc})") from exc
         if not isinstance(data, dict) or not {"start", "profile", "batches", "knobs"} <= set(data):
             raise ValueError(f"the stored screening of campaign {campaign_id} lacks start, profile, batches or knobs")
-        start, profile = (profile_from_json(json.dumps(data[key])) for key in ("start", "profile"))
-        if start is None or profile is None:
-            raise ValueError(f"the stored screening of campaign {campaign_id} has a malformed profile")
-        batches = []
-        for entry in data["batches"] if isinstance(data["batches"], list) else [None]:
-            if (not isinstance(entry, list) or len(entry) != 4 or not isinstance(entry[0], int)
-                    or not (entry[1] is None or isinstance(entry[1], str))
-                    or not isinstance(entry[2], int | float) or not isinstance(entry[3], bool)):
-                raise ValueError(f"the stored screening of campaign {campaign_id} has a malformed batch entry "
-                                 f"{entry!r}")
-            batches.append(BatchSeen(entry[0], entry[1], float(entry[2]), entry[3]))
+        start, profile = read.profile(data["start"], "profile"), read.profile(data["profile"], "profile")
+        batches = [read.batch(entry) for entry in (data["batches"] if isinstance(data["batches"], list) else [None])]
         knobs = data["knobs"]
         if not isinstance(knobs, list) or not all(isinstance(k, str) for k in knobs):
-            raise ValueError(f"the stored screening of campaign {campaign_id} has malformed knob descriptions")
+            raise read.fail("malformed knob descriptions")
+        trials = data.get("trials", [])
+        if not isinstance(trials, list):
+            raise read.fail(f"a malformed trial list ({trials!r})")
+        ram, gpus = data.get("screener_gpu_ram_mb"), data.get("screener_gpus")
+        if ram is not None and (not isinstance(ram, int | float) or isinstance(ram, bool)):
+            raise read.fail(f"a malformed screener memory ({ram!r})")
+        if gpus is not None and (not isinstance(gpus, int) or isinstance(gpus, bool)):
+            raise read.fail(f"a malformed screener GPU count ({gpus!r})")
         return cls(campaign_id=campaign_id, screened_at=screened_at, start=start, profile=profile,
-                   batches=tuple(batches), knobs=tuple(knobs))
+                   batches=tuple(batches), knobs=tuple(knobs), trials=tuple(read.trial(t) for t in trials),
+                   screener=str(data.get("screener") or ""), screener_gpu_ram_mb=None if ram is None else float(ram),
+                   screener_gpus=gpus)
 
     def unusable(self, manifest: Manifest) -> str | None:
         """Why this manifest cannot race at the inherited profile (its first profile or allowed values changed

@@ -648,8 +648,8 @@ def render_known(plan: Plan) -> list[str]:
         if len(plan.known) > KNOWN_SHOWN:
             lines.append(f"  ... and {len(plan.known) - KNOWN_SHOWN} more")
     if plan.inherited is not None:
-        lines.append(f"  {plan.inherited.describe(now=None)}; no screening in this campaign (the leader's tuning "
-                     f"tries each knob from there); that screening: {'; '.join(plan.inherited.knobs) or 'no trials'}")
+        lines.append(f"  {plan.inherited.describe(now=None)}; no screening in this campaign (the leader "
+                     f"confirms only what its trials left open); that screening: {'; '.join(plan.inherited.knobs) or 'no trials'}")
     elif plan.inherited_note:
         lines.append(f"  an earlier screening of this workload is {plan.inherited_note}: the knobs are screened again")
     if plan.history:

@@ -21,9 +21,9 @@ from vastui.bench.manifest import Manifest
 from vastui.bench.stats import Interval
 from vastui.bench.tuning import AbVerdict, Knob, Profile, TuningStep, plan_tuning
 from vastui.campaign.candidate import CandidateRun, first_profile
-from vastui.campaign.inherited import BatchSeen, InheritedScreening, largest_batch_held
+from vastui.campaign.inherited import BatchSeen, InheritedScreening, StoredTrial, largest_batch_held
 from vastui.campaign.plan import Candidate, tuning_trials
-from vastui.campaign.tuning import TrialPool, TuningOutcome
+from vastui.campaign.tuning import TrialPool, TuningOutcome, TuningTrial
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,9 +144,33 @@ def _settled(verdict: AbVerdict, *, min_gain: float, more_memory: bool) -> bool:
 
 def inherited_from(outcome: ScreeningOutcome, *, campaign_id: str, at: float) -> InheritedScreening:
     """What a later campaign of the workload inherits of this campaign's screening (the store keeps it)."""
+    trials = tuple(StoredTrial(
+        knob=t.knob, baseline=t.baseline, value=t.value, change=t.change, accepted=t.verdict.accepted,
+        gain=None if t.verdict.gain is None else (t.verdict.gain.point, t.verdict.gain.low, t.verdict.gain.high),
+        pairs=t.verdict.pairs, reason=t.verdict.reason, output_failed=t.verdict.output_failed,
+        breaks_slo=t.verdict.breaks_slo, on_cost=t.verdict.on_cost, memory_seen=t.memory_seen)
+        for t in outcome.tuning.trials)
     return InheritedScreening(campaign_id=campaign_id, screened_at=at, start=replace(outcome.start, gpu_count=None),
                               profile=replace(outcome.profile, gpu_count=None), batches=tuple(outcome.batches_seen()),
-                              knobs=tuple(k.describe() for k in outcome.knobs))
+                              knobs=tuple(k.describe() for k in outcome.knobs), trials=trials,
+                              screener=outcome.screener, screener_gpu_ram_mb=outcome.gpu_ram_mb,
+                              screener_gpus=outcome.start.gpu_count)
+
+
+def outcome_of(inherited: InheritedScreening) -> ScreeningOutcome:
+    """An earlier campaign's screening as this campaign's own would be: its trials' verdicts settle for each GPU
+    class what they settled there (``ScreeningOutcome.settles``), so the leader confirms only the rest. The
+    screener is named with its campaign (it is none of this campaign's candidates)."""
+    confidence = 0.95
+    trials = tuple(TuningTrial(
+        t.knob, t.baseline, t.value,
+        AbVerdict(t.accepted, None if t.gain is None else Interval(*t.gain, confidence=confidence, n=t.pairs),
+                  t.pairs, t.reason, output_failed=t.output_failed, breaks_slo=t.breaks_slo, on_cost=t.on_cost),
+        t.change, memory_seen=t.memory_seen) for t in inherited.trials)
+    return ScreeningOutcome(screener=f"{inherited.screener or 'its screener'} of campaign {inherited.campaign_id}",
+                            gpu_ram_mb=inherited.screener_gpu_ram_mb,
+                            start=replace(inherited.start, gpu_count=inherited.screener_gpus),
+                            tuning=TuningOutcome(trials, replace(inherited.profile, gpu_count=inherited.screener_gpus)))
 
 
 class Screening:
@@ -164,14 +188,15 @@ class Screening:
 
     @property
     def is_pending(self) -> bool:
-        return self.wanted and self.outcome is None and self.given_up is None and self.inherited is None
+        return self.wanted and self.outcome is None and self.given_up is None
 
     def inherit(self, inherited: InheritedScreening) -> None:
-        """Race at what an earlier campaign's screening kept: no screening in this campaign. The leader's tuning
-        then tries every knob from its raced profile (``left_to_confirm`` does not speak for it): the earlier
-        trials' verdicts are that market's, and only their kept profile is carried over."""
+        """Race at what an earlier campaign's screening kept: no screening in this campaign, its outcome taken as
+        this campaign's own (``outcome_of``): each candidate raced at its class's kept profile, and the leader
+        confirming only what those trials left unsettled for its class, as after a screening of its own."""
         if self.wanted and self.outcome is None:
             self.inherited = inherited
+            self.outcome = outcome_of(inherited)
 
     def may_claim(self, cid: str, *, blocks: int, tuned: bool) -> bool:
         """Whether ``cid`` should stop measuring and screen now: screening is pending, nobody else screens, and it
@@ -203,8 +228,6 @@ class Screening:
         one on its GPUs, with the largest screened batch its GPU class is known to hold."""
         start = first_profile(candidate, self.manifest)
         if self.outcome is None:
-            if self.inherited is not None:
-                return self.inherited.profile_for(gpu_ram_mb=candidate.offer.gpu_ram, gpu_count=start.gpu_count)
             return start
         screened = self.outcome.profile
         batch = screened.batch_size

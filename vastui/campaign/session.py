@@ -159,7 +159,7 @@ def _notes(outcome: CampaignOutcome) -> tuple[str, ...]:
     if outcome.inherited is not None:
         inherited = outcome.inherited
         notes.append(f"{inherited.describe(now=None)} (not screened again; every candidate was raced at it, its batch "
-                     f"bounded by each GPU's memory; the leader's tuning tried each knob from there)")
+                     f"bounded by each GPU's memory; the leader confirmed only what those trials left open)")
         notes += [f"earlier screening by {inherited.campaign_id}: {knob}" for knob in inherited.knobs]
     if outcome.tuning is not None and outcome.tuning.screened_by is not None:
         tuning = outcome.tuning
