@@ -302,12 +302,16 @@ def _regret(cost: float, best: float) -> float:
 
 
 def _race_variant_of(manifest: Manifest, outcome: object) -> Callable[[Offer], Variant]:
-    """The profile the race measures an offer at: the screened one with the batch its GPU class is known to hold
-    (screening.py), or the first profile when nothing was screened."""
+    """The profile the race measures an offer at: the screened one (or the inherited one of an earlier campaign)
+    with the batch its GPU class is known to hold (screening.py), or the first profile when nothing was screened."""
     screening = getattr(outcome, "screening", None)
+    inherited = getattr(outcome, "inherited", None)   # an earlier campaign's screening, raced at (inherited.py)
 
     def race_variant(offer: Offer) -> Variant:
         first = _variant(manifest, offer.num_gpus)
+        if inherited is not None:
+            return _as_variant(inherited.profile_for(gpu_ram_mb=offer.gpu_ram, gpu_count=offer.num_gpus), first,
+                               offer.num_gpus)
         if screening is None:
             return first
         profile = screening.profile
