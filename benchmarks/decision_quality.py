@@ -803,7 +803,7 @@ async def repeat_market(first: MarketResult, kind: WorkloadKind, work: Path, *, 
     print(f"market {first.seed} again ({kind.name}): vastui regret {100 * second.regret['vastui']:.1f} %, at the "
           f"race's profile {100 * second.screened_regret:.1f} %, end to end {100 * second.end_to_end:.1f} %, spend "
           f"${second.spend_usd:.3f} ({100 * second.spend_usd / max(second.everything_usd, 1e-12):.0f} % of "
-          f"benchmark-everything's), {second.reverified} re-verified"
+          f"benchmark-everything's), rented {second.rented}/{second.shortlisted}, {second.reverified} re-verified"
           f"{', screening inherited' if second.inherited else ''}; {second.note}", file=sys.stderr, flush=True)
     return second
 

@@ -353,3 +353,29 @@ def test_the_chance_a_leader_misses_the_slo_follows_its_evidence() -> None:
     for _ in range(3):
         late.add_block("late", block(100.0, latencies_ms=(50.0, 150.0, 160.0)))
     assert late.slo_miss_chance("late") == 1.0
+
+
+def test_a_re_verified_leader_measures_on_until_its_slo_is_certified_before_the_race_ends() -> None:
+    """A host re-verified on its earlier runs needs few fresh blocks, and they hold too few steps for the latency
+    percentile: the race does not end on it while its SLO is undecided (the decision, which chooses among certified
+    profiles only, would take the dearer certified rival), and once certified it is chosen."""
+    slo = Slo(latency=LatencyCeiling(percentile=99.0, max_ms=50.0))   # p99 certifies from 459 steps
+    light = MeasureRule(min_blocks=2, winner_min_blocks=3, min_runs=1, run_cv_prior=0.0)
+    history = tuple(Block(units=100.0 * 30.0, duration_s=30.0, steps=30, run=-1 - i) for i in range(2))
+    race = Race([RaceCandidate("known", CHEAP, 100.0, history=history, rule=light), RaceCandidate("rival", CHEAP)],
+                units=100_000, slo=slo, measure=MeasureRule(min_blocks=5, winner_min_blocks=5, max_blocks=30,
+                                                           run_cv_prior=0.0), resamples=1000)
+    for index in range(10):
+        race.add_block("rival", block(97.0, latencies_ms=(10.0,) * 100, run=index // 5))
+    for _ in range(3):
+        race.add_block("known", block(100.0, latencies_ms=(10.0,) * 30))
+    step = race.decide()
+    assert step.leader == "known" and step.eliminated == ()
+    assert race.standing("known").slo is Verdict.UNDECIDED and race.standing("rival").slo is Verdict.MET
+    assert step.ended is RaceEnd.MEASURING, step.reason      # within the margin, but the leader cannot be chosen
+    assert decide_profile(race.finalists(), units=100_000).chosen == "rival"
+    while race.standing("known").slo is not Verdict.MET:
+        race.add_block("known", block(100.0, latencies_ms=(10.0,) * 30))
+    step = race.decide()
+    assert step.ended in (RaceEnd.WITHIN_MARGIN, RaceEnd.ONE_REMAINS), step.reason
+    assert decide_profile(race.finalists(), units=100_000).chosen == "known"

@@ -402,6 +402,11 @@ class Race:
             return RaceEnd.MEASURING, "measuring"
         if any(self._entries[cid].held for cid in active):
             return RaceEnd.MEASURING, "measuring"   # one's evidence is not at its race profile yet
+        if blocks[leader] < self.measure.max_blocks and not self._certified(leader):
+            # The decision chooses among SLO-certified profiles only: a race ended on a leader whose SLO is still
+            # undecided (a re-verified host's few fresh blocks hold too few steps for the latency percentile)
+            # hands the choice to a dearer certified rival. It measures on until certified or at max_blocks.
+            return RaceEnd.MEASURING, "measuring"
         if len(active) == 1:
             return RaceEnd.ONE_REMAINS, "one candidate remains"
         if rerun or not all(n >= self.rule_of(cid).min_blocks for cid, n in blocks.items()):
