@@ -23,7 +23,7 @@ from vastui.bench.select import Race
 from vastui.bench.stats import Block
 from vastui.bench.tuning import Profile
 from vastui.campaign.charges import prior_cost_inputs
-from vastui.campaign.inherited import InheritedScreening, start_profile
+from vastui.campaign.inherited import InheritedScreening
 from vastui.campaign.plan import CALIBRATED_AT, Plan, build_plan, render_plan
 from vastui.campaign.prior import compressed_dlperf, dlperf_pivot, workload_scale
 from vastui.campaign.repeat import HISTORY_HALF_LIFE_DAYS, Reverification, history_weight, race_candidate
@@ -67,7 +67,7 @@ async def remember(store: SqliteStore, manifest: Manifest, *, machine_id: int, g
                    variant: Profile | None = None) -> None:
     """Earlier runs of this workload on one host, finished ``days_ago`` days before NOW, at ``variant`` (the
     manifest's first profile unless given)."""
-    variant = variant or start_profile(manifest, gpu_count=num_gpus)
+    variant = variant or Profile.first(manifest.tuning, gpu_count=num_gpus)
     await store.save_manifest(digest=manifest.digest, name=manifest.workload.name, toml_text="[workload]\n",
                               stored_at=NOW - 90 * DAY)
     if await store.campaign(campaign_id) is None:
@@ -201,7 +201,7 @@ async def test_a_host_is_re_verified_only_on_earlier_runs_at_the_profile_it_is_r
     manifest = load_manifest(fast_manifest(tmp_path / "m", tune_precision=True))
     offers = await offers_at(listed, manifest)
     host = build_plan(campaign_id="base", manifest=manifest, offers=offers, knowledge=(), bad_hosts=()).candidates[0]
-    fp32 = start_profile(manifest, gpu_count=1)
+    fp32 = Profile.first(manifest.tuning, gpu_count=1)
     bf16 = Profile(fp32.batch_size, "bf16", fp32.loaders, 1)
     screened = InheritedScreening(campaign_id="cbefore", screened_at=NOW - 3 * DAY, start=replace(fp32, gpu_count=None),
                                   profile=replace(bf16, gpu_count=None), batches=(),

@@ -15,7 +15,7 @@ from tests.campaign.campaign_support import fast_manifest
 from tests.store.store_support import DIGEST
 from vastui.bench.manifest import load_manifest
 from vastui.bench.tuning import Profile
-from vastui.campaign.inherited import BatchSeen, InheritedScreening, profile_from_json, start_profile
+from vastui.campaign.inherited import BatchSeen, InheritedScreening
 from vastui.errors import StoreError
 from vastui.store import SqliteStore
 
@@ -74,9 +74,9 @@ def test_a_stored_screening_that_is_not_one_says_what_is_wrong(text: str, says: 
 
 def test_a_run_variant_reads_back_as_its_profile_and_anything_else_as_none() -> None:
     profile = Profile(128, "bf16", 8, 2)
-    assert profile_from_json(profile.to_json()) == profile
-    assert profile_from_json("{}") is None and profile_from_json('{"batch": 64}') is None
-    assert profile_from_json(json.dumps({"batch_size": True, "precision": None, "loaders": 1, "gpu_count": 1})) is None
+    assert Profile.from_json(profile.to_json()) == profile
+    assert Profile.from_json("{}") is None and Profile.from_json('{"batch": 64}') is None
+    assert Profile.from_json(json.dumps({"batch_size": True, "precision": None, "loaders": 1, "gpu_count": 1})) is None
 
 
 def test_each_gpu_class_inherits_the_largest_kept_batch_it_is_known_to_hold(tmp_path: Path) -> None:
@@ -90,7 +90,7 @@ def test_each_gpu_class_inherits_the_largest_kept_batch_it_is_known_to_hold(tmp_
 def test_a_manifest_that_starts_elsewhere_or_no_longer_allows_the_kept_values_does_not_inherit(
         tmp_path: Path) -> None:
     manifest = load_manifest(fast_manifest(tmp_path / "m", tune_precision=True))
-    start = start_profile(manifest, gpu_count=None)
+    start = Profile.first(manifest.tuning, gpu_count=None)
     bf16 = Profile(start.batch_size, "bf16", start.loaders)
     fits = InheritedScreening(campaign_id="c1", screened_at=0.0, start=start, profile=bf16, batches=(), knobs=())
     assert fits.unusable(manifest) is None

@@ -76,6 +76,31 @@ class Profile:
         return json.dumps({"batch_size": self.batch_size, "precision": self.precision, "loaders": self.loaders,
                            "gpu_count": self.gpu_count}, sort_keys=True)
 
+    @classmethod
+    def from_json(cls, text: str) -> Profile | None:
+        """A profile as ``to_json`` wrote it (a stored run's ``variant_json``), or None when the text is not one."""
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict) or set(data) != {"batch_size", "precision", "loaders", "gpu_count"}:
+            return None
+        ints = (data["batch_size"], data["loaders"], data["gpu_count"])
+        if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in ints):
+            return None
+        if data["precision"] is not None and not isinstance(data["precision"], str):
+            return None
+        return cls(batch_size=data["batch_size"], precision=data["precision"], loaders=data["loaders"],
+                   gpu_count=data["gpu_count"])
+
+    @classmethod
+    def first(cls, tuning: Tuning, *, gpu_count: int | None) -> Profile:
+        """The manifest's first profile (each tuning list's first value) on ``gpu_count`` GPUs: what the race
+        starts at and every canary runs."""
+        return cls(batch_size=tuning.batch_sizes[0] if tuning.batch_sizes else None,
+                   precision=tuning.precisions[0] if tuning.precisions else None,
+                   loaders=tuning.loaders[0] if tuning.loaders else None, gpu_count=gpu_count)
+
 
 @dataclass(frozen=True, slots=True)
 class TuningStep:

@@ -188,10 +188,7 @@ class CandidateRun:
 
 def first_profile(candidate: Candidate, manifest: Manifest) -> Profile:
     """The manifest's first profile (each tuning list's first value) on the candidate's GPUs: what the race runs."""
-    t = manifest.tuning
-    return Profile(batch_size=t.batch_sizes[0] if t.batch_sizes else None,
-                   precision=t.precisions[0] if t.precisions else None,
-                   loaders=t.loaders[0] if t.loaders else None, gpu_count=candidate.gpu_count)
+    return Profile.first(manifest.tuning, gpu_count=candidate.gpu_count)
 
 
 def workload_env(profile: Profile) -> dict[str, str]:

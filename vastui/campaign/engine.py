@@ -642,9 +642,10 @@ class CampaignEngine:
                                     tuning=outcome)
         self.screening.finish(screened)
         # kept for a later campaign of this workload, which races at it instead of screening again (inherited.py)
+        at = self.clock.now()
         await self.ctx.store.save_screening(
-            campaign_id=self.plan.campaign_id, workload_digest=self.manifest.digest, screened_at=self.clock.now(),
-            json_text=inherited_from(screened, campaign_id=self.plan.campaign_id, at=self.clock.now()).to_json())
+            campaign_id=self.plan.campaign_id, workload_digest=self.manifest.digest, screened_at=at,
+            json_text=inherited_from(screened, campaign_id=self.plan.campaign_id, at=at).to_json())
         async with self.state.lock:
             for other in self.slots:
                 if other.run.race_profile in (None, self.screening.profile_for(other.run.candidate)):

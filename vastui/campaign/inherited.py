@@ -42,31 +42,6 @@ def largest_batch_held(*, gpu_ram_mb: float | None, precision: str | None, wante
     return wanted if fits_wanted else fallback
 
 
-def profile_from_json(text: str) -> Profile | None:
-    """A stored run's or screening's profile (``Profile.to_json``), or None when the text is not one."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or set(data) != {"batch_size", "precision", "loaders", "gpu_count"}:
-        return None
-    ints = (data["batch_size"], data["loaders"], data["gpu_count"])
-    if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in ints):
-        return None
-    if data["precision"] is not None and not isinstance(data["precision"], str):
-        return None
-    return Profile(batch_size=data["batch_size"], precision=data["precision"], loaders=data["loaders"],
-                   gpu_count=data["gpu_count"])
-
-
-def start_profile(manifest: Manifest, *, gpu_count: int | None) -> Profile:
-    """The manifest's first profile (each tuning list's first value) on ``gpu_count`` GPUs."""
-    t = manifest.tuning
-    return Profile(batch_size=t.batch_sizes[0] if t.batch_sizes else None,
-                   precision=t.precisions[0] if t.precisions else None,
-                   loaders=t.loaders[0] if t.loaders else None, gpu_count=gpu_count)
-
-
 def _allowed(tuning: Tuning, profile: Profile) -> bool:
     """Whether every knob of ``profile`` is one the manifest's tuning lists allow (or the workload's own: None)."""
     pairs = ((profile.batch_size, tuning.batch_sizes), (profile.precision, tuning.precisions),
@@ -112,7 +87,7 @@ class _Reader:
         return ValueError(f"the stored screening of campaign {self.campaign_id} has {what}")
 
     def profile(self, value: object, what: str) -> Profile:
-        profile = profile_from_json(json.dumps(value))
+        profile = Profile.from_json(json.dumps(value))
         if profile is None:
             raise self.fail(f"a malformed {what} ({value!r})")
         return profile
@@ -213,9 +188,9 @@ class InheritedScreening:
     def unusable(self, manifest: Manifest) -> str | None:
         """Why this manifest cannot race at the inherited profile (its first profile or allowed values changed
         since), or None when it can."""
-        if self.start != start_profile(manifest, gpu_count=None):
+        if self.start != Profile.first(manifest.tuning, gpu_count=None):
             return (f"campaign {self.campaign_id} screened from {self.start.describe()}, the manifest now starts at "
-                    f"{start_profile(manifest, gpu_count=None).describe()}")
+                    f"{Profile.first(manifest.tuning, gpu_count=None).describe()}")
         if not _allowed(manifest.tuning, self.profile):
             return f"campaign {self.campaign_id} kept {self.profile.describe()}, which the manifest no longer allows"
         return None

@@ -22,7 +22,8 @@ from vastui.bench.calibration import (
 )
 from vastui.bench.cost import cost_curve, cost_per_accepted_unit
 from vastui.bench.manifest import Manifest
-from vastui.campaign.inherited import InheritedScreening, start_profile
+from vastui.bench.tuning import Profile
+from vastui.campaign.inherited import InheritedScreening
 from vastui.campaign.prior import (
     DISK_GIB,
     MULTI_GPU_EFFICIENCY_PRIOR,
@@ -274,7 +275,7 @@ def _score(offer: Offer, manifest: Manifest, knowledge: dict[int, HostKnowledge]
     gpus = _gpu_count(offer, manifest)
     # the profile its first blocks are raced at: only earlier runs at it re-verify it
     raced = (inherited.profile_for(gpu_ram_mb=offer.gpu_ram, gpu_count=gpus) if inherited is not None
-             else start_profile(manifest, gpu_count=gpus))
+             else Profile.first(manifest.tuning, gpu_count=gpus))
     known = knowledge.get(offer.machine_id)
     reverified = None
     if known is not None and known.best is not None and known.best.throughput_units_per_s:

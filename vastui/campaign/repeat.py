@@ -22,7 +22,6 @@ from vastui.bench.manifest import MeasureRule
 from vastui.bench.select import RaceCandidate
 from vastui.bench.stats import Block
 from vastui.bench.tuning import Profile
-from vastui.campaign.inherited import profile_from_json
 from vastui.store.records import HostKnowledge, Run, RunStatus
 
 DAY_S = 86_400.0
@@ -43,7 +42,7 @@ REVERIFY_MIN_BLOCKS = 2
 def ok_runs(knowledge: HostKnowledge, *, at: Profile | None = None) -> list[Run]:
     """The host's runs that measured a throughput, oldest first (only those at profile ``at``, when given)."""
     return [r for r in knowledge.runs if r.status is RunStatus.OK and r.throughput_units_per_s
-            and (at is None or profile_from_json(r.variant_json) == at)]
+            and (at is None or Profile.from_json(r.variant_json) == at)]
 
 
 def last_profile_throughputs(knowledge: HostKnowledge) -> tuple[float, ...]:
