@@ -621,6 +621,23 @@ async def test_an_undecided_promising_trial_gets_as_many_pairs_again_when_time_a
     assert outcome.profile.precision == "bf16"
 
 
+async def test_a_change_whose_steps_break_the_latency_slo_gets_no_second_look(tmp_path: Path) -> None:
+    # Batch 256's speed is as undecided and promising as NOISY_BF16's, which earns a second look when time allows,
+    # but every one of its steps takes 6 s against the SLO's 5 s at p90: no number of pairs makes it a profile
+    # production may run, so the trial ends on its first five (seen: twelve pairs on three machines to reject one).
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",), batch_sizes=(64, 256)))
+    host = ScriptedHost(clock, batch_gains={256: NOISY_BF16}, step_ms={256: 6000.0})
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    outcome = await _tune(manifest, clock, host, run)
+    [trial] = outcome.trials
+    verdict = trial.verdict
+    assert verdict.breaks_slo and not verdict.accepted, verdict
+    assert verdict.gain is not None and verdict.gain.point > manifest.tuning.min_gain and verdict.gain.low < 0
+    assert verdict.pairs == manifest.tuning.min_pairs and host.started == 2 * manifest.tuning.min_pairs
+    assert outcome.profile.batch_size == 64
+
+
 async def test_extra_pairs_come_only_from_time_no_trial_needs(tmp_path: Path) -> None:
     # Five pairs of 40 s runs take 400 s, leaving 1000 s. Five more pairs would take about 500 s (the estimate's
     # headroom) and fit, but the loaders trial still to come needs about as much, and so does a joint trial of the

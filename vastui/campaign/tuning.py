@@ -225,13 +225,15 @@ class _PairedTrial:
         """``min_pairs`` interleaved pairs, judged; when that leaves a promising change undecided (its point gain
         above the minimum, its interval still reaching below zero: a noisy host) and ``room_for`` says the deadline
         allows as many again, those too, judged once more over all of them. Two looks, not one per pair: each extra
-        look would raise the chance of keeping a change that gains nothing."""
+        look would raise the chance of keeping a change that gains nothing. A change whose steps break the latency
+        SLO, or whose output failed, gets no second look: no number of pairs makes it a profile production runs."""
         tuning = self.ctx.manifest.tuning
         try:
             await self._fill(self._in_rounds(tuning.min_pairs))
             verdict = self._judged()
             looked = verdict.cost_gain if self.on_cost else verdict.gain   # the measure the change claims
-            if (not verdict.accepted and looked is not None and looked.point > tuning.min_gain
+            if (not verdict.accepted and not verdict.breaks_slo and not verdict.output_failed
+                    and looked is not None and looked.point > tuning.min_gain
                     and looked.low < 0 < looked.high and room_for(tuning.min_pairs)):
                 await self._fill(len(self.a_values) + self._in_rounds(tuning.min_pairs))
                 verdict = self._judged()
