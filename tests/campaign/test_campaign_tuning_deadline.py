@@ -638,6 +638,25 @@ async def test_a_change_whose_steps_break_the_latency_slo_gets_no_second_look(tm
     assert outcome.profile.batch_size == 64
 
 
+async def test_a_change_whose_pairs_find_n_units_clearly_dearer_gets_no_second_look(tmp_path: Path) -> None:
+    # NOISY_BF16's undecided, promising speed earns a second look (the test above); here each bf16 run also warms up
+    # 200 s longer, which makes a production run of 20,000 units clearly dearer on the first five pairs: a clearer
+    # speed would only meet the cost's veto, so the trial ends there and says why (seen: 12 pairs on three machines
+    # to find batch 128 dearer at N = 3,000).
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, production_units=20_000)
+    host = ScriptedHost(clock, bf16_gains=NOISY_BF16, warmup_extra_s={"bf16": 200.0})
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    outcome = await _tune(manifest, clock, host, run)
+    [trial] = outcome.trials
+    verdict = trial.verdict
+    assert not verdict.accepted and verdict.gain is not None and verdict.gain.low < 0 < verdict.gain.high
+    assert verdict.cost_gain is not None and verdict.cost_gain.high < 0, verdict.cost_gain
+    assert verdict.pairs == manifest.tuning.min_pairs and host.started == 2 * manifest.tuning.min_pairs
+    assert "clearly dearer" in verdict.reason and "at N = 20,000 units" in verdict.reason
+    assert outcome.profile.precision == "fp32"
+
+
 async def test_extra_pairs_come_only_from_time_no_trial_needs(tmp_path: Path) -> None:
     # Five pairs of 40 s runs take 400 s, leaving 1000 s. Five more pairs would take about 500 s (the estimate's
     # headroom) and fit, but the loaders trial still to come needs about as much, and so does a joint trial of the

@@ -226,7 +226,8 @@ class _PairedTrial:
         above the minimum, its interval still reaching below zero: a noisy host) and ``room_for`` says the deadline
         allows as many again, those too, judged once more over all of them. Two looks, not one per pair: each extra
         look would raise the chance of keeping a change that gains nothing. A change whose steps break the latency
-        SLO, or whose output failed, gets no second look: no number of pairs makes it a profile production runs."""
+        SLO, or whose output failed, gets no second look: no number of pairs makes it a profile production runs;
+        nor does one whose pairs already find N units clearly dearer with it (the cost vetoes a clearer speed)."""
         tuning = self.ctx.manifest.tuning
         try:
             await self._fill(self._in_rounds(tuning.min_pairs))
@@ -234,9 +235,17 @@ class _PairedTrial:
             looked = verdict.cost_gain if self.on_cost else verdict.gain   # the measure the change claims
             if (not verdict.accepted and not verdict.breaks_slo and not verdict.output_failed
                     and looked is not None and looked.point > tuning.min_gain
-                    and looked.low < 0 < looked.high and room_for(tuning.min_pairs)):
-                await self._fill(len(self.a_values) + self._in_rounds(tuning.min_pairs))
-                verdict = self._judged()
+                    and looked.low < 0 < looked.high):
+                dearer = None if self.on_cost else self._clearly_dearer_at_n()
+                if dearer is not None:
+                    verdict = replace(verdict, cost_gain=dearer, reason=(
+                        f"{verdict.reason}; no more pairs: at N = {self.ctx.manifest.production_units:,} units, "
+                        f"its warm-up included, a production run is clearly dearer with it (cost gain "
+                        f"{dearer.point:+.1%} [{dearer.low:+.1%}, {dearer.high:+.1%}]), which a clearer speed "
+                        f"would not change"))
+                elif room_for(tuning.min_pairs):
+                    await self._fill(len(self.a_values) + self._in_rounds(tuning.min_pairs))
+                    verdict = self._judged()
         finally:
             self._close()
         return verdict
@@ -389,6 +398,14 @@ class _PairedTrial:
             f"not kept: at N = {units:,} units, its warm-up included, a production run is dearer with it: cost gain "
             f"{by_cost.gain.point:+.1%} [{by_cost.gain.low:+.1%}, {by_cost.gain.high:+.1%}]; as to speed, "
             f"{verdict.reason}"))
+
+    def _clearly_dearer_at_n(self) -> Interval | None:
+        """The pairs' cost gain at N when its whole interval is below zero (a production run of N units is clearly
+        dearer with the change, its warm-up included); None otherwise, or when the runs could not say their
+        warm-up."""
+        by_cost = self._by_cost()
+        gain = by_cost.gain if by_cost is not None else None
+        return gain if gain is not None and gain.high < 0.0 else None
 
     def _by_cost(self) -> AbVerdict | None:
         """The pairs judged as units per dollar of a production run of N units (``judge_ab``), each run's warm-up
