@@ -134,10 +134,10 @@ class MeasurementWatch:
 
 @contextlib.asynccontextmanager
 async def chaos_world(mix: Mix, work: Path, *, lifecycle_odds: LifecycleOdds | None = None,
-                      ) -> AsyncIterator[tuple[SimServer, ScaledClock, Chaos]]:
+                      time_scale: float = TIME_SCALE) -> AsyncIterator[tuple[SimServer, ScaledClock, Chaos]]:
     """The mix's simulated market, served, its chaos calm until the mix is applied (``lifecycle_odds``: how often
     its rentals take the marketplace's turns, when not the simulator's own odds)."""
-    clock = ScaledClock(scale=TIME_SCALE)
+    clock = ScaledClock(scale=time_scale)
     chaos = Chaos()
     market, pool = build_market_with_hosts(mix.world_seed, clock=clock, hosts_dir=work / "hosts", api_key=KEY,
                                            chaos=chaos)
@@ -475,14 +475,19 @@ async def check_market(report: CampaignReport, market: Market, db: Path, chosen_
 async def run_chaos_campaign(mix: Mix, *, manifest: Path, work: Path,
                              on_event: Callable[[Event], None] | None = None,
                              transport: httpx.AsyncBaseTransport | None = None,
-                             lifecycle_odds: LifecycleOdds | None = None) -> CampaignReport:
+                             lifecycle_odds: LifecycleOdds | None = None,
+                             time_scale: float = TIME_SCALE) -> CampaignReport:
     """One campaign of ``mix`` in ``work`` (a fresh folder), judged; ``on_event`` sees an in-process console's
-    events."""
+    events. ``time_scale``: another clock for an in-process campaign only (a disturbed console's CLI runs at
+    TIME_SCALE)."""
+    if mix.disturbs_console and time_scale != TIME_SCALE:
+        raise ValueError(f"a disturbed console runs at x{TIME_SCALE:g}, not x{time_scale:g}")
     report = CampaignReport(mix)
     work.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         store_folder = stack.enter_context(small_disk(work / "disk")) if mix.disturbance == FULL_DISK else work
-        async with chaos_world(mix, work, lifecycle_odds=lifecycle_odds) as (server, clock, _chaos):
+        async with chaos_world(mix, work, lifecycle_odds=lifecycle_odds, time_scale=time_scale) as (server, clock,
+                                                                                                   _chaos):
             if mix.disturbs_console:
                 db = await run_disturbed(mix, manifest, work, server, clock, report, store_folder=store_folder)
                 chosen = None
