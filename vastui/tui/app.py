@@ -25,6 +25,7 @@ from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.driver import Driver
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
@@ -63,6 +64,7 @@ from vastui.tui.rentals import RentalsQuit
 from vastui.tui.services import ConsoleServices, ConsoleSettings
 from vastui.tui.sources import account_page, activity_page, instance_page, leak_report, offer_page
 from vastui.tui.state import ActivityPage, ConsoleState, note_gone
+from vastui.tui.terminal import terminal_driver
 from vastui.tui.themes import BASE_THEME, check_theme, theme_names, theme_paths
 from vastui.tui.view_memory import ViewMemory
 from vastui.tui.views.base import ConsoleView, focus_now
@@ -104,6 +106,11 @@ class VastuiApp(App[None]):
         Binding("A", "approve_plan", "Plan", key_display="A", tooltip="approve the printed plan, after a confirmation"),
         Binding("ctrl+a", "approvals", "Approvals"),
     ]
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver for this terminal, made to survive the terminal closing under it
+        (``vastui.tui.terminal``)."""
+        return terminal_driver(super().get_driver_class())
 
     def __init__(self, *, services: ConsoleServices, settings: ConsoleSettings | None = None,
                  views: Sequence[ViewSpec] | None = None, approver: ApproverFactory | None = None,
