@@ -333,6 +333,67 @@ def test_a_certified_candidate_outlives_a_cheaper_leader_on_the_slo_knife_edge()
     assert [(e.candidate_id, e.reason) for e in step.eliminated] == [("good", EliminationReason.COST)]
 
 
+# The short protocol's rule (two runs of four blocks, at most eight) and a floor the cheap machine clears by 7 %.
+SHORT = MeasureRule(max_blocks=8, min_blocks=4, winner_min_blocks=6, min_runs=2)
+FLOOR_40 = Slo(throughput_min_units_per_s=40.0)
+FIFTH = CostInputs(price_per_hour_usd=0.2, startup_s=120.0)
+
+
+def two_machines(*, edge_theta: float, edge_cost: CostInputs = FIFTH) -> Race:
+    """"edge" (its two runs 2 % apart around ``edge_theta``) and "dear" (certified: 60 units/s, five times its
+    price), each with the short protocol's most blocks."""
+    race = Race([RaceCandidate("edge", edge_cost), RaceCandidate("dear", CHEAP)], units=100_000, slo=FLOOR_40,
+                measure=SHORT, resamples=500)
+    for index in range(8):
+        run = index // 4
+        race.add_block("edge", block(edge_theta * (1.01 if run else 0.99), run=run))
+        race.add_block("dear", block(60.0, run=run))
+    return race
+
+
+def test_a_leader_at_the_slo_edge_measures_on_past_max_blocks_in_further_runs() -> None:
+    # Its 43 units/s clear the floor of 40, but two runs' between-run error keep its interval across it: at
+    # max_blocks the race would end and the decision take the certified machine, five times dearer.
+    race = two_machines(edge_theta=43.0)
+    step = race.decide()
+    edge = race.standing("edge")
+    assert edge.slo is Verdict.UNDECIDED and edge.throughput is not None and edge.throughput.low < 40.0
+    assert decide_profile(race.finalists(), units=100_000).chosen == "dear"
+    assert step.ended is RaceEnd.MEASURING and step.slo_edge == ("edge",) and "edge" in step.rerun
+    assert race.block_cap("edge") == 16 and race.block_cap("dear") == 8
+    for _ in range(4):                          # its third run
+        race.add_block("edge", block(43.0, run=2))
+        step = race.decide()
+        if race.standing("edge").slo is Verdict.MET:
+            break
+    assert race.standing("edge").slo is Verdict.MET, "a third run at 43 units/s should certify the floor of 40"
+    assert step.slo_edge == () and race.block_cap("edge") == 8
+    assert decide_profile(race.finalists(), units=100_000).chosen == "edge"
+
+
+def test_the_slo_edge_ends_at_twice_max_blocks() -> None:
+    race = two_machines(edge_theta=41.0)        # too close to the floor for any number of runs here
+    for index in range(8, 16):
+        race.decide()
+        race.add_block("edge", block(41.0 * (1.01 if index % 2 else 0.99), run=2 + (index - 8) // 4))
+    step = race.decide()
+    assert race.standing("edge").slo is Verdict.UNDECIDED
+    assert step.ended is RaceEnd.MAX_BLOCKS and "edge more: its SLO at the edge" in step.reason
+
+
+@pytest.mark.parametrize(("edge_theta", "edge_cost", "why"), [
+    (39.0, FIFTH, "its median is under the floor: more runs would only show it"),
+    (43.0, CostInputs(price_per_hour_usd=1.6, startup_s=120.0), "certified, it would still not be chosen"),
+])
+def test_no_slo_edge_where_its_verdict_would_change_no_decision(edge_theta: float, edge_cost: CostInputs,
+                                                                why: str) -> None:
+    race = two_machines(edge_theta=edge_theta, edge_cost=edge_cost)
+    step = race.decide()
+    assert race.standing("edge").slo is Verdict.UNDECIDED
+    assert step.slo_edge == () and race.block_cap("edge") == 8, why
+    assert step.ended is RaceEnd.MAX_BLOCKS
+
+
 def test_the_chance_a_leader_misses_the_slo_follows_its_evidence() -> None:
     # certified: none; straddling the floor: some, more the closer its median sits to it; below it: about all
     slo = Slo(throughput_min_units_per_s=80.0)

@@ -4,6 +4,7 @@ a scripted wire in front of the simulator (listings that fail, destroys that nev
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import shutil
@@ -16,6 +17,11 @@ from vastui.bench.manifest import load_manifest
 from vastui.bench.receipt import Receipt, WorkloadIdentity
 from vastui.bench.select import decide_profile
 from vastui.clock import Clock
+from vastui.sim.chaos import Chaos
+from vastui.sim.hosts import SshHostPool
+from vastui.sim.machine import Machine, World
+from vastui.sim.market import Market
+from vastui.sim.realism import Realism
 from vastui.sim.request_log import RequestRecord
 from vastui.store import SqliteStore
 
@@ -187,3 +193,23 @@ class ManualClock:
         target = self._now + max(0.0, seconds)
         while self._now < target:
             await self._tick.wait()
+
+
+_DAY_S = 86_400.0
+
+
+def market_of(machines: list[Machine]) -> object:
+    """Stands in for ``build_market_with_hosts``: the same real market and SSH hosts, over these machines (listed
+    from the clock's now) instead of a seeded world."""
+
+    def build(seed: int, *, clock: Clock, hosts_dir: Path, chaos: Chaos | None, api_key: str,
+              realism: Realism | None) -> tuple[Market, SshHostPool]:
+        now = clock.now()
+        listed = [dataclasses.replace(m, start_date=now - _DAY_S, end_date=now + 30 * _DAY_S) for m in machines]
+        pool = SshHostPool(base_dir=hosts_dir, clock=clock, realism=realism, seed=seed)
+        market = Market(World(seed=seed, generated_at=now, machines=listed), clock=clock, api_key=api_key,
+                        host_provider=pool, chaos=chaos, realism=realism)
+        pool.on_host_died = market.mark_offline
+        return market, pool
+
+    return build

@@ -17,16 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.campaign.campaign_support import fast_manifest
+from tests.campaign.campaign_support import fast_manifest, market_of
 from vastui.bench.manifest import load_manifest
 from vastui.bench.select import RaceEnd
 from vastui.campaign.plan import build_plan
-from vastui.clock import Clock
 from vastui.sim import demo
-from vastui.sim.chaos import Chaos
-from vastui.sim.hosts import SshHostPool
-from vastui.sim.machine import Machine, World
-from vastui.sim.market import Market
+from vastui.sim.machine import Machine
 from vastui.sim.offers import offer_row
 from vastui.sim.physics import HostSpec, Precision, Variant, plan_step
 from vastui.sim.realism import Realism
@@ -35,7 +31,6 @@ from vastui.sim.world import generate_world
 from vastui.vast.models import Offer
 
 NOW = 1_800_000_000.0
-DAY_S = 86_400.0
 NOISE_CV = 0.12                              # one host in ten draws 8-15 % (sim/luck.py)
 # The noisy host's measuring runs, in order (a slowdown factor on its step times; the last repeats): the first two
 # slow (z = +1.7 and +1.0 at 12 %), then near its truth.
@@ -120,23 +115,6 @@ def _manifest(directory: Path, noisy: Machine) -> Path:
     return path
 
 
-def _market_of(machines: list[Machine]) -> object:
-    """Stands in for ``build_market_with_hosts``: the same real market and SSH hosts, over these machines (listed
-    from the clock's now) instead of a seeded world."""
-
-    def build(seed: int, *, clock: Clock, hosts_dir: Path, chaos: Chaos | None, api_key: str,
-              realism: Realism | None) -> tuple[Market, SshHostPool]:
-        now = clock.now()
-        listed = [dataclasses.replace(m, start_date=now - DAY_S, end_date=now + 30 * DAY_S) for m in machines]
-        pool = SshHostPool(base_dir=hosts_dir, clock=clock, realism=realism, seed=seed)
-        market = Market(World(seed=seed, generated_at=now, machines=listed), clock=clock, api_key=api_key,
-                        host_provider=pool, chaos=chaos, realism=realism)
-        pool.on_host_died = market.mark_offline
-        return market, pool
-
-    return build
-
-
 @pytest.mark.slow
 async def test_a_noisy_host_whose_first_two_runs_draw_low_gets_another_run_and_is_chosen(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,7 +122,7 @@ async def test_a_noisy_host_whose_first_two_runs_draw_low_gets_another_run_and_i
     speed = {m.machine_id: plan_step(HostSpec.from_machine(m), RACE_VARIANT) for m in (steady, noisy)}
     assert all(step.limit == "compute" and step.fits for step in speed.values())
     assert speed[noisy.machine_id].units_per_s == pytest.approx(1.12 * speed[steady.machine_id].units_per_s)
-    monkeypatch.setattr(demo, "build_market_with_hosts", _market_of([steady, noisy]))
+    monkeypatch.setattr(demo, "build_market_with_hosts", market_of([steady, noisy]))
     async with demo.open_demo(seed=7, time_scale=100.0, data_dir=tmp_path / "data", realism=Realism.kind(),
                               manifest_path=_manifest(tmp_path / "m", noisy)) as session:
         assert {c.offer.machine_id for c in session.plan.candidates} == {steady.machine_id, noisy.machine_id}

@@ -48,6 +48,7 @@ from vastui.bench.tuning import plan_ab_pairs as plan_ab_pairs  # re-exported: A
 
 # Candidates whose costs are within 3 % are practically equal: telling them apart costs more than the difference.
 INDIFFERENCE = 0.03
+SLO_EDGE_CAP = 2          # a candidate at the SLO's edge measures to twice max_blocks (Race.at_slo_edge)
 
 
 class EliminationReason(StrEnum):
@@ -111,6 +112,8 @@ class RaceStep:
     # Candidates whose runs are too few or disagree: each needs another independent run before the race can end
     # within the margin (more blocks of the runs it has cannot tell how far its next run lands).
     rerun: tuple[str, ...] = ()
+    # Candidates at the SLO's edge (``Race.at_slo_edge``): each may measure past max_blocks, in further runs.
+    slo_edge: tuple[str, ...] = ()
 
     @property
     def finished(self) -> bool:
@@ -146,6 +149,7 @@ class Race:
         self.seed = seed
         self._costs: dict[tuple[str, int], tuple[float, ...]] = {}
         self._thetas_cache: dict[tuple[str, int], tuple[float, ...]] = {}
+        self._edge: frozenset[str] = frozenset()   # at the SLO's edge as of the last ``decide``
 
     # --- feeding -----------------------------------------------------------------------------------------------
     def add_block(self, candidate_id: str, block: Block) -> None:
@@ -215,6 +219,39 @@ class Race:
         entry = self._entries.get(candidate_id)
         return entry.candidate.rule if entry is not None else None
 
+    def block_count(self, candidate_id: str) -> int:
+        """How many blocks ``candidate_id`` has in the race (at its race profile)."""
+        return len(self._entries[candidate_id].blocks)
+
+    def block_cap(self, candidate_id: str) -> int:
+        """The most blocks ``candidate_id`` measures: the rule's ``max_blocks``, or ``SLO_EDGE_CAP`` times that
+        while it is at the SLO's edge (as of the last ``decide``; see ``at_slo_edge``)."""
+        cap = self.measure.max_blocks
+        return SLO_EDGE_CAP * cap if candidate_id in self._edge else cap
+
+    def at_slo_edge(self, cid: str) -> bool:
+        """Whether the decision hinges on ``cid``'s SLO: its verdict is still undecided though its measurements,
+        at face value, meet the SLO, and its cost's upper bound is below that of every certified candidate still in
+        the race (below every other's when none is certified). Certified, it would be chosen; left undecided at
+        ``max_blocks``, a dearer certified rival would be (seen in the decision benchmark: an RTX 5060 Ti at
+        42.8 [39.9, 45.7] units/s against a floor of 40 left a certified machine 3.2 times dearer). What keeps such
+        an interval across the floor is mostly the between-run error, so it is measured on in further runs
+        (``decide`` asks for them) up to ``block_cap`` (docs/method.md, Stopping)."""
+        entry = self._entries.get(cid)
+        if entry is None or entry.elimination is not None or entry.held or not entry.blocks:
+            return False
+        standing = self._standing(cid)
+        if (standing.slo is not Verdict.UNDECIDED or standing.cost_per_unit is None
+                or not self._slo_plausible(entry, standing.throughput)):
+            return False
+        others = [self._standing(other) for other in self.active if other != cid]
+        usable = [o for o in others if o.is_measured and o.cost_per_unit is not None and o.slo is not Verdict.VIOLATED
+                  and not self._entries[o.candidate_id].held]
+        certified = [o for o in usable if o.slo is Verdict.MET]
+        rivals = certified or usable
+        return all(standing.cost_per_unit.high < o.cost_per_unit.high for o in rivals
+                   if o.cost_per_unit is not None)
+
     def standings(self) -> tuple[Standing, ...]:
         return tuple(self._standing(cid) for cid in self._entries)
 
@@ -280,10 +317,16 @@ class Race:
         leader = self._leader(active)
         # Asked as soon as a candidate has the finalists' blocks, not only once the stop is tested: by then a
         # run that started early may have gone on to max_blocks, leaving no room for another.
-        rerun = tuple(cid for cid in active if self._eligible(cid) and not self._runs_agree(cid))
+        self._edge = frozenset(cid for cid in active if self.at_slo_edge(cid))
+        # An edge candidate past max_blocks is asked for further runs: its between-run error is what more blocks
+        # of the runs it has cannot narrow.
+        rerun = tuple(cid for cid in active if self._eligible(cid) and (
+            not self._runs_agree(cid)
+            or (cid in self._edge and len(self._entries[cid].blocks) >= self.measure.max_blocks)))
         ended, reason = self._stop(active, leader, spent_usd, rerun=rerun)
+        measuring = ended is RaceEnd.MEASURING
         return RaceStep(eliminated=eliminated, ended=ended, reason=reason, leader=leader, active=active,
-                        rerun=rerun if ended is RaceEnd.MEASURING else ())
+                        rerun=rerun if measuring else (), slo_edge=tuple(sorted(self._edge)) if measuring else ())
 
     def _eligible(self, cid: str) -> bool:
         entry = self._entries[cid]
@@ -396,13 +439,15 @@ class Race:
         if self.budget_usd is not None and spent_usd >= self.budget_usd:
             return RaceEnd.BUDGET_SPENT, f"benchmark budget spent (${spent_usd:.2f} of ${self.budget_usd:.2f})"
         blocks = {cid: len(self._entries[cid].blocks) for cid in active}
-        if all(n >= self.measure.max_blocks for n in blocks.values()):
-            return RaceEnd.MAX_BLOCKS, f"every remaining candidate reached {self.measure.max_blocks} blocks"
+        if all(n >= self.block_cap(cid) for cid, n in blocks.items()):
+            return RaceEnd.MAX_BLOCKS, f"every remaining candidate reached {self.measure.max_blocks} blocks" + (
+                f" ({', '.join(sorted(self._edge & blocks.keys()))} more: its SLO at the edge)"
+                if self._edge & blocks.keys() else "")
         if leader is None or blocks[leader] < self.rule_of(leader).winner_min_blocks:
             return RaceEnd.MEASURING, "measuring"
         if any(self._entries[cid].held for cid in active):
             return RaceEnd.MEASURING, "measuring"   # one's evidence is not at its race profile yet
-        if blocks[leader] < self.measure.max_blocks and not self._certified(leader):
+        if blocks[leader] < self.block_cap(leader) and not self._certified(leader):
             # The decision chooses among SLO-certified profiles only: a race ended on a leader whose SLO is still
             # undecided (a re-verified host's few fresh blocks hold too few steps for the latency percentile)
             # hands the choice to a dearer certified rival. It measures on until certified or at max_blocks.

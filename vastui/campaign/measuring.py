@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from vastui.bench.manifest import Manifest, MeasureRule
-from vastui.bench.select import EliminationReason, Race, RaceEnd, decide_profile
+from vastui.bench.select import SLO_EDGE_CAP, EliminationReason, Race, RaceEnd, decide_profile
 from vastui.bench.stats import Verdict, WarmupResult
 from vastui.bench.tuning import Profile
 from vastui.campaign.candidate import (
@@ -61,6 +61,7 @@ class MeasuringEnded(enum.StrEnum):
     RACE = "race"                         # the race said stop after a block
     WORKLOAD_ENDED = "the workload ended"
     RUN_NOT_STARTED = "run did not start"   # a further run would not start: the evidence already had stands
+    NO_RUN_FITS = "no further run fits"   # at the SLO's edge past max_blocks, where only further runs help
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +72,13 @@ class MeasuringStop:
     blocks: int = 0          # MAX_BLOCKS: the most allowed; TO_TUNING: how many it had
     run: int = 0             # RUN_NOT_STARTED: which run (counted from 1)
     race_reason: str = ""    # RACE_DECIDED: the race's own reason
+    slo_edge: bool = False   # MAX_BLOCKS: past the manifest's most, its SLO at the edge (Race.at_slo_edge)
 
     def describe(self) -> str:
         match self.why:
             case MeasuringEnded.MAX_BLOCKS:
-                return f"reached {self.blocks} blocks"
+                return f"reached {self.blocks} blocks" + (" (past max_blocks: its SLO was undecided, and certified it "
+                                                          "would have been chosen)" if self.slo_edge else "")
             case MeasuringEnded.TO_TUNING:
                 return f"leading with {self.blocks} blocks: its instance goes to tuning"
             case MeasuringEnded.TO_SCREENING:
@@ -89,7 +92,23 @@ class MeasuringStop:
                 return f"race decided: {self.race_reason}"
             case MeasuringEnded.RUN_NOT_STARTED:
                 return f"run {self.run} did not start"
+            case MeasuringEnded.NO_RUN_FITS:
+                return (f"its SLO still undecided at {self.blocks} blocks, and no further run fits before its "
+                        f"deadline")
         return str(self.why)
+
+
+def slo_edge_notice(race: Race, cid: str) -> str:
+    """What the event log says when a candidate at the SLO's edge measures on past max_blocks."""
+    standing = race.standing(cid)
+    throughput = standing.throughput
+    floor = race.slo.throughput_min_units_per_s
+    seen = "" if throughput is None else (
+        f": {throughput.point:.1f} [{throughput.low:.1f}, {throughput.high:.1f}] units/s"
+        + ("" if floor is None else f" against a floor of {floor:g}"))
+    return (f"{cid}: its SLO is still undecided at {standing.blocks} blocks{seen}; certified, it would be chosen "
+            f"over every certified candidate, so it measures on in further runs, to at most {race.block_cap(cid)} "
+            f"blocks")
 
 
 @dataclass(slots=True, eq=False)
@@ -107,7 +126,14 @@ class RaceState:
     choice_now: str | None = None       # whom the decision would choose if taken at the last block
     news: Bulletin = field(default_factory=Bulletin)   # posted on every block decided and when the race ends
     rerun: frozenset[str] = frozenset()   # candidates the race asks for another independent run
+    slo_edge: frozenset[str] = frozenset()   # candidates at the SLO's edge: they may measure past max_blocks
+    past_max_blocks: set[str] = field(default_factory=set)   # edge candidates that went past it (said once)
     screening: Screening | None = None  # the knobs' screening (screening.py); None: the race keeps the first profile
+
+    def block_cap(self, cid: str) -> int:
+        """The most blocks ``cid`` measures (``Race.block_cap``): ``max_blocks``, more at the SLO's edge."""
+        return SLO_EDGE_CAP * self.manifest.measure.max_blocks if cid in self.slo_edge \
+            else self.manifest.measure.max_blocks
 
     def is_settled(self, slot: Slot) -> bool:
         """Whether ``slot``'s evidence is at the profile it is raced at: no screening pending, and measured (if at
@@ -164,8 +190,9 @@ class RaceState:
     def stop_reason(self, slot: Slot, *, now: float) -> MeasuringStop | None:
         """Why ``slot`` stops measuring now, or None while it measures on."""
         run = slot.run
-        if len(run.blocks) >= self.manifest.measure.max_blocks:
-            return MeasuringStop(MeasuringEnded.MAX_BLOCKS, blocks=self.manifest.measure.max_blocks)
+        if len(run.blocks) >= (cap := self.block_cap(slot.cid)):
+            return MeasuringStop(MeasuringEnded.MAX_BLOCKS, blocks=cap,
+                                 slo_edge=cap > self.manifest.measure.max_blocks)
         if slot.tune_next or self.leader_may_tune(slot):
             # Once stopped for tuning it is tuned, though another block may have moved the lead meanwhile: its
             # measuring is over either way, and its instance's time is better spent on the trials than idle.
@@ -347,6 +374,9 @@ class Measurer:
                                                                   blocks_before=blocks_before):
                         ended = MeasuringEnded.RUN_ASKED
                         break
+                    elif blocks_until is None and self._edge_run_over(run, share=share, blocks_before=blocks_before):
+                        ended = MeasuringEnded.NO_RUN_FITS
+                        break
                 if ended is not MeasuringEnded.STREAM_ENDED:
                     break
                 if isinstance(record, Result):
@@ -360,14 +390,21 @@ class Measurer:
             run.measured_runs += 1
         run.units_total += meter.units_total
         run.accepted_total += meter.accepted_total
-        return MeasuringStop(ended)
+        return MeasuringStop(ended, blocks=len(run.blocks))
 
     def _run_asked(self, run: CandidateRun, *, share: int, started_at: float, blocks_before: int) -> bool:
         """Whether this run ends for another: the race asks for one, this run gave its share of blocks, and a
         fresh run fits both the block cap and the deadline."""
         return (run.cid in self.state.rerun and len(run.blocks) - blocks_before >= share
-                and len(run.blocks) < self.manifest.measure.max_blocks
+                and len(run.blocks) < self.state.block_cap(run.cid)
                 and self._another_run_fits(run, started_at=started_at, blocks_before=blocks_before))
+
+    def _edge_run_over(self, run: CandidateRun, *, share: int, blocks_before: int) -> bool:
+        """Whether this run of a candidate at the SLO's edge, past ``max_blocks``, gave its share and no further
+        run was asked of it (none fits its deadline): more blocks of the same run would not narrow what keeps its
+        interval across the floor (``Race.at_slo_edge``)."""
+        return (run.cid in self.state.slo_edge and len(run.blocks) >= self.manifest.measure.max_blocks
+                and len(run.blocks) - blocks_before >= share)
 
     def _another_run_fits(self, run: CandidateRun, *, started_at: float, blocks_before: int) -> bool:
         """Whether a fresh run (its start, warm-up and a share of blocks, as long as this one's took) and the
@@ -430,6 +467,12 @@ class Measurer:
                             self.ctx.phase(other.run, CandidatePhase.ELIMINATED, elimination.detail)
             state.leader = step.leader
             state.rerun = frozenset(step.rerun)
+            state.slo_edge = frozenset(step.slo_edge)
+            for cid in sorted(state.slo_edge - state.past_max_blocks):
+                if state.race.block_count(cid) >= self.manifest.measure.max_blocks:
+                    state.past_max_blocks.add(cid)
+                    self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.ctx.campaign_id, level="info",
+                                            text=slo_edge_notice(state.race, cid)))
             standings = standings_event(state.race, step, at=self.clock.now(), campaign_id=self.ctx.campaign_id,
                                         spent_usd=self.ledger.spent_usd(),
                                         reserved_usd=self.ledger.reserved_usd(),
