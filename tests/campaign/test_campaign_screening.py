@@ -402,6 +402,35 @@ def test_a_joint_change_not_kept_leaves_its_knobs_to_their_own_trials(tmp_path: 
     assert _confirm(screening, screener) == [("batch_size", (128,)), ("loaders", (8,))]
 
 
+@pytest.mark.parametrize(("cost_gain", "confirmed"), [
+    ((0.167, -0.002, 0.207), [("batch_size", (64,)), ("loaders", (8,))]),   # left open: the leader confirms it
+    ((-0.05, -0.08, -0.02), [("loaders", (8,))]),                           # clearly dearer: settled
+    (None, [("loaders", (8,))]),                                            # no trim: the search goes no lower
+])
+def test_a_trim_its_screening_left_open_on_cost_is_confirmed_on_the_leader(
+        tmp_path: Path, cost_gain: tuple[float, float, float] | None,
+        confirmed: list[tuple[str, tuple[int | str, ...]]]) -> None:
+    """Seen in the decision benchmark: batch 256 and bf16 kept together, then the trim back to batch 64 (slower,
+    warms up sooner) judged by its cost at N: +16.7 % [-0.2 %, +20.7 %] after twelve pairs. Its speed interval is
+    clearly below zero, but a trim claims cost, not speed: it is left open, and the leader tries batch 64 on its own
+    instance (judged on cost too) instead of staying 18 % dearer than its best profile."""
+    manifest, candidates = _candidates(tmp_path)
+    start = first_profile(candidates[0], manifest)
+    joint = start.with_value(Knob.BATCH_SIZE, 256).with_value(Knob.PRECISION, "bf16")
+    kept = AbVerdict(True, Interval(point=0.559, low=0.039, high=2.561, confidence=0.95, n=6), 6, "kept")
+    trials = [_trial(Knob.PRECISION, start, "bf16", gain=(0.4, -0.016, 2.528)),
+              _trial(Knob.BATCH_SIZE, start, 256, gain=(0.03, -0.03, 0.103)),
+              TuningTrial("batch_size+precision", "64/fp32", "256/bf16", kept, joint)]
+    if cost_gain is not None:
+        trim = AbVerdict(False, Interval(point=-0.045, low=-0.07, high=-0.022, confidence=0.95, n=12), 12,
+                         "not kept: at N = 3,000 units, ...", on_cost=True,
+                         cost_gain=Interval(point=cost_gain[0], low=cost_gain[1], high=cost_gain[2],
+                                            confidence=0.95, n=12))
+        trials.append(TuningTrial("batch_size", "256", "64", trim, joint.with_value(Knob.BATCH_SIZE, 64)))
+    screening, leader, _start = _screened(tmp_path, trials, profile=joint)
+    assert _confirm(screening, _with_ram(leader, 24_000.0)) == confirmed
+
+
 def test_a_screening_that_judged_every_knob_clearly_leaves_nothing_to_confirm(tmp_path: Path) -> None:
     # the loaders' gain cannot reach the 2 % minimum
     trials, _big = _bf16_then_batch_256_then_loaders(tmp_path, loaders_gain=(0.0, -0.03, 0.015))

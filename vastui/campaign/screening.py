@@ -109,23 +109,27 @@ class ScreeningOutcome:
         the screener's memory when this GPU has more (or does not say)."""
         if knob is Knob.GPU_COUNT and self.start.gpu_count != raced.gpu_count:
             return False
-        screened_batch = self.profile.batch_size
-        if knob is Knob.BATCH_SIZE and isinstance(value, int) and screened_batch is not None:
-            if raced.batch_size is not None and raced.batch_size < value <= screened_batch:
-                return False   # this GPU's memory is the question, which the screener's cannot answer
-            if screened_batch != self.start.batch_size and value < screened_batch:
-                return True    # a larger batch clearly helped: the search does not go back down
-        if value == self.start.value(knob) and self.profile.value(knob) != value:
-            return True        # a kept change moved off it
         # A joint trial not kept says nothing of each of its knobs alone: the one that made it dearer (a larger
         # batch's warm-up at a small N) may have hidden the one that pays on this class (more loaders). Such a
         # value is judged by its own trial; with none, it is not settled.
         verdicts = [t.verdict for t in self.tuning.trials
                     if t.change is not None and str(knob) in t.knobs and t.change.value(knob) == value
                     and (len(t.knobs) == 1 or t.verdict.accepted)]
+        more_memory = _has_more(gpu_ram_mb, self.gpu_ram_mb)
+        screened_batch = self.profile.batch_size
+        if knob is Knob.BATCH_SIZE and isinstance(value, int) and screened_batch is not None:
+            if raced.batch_size is not None and raced.batch_size < value <= screened_batch:
+                return False   # this GPU's memory is the question, which the screener's cannot answer
+            if screened_batch != self.start.batch_size and value < screened_batch:
+                # A larger batch clearly helped: the search does not go back down — unless a trim (the batch
+                # back down, judged by its cost at N) left open whether a production run is cheaper there.
+                trims = [v for v in verdicts if v.on_cost]
+                return not trims or _settled(trims[-1], min_gain=min_gain, more_memory=more_memory)
+        if value == self.start.value(knob) and self.profile.value(knob) != value:
+            return True        # a kept change moved off it
         if not verdicts:
             return False
-        return _settled(verdicts[-1], min_gain=min_gain, more_memory=_has_more(gpu_ram_mb, self.gpu_ram_mb))
+        return _settled(verdicts[-1], min_gain=min_gain, more_memory=more_memory)
 
 
 def _has_more(gpu_ram_mb: float | None, than_mb: float | None) -> bool:
@@ -138,7 +142,7 @@ def _settled(verdict: AbVerdict, *, min_gain: float, more_memory: bool) -> bool:
         return not more_memory   # out of memory on the screener, perhaps not on a larger GPU
     if verdict.accepted or verdict.breaks_slo:
         return True
-    gain = verdict.gain
+    gain = verdict.cost_gain if verdict.on_cost else verdict.gain   # the measure the change was judged by
     return gain is not None and not (gain.low < 0.0 and gain.high > min_gain)
 
 

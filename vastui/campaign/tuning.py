@@ -654,7 +654,11 @@ class TuningSearch:
             if step.knob is Knob.LOADERS and _above(value, was) and self._input_bounded(str(was), str(value)):
                 continue
             change = _on_gpus(self.best.with_value(step.knob, value), self.best)
-            got = await self._trial(str(step.knob), str(self.best.value(step.knob)), str(value), change)
+            # A smaller batch is slower in steady state and warms up sooner: like a trim (``_trim``), it is judged
+            # by the cost of N units (a leader confirms a trim its screening left open this way).
+            smaller = step.knob is Knob.BATCH_SIZE and isinstance(value, int) and isinstance(was, int) and value < was
+            got = await self._trial(str(step.knob), str(self.best.value(step.knob)), str(value), change,
+                                    on_cost=smaller)
             if got is None:
                 continue   # a nearer value of the same knob may be cheaper to try
             if isinstance(got, TuningOutcome):
