@@ -16,14 +16,20 @@ import httpx
 from vastui.bench.manifest import load_manifest
 from vastui.bench.receipt import Receipt, WorkloadIdentity
 from vastui.bench.select import decide_profile
+from vastui.campaign.plan import build_plan
 from vastui.clock import Clock
 from vastui.sim.chaos import Chaos
 from vastui.sim.hosts import SshHostPool
 from vastui.sim.machine import Machine, World
 from vastui.sim.market import Market
+from vastui.sim.offers import offer_row
+from vastui.sim.physics import HostSpec, Precision, Variant, plan_step
 from vastui.sim.realism import Realism
 from vastui.sim.request_log import RequestRecord
+from vastui.sim.truth import Fault
+from vastui.sim.world import generate_world
 from vastui.store import SqliteStore
+from vastui.vast.models import Offer
 
 LISTING_PATH = "/api/v1/instances/"
 DESTROY_PATH = re.compile(r"^/api/v0/instances/(\d+)/$")
@@ -213,3 +219,46 @@ def market_of(machines: list[Machine]) -> object:
         return market, pool
 
     return build
+
+
+# Hand-built markets (a test's own machines, served by the real market and SSH hosts: ``market_of``).
+HAND_BUILT_AT = 1_800_000_000.0
+FIRST_PROFILE = Variant(batch_size=64, precision=Precision.FP32, loaders=4, gpus=1)   # the fast manifest's
+
+
+def steady_shortlisted(tmp_path: Path, *, units_per_s: float) -> Machine:
+    """The fast manifest's first shortlisted machine of the seed-7 world, made steady (1 % run-to-run noise),
+    fault-free, quick to ready and compute-bound at ``units_per_s`` at the first profile."""
+    world = generate_world(7, n_machines=120, now=HAND_BUILT_AT)
+    offers = [Offer.from_api(offer_row(m, now=HAND_BUILT_AT, rented=False), where="row") for m in world.machines]
+    plan = build_plan(campaign_id="chand", manifest=load_manifest(fast_manifest(tmp_path / "plain")), offers=offers,
+                      knowledge=(), bad_hosts=())
+    base = world.machine(plan.candidates[0].offer.machine_id)
+    truth = dataclasses.replace(base.truth, data_units_per_s_per_loader=1e6, max_loaders=64, pcie_gb_per_s=64.0,
+                                disk_mb_per_s=1e5, noise_cv=0.01, fault=Fault.NONE, fault_after_s=None,
+                                readiness_s=30.0)
+    speed = plan_step(HostSpec.from_machine(dataclasses.replace(base, truth=truth)), FIRST_PROFILE).units_per_s
+    truth = dataclasses.replace(truth, compute_units_per_s=truth.compute_units_per_s * units_per_s / speed)
+    return dataclasses.replace(base, rented=False, rentable=True, truth=truth)
+
+
+def twin(machine: Machine, *, speed: float = 1.0, price: float = 1.0, noise_cv: float | None = None) -> Machine:
+    """``machine`` on another host: the same GPU, network and startup, ``speed`` times as fast, ``price`` times the
+    price (and its own run-to-run noise, when given)."""
+    twin_id = machine.machine_id + 500_000
+    truth = dataclasses.replace(machine.truth, machine_id=twin_id,
+                                compute_units_per_s=machine.truth.compute_units_per_s * speed,
+                                noise_cv=machine.truth.noise_cv if noise_cv is None else noise_cv)
+    return dataclasses.replace(machine, offer_id=machine.offer_id + 500_000, machine_id=twin_id,
+                               host_id=machine.host_id + 500_000, dph_base=price * machine.dph_base,
+                               min_bid=price * machine.min_bid, truth=truth)
+
+
+def edit_manifest(path: Path, replacements: dict[str, str]) -> Path:
+    """``path`` rewritten, each pattern (a regular expression) replaced exactly once."""
+    text = path.read_text(encoding="utf-8")
+    for pattern, new in replacements.items():
+        text, count = re.subn(pattern, new, text)
+        assert count == 1, pattern
+    path.write_text(text, encoding="utf-8")
+    return path

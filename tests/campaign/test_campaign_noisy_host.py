@@ -10,32 +10,30 @@ be the truly cheaper machine. Real simulator over HTTP and SSH, real campaign en
 
 from __future__ import annotations
 
-import dataclasses
-import re
 import statistics
 from pathlib import Path
 
 import pytest
 
-from tests.campaign.campaign_support import fast_manifest, market_of
-from vastui.bench.manifest import load_manifest
+from tests.campaign.campaign_support import (
+    FIRST_PROFILE,
+    edit_manifest,
+    fast_manifest,
+    market_of,
+    steady_shortlisted,
+    twin,
+)
 from vastui.bench.select import RaceEnd
-from vastui.campaign.plan import build_plan
 from vastui.sim import demo
 from vastui.sim.machine import Machine
-from vastui.sim.offers import offer_row
-from vastui.sim.physics import HostSpec, Precision, Variant, plan_step
+from vastui.sim.physics import HostSpec, plan_step
 from vastui.sim.realism import Realism
-from vastui.sim.truth import Fault
-from vastui.sim.world import generate_world
-from vastui.vast.models import Offer
 
-NOW = 1_800_000_000.0
 NOISE_CV = 0.12                              # one host in ten draws 8-15 % (sim/luck.py)
 # The noisy host's measuring runs, in order (a slowdown factor on its step times; the last repeats): the first two
 # slow (z = +1.7 and +1.0 at 12 %), then near its truth.
 RUN_FACTORS = (1.20, 1.12, 0.98, 1.02, 1.00)
-RACE_VARIANT = Variant(batch_size=64, precision=Precision.FP32, loaders=4, gpus=1)
+RACE_VARIANT = FIRST_PROFILE
 
 # Runs on the simulated host as the manifest's command: picks the noise seed whose run factor is the next scripted
 # one (the simulator draws the run's factor first, from ``--noise-seed``), then runs the simulator's workload. The
@@ -76,23 +74,8 @@ sys.exit(main(args))
 def _twins(tmp_path: Path) -> tuple[Machine, Machine]:
     """A machine the fast manifest shortlists, made compute-bound at ~100 units/s and steady; and its twin on
     another host, 12 % faster and noisy. Same GPU, price, network and startup: the faster one is cheaper."""
-    world = generate_world(7, n_machines=120, now=NOW)
-    offers = [Offer.from_api(offer_row(m, now=NOW, rented=False), where="row") for m in world.machines]
-    manifest = load_manifest(fast_manifest(tmp_path / "plain"))
-    plan = build_plan(campaign_id="cnoisy", manifest=manifest, offers=offers, knowledge=(), bad_hosts=())
-    base = world.machine(plan.candidates[0].offer.machine_id)
-    truth = dataclasses.replace(base.truth, data_units_per_s_per_loader=1e6, max_loaders=64, pcie_gb_per_s=64.0,
-                                disk_mb_per_s=1e5, noise_cv=0.01, fault=Fault.NONE, fault_after_s=None,
-                                readiness_s=30.0)
-    speed = plan_step(HostSpec.from_machine(dataclasses.replace(base, truth=truth)), RACE_VARIANT).units_per_s
-    steady_truth = dataclasses.replace(truth, compute_units_per_s=truth.compute_units_per_s * 100.0 / speed)
-    steady = dataclasses.replace(base, rented=False, rentable=True, truth=steady_truth)
-    twin_id = base.machine_id + 500_000
-    noisy = dataclasses.replace(
-        steady, offer_id=base.offer_id + 500_000, machine_id=twin_id, host_id=base.host_id + 500_000,
-        truth=dataclasses.replace(steady_truth, machine_id=twin_id, noise_cv=NOISE_CV,
-                                  compute_units_per_s=steady_truth.compute_units_per_s * 1.12))
-    return steady, noisy
+    steady = steady_shortlisted(tmp_path, units_per_s=100.0)
+    return steady, twin(steady, speed=1.12, noise_cv=NOISE_CV)
 
 
 def _manifest(directory: Path, noisy: Machine) -> Path:
@@ -101,18 +84,13 @@ def _manifest(directory: Path, noisy: Machine) -> Path:
     path = fast_manifest(directory)
     (directory / "noise_draws.py").write_text(
         DRAWS_SCRIPT.format(machine_id=noisy.machine_id, factors=RUN_FACTORS), encoding="utf-8")
-    text = path.read_text(encoding="utf-8")
-    for pattern, new in {
+    return edit_manifest(path, {
         r'(?m)^command = \["python3", "-m", "simworkload", "--input", "resnet-canary.jsonl"\]$':
             'command = ["python3", "noise_draws.py", "--input", "resnet-canary.jsonl"]',
         r'(?m)^inputs = \["resnet-canary.jsonl"\]$': 'inputs = ["resnet-canary.jsonl", "noise_draws.py"]',
         r"(?m)^units = 20000$": "units = 200000",
         r"(?m)^max_blocks = 8$": "max_blocks = 16",     # room for the runs a noisy host is asked for
-    }.items():
-        text, count = re.subn(pattern, new, text)
-        assert count == 1, pattern
-    path.write_text(text, encoding="utf-8")
-    return path
+    })
 
 
 @pytest.mark.slow
