@@ -275,13 +275,20 @@ class MarketResult:
 # One campaign's wall time past which it is taken for hung (a campaign takes about a minute at x120).
 MARKET_WALL_LIMIT_S = 900.0
 
-SPEND_PARTS = ("loading and traffic", "canary, warm-ups and console work", "blocks", "tuning")
+SPEND_PARTS = ("loading and traffic", "canary, warm-ups and console work", "blocks", "tuning",
+               "helping the screening", "waiting for the screening")
+# What a candidate measuring for the screening is doing, by its phase's detail (campaign/engine.py)
+SCREENING_DETAILS = {"playing A/B pairs": "helping the screening",
+                     "waiting for the knobs' screening": "waiting for the screening"}
 
 
-def _spent_on(outcome: object, manifest: Manifest, tuning_s: dict[str, float]) -> dict[str, float]:
+def _spent_on(outcome: object, manifest: Manifest, tuning_s: dict[str, float],
+              screening_s: dict[tuple[str, str], float] | None = None) -> dict[str, float]:
     """The campaign's bill by what it paid for: the disk and the traffic (the pull included); the GPUs while
-    blocks ran; while the leader was tuned; and the rest of the GPU time (the canary, each run's warm-up, the
-    console's own SSH work between runs, the wait for a destroy's answer)."""
+    blocks ran; while the leader (or the screener) was tuned; while a candidate played the screening's pairs or
+    waited, held, for its verdict (``screening_s``: seconds by candidate and part); and the rest of the GPU time
+    (the canary, each run's warm-up, the console's own SSH work between runs, the wait for a destroy's answer)."""
+    screening_s = screening_s or {}
     parts = dict.fromkeys(SPEND_PARTS, 0.0)
     for run in outcome.runs:  # type: ignore[attr-defined]
         if run.cid not in outcome.billed_usd:  # type: ignore[attr-defined]
@@ -293,7 +300,12 @@ def _spent_on(outcome: object, manifest: Manifest, tuning_s: dict[str, float]) -
         parts["loading and traffic"] += bill.storage_usd + bill.bandwidth_usd
         parts["blocks"] += blocks
         parts["tuning"] += tuning
-        parts["canary, warm-ups and console work"] += bill.gpu_usd - blocks - tuning
+        rest = bill.gpu_usd - blocks - tuning
+        for part in SCREENING_DETAILS.values():
+            share = min(rest, gpu_per_s * screening_s.get((run.cid, part), 0.0))
+            parts[part] += share
+            rest -= share
+        parts["canary, warm-ups and console work"] += rest
     return parts
 
 
@@ -466,13 +478,21 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
         tuning_s: dict[str, float] = {}
         phase_from: dict[str, tuple[str, float]] = {}
         phases: dict[tuple[str, str], float] = {}    # (candidate, phase): seconds in it, the first time
+        detail_from: dict[str, tuple[str, float]] = {}
+        screening_s: dict[tuple[str, str], float] = {}   # (candidate, SCREENING_DETAILS part): seconds in it
 
         def on_event(event: Event) -> None:
             if isinstance(event, CandidatePhaseChanged) and event.candidate in phase_from:
                 was, since = phase_from.pop(event.candidate)
                 phases.setdefault((event.candidate, was), event.at - since)
+                detail, since = detail_from.pop(event.candidate)
+                for start, part in SCREENING_DETAILS.items():
+                    if detail.startswith(start):
+                        key = (event.candidate, part)
+                        screening_s[key] = screening_s.get(key, 0.0) + event.at - since
             if isinstance(event, CandidatePhaseChanged):
                 phase_from[event.candidate] = (event.phase, event.at)
+                detail_from[event.candidate] = (event.detail, event.at)
             if isinstance(event, CandidatePhaseChanged) and event.phase == "tuning":
                 tuning_from[event.candidate] = event.at
             elif isinstance(event, TuningFinished) and event.candidate in tuning_from:
@@ -500,7 +520,7 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
         out.spend_usd = receipt.campaign_cost_usd
         out.everything_usd = everything.usd
         out.everything_as_rented_usd = _everything_spend(outcome, manifest, market, tuning_s)
-        out.spent_on = _spent_on(outcome, manifest, tuning_s)
+        out.spent_on = _spent_on(outcome, manifest, tuning_s, screening_s)
         out.passed_over = len(outcome.passed_over)
         out.race_end = outcome.race_end
         out.stop_missed = _stop_missed(outcome, receipt.decision.chosen, market, manifest)
