@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from vastui.bench.manifest import Manifest, MeasureRule
-from vastui.bench.select import SLO_EDGE_CAP, EliminationReason, Race, RaceEnd, decide_profile
+from vastui.bench.select import EliminationReason, Race, RaceEnd, decide_profile
 from vastui.bench.stats import Verdict, WarmupResult
 from vastui.bench.tuning import Profile
 from vastui.campaign.candidate import (
@@ -132,8 +132,7 @@ class RaceState:
 
     def block_cap(self, cid: str) -> int:
         """The most blocks ``cid`` measures (``Race.block_cap``): ``max_blocks``, more at the SLO's edge."""
-        return SLO_EDGE_CAP * self.manifest.measure.max_blocks if cid in self.slo_edge \
-            else self.manifest.measure.max_blocks
+        return self.race.block_cap(cid)
 
     def is_settled(self, slot: Slot) -> bool:
         """Whether ``slot``'s evidence is at the profile it is raced at: no screening pending, and measured (if at
