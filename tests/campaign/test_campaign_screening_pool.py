@@ -3,6 +3,7 @@ pairs on its own instance, and the trial's verdict pools every machine's pairs (
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +24,7 @@ from vastui.sim.demo import open_demo
 from vastui.sim.offers import offer_row
 from vastui.sim.realism import Realism
 from vastui.sim.world import generate_world
+from vastui.store import RunStatus
 from vastui.vast.models import Offer
 
 SEED = 86   # four candidates; the first wave rents more than one, so others reach their minimum evidence in time
@@ -121,3 +123,38 @@ def test_a_helpers_out_of_memory_holds_its_gpu_class_to_a_smaller_batch_and_a_fi
     assert screening.outcome.pairs_on == {"s": 2, "h16": 2, "h20": 2}
     (knob,) = screening.outcome.knobs
     assert knob.describe() == "batch_size 64 -> 256: kept (gain +10.0% [+5.0%, +15.0%]; pairs on s (2), h16 (2), h20 (2))"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("detail", ["waiting for the knobs' screening", "playing A/B pairs of "])
+async def test_an_abort_finding_a_candidate_at_the_screening_keeps_its_closed_run_and_tears_down(
+        tmp_path: Path, detail: str) -> None:
+    """A candidate that ended its race run stays in the measuring phase while it waits for the screening or plays
+    its pairs; its stored run is closed. An abort found there once tried to close that run again: the store refused,
+    the campaign crashed after destroying its instances and wrote no receipt."""
+    async with open_demo(seed=SEED, time_scale=60.0, data_dir=tmp_path / "data",
+                         manifest_path=_manifest(tmp_path / "m"), realism=Realism.kind()) as demo:
+        handle = demo.start(plan_approved=True)
+        found: list[CandidatePhaseChanged] = []
+
+        def abort_there(event: Event) -> None:
+            if (isinstance(event, CandidatePhaseChanged) and event.phase == "measuring"
+                    and event.detail.startswith(detail) and not found):
+                found.append(event)
+                # from outside the candidate's own task, once it is awaiting there (as a key or a signal would)
+                asyncio.get_running_loop().call_soon(handle.abort, "the test aborts at the screening")
+        stop = demo.services.bus.listen(abort_there)
+        try:
+            result = await handle.result()
+        finally:
+            stop()
+        left = await demo.instances_left()
+        runs = await demo.store.runs(campaign_id=handle.campaign_id)
+        instance_of = {c.candidate_id: c.instance_id for c in handle.snapshot().candidates}
+    assert found, f"no candidate was seen {detail!r}"
+    assert result.aborted == "the test aborts at the screening"
+    assert result.receipt.teardown_passed and left == 0
+    # the abort found its race run already closed: what it measured stands, nothing is still open
+    helper_runs = [r for r in runs if r.instance_id == instance_of[found[0].candidate]]
+    assert helper_runs and any(r.status is RunStatus.OK for r in helper_runs), helper_runs
+    assert all(r.status is not RunStatus.RUNNING for r in runs), runs

@@ -447,9 +447,17 @@ class CampaignEngine:
         was_measuring = run.phase is CandidatePhase.MEASURING or (run.phase is CandidatePhase.CANARY
                                                                   and run.run_id is not None)
         self.ctx.phase(run, CandidatePhase.ABORTED, f"stopped in {run.phase}: {self._stopped_by}")
-        if was_measuring and run.run_id is not None:
-            await self.ctx.store.finish_run(run_id=run.run_id, status=RunStatus.INTERRUPTED, at=self.clock.now(),
-                                            error=f"aborted: {self._stopped_by}")
+        if not was_measuring or run.run_id is None:
+            return
+        # A candidate that ended its race run and stays in the measuring phase (waiting for the screening, or
+        # helping it) has its stored run closed already: only an open one is cut short. Paperwork the store refuses
+        # never stops the teardown that follows (a crash here would leave no receipt).
+        try:
+            if any(r.run_id == run.run_id for r in await self.ctx.store.open_runs(campaign_id=self.plan.campaign_id)):
+                await self.ctx.store.finish_run(run_id=run.run_id, status=RunStatus.INTERRUPTED,
+                                                at=self.clock.now(), error=f"aborted: {self._stopped_by}")
+        except StoreError as exc:
+            self._paperwork_refused(exc, f"close {run.cid}'s run cut short by the abort")
 
     async def _life(self, slot: Slot) -> None:
         run = slot.run
