@@ -18,6 +18,7 @@ from vastui.clock import ScaledClock
 from vastui.events import InstanceRented
 from vastui.events_live import ApprovalAnswered, ApprovalExpired, ApprovalRequested
 from vastui.store import RequestState
+from vastui.tui.app import VastuiApp
 from vastui.tui.campaign_control import Leaving
 from vastui.tui.dialogs.approvals import ApprovalsScreen
 from vastui.tui.dialogs.choice import ChoiceDialog
@@ -34,6 +35,10 @@ def status(console: CampaignConsole) -> str:
 
 def answerable(console: CampaignConsole) -> int:
     return len(console.app.desk.answerable())
+
+
+def needed_toasts(app: VastuiApp) -> list[str]:
+    return [n.title for n in app._notifications if "pproval" in n.title and "needed" in n.title]
 
 
 def granted_by(console: CampaignConsole, request_id: str) -> str | None:
@@ -57,7 +62,7 @@ async def test_an_approval_arriving_in_another_view_is_counted_announced_and_app
             count = answerable(console)
             assert f"{count} TO APPROVE, oldest" in status(console)
             assert bells, "the bell rang when the request arrived"
-            assert any("pproval" in n.title and "needed" in n.title for n in app._notifications), "a toast said so"
+            assert needed_toasts(app), "a toast said so"
             assert app.check_action("approve_oldest", ()) is True, "the footer offers a"
             oldest = app.desk.answerable()[0].request_id
             assert console.created_offers() == []
@@ -67,6 +72,13 @@ async def test_an_approval_arriving_in_another_view_is_counted_announced_and_app
             await wait_until(pilot, lambda: any(isinstance(e, InstanceRented) for e in console.events),
                              what="the approved rent")
             assert app.current_view == view
+            # once none of the requests a toast announced waits any more, the toast is taken down at once, not
+            # left up for its 20 s saying approvals are needed (the bound is well inside those 20 s)
+            while answerable(console) > 0:
+                await pilot.press("a")
+            await wait_until(pilot, lambda: not needed_toasts(app) or answerable(console) > 0,
+                             what="the arrival toast taken down", deadline_s=10.0)
+            assert answerable(console) > 0 or not needed_toasts(app)
 
 
 async def test_expiry_follows_the_wall_clock_not_a_simulator_at_x120(tmp_path: Path) -> None:

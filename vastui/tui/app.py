@@ -27,7 +27,7 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.driver import Driver
 from textual.message import Message
-from textual.notifications import SeverityLevel
+from textual.notifications import Notification, Notify, SeverityLevel
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, DataTable, Input
 
@@ -111,6 +111,20 @@ class VastuiApp(App[None]):
         """Textual's driver for this terminal, made to survive the terminal closing under it
         (``vastui.tui.terminal``)."""
         return terminal_driver(super().get_driver_class())
+
+    def toast(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+              timeout: float | None = None) -> Notification:
+        """``notify`` from the event loop, shown at once and returned so that ``withdraw`` can take it down once
+        it no longer holds."""
+        toast = Notification(message, title, severity,
+                             self.NOTIFICATION_TIMEOUT if timeout is None else timeout, markup=False)
+        self._on_notify(Notify(toast))
+        return toast
+
+    def withdraw(self, toast: Notification) -> None:
+        """Take a toast down before its time (one no longer true: the requests it announced were answered)."""
+        if toast in self._notifications:
+            self._unnotify(toast)
 
     def __init__(self, *, services: ConsoleServices, settings: ConsoleSettings | None = None,
                  views: Sequence[ViewSpec] | None = None, approver: ApproverFactory | None = None,

@@ -21,6 +21,8 @@ from vastui.tui.cells import usd
 from vastui.tui.state import ConsoleState
 
 if TYPE_CHECKING:
+    from textual.notifications import Notification
+
     from vastui.tui.host import ConsoleHost
 
 
@@ -56,6 +58,7 @@ class ApprovalDesk:
         self._app = app
         self._answered: set[str] = set()          # answered here, until a picture no longer lists them
         self._seen: dict[str, PendingApproval] = {}
+        self._announced: list[tuple[frozenset[str], Notification]] = []   # arrival toasts and the requests in each
         self.expired: list[PendingApproval] = []  # vanished unanswered once their time was up, oldest first
         self._offered: tuple[bool, bool] | None = None
 
@@ -116,12 +119,26 @@ class ApprovalDesk:
             shown = [facts(p) for p in arrived[:TOASTED]]
             more = [f"… and {len(arrived) - TOASTED} more"] if len(arrived) > TOASTED else []
             title = "Approval needed" if len(arrived) == 1 else f"{len(arrived)} approvals needed"
-            self._app.notify("\n".join([*shown, *more, f"expire in {span(self._expiry_s(arrived[0]))} · a approve "
-                                         "oldest · x refuse · ctrl+a list"]),
-                             title=title, severity="warning", timeout=20)
+            toast = self._app.toast("\n".join([*shown, *more, f"expire in {span(self._expiry_s(arrived[0]))} · a "
+                                                "approve oldest · x refuse · ctrl+a list"]),
+                                    title=title, severity="warning", timeout=20)
+            self._announced.append((frozenset(p.request_id for p in arrived), toast))
             self._app.bell()
         self._seen = {p.request_id: p for p in listed}
+        self._withdraw_settled()
         self.sync_keys()
+
+    def _withdraw_settled(self) -> None:
+        """Take down each arrival toast none of whose requests is still waiting: a toast saying "3 approvals
+        needed" must not stay up for its 20 s once they were answered (or expired, or withdrawn)."""
+        waiting = {p.request_id for p in self.answerable()}
+        kept = []
+        for ids, toast in self._announced:
+            if ids & waiting:
+                kept.append((ids, toast))
+            else:
+                self._app.withdraw(toast)
+        self._announced = kept
 
     @staticmethod
     def _expiry_s(p: PendingApproval) -> float:
@@ -155,6 +172,7 @@ class ApprovalDesk:
             self._app.notify(f"{request_id} is no longer pending", severity="warning")
         elif p is not None:
             self._app.notify(f"{'approved' if approve else 'refused'} {facts(p)}")
+        self._withdraw_settled()
         self._app.render_current()
         self.sync_keys()
         return done

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from textual.message import Message
-from textual.notifications import SeverityLevel
+from textual.notifications import Notification, SeverityLevel
 from textual.screen import Screen, ScreenResultCallbackType
 from textual.widget import AwaitMount, Widget
 from textual.worker import Worker, WorkType
@@ -146,6 +146,11 @@ class ConsoleHost(Protocol):
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None: ...
+
+    def toast(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+              timeout: float | None = None) -> Notification: ...
+
+    def withdraw(self, toast: Notification) -> None: ...
 
     def push_screen(self, screen: Screen[R], callback: ScreenResultCallbackType[R] | None = None) -> AwaitMount: ...
 
