@@ -80,3 +80,39 @@ def test_with_a_latency_ceiling_the_steps_at_the_tuned_profile_must_certify_it_t
 def test_the_reason_is_left_alone_when_the_chosen_was_certified_by_the_race() -> None:
     decision = decide_profile([DEAR], units=UNITS)
     assert explain_tuned_certification(decision, ("edge",)) == decision
+
+
+# Two certified machines: the race ranks PLAIN cheaper at the profile it was raced at; TUNED, tuned on its own
+# instance, keeps a change that gains 40 % [30 %, 50 %], which makes it the cheaper at the profile production runs.
+PLAIN = _finalist("plain", price=0.50, throughput=Interval(60.0, 58.0, 62.0, 0.95, 10), slo=Verdict.MET)
+TUNED = _finalist("tuned", price=0.60, throughput=Interval(60.0, 58.0, 62.0, 0.95, 10), slo=Verdict.MET)
+
+
+def test_a_tuned_finalist_is_priced_at_its_tuned_profile_and_chosen_when_that_is_cheaper() -> None:
+    assert decide_profile([PLAIN, TUNED], units=UNITS).chosen == "plain"
+    decision, certified = decide_with_tuned_evidence([PLAIN, TUNED], {"tuned": KEPT}, slo=FLOOR, units=UNITS)
+    assert decision.chosen == "tuned" and decision.runner_up == "plain" and certified == ()
+    # its cost is the one at the tuned profile, low bounds compounded (the upper bound of cost from 58 x 1.30)
+    at_tuned = cost_interval(TUNED.cost, units=UNITS, throughput=tuned_throughput(TUNED.throughput, (BF16,)))
+    assert decision.chosen_cost == at_tuned and decision.chosen_cost.high < PLAIN.cost_per_unit.high
+    assert decision.runner_up_cost == PLAIN.cost_per_unit
+    assert "tuned at its tuned profile" in decision.reason
+
+
+def test_a_gain_too_small_to_overtake_leaves_the_choice_and_names_only_the_tuned_one() -> None:
+    small = TunedEvidence((Interval(0.05, 0.02, 0.08, 0.95, 5),))   # 1.02 x is not 1.2 x cheaper per hour
+    decision, _ = decide_with_tuned_evidence([PLAIN, TUNED], {"tuned": small}, slo=FLOOR, units=UNITS)
+    assert decision.chosen == "plain" and decision.runner_up == "tuned"
+    assert "(tuned at its tuned profile" in decision.reason and "plain at" not in decision.reason
+    # a runner-up priced at its tuned profile is compared as such: the margin is against its tuned cost
+    assert decision.runner_up_cost == cost_interval(TUNED.cost, units=UNITS,
+                                                    throughput=tuned_throughput(TUNED.throughput, small.gains))
+
+
+def test_an_eliminated_or_untuned_finalist_is_priced_at_its_race_profile() -> None:
+    out = _finalist("tuned", price=0.60, throughput=TUNED.throughput, slo=Verdict.MET, eliminated=True)
+    decision, _ = decide_with_tuned_evidence([PLAIN, out], {"tuned": KEPT}, slo=FLOOR, units=UNITS)
+    assert decision.chosen == "plain" and decision.runner_up_cost == out.cost_per_unit
+    assert "tuned profile" not in decision.reason
+    decision, _ = decide_with_tuned_evidence([PLAIN, TUNED], {"tuned": TunedEvidence(())}, slo=FLOOR, units=UNITS)
+    assert decision.chosen == "plain" and decision.runner_up_cost == TUNED.cost_per_unit

@@ -59,8 +59,11 @@ async def test_leader_is_tuned_one_knob_at_a_time_and_the_verdict_matches_the_tr
     # a kept change re-prices the chosen profile (estimated, labelled so); none kept leaves no estimate
     decision = result.receipt.decision
     if tuning is not None and tuning.kept_gains and decision.chosen == result.outcome.tuned_candidate:
-        tuned, raced = result.outcome.tuned_cost, decision.chosen_cost
+        row = next(c for c in result.receipt.candidates if c.candidate_id == decision.chosen)
+        tuned, raced = result.outcome.tuned_cost, row.cost_per_unit
         assert tuned is not None and raced is not None and tuned.point < raced.point
+        assert decision.chosen_cost == tuned, "the decision priced it at the profile production runs"
+        assert "at its tuned profile" in decision.reason
         assert any(n.startswith("tuned profile's cost per 1k accepted units") and "not raced" in n
                    for n in result.receipt.notes)
     elif tuning is None or not tuning.kept_gains:

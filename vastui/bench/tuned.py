@@ -1,8 +1,8 @@
-"""What a tuned profile is worth to the decision: its SLO certified at the profile production would run.
+"""What a tuned profile is worth to the decision: its cost, and its SLO, at the profile production would run.
 
-The race measures every candidate at the manifest's first profile; tuning then finds, on the leader's own instance,
-changes that gain (A/B trials, ``vastui.bench.tuning``). When the race could not certify a candidate's SLO at the
-first profile, the decision may certify it at the tuned one from that evidence (docs/method.md, Select).
+The race measures every candidate at its race profile; tuning then finds, on the leader's own instance, changes
+that gain (A/B trials, ``vastui.bench.tuning``). The decision prices a tuned finalist at its tuned profile from that
+evidence, and when the race could not certify its SLO, may certify it there (docs/method.md, Select).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from vastui.bench.cost import cost_interval
 from vastui.bench.manifest import Slo
 from vastui.bench.select import Decision, Finalist, decide_profile
 from vastui.bench.stats import Interval, Verdict, floor_verdict, latency_verdict
@@ -62,9 +63,43 @@ def explain_tuned_certification(decision: Decision, certified: Sequence[str]) ->
                                     f"run at that profile)")
 
 
+def priced_at_tuned_profiles(finalists: Sequence[Finalist], evidence: Mapping[str, TunedEvidence], *,
+                             units: int) -> tuple[tuple[Finalist, ...], tuple[str, ...]]:
+    """Each finalist at the profile production would run on it: a tuned one (measured, still in the race, a change
+    kept) at its tuned profile — its throughput the race's times the kept gains, low bounds compounded
+    (``tuned_throughput``), its cost at N from that — every other at its race profile. Comparing a tuned leader's
+    race-profile cost would hide what tuning found (seen in the decision benchmark: an RTX 5090 tuned to eight
+    loaders, compared at four, lost to a machine 48 % dearer at the profile production runs). Returns the finalists
+    and the ids priced at their tuned profile."""
+    out: list[Finalist] = []
+    tuned: list[str] = []
+    for f in finalists:
+        seen = evidence.get(f.candidate_id)
+        if seen is not None and seen.gains and f.is_measured and not f.is_eliminated:
+            throughput = tuned_throughput(f.throughput, seen.gains)
+            f = replace(f, throughput=throughput, cost_per_unit=cost_interval(f.cost, units=units,
+                                                                               throughput=throughput))
+            tuned.append(f.candidate_id)
+        out.append(f)
+    return tuple(out), tuple(tuned)
+
+
+def explain_tuned_prices(decision: Decision, tuned: Sequence[str]) -> Decision:
+    """The decision's reason, saying which of the chosen and the runner-up were priced at their tuned profile."""
+    named = [cid for cid in (decision.chosen, decision.runner_up) if cid is not None and cid in tuned]
+    if not named:
+        return decision
+    return replace(decision, reason=f"{decision.reason}; each at the profile production would run on it "
+                                    f"({', '.join(named)} at its tuned profile: the race's throughput times the kept "
+                                    f"A/B gains, low bounds compounded)")
+
+
 def decide_with_tuned_evidence(finalists: Sequence[Finalist], evidence: Mapping[str, TunedEvidence], *, slo: Slo,
                                units: int) -> tuple[Decision, tuple[str, ...]]:
-    """``decide_profile`` over the finalists, each tuned one's SLO judged at its tuned profile where the race left
-    it undecided; the ids so certified come back with the decision."""
+    """``decide_profile`` over the finalists, each at the profile production would run on it (a tuned one at its
+    tuned profile, ``priced_at_tuned_profiles``), each tuned one's SLO judged at that profile where the race left it
+    undecided; the ids so certified come back with the decision."""
     certified_finalists, certified = certify_at_tuned_profiles(finalists, evidence, slo=slo)
-    return explain_tuned_certification(decide_profile(certified_finalists, units=units), certified), certified
+    priced, tuned = priced_at_tuned_profiles(certified_finalists, evidence, units=units)
+    decision = explain_tuned_prices(decide_profile(priced, units=units), tuned)
+    return explain_tuned_certification(decision, certified), certified
