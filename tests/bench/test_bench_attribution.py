@@ -29,6 +29,12 @@ from vastui.bench.attribution import NEXT_MOVE, Bottleneck, Readings, attribute,
     (Readings(gpu_activity_pct=90.0, throttled_share=0.4), Bottleneck.THROTTLED, ("throttled samples",)),
     (Readings(gpu_activity_pct=65.0, data_wait_share=0.02), Bottleneck.UNDETERMINED,
      ("GPU activity", "data-wait share of step time")),
+    # NVML reads a starved GPU busy: a step waiting for input a fifth of its time or more is input-bound anyway
+    # (the simulator's input-bound workload at one loader: 34 % data-wait, 67 % utilisation)
+    (Readings(gpu_activity_pct=67.0, data_wait_share=0.34), Bottleneck.INPUT_BOUND,
+     ("data-wait share of step time", "GPU activity", "data-wait share, however busy NVML reads")),
+    (Readings(gpu_activity_pct=67.0, data_wait_share=0.15), Bottleneck.UNDETERMINED,
+     ("GPU activity", "data-wait share of step time")),
     (Readings(data_wait_share=0.2), Bottleneck.INPUT_BOUND, ("data-wait share of step time",)),
 ])
 def test_each_bottleneck_with_its_evidence(readings: Readings, bottleneck: Bottleneck,
@@ -76,3 +82,16 @@ def test_helpers() -> None:
     assert startup_share(startup_s=600.0, warmup_s=0.0, units=1, throughput_units_per_s=0.0) == 0.0
     assert startup_share(startup_s=math.inf, warmup_s=0.0, units=1, throughput_units_per_s=1.0) == 1.0
     assert scaling_efficiency(throughput_units_per_s=300.0, single_gpu_units_per_s=100.0, num_gpus=4) == 0.75
+
+
+@pytest.mark.parametrize(("readings", "knobs_by"), [
+    # startup waste is paid whatever the profile: the next rule that fired orders the knobs
+    (Readings(gpu_activity_pct=67.0, data_wait_share=0.34, startup_share=0.5), Bottleneck.INPUT_BOUND),
+    (Readings(gpu_activity_pct=97.0, data_wait_share=0.01, startup_share=0.5), Bottleneck.COMPUTE_BOUND),
+    (Readings(gpu_activity_pct=65.0, data_wait_share=0.02, startup_share=0.5), Bottleneck.UNDETERMINED),
+    # anything else orders them itself; a throttling host is not tuned at all (its order is empty)
+    (Readings(gpu_activity_pct=30.0, data_wait_share=0.4, throttled_share=0.5), Bottleneck.THROTTLED),
+    (Readings(gpu_activity_pct=97.0, data_wait_share=0.01), Bottleneck.COMPUTE_BOUND),
+])
+def test_the_knobs_are_ordered_by_the_bottleneck_in_execution(readings: Readings, knobs_by: Bottleneck) -> None:
+    assert attribute(readings).in_execution is knobs_by

@@ -4,7 +4,8 @@ candidate and the next move, with the numbers that say so.
 The rules are checked in the order the method works (docs/method.md): a throttling host makes every other reading
 suspect; startup waste comes before execution; the input path comes before buying a faster GPU; then multi-GPU
 scaling, memory, compute. A missing metric (None) never counts as zero: a rule that needs it does not fire,
-except that data-wait alone marks a workload input-bound when no GPU activity reading exists.
+except that data-wait alone marks a workload input-bound when no GPU activity reading exists, or when it takes a
+fifth of the step (NVML's utilisation reads a starved GPU as busy).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from enum import StrEnum
 # docs/method.md (Tune): data-wait > 5 % of step time while the GPU is busy < 50 % -> fix the input path first.
 DATA_WAIT_SHARE_MAX = 0.05
 INPUT_BOUND_GPU_ACTIVITY_MAX_PCT = 50.0
+# ... and a step that waits for input a fifth of its time or more is input-bound whatever NVML reads: utilisation
+# counts a sample period busy if any kernel ran in it, so a starved GPU still reads 60-70 % (docs/method.md).
+DATA_WAIT_SHARE_DOMINANT = 0.20
 # Host-to-device copies near the link's capacity starve the GPU however fast the loaders are.
 PCIE_SATURATED_SHARE = 0.80
 # Throttle reasons (thermal, power cap, HW slowdown) in over 10 % of 1 Hz samples: the host, not the GPU model, is slow.
@@ -101,6 +105,14 @@ class Attribution:
     def summary(self) -> str:
         return f"{self.bottleneck.value}: {'; '.join(str(e) for e in self.evidence) or 'no readings'}"
 
+    @property
+    def in_execution(self) -> Bottleneck:
+        """The bottleneck the tuning knobs are ordered by: startup waste is paid whatever the profile, so when it
+        is named first, the next rule that fired (the input path, memory, compute...) orders them."""
+        if self.bottleneck is not Bottleneck.STARTUP_DOMINATED:
+            return self.bottleneck
+        return next((b for b in self.also if b is not Bottleneck.STARTUP_DOMINATED), Bottleneck.UNDETERMINED)
+
 
 def startup_share(*, startup_s: float, warmup_s: float, units: int, throughput_units_per_s: float) -> float:
     """Share of the paid time at production N that is startup (pull + readiness); 1 when startup never ended."""
@@ -157,7 +169,11 @@ def _input(r: Readings) -> tuple[Bottleneck, tuple[Evidence, ...]] | None:
                  and r.pcie_rx_gbps >= PCIE_SATURATED_SHARE * r.pcie_link_gbps)
     if saturated and r.pcie_rx_gbps is not None and r.pcie_link_gbps is not None:
         evidence.append(Evidence("PCIe rx", r.pcie_rx_gbps, PCIE_SATURATED_SHARE * r.pcie_link_gbps, " GB/s"))
-    return (Bottleneck.INPUT_BOUND, tuple(evidence)) if starved or saturated else None
+    dominant = not starved and not saturated and r.data_wait_share > DATA_WAIT_SHARE_DOMINANT
+    if dominant:   # NVML reads it busy, yet a fifth of each step or more waits for input
+        evidence.append(Evidence("data-wait share, however busy NVML reads", 100 * r.data_wait_share,
+                                 100 * DATA_WAIT_SHARE_DOMINANT, "%"))
+    return (Bottleneck.INPUT_BOUND, tuple(evidence)) if starved or saturated or dominant else None
 
 
 def _scaling(r: Readings) -> tuple[Bottleneck, tuple[Evidence, ...]] | None:

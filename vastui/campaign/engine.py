@@ -636,7 +636,7 @@ class CampaignEngine:
         keep; every candidate is raced at that profile from now on (``Screening.profile_for``)."""
         run = slot.run
         attribution = attribution_of(run, units=self.manifest.production_units)
-        bottleneck = attribution.bottleneck if attribution is not None else Bottleneck.UNDETERMINED
+        bottleneck = attribution.in_execution if attribution is not None else Bottleneck.UNDETERMINED
         self.ctx.phase(run, CandidatePhase.TUNING, f"screening the knobs; bottleneck {bottleneck}")
         again_s = self._measure_again_s(run)
         outcome = await tune(self.ctx, run, conn, start=start, bottleneck=bottleneck,
@@ -674,13 +674,13 @@ class CampaignEngine:
 
         slot.tuning_started = True
         # raced at its class's screened profile: only what the screening left unsettled is tried (screening.py)
-        confirm = self.screening.left_to_confirm(run.candidate, raced=variant, bottleneck=attribution.bottleneck)
+        confirm = self.screening.left_to_confirm(run.candidate, raced=variant, bottleneck=attribution.in_execution)
         screened_by = self.screening.outcome.screener if confirm is not None and self.screening.outcome else None
         if confirm == ():
             outcome = TuningOutcome((), variant, screened_by=screened_by)
         else:
-            self.ctx.phase(run, CandidatePhase.TUNING, f"bottleneck {attribution.bottleneck}")
-            outcome = await tune(self.ctx, run, conn, start=variant, bottleneck=attribution.bottleneck,
+            self.ctx.phase(run, CandidatePhase.TUNING, f"bottleneck {attribution.in_execution}")
+            outcome = await tune(self.ctx, run, conn, start=variant, bottleneck=attribution.in_execution,
                                  time_left_s=time_left, steps=confirm, screened_by=screened_by)
         slot.tuning = outcome
         self._tuned_cid, self.tuning = run.cid, outcome
