@@ -996,3 +996,21 @@ async def test_a_change_faster_in_steady_state_is_not_kept_when_its_warm_up_make
     verdict = next(t for t in slim.trials if t.value == "bf16").verdict
     assert verdict.cost_gain is not None and 0 < verdict.cost_gain.point < 0.02, verdict.cost_gain
     assert verdict.accepted and slim.profile.precision == "bf16"
+
+
+async def test_a_batch_breaking_the_latency_ceiling_without_waiting_for_input_is_not_tried_again_after_the_loaders(
+        tmp_path: Path) -> None:
+    # 256's steps take 6 s against the SLO's 5 s at p90 and never wait for input: more loaders cannot shorten them.
+    # It gives way to 128 at once; it is not put back to be tried again once the loaders are kept.
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",), batch_sizes=(64, 128, 256),
+                                                loaders=(1, 4)))
+    host = ScriptedHost(clock, speed={128: 1.10, 256: 1.0}, step_ms={256: 6000.0}, input_bound_below=4)
+    run = _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0)
+    start = Profile(batch_size=64, precision="fp32", loaders=1, gpu_count=1)
+    outcome = await tune(_context(manifest, clock, host), run, host, start=start,
+                         bottleneck=Bottleneck.COMPUTE_BOUND, time_left_s=lambda: run.work_time_left_s(clock.now()))
+    tried = [(t.knob, t.value, t.verdict.accepted) for t in outcome.trials]
+    assert tried[0] == ("batch_size", "256", False) and outcome.trials[0].verdict.breaks_slo
+    assert tried[1][:2] == ("batch_size", "128"), tried
+    assert [t for t in tried if t[:2] == ("batch_size", "256")] == [("batch_size", "256", False)], tried

@@ -581,6 +581,8 @@ class TuningSearch:
         self.retried: set[Knob] = set()      # an accepted input-path change (once each)
         self.hopeful: dict[Knob, int | str] = {}   # unproven gains: knob -> the value that may have gained
         self.too_big: list[int] = []   # batch sizes whose output failed (out of memory?): again once precision changes
+        # values whose steps broke the latency ceiling without waiting for input: a wider input path cannot help
+        self.over_ceiling: set[tuple[Knob, int | str]] = set()
         # the share of step time ``best``'s steps waited for input, as measured: the median of the race's blocks
         # at the start profile, then of the kept change's variant runs, on the machine that waited most when the
         # trial was pooled (its profile is every class's: a machine whose input is slower may gain where the
@@ -618,6 +620,8 @@ class TuningSearch:
             self.wait = got.variant_data_wait_high
             for knob in joint:
                 self.hopeful.pop(knob, None)
+            if set(joint) != {Knob.LOADERS}:
+                self.over_ceiling.clear()
             if Knob.PRECISION in joint and self.too_big:
                 self.steps.append(TuningStep(Knob.BATCH_SIZE, tuple(self.too_big)))
                 self.too_big = []
@@ -651,6 +655,8 @@ class TuningSearch:
                 continue
             if step.knob is Knob.BATCH_SIZE and value in self.too_big:
                 continue   # its output failed (out of memory?) at this precision: it would again
+            if (step.knob, value) in self.over_ceiling:
+                continue   # its steps broke the latency ceiling, none of their time waiting for input: they would again
             if step.knob is Knob.LOADERS and _above(value, was) and self._input_bounded(str(was), str(value)):
                 continue
             change = _on_gpus(self.best.with_value(step.knob, value), self.best)
@@ -681,7 +687,18 @@ class TuningSearch:
                 self.hopeful.setdefault(step.knob, value)
                 self.hopeful.setdefault(Knob.LOADERS, wider)
                 starved = True
-            flat = flat or (verdict.gain is not None and verdict.gain.point < self.ctx.manifest.tuning.min_gain)
+            if verdict.breaks_slo:
+                # Its steps broke the latency ceiling: a wider input path shortens them only where they waited for
+                # input, so only then is it flat "for want of input" (and tried again after the loaders); else the
+                # next smaller batch, whose steps are shorter, is tried at once (seen: batch 256 rejected on the
+                # latency twice in one screening, the loaders kept between, its steps never waiting for input).
+                waited = verdict.variant_data_wait_high
+                if waited is not None and waited > DATA_WAIT_SHARE_MAX:
+                    flat = True
+                else:
+                    self.over_ceiling.add((step.knob, value))
+            else:
+                flat = flat or (verdict.gain is not None and verdict.gain.point < self.ctx.manifest.tuning.min_gain)
             growing = step.knob is Knob.BATCH_SIZE and _above(value, was)
             if growing and flat:
                 break   # the largest batch gains nothing: a smaller step gains less still
@@ -713,6 +730,8 @@ class TuningSearch:
         self.best = change
         self.wait = verdict.variant_data_wait_high
         self.hopeful.pop(knob, None)
+        if knob is not Knob.LOADERS:
+            self.over_ceiling.clear()   # shorter steps (bf16, say): a value over the ceiling may now be under it
         if knob is Knob.LOADERS and self.waited:
             self.steps[:0] = self.waited   # with the input path widened, a compute knob may now pay: again, first
             self.retried.update(w.knob for w in self.waited)
