@@ -47,6 +47,7 @@ from vastui.bench.cost import CostInputs, cost_per_accepted_unit
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.bench.select import RaceEnd
 from vastui.bench.tuning import Profile
+from vastui.campaign.candidate import ScreeningPart
 from vastui.campaign.charges import bill_of
 from vastui.campaign.inherited import largest_batch_held
 from vastui.campaign.plan import readiness_deadline_s
@@ -277,9 +278,8 @@ MARKET_WALL_LIMIT_S = 900.0
 
 SPEND_PARTS = ("loading and traffic", "canary, warm-ups and console work", "blocks", "tuning",
                "helping the screening", "waiting for the screening")
-# What a candidate measuring for the screening is doing, by its phase's detail (campaign/engine.py)
-SCREENING_DETAILS = {"playing A/B pairs": "helping the screening",
-                     "waiting for the knobs' screening": "waiting for the screening"}
+# What a candidate done measuring does while the knobs are screened (CandidatePhaseChanged.screening)
+SCREENING_PARTS = {ScreeningPart.HELPING: "helping the screening", ScreeningPart.WAITING: "waiting for the screening"}
 
 
 def _spent_on(outcome: object, manifest: Manifest, tuning_s: dict[str, float],
@@ -301,7 +301,7 @@ def _spent_on(outcome: object, manifest: Manifest, tuning_s: dict[str, float],
         parts["blocks"] += blocks
         parts["tuning"] += tuning
         rest = bill.gpu_usd - blocks - tuning
-        for part in SCREENING_DETAILS.values():
+        for part in SCREENING_PARTS.values():
             share = min(rest, gpu_per_s * screening_s.get((run.cid, part), 0.0))
             parts[part] += share
             rest -= share
@@ -478,21 +478,20 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
         tuning_s: dict[str, float] = {}
         phase_from: dict[str, tuple[str, float]] = {}
         phases: dict[tuple[str, str], float] = {}    # (candidate, phase): seconds in it, the first time
-        detail_from: dict[str, tuple[str, float]] = {}
-        screening_s: dict[tuple[str, str], float] = {}   # (candidate, SCREENING_DETAILS part): seconds in it
+        screening_from: dict[str, tuple[str | None, float]] = {}
+        screening_s: dict[tuple[str, str], float] = {}   # (candidate, SCREENING_PARTS part): seconds in it
 
         def on_event(event: Event) -> None:
             if isinstance(event, CandidatePhaseChanged) and event.candidate in phase_from:
                 was, since = phase_from.pop(event.candidate)
                 phases.setdefault((event.candidate, was), event.at - since)
-                detail, since = detail_from.pop(event.candidate)
-                for start, part in SCREENING_DETAILS.items():
-                    if detail.startswith(start):
-                        key = (event.candidate, part)
-                        screening_s[key] = screening_s.get(key, 0.0) + event.at - since
+                doing, since = screening_from.pop(event.candidate)
+                if doing is not None:
+                    key = (event.candidate, SCREENING_PARTS[ScreeningPart(doing)])
+                    screening_s[key] = screening_s.get(key, 0.0) + event.at - since
             if isinstance(event, CandidatePhaseChanged):
                 phase_from[event.candidate] = (event.phase, event.at)
-                detail_from[event.candidate] = (event.detail, event.at)
+                screening_from[event.candidate] = (event.screening, event.at)
             if isinstance(event, CandidatePhaseChanged) and event.phase == "tuning":
                 tuning_from[event.candidate] = event.at
             elif isinstance(event, TuningFinished) and event.candidate in tuning_from:

@@ -186,6 +186,9 @@ class CandidatePhaseChanged(Event):
     candidate: str
     phase: str
     detail: str = ""
+    # a candidate done measuring while the knobs are screened: "helping" (playing the screening's pairs) or
+    # "waiting" (held for its verdict) — ``campaign.candidate.ScreeningPart``; None otherwise
+    screening: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

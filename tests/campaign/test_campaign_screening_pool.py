@@ -14,6 +14,7 @@ from tests.campaign.campaign_support import fast_manifest
 from vastui.bench.manifest import load_manifest
 from vastui.bench.stats import Interval
 from vastui.bench.tuning import AbVerdict, Knob, Profile
+from vastui.campaign.candidate import ScreeningPart
 from vastui.campaign.inherited import BatchSeen
 from vastui.campaign.plan import build_plan
 from vastui.campaign.screening import Screening, ScreeningOutcome
@@ -28,7 +29,6 @@ from vastui.store import RunStatus
 from vastui.vast.models import Offer
 
 SEED = 86   # four candidates; the first wave rents more than one, so others reach their minimum evidence in time
-WAITING = "waiting for the knobs' screening"
 NOW = 1_800_000_000.0
 
 
@@ -86,11 +86,11 @@ async def test_candidates_that_would_wait_play_the_screenings_pairs_on_their_own
 
 def _waiting_at(events: list[Event], at: float, *, screener: str) -> set[str]:
     """The candidates whose last phase before ``at`` was waiting for the screening (or playing its pairs)."""
-    last: dict[str, str] = {}
+    last: dict[str, str | None] = {}
     for event in events:
         if isinstance(event, CandidatePhaseChanged) and event.at <= at and event.candidate != screener:
-            last[event.candidate] = event.detail
-    return {cid for cid, detail in last.items() if detail.startswith((WAITING, "playing A/B pairs of the screening"))}
+            last[event.candidate] = event.screening
+    return {cid for cid, doing in last.items() if doing is not None}
 
 
 def test_a_helpers_out_of_memory_holds_its_gpu_class_to_a_smaller_batch_and_a_fit_lifts_it(tmp_path: Path) -> None:
@@ -126,9 +126,9 @@ def test_a_helpers_out_of_memory_holds_its_gpu_class_to_a_smaller_batch_and_a_fi
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("detail", ["waiting for the knobs' screening", "playing A/B pairs of "])
+@pytest.mark.parametrize("doing", list(ScreeningPart))
 async def test_an_abort_finding_a_candidate_at_the_screening_keeps_its_closed_run_and_tears_down(
-        tmp_path: Path, detail: str) -> None:
+        tmp_path: Path, doing: ScreeningPart) -> None:
     """A candidate that ended its race run stays in the measuring phase while it waits for the screening or plays
     its pairs; its stored run is closed. An abort found there once tried to close that run again: the store refused,
     the campaign crashed after destroying its instances and wrote no receipt."""
@@ -139,7 +139,7 @@ async def test_an_abort_finding_a_candidate_at_the_screening_keeps_its_closed_ru
 
         def abort_there(event: Event) -> None:
             if (isinstance(event, CandidatePhaseChanged) and event.phase == "measuring"
-                    and event.detail.startswith(detail) and not found):
+                    and event.screening == doing and not found):
                 found.append(event)
                 # from outside the candidate's own task, once it is awaiting there (as a key or a signal would)
                 asyncio.get_running_loop().call_soon(handle.abort, "the test aborts at the screening")
@@ -151,7 +151,7 @@ async def test_an_abort_finding_a_candidate_at_the_screening_keeps_its_closed_ru
         left = await demo.instances_left()
         runs = await demo.store.runs(campaign_id=handle.campaign_id)
         instance_of = {c.candidate_id: c.instance_id for c in handle.snapshot().candidates}
-    assert found, f"no candidate was seen {detail!r}"
+    assert found, f"no candidate was seen {doing}"
     assert result.aborted == "the test aborts at the screening"
     assert result.receipt.teardown_passed and left == 0
     # the abort found its race run already closed: what it measured stands, nothing is still open

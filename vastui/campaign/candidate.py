@@ -79,6 +79,14 @@ class CandidatePhase(enum.StrEnum):
     ABORTED = "aborted"
 
 
+class ScreeningPart(enum.StrEnum):
+    """What a candidate done measuring does while the knobs are screened (the phase stays ``MEASURING``; its detail
+    says it in words): the benchmark's spend breakdown reads this, not the words."""
+
+    HELPING = "helping"    # playing the screening's A/B pairs on its own instance
+    WAITING = "waiting"    # held for the screening's verdict
+
+
 class NotRented(enum.StrEnum):
     """Why a candidate was never rented (its phase is ``SKIPPED``): the engine and the tests read this; people read
     the phase's detail, which says it with the particulars."""
@@ -222,12 +230,14 @@ class CandidateContext:
         return build_label(campaign_id=self.campaign_id, candidate_id=candidate.candidate_id,
                            offer_id=candidate.offer.id)
 
-    def phase(self, run: CandidateRun, phase: CandidatePhase, detail: str = "") -> None:
+    def phase(self, run: CandidateRun, phase: CandidatePhase, detail: str = "", *,
+              screening: ScreeningPart | None = None) -> None:
         run.phase = phase
         run.detail = detail
         run.not_rented = None
         self.bus.publish(CandidatePhaseChanged(at=self.clock.now(), campaign_id=self.campaign_id,
-                                               candidate=run.cid, phase=str(phase), detail=detail))
+                                               candidate=run.cid, phase=str(phase), detail=detail,
+                                               screening=None if screening is None else str(screening)))
 
     def skip(self, run: CandidateRun, why: NotRented, detail: str) -> None:
         """The candidate is not rented (for now: a reserve may yet take its place), for ``why``."""

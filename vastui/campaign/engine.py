@@ -34,6 +34,7 @@ from vastui.campaign.candidate import (
     CandidateRun,
     NotRented,
     RentOutcome,
+    ScreeningPart,
     canary,
     first_profile,
     read_loading,
@@ -578,7 +579,7 @@ class CampaignEngine:
         stay)."""
         run = slot.run
         waiting = "waiting for the knobs' screening (it may change the profile)"
-        self.ctx.phase(run, CandidatePhase.MEASURING, waiting)
+        self.ctx.phase(run, CandidatePhase.MEASURING, waiting, screening=ScreeningPart.WAITING)
         self._pool.at_hand.add(run.cid)
         try:
             return await self._wait_or_help(slot, conn, variant, waiting=waiting)
@@ -600,7 +601,7 @@ class CampaignEngine:
                 helped = True
                 continue
             if run.detail != waiting:
-                self.ctx.phase(run, CandidatePhase.MEASURING, waiting)
+                self.ctx.phase(run, CandidatePhase.MEASURING, waiting, screening=ScreeningPart.WAITING)
             waits = [asyncio.ensure_future(news.wait()),
                      asyncio.ensure_future(self.clock.sleep(run.work_time_left_s(self.clock.now())))]
             try:
@@ -618,7 +619,7 @@ class CampaignEngine:
             return False
         helping = f"playing A/B pairs of {self._pool.describe()}"
         if run.detail != helping:
-            self.ctx.phase(run, CandidatePhase.MEASURING, helping)
+            self.ctx.phase(run, CandidatePhase.MEASURING, helping, screening=ScreeningPart.HELPING)
         again_s = self._measure_again_s(run)
         return await self._pool.help(self.ctx, run, conn, gpu_count=variant.gpu_count,
                                      time_left_s=lambda: run.work_time_left_s(self.clock.now()) - again_s,
