@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from vastui.bench.cost import cost_interval
 from vastui.bench.manifest import Slo
 from vastui.bench.select import Decision, Finalist, decide_profile
 from vastui.bench.stats import Interval, Verdict, floor_verdict, latency_verdict
-from vastui.bench.tuning import tuned_throughput
+from vastui.bench.tuning import tuned_cost_estimate, tuned_throughput
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +75,9 @@ def priced_at_tuned_profiles(finalists: Sequence[Finalist], evidence: Mapping[st
     for f in finalists:
         seen = evidence.get(f.candidate_id)
         if seen is not None and seen.gains and f.is_measured and not f.is_eliminated:
-            throughput = tuned_throughput(f.throughput, seen.gains)
-            f = replace(f, throughput=throughput, cost_per_unit=cost_interval(f.cost, units=units,
-                                                                               throughput=throughput))
+            f = replace(f, throughput=tuned_throughput(f.throughput, seen.gains),
+                        cost_per_unit=tuned_cost_estimate(f.cost, throughput=f.throughput, gains=seen.gains,
+                                                          units=units))
             tuned.append(f.candidate_id)
         out.append(f)
     return tuple(out), tuple(tuned)

@@ -21,10 +21,10 @@ from vastui.bench.calibration import Calibration
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest
 from vastui.bench.receipt import PassedOver
-from vastui.bench.select import Decision, EliminationReason, Finalist, Race, RaceEnd
+from vastui.bench.select import Decision, EliminationReason, Race, RaceEnd
 from vastui.bench.stats import Interval
 from vastui.bench.tuned import TunedEvidence, decide_with_tuned_evidence
-from vastui.bench.tuning import Profile, tuned_cost_estimate
+from vastui.bench.tuning import Profile
 from vastui.campaign.blame import BadHostMark, Halt, HaltReason, WorkloadJudge
 from vastui.campaign.candidate import (
     BAD_HOST_TTL_S,
@@ -201,7 +201,7 @@ class CampaignEngine:
             decision = replace(decision, reason=self.halted.describe())
         if decision.chosen in tuned:   # a later leader was tuned too: the receipt speaks of the chosen
             self._tuned_cid, self.tuning = decision.chosen, tuned[decision.chosen]
-        tuned_cost = self._tuned_cost(decision, finalists)
+        tuned_cost = self._tuned_cost(decision)
         self.bus.publish(decision_event(decision, at=self.clock.now(), campaign_id=self.plan.campaign_id))
         billed = self.ledger.billed_usd()
         spend = sum(billed.values())
@@ -219,16 +219,12 @@ class CampaignEngine:
         self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,
                                               detail=detail))
 
-    def _tuned_cost(self, decision: Decision, finalists: Sequence[Finalist]) -> Interval | None:
-        """When the chosen profile is the one tuned and a change was kept: its cost with the kept gains."""
+    def _tuned_cost(self, decision: Decision) -> Interval | None:
+        """When the chosen profile is the one tuned and a change was kept: its cost with the kept gains — the cost
+        the decision priced it at (``bench.tuned.priced_at_tuned_profiles``)."""
         if self.tuning is None or decision.chosen is None or decision.chosen != self._tuned_cid:
             return None
-        gains = self.tuning.kept_gains
-        chosen = next((f for f in finalists if f.candidate_id == decision.chosen), None)
-        if not gains or chosen is None:
-            return None
-        return tuned_cost_estimate(chosen.cost, throughput=chosen.throughput, gains=gains,
-                                   units=self.manifest.production_units)
+        return decision.chosen_cost if self.tuning.kept_gains else None
 
     async def teardown_all(self, *, reason: str) -> TeardownReport:
         owned = await self.ctx.store.owned_instances(campaign_id=self.plan.campaign_id)
