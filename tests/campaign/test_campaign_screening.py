@@ -6,6 +6,7 @@ hold."""
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest, MeasureRule, Slo, load_manifest
 from vastui.bench.receipt import render_markdown
 from vastui.bench.select import EliminationReason, Race, RaceCandidate, RaceEnd
-from vastui.bench.stats import Block, Interval
+from vastui.bench.stats import Block, Interval, Verdict
 from vastui.bench.tuning import AbVerdict, Knob, Profile
 from vastui.campaign.candidate import CandidatePhase, CandidateRun, first_profile
 from vastui.campaign.engine import CampaignEngine
@@ -38,6 +39,8 @@ from vastui.sim.physics import HostSpec, Precision, Variant, plan_step
 from vastui.sim.realism import Realism
 from vastui.sim.redraw import later_market
 from vastui.sim.world import generate_world
+from vastui.store.records import CampaignPhase
+from vastui.store.sqlite_store import SqliteStore
 from vastui.vast.models import Offer
 
 # Seed 86's shortlist (fast manifest, four candidates, the kind simulator): c1, an RTX A5000, runs ~34 units/s at
@@ -504,3 +507,156 @@ async def test_a_first_wave_whose_lives_ended_before_the_screened_profile_still_
         slot.task = asyncio.ensure_future(life_over())
         await slot.task
     assert engine._wave_has_spoken()
+
+
+def test_a_candidate_short_of_the_floor_is_held_for_a_lift_an_open_change_could_give_it() -> None:
+    """Below the floor at its profile, with an open change measured at up to +50 %: held and named as lifted, not
+    eliminated — once; the same blocks with no open change, or one too small to reach the floor, eliminate it."""
+    short = (30.0, 31.0, 29.0, 30.0)
+
+    def raced(gain: float | None) -> tuple[Race, object]:
+        race = _race(floor=40.0)
+        race.may_lift("b", gain)
+        for theta in (60.0, 61.0, 59.0, 60.0):
+            race.add_block("a", _block(theta))
+        for theta in short:
+            race.add_block("b", _block(theta))
+        return race, race.decide()
+
+    race, step = raced(0.5)
+    assert step.lifted == ("b",) and step.eliminated == () and "b" in step.active
+    assert step.ended is RaceEnd.MEASURING                 # held: the race waits for it at the change
+    assert race.decide().lifted == ()                       # once
+    race.restart("b")                                       # measured again at the change: over the floor
+    for theta in (70.0, 71.0, 69.0, 70.0):
+        race.add_block("b", _block(theta))
+    step = race.decide()
+    assert step.leader == "b" and all(e.candidate_id != "b" for e in step.eliminated)
+    for gain in (None, 0.2):                                # 31 x 1.2 < 40: no change could lift it
+        _race_, step = raced(gain)
+        assert step.lifted == () and [(e.candidate_id, e.reason) for e in step.eliminated] == [
+            ("b", EliminationReason.SLO)], gain
+
+
+def test_a_cheap_candidate_left_undecided_under_the_floor_at_its_last_block_is_lifted() -> None:
+    """Its median under the floor, its interval across it: not eliminated, never certified, so a dearer certified
+    rival would be chosen. Lifted once it has all its blocks (not before), and only while it would be chosen."""
+    def race_of(dear_price: float) -> Race:
+        cheap = CostInputs(price_per_hour_usd=0.2, startup_s=60.0, warmup_s=10.0)
+        dear = CostInputs(price_per_hour_usd=dear_price, startup_s=60.0, warmup_s=10.0)
+        race = Race([RaceCandidate("a", dear), RaceCandidate("b", cheap)], units=20_000,
+                    slo=Slo(throughput_min_units_per_s=40.0),
+                    measure=MeasureRule(min_blocks=3, winner_min_blocks=3, max_blocks=6, run_cv_prior=0.0),
+                    resamples=400)
+        race.may_lift("b", 0.5)
+        for theta in (60.0, 61.0, 59.0, 60.0, 60.5, 59.5):
+            race.add_block("a", _block(theta))
+        return race
+
+    race = race_of(1.0)
+    lifted = []
+    for theta in (36.0, 42.0, 37.0, 41.0, 38.0, 40.0):   # median 39, the interval across 40
+        race.add_block("b", _block(theta))
+        step = race.decide()
+        lifted.append(step.lifted)
+        assert step.eliminated == ()
+    assert race.standing("b").slo is Verdict.UNDECIDED
+    assert lifted == [(), (), (), (), (), ("b",)]            # at its sixth and last block
+    dear_b = race_of(0.2)                                    # the certified rival as cheap: b would not be chosen
+    for theta in (36.0, 42.0, 37.0, 41.0, 38.0, 40.0):
+        dear_b.add_block("b", _block(theta))
+        assert dear_b.decide().lifted == ()
+
+
+def _open(change: Profile, *, low: float, high: float) -> TuningTrial:
+    gain = Interval(point=(low + high) / 2, low=low, high=high, confidence=0.95, n=10)
+    return TuningTrial("precision", "fp32", "bf16", AbVerdict(False, gain, 10, "undecided"), change)
+
+
+def test_a_precision_the_screening_left_open_lifts_a_candidate_and_is_not_tried_back(tmp_path: Path) -> None:
+    manifest, candidates = _candidates(tmp_path)
+    screener, other = candidates[0], candidates[1]
+    start = first_profile(screener, manifest)
+    bf16 = start.with_value(Knob.PRECISION, "bf16")
+
+    def screened(trial: TuningTrial) -> Screening:
+        screening = Screening(manifest)
+        screening.finish(ScreeningOutcome(screener=screener.candidate_id, gpu_ram_mb=screener.offer.gpu_ram,
+                                          start=start, tuning=TuningOutcome((trial,), start)))
+        return screening
+
+    screening = screened(_open(bf16, low=-0.01, high=0.5))
+    raced = screening.profile_for(other)
+    assert raced.precision == "fp32"
+    lift = screening.lift_for(other, raced=raced)
+    assert lift is not None and lift.knob is Knob.PRECISION and lift.value == "bf16"
+    assert lift.profile == raced.with_value(Knob.PRECISION, "bf16") and lift.gain.high == 0.5
+    assert "precision -> bf16, left open by the screening (gain +24.5% [-1.0%, +50.0%])" in lift.describe()
+    screening.lift(other.candidate_id, lift, why="short of the floor")
+    assert screening.profile_for(other) == lift.profile
+    assert screening.lift_for(other, raced=lift.profile) is None          # once
+    # its tuning does not try fp32 back: its own blocks missed the floor there
+    left = screening.left_to_confirm(other, raced=lift.profile, bottleneck=Bottleneck.COMPUTE_BOUND)
+    assert left is not None and all(step.knob is not Knob.PRECISION for step in left), left
+    # a precision the screening settled lifts nobody: clearly no gain, or kept (then every candidate runs it)
+    for trial in (_open(bf16, low=-0.2, high=-0.05), _kept(bf16, gain=0.4)):
+        settled = screened(trial)
+        assert settled.lift_for(other, raced=settled.profile_for(other)) is None, trial
+    assert Screening(manifest).lift_for(other, raced=raced) is None       # nothing screened yet
+
+
+async def _store_undecided_bf16_screening(db_path: Path, manifest: Manifest) -> str:
+    """An earlier campaign's screening of the workload, as the store keeps it: fp32 -> bf16 not kept, its pooled
+    gain undecided (+24 % [-1 %, +50 %]: machines disagreed), so the race runs fp32 with bf16 left open."""
+    start = Profile.first(manifest.tuning, gpu_count=1)
+    outcome = ScreeningOutcome(screener="c9", gpu_ram_mb=24_000.0, start=start, tuning=TuningOutcome(
+        (_open(start.with_value(Knob.PRECISION, "bf16"), low=-0.01, high=0.5),), start))
+    at = time.time() - 3600.0   # an hour ago, on the clock the demo's market keeps (wall time, scaled from now)
+    store = await SqliteStore.open(db_path)
+    try:
+        await store.save_manifest(digest=manifest.digest, name=manifest.workload.name,
+                                  toml_text=manifest.path.read_text(encoding="utf-8"), stored_at=at)
+        await store.create_campaign(campaign_id="earlier", manifest_digest=manifest.digest, created_at=at,
+                                    phase=CampaignPhase.FINISHED)
+        await store.save_screening(campaign_id="earlier", workload_digest=manifest.digest, screened_at=at,
+                                   json_text=inherited_from(outcome, campaign_id="earlier", at=at).to_json())
+    finally:
+        await store.close()
+    return "earlier"
+
+
+@pytest.mark.slow
+async def test_a_machine_short_of_the_floor_at_fp32_is_lifted_to_an_open_bf16_and_chosen(tmp_path: Path) -> None:
+    """The same market as above, but the knobs' screening (inherited) left bf16 undecided: every candidate is raced
+    at fp32, where the A5000 misses the floor; instead of being dropped it is raced again at bf16, and chosen."""
+    manifest_path = fast_manifest(tmp_path / "m", tune_precision=True, max_lifetime_s=7200)
+    db_path = tmp_path / "data" / "store.sqlite3"
+    db_path.parent.mkdir(parents=True)
+    earlier = await _store_undecided_bf16_screening(db_path, load_manifest(manifest_path))
+    async with open_demo(seed=SEED, time_scale=60.0, data_dir=tmp_path / "data", manifest_path=manifest_path,
+                         realism=Realism.kind(), db_path=db_path) as demo:
+        plan, manifest, market = demo.plan, demo.manifest, demo.market
+        assert plan.inherited is not None and plan.inherited.campaign_id == earlier
+        assert plan.inherited.profile.precision == "fp32"
+        fp32 = {c.candidate_id: _truth(market, c.offer.machine_id, Variant(64, Precision.FP32, 4, 1))
+                for c in plan.candidates}
+        bf16 = Variant(64, Precision.BF16, 4, 1)
+        at_bf16 = {c.candidate_id: true_cost(market, c.offer, manifest, variant=bf16) for c in plan.candidates}
+        best = min(at_bf16, key=lambda cid: at_bf16[cid])
+        assert fp32[best] < FLOOR * 0.92 and fp32[best] * 1.5 > FLOOR, fp32   # short, but +50 % reaches the floor
+        assert best in plan.first_wave
+        result = await demo.start(plan_approved=True).result()
+        left = await demo.instances_left()
+    outcome, receipt = result.outcome, result.receipt
+    runs = {r.cid: r for r in outcome.runs}
+    assert runs[best].race_profile is not None and runs[best].race_profile.precision == "bf16"
+    assert runs[best].earlier_blocks > 0, "it was lifted before it was measured short of the floor"
+    assert any(n.startswith(f"{best}: short of the SLO's throughput floor after") and "precision -> bf16" in n
+               for n in receipt.notes), receipt.notes
+    assert receipt.decision.chosen == best, (receipt.decision, [(r.cid, str(r.phase), r.detail) for r in outcome.runs])
+    assert receipt.decision.slo_met
+    # raced at bf16 are exactly the candidates lifted, each short of the floor at fp32 by its own blocks
+    lifted = {cid for cid, r in runs.items() if r.race_profile is not None and r.race_profile.precision == "bf16"}
+    assert lifted == {n.split(":")[0] for n in receipt.notes if ": short of the SLO's throughput floor" in n}
+    assert all(runs[cid].earlier_blocks > 0 and fp32[cid] < FLOOR for cid in lifted), lifted
+    assert receipt.teardown_passed and left == 0

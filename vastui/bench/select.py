@@ -114,6 +114,9 @@ class RaceStep:
     rerun: tuple[str, ...] = ()
     # Candidates at the SLO's edge (``Race.at_slo_edge``): each may measure past max_blocks, in further runs.
     slo_edge: tuple[str, ...] = ()
+    # Candidates short of the SLO's throughput floor by less than an open change could lift them (``may_lift``,
+    # ``could_lift``): held, not eliminated, for the caller to race them at that change.
+    lifted: tuple[str, ...] = ()
 
     @property
     def finished(self) -> bool:
@@ -127,6 +130,7 @@ class _Entry:
     elimination: Elimination | None = None
     held: bool = False                                      # its blocks are not at its race profile yet
     earlier: list[Block] = field(default_factory=list)      # blocks at an earlier profile, out of the race
+    lift: float | None = None                               # the most an open change could raise it (``may_lift``)
 
 
 class Race:
@@ -177,6 +181,39 @@ class Race:
         """Its evidence stands as it is: it races again like any other."""
         self._entries[candidate_id].held = False
 
+    def may_lift(self, candidate_id: str, gain: float | None) -> None:
+        """A change left open (its measured gain straddles zero) could raise ``candidate_id``'s throughput by up to
+        ``gain`` (a fraction; None: no such change). While this stands, a candidate whose evidence falls short of
+        the SLO's throughput floor by less than that (``could_lift``) is not eliminated: it is held and named in
+        ``RaceStep.lifted`` (once), for the caller to race it at that change (docs/method.md, Screening)."""
+        self._entries[candidate_id].lift = gain
+
+    def could_lift(self, candidate_id: str) -> bool:
+        """Whether ``candidate_id``, with its minimum evidence, falls short of the SLO on its throughput floor alone
+        (its latencies, if the SLO has a ceiling, do not break it) and the change ``may_lift`` names could carry
+        its throughput's upper bound over the floor. Short: its verdict violated, or still undecided with its
+        median under the floor once it has all its blocks, while certified it would be chosen (it would stay
+        uncertified, and a dearer certified rival be chosen: an RTX 5060 Ti at 39.0 [36.3, 41.6] units/s against
+        a floor of 40 after 8 blocks, in the decision benchmark, left one 37 % dearer)."""
+        entry = self._entries[candidate_id]
+        floor = self.slo.throughput_min_units_per_s
+        if entry.lift is None or floor is None or len(entry.blocks) < self.rule_of(candidate_id).min_blocks:
+            return False
+        throughput = self._throughput(entry)
+        if throughput is None or throughput.point >= floor:
+            return False
+        verdict = floor_verdict(throughput, floor=floor)
+        if verdict is Verdict.MET or (verdict is Verdict.UNDECIDED and (
+                len(entry.blocks) < self.block_cap(candidate_id)
+                or not self._chosen_if_certified(self._standing(candidate_id)))):
+            return False
+        if self.slo.latency is not None:
+            latencies = [ms for block in entry.blocks for ms in block.latencies_ms]
+            if latency_verdict(latencies, percentile_q=self.slo.latency.percentile,
+                               max_ms=self.slo.latency.max_ms) is Verdict.VIOLATED:
+                return False
+        return throughput.high * (1.0 + entry.lift) >= floor
+
     def restart(self, candidate_id: str) -> None:
         """Its blocks so far (measured at another profile) leave the race, kept apart (``earlier_blocks``); its
         evidence starts again from nothing, and it is no longer held. A re-verified host's history (its earlier
@@ -186,6 +223,7 @@ class Race:
         entry.blocks = []
         entry.candidate = replace(entry.candidate, history=(), rule=None)
         entry.held = False
+        entry.lift = None
         for cache in (self._costs, self._thetas_cache):
             for key in [key for key in cache if key[0] == candidate_id]:
                 del cache[key]
@@ -244,7 +282,14 @@ class Race:
         if (standing.slo is not Verdict.UNDECIDED or standing.cost_per_unit is None
                 or not self._slo_plausible(entry, standing.throughput)):
             return False
-        others = [self._standing(other) for other in self.active if other != cid]
+        return self._chosen_if_certified(standing)
+
+    def _chosen_if_certified(self, standing: Standing) -> bool:
+        """Whether ``standing``'s cost upper bound is below that of every certified candidate still in the race
+        (below every other usable one's when none is certified): certified, it would be chosen."""
+        if standing.cost_per_unit is None:
+            return False
+        others = [self._standing(other) for other in self.active if other != standing.candidate_id]
         usable = [o for o in others if o.is_measured and o.cost_per_unit is not None and o.slo is not Verdict.VIOLATED
                   and not self._entries[o.candidate_id].held]
         certified = [o for o in usable if o.slo is Verdict.MET]
@@ -312,7 +357,8 @@ class Race:
     # --- deciding ----------------------------------------------------------------------------------------------
     def decide(self, *, spent_usd: float = 0.0) -> RaceStep:
         """Eliminate what the evidence allows, then say whether the race is over and why."""
-        eliminated = self._eliminate_slo() + self._eliminate_cost()
+        short, lifted = self._eliminate_slo()
+        eliminated = short + self._eliminate_cost()
         active = self.active
         leader = self._leader(active)
         # Asked as soon as a candidate has the finalists' blocks, not only once the stop is tested: by then a
@@ -326,20 +372,28 @@ class Race:
         ended, reason = self._stop(active, leader, spent_usd, rerun=rerun)
         measuring = ended is RaceEnd.MEASURING
         return RaceStep(eliminated=eliminated, ended=ended, reason=reason, leader=leader, active=active,
-                        rerun=rerun if measuring else (), slo_edge=tuple(sorted(self._edge)) if measuring else ())
+                        rerun=rerun if measuring else (), slo_edge=tuple(sorted(self._edge)) if measuring else (),
+                        lifted=lifted)
 
     def _eligible(self, cid: str) -> bool:
         entry = self._entries[cid]
         return not entry.held and len(entry.blocks) >= self.rule_of(cid).min_blocks
 
-    def _eliminate_slo(self) -> tuple[Elimination, ...]:
-        out = []
+    def _eliminate_slo(self) -> tuple[tuple[Elimination, ...], tuple[str, ...]]:
+        """The candidates that cannot meet the SLO, eliminated; and those an open change could lift over its floor
+        (``may_lift``), held instead (once each)."""
+        out, lifted = [], []
         for cid in self.active:
             entry = self._entries[cid]
-            if self._eligible(cid) and self._slo_verdict(entry, self._throughput(entry)) is Verdict.VIOLATED:
+            if not self._eligible(cid):
+                continue
+            if entry.lift is not None and self.could_lift(cid):
+                entry.lift, entry.held = None, True
+                lifted.append(cid)
+            elif self._slo_verdict(entry, self._throughput(entry)) is Verdict.VIOLATED:
                 out.append(self.exclude(cid, reason=EliminationReason.SLO,
                                         detail=f"SLO cannot be met after {len(entry.blocks)} blocks"))
-        return tuple(out)
+        return tuple(out), tuple(lifted)
 
     def _leader(self, active: Sequence[str]) -> str | None:
         """The lowest cost point among the measured, counting first those whose measurements so far would meet

@@ -48,7 +48,7 @@ from vastui.campaign.folding import FoldedCanary
 from vastui.campaign.inherited import InheritedScreening
 from vastui.campaign.labels import is_campaigns
 from vastui.campaign.live import decision_event
-from vastui.campaign.measuring import Measurer, RaceState
+from vastui.campaign.measuring import Measurer, RaceState, lift_notice
 from vastui.campaign.plan import CALIBRATED_AT, Candidate, Plan, first_wave
 from vastui.campaign.ports import CampaignStore, HostConnection, HostExecutor, Marketplace
 from vastui.campaign.repeat import race_candidate
@@ -99,6 +99,7 @@ class CampaignOutcome:
     race_end: RaceEnd | None = None        # which race rule ended it (None: it ended from outside, or never did)
     screening: ScreeningOutcome | None = None   # the knobs screened on the first machine (screening.py)
     inherited: InheritedScreening | None = None  # ... or an earlier campaign's screening, raced at (inherited.py)
+    lifted: tuple[str, ...] = ()           # candidates raced at a change the screening left open, and why, in words
 
 
 class CampaignEngine:
@@ -213,7 +214,7 @@ class CampaignEngine:
                                certified_tuned=certified_tuned, halt=self.halted,
                                passed_over=tuple(self._passed_over), race_end=self.state.ended,
                                screening=self.screening.outcome if self.screening.inherited is None else None,
-                               inherited=self.screening.inherited)
+                               inherited=self.screening.inherited, lifted=tuple(self.screening.lift_notes))
 
     def _stage(self, phase: CampaignStage, detail: str = "") -> None:
         self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,
@@ -528,6 +529,10 @@ class CampaignEngine:
                 folded = None
             await self._measurer.measure(slot, conn, variant, folded=folded)
             folded = None   # (its first run carried it)
+            if slot.lift_due is not None:   # short of the SLO's floor: raced again at the change that may lift it
+                if slot.lift is not None and self._measures_on(slot):
+                    self.screening.lift(run.cid, slot.lift, why=slot.lift_due)
+                slot.lift_due = None
             screened = slot.screen_next
             if screened:
                 await self._screen(slot, conn, variant)
@@ -538,9 +543,10 @@ class CampaignEngine:
             if self.screening.profile_for(run.candidate) == run.race_profile and (
                     not screened or len(run.blocks) >= self.manifest.measure.max_blocks):
                 break   # (a screener whose profile stayed measures on: it stopped at its minimum evidence)
-        if not self.screening.is_pending or not self._measures_on(slot):
-            async with self.state.lock:   # its measuring is over: its evidence stands at the profile it is at
-                self.state.race.release(run.cid)
+        async with self.state.lock:
+            self.state.race.may_lift(run.cid, None)   # its measuring is over: nobody would race it at a lift
+            if not self.screening.is_pending or not self._measures_on(slot):
+                self.state.race.release(run.cid)   # its evidence stands at the profile it is at
         return variant
 
     def _measures_on(self, slot: Slot) -> bool:
@@ -565,6 +571,10 @@ class CampaignEngine:
                 slot.certified = False
             if not self.screening.is_pending:
                 self.state.race.release(run.cid)
+                # should its blocks miss the SLO's floor here, an open change may lift it (Race.may_lift)
+                slot.lift = self.screening.lift_for(run.candidate, raced=variant)
+                self.state.race.may_lift(run.cid, None if slot.lift is None else slot.lift.gain.high)
+            slot.lift_due = None
         run.race_profile = variant
 
     async def _await_screening(self, slot: Slot, conn: HostConnection, variant: Profile) -> bool:
@@ -653,11 +663,33 @@ class CampaignEngine:
             json_text=inherited_from(screened, campaign_id=self.plan.campaign_id, at=at).to_json())
         async with self.state.lock:
             for other in self.slots:
-                if other.run.race_profile in (None, self.screening.profile_for(other.run.candidate)):
+                if (other.run.race_profile in (None, self.screening.profile_for(other.run.candidate))
+                        and not self._lifted_at_screening(other)):
                     self.state.race.release(other.cid)
         self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="info",
                                 text=f"{run.cid}: knobs screened; the race runs {outcome.profile.describe()}"))
         self.state.news.post()
+
+    def _lifted_at_screening(self, slot: Slot) -> bool:
+        """For a candidate measured at what is now its class's screened profile, while the knobs were screened: the
+        open change that may carry it over the SLO's floor (``Screening.lift_for``). Done measuring (waiting for
+        the screening, or playing its pairs) and short of the floor, it is lifted now: True, and it stays held
+        until it is measured again at the change. Still measuring, its next blocks may lift it (Race.may_lift)."""
+        run, race = slot.run, self.state.race
+        if (run.race_profile is None or slot.task is None or slot.task.done() or not self._measures_on(slot)
+                or run.phase is not CandidatePhase.MEASURING):
+            return False
+        slot.lift = self.screening.lift_for(run.candidate, raced=run.race_profile)
+        race.may_lift(run.cid, None if slot.lift is None else slot.lift.gain.high)
+        if slot.lift is None or run.cid not in self._pool.at_hand:
+            return False
+        lifted = race.could_lift(run.cid)
+        race.may_lift(run.cid, None)
+        if lifted:
+            why = lift_notice(race, run.cid, slot.lift)
+            self.screening.lift(run.cid, slot.lift, why=why)
+            self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="info", text=why))
+        return lifted
 
     async def _tune(self, slot: Slot, conn: HostConnection, variant: Profile) -> None:
         """One variable at a time on the leader's own instance, inside its deadline."""

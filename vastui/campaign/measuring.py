@@ -35,7 +35,7 @@ from vastui.campaign.live import standings_event, warmup_event
 from vastui.campaign.measure import BlockMeter, MeasuredBlock
 from vastui.campaign.plan import tuning_trials
 from vastui.campaign.ports import HostConnection, Record
-from vastui.campaign.screening import Screening
+from vastui.campaign.screening import Lift, Screening
 from vastui.campaign.slots import Ledger, Slot
 from vastui.campaign.waves import Bulletin
 from vastui.errors import RemoteError
@@ -52,6 +52,7 @@ class MeasuringEnded(enum.StrEnum):
     TO_SCREENING = "to screening"         # the first with its minimum evidence: its instance screens the knobs
     TO_HELP_SCREENING = "to help the screening"   # its minimum evidence while the screening's trial wants pairs
     PROFILE_CHANGED = "profile changed"   # the screening says it is raced at another profile: measured again there
+    TO_LIFT = "to lift"                   # it missed the SLO's floor: measured again at the open change that may lift it
     ELIMINATED = "eliminated"             # the race dropped it
     RACE_DECIDED = "race decided"
     DEADLINE = "instance deadline"
@@ -88,6 +89,9 @@ class MeasuringStop:
                         f"plays the screening's A/B pairs")
             case MeasuringEnded.PROFILE_CHANGED:
                 return "the screening changed its race profile: measured again at it"
+            case MeasuringEnded.TO_LIFT:
+                return (f"short of the SLO's throughput floor after {self.blocks} blocks: measured again at a change "
+                        f"the screening left open")
             case MeasuringEnded.RACE_DECIDED:
                 return f"race decided: {self.race_reason}"
             case MeasuringEnded.RUN_NOT_STARTED:
@@ -96,6 +100,17 @@ class MeasuringStop:
                 return (f"its SLO still undecided at {self.blocks} blocks, and no further run fits before its "
                         f"deadline")
         return str(self.why)
+
+
+def lift_notice(race: Race, cid: str, lift: Lift) -> str:
+    """What the console and the receipt say of a candidate lifted (``Race.may_lift``)."""
+    standing = race.standing(cid)
+    floor = race.slo.throughput_min_units_per_s
+    seen = ("" if standing.throughput is None else
+            f" ({standing.throughput.point:.1f} [{standing.throughput.low:.1f}, {standing.throughput.high:.1f}] "
+            f"units/s against {floor:g})")
+    return (f"{cid}: short of the SLO's throughput floor after {standing.blocks} blocks{seen}; raced again at "
+            f"{lift.describe()} instead of being dropped")
 
 
 def slo_edge_notice(race: Race, cid: str) -> str:
@@ -197,6 +212,8 @@ class RaceState:
             # measuring is over either way, and its instance's time is better spent on the trials than idle.
             slot.tune_next = True
             return MeasuringStop(MeasuringEnded.TO_TUNING, blocks=len(run.blocks))
+        if slot.lift_due is not None:
+            return MeasuringStop(MeasuringEnded.TO_LIFT, blocks=len(run.blocks))
         if slot.eliminated:
             return MeasuringStop(MeasuringEnded.ELIMINATED)
         if self.finished.is_set():
@@ -293,7 +310,8 @@ class Measurer:
             error=None if thetas else "no complete block")
         stop = self.state.stop_reason(slot, now=self.clock.now()) or ended
         reason = stop.describe()
-        measured_again = stop.why in (MeasuringEnded.TO_SCREENING, MeasuringEnded.PROFILE_CHANGED)
+        measured_again = stop.why in (MeasuringEnded.TO_SCREENING, MeasuringEnded.PROFILE_CHANGED,
+                                      MeasuringEnded.TO_LIFT)
         if (len(run.blocks) < rule.min_blocks and run.phase is CandidatePhase.MEASURING
                 and not measured_again):
             # Too little evidence to race on (a slow host hit its deadline): out of the race, data kept.
@@ -464,6 +482,13 @@ class Measurer:
                         other.eliminated = True
                         if other.run.phase is CandidatePhase.MEASURING:
                             self.ctx.phase(other.run, CandidatePhase.ELIMINATED, elimination.detail)
+            for other in self.slots:
+                if other.cid in step.lifted and other.lift is None:
+                    state.race.release(other.cid)   # (none to race it at: the SLO's verdict stands)
+                elif other.cid in step.lifted and other.lift is not None:
+                    other.lift_due = lift_notice(state.race, other.cid, other.lift)
+                    self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.ctx.campaign_id, level="info",
+                                            text=other.lift_due))
             state.leader = step.leader
             state.rerun = frozenset(step.rerun)
             state.slo_edge = frozenset(step.slo_edge)

@@ -132,6 +132,36 @@ class ScreeningOutcome:
         return _settled(verdicts[-1], min_gain=min_gain, more_memory=more_memory)
 
 
+    def open_gain(self, knob: Knob, value: int | str) -> Interval | None:
+        """The throughput gain measured for ``value`` of ``knob`` by its last trial of that knob alone, or None when
+        no such trial measured one."""
+        gains = [t.verdict.gain for t in self.tuning.trials
+                 if t.change is not None and t.knobs == (str(knob),) and t.change.value(knob) == value
+                 and t.verdict.gain is not None]
+        return gains[-1] if gains else None
+
+
+@dataclass(frozen=True, slots=True)
+class Lift:
+    """A change the screening left open for a candidate's GPU class (its gain straddles zero) that could carry the
+    candidate over the SLO's throughput floor it misses at its class's screened profile: it is raced at
+    ``profile`` instead of being dropped (docs/method.md, Screening)."""
+
+    knob: Knob
+    value: int | str
+    profile: Profile
+    gain: Interval
+
+    def describe(self) -> str:
+        return (f"{self.knob} -> {self.value}, left open by the screening (gain {self.gain.point:+.1%} "
+                f"[{self.gain.low:+.1%}, {self.gain.high:+.1%}])")
+
+
+# The knobs a lift may change: precision and the input path raise throughput on the GPUs it has; a larger batch is a
+# question of this GPU's memory, and more GPUs another price.
+LIFTING_KNOBS = (Knob.PRECISION, Knob.LOADERS)
+
+
 def _has_more(gpu_ram_mb: float | None, than_mb: float | None) -> bool:
     """Whether a GPU with ``gpu_ram_mb`` may hold more than one with ``than_mb`` (unknown: it may)."""
     return gpu_ram_mb is None or than_mb is None or gpu_ram_mb > than_mb
@@ -189,6 +219,8 @@ class Screening:
         self.given_up: str | None = None               # why no screening will come (its profile is the first)
         self.pool: TrialPool | None = None             # its trials, open to the others' pairs (the engine's)
         self.inherited: InheritedScreening | None = None   # an earlier campaign's, raced at instead of screening
+        self.lifted: dict[str, Lift] = {}              # candidates raced at an open change the SLO needed (``lift``)
+        self.lift_notes: list[str] = []                # why each was, in words
 
     @property
     def is_pending(self) -> bool:
@@ -229,10 +261,13 @@ class Screening:
 
     def profile_for(self, candidate: Candidate) -> Profile:
         """The profile ``candidate`` is raced at: the first profile until the screening is done, then the screened
-        one on its GPUs, with the largest screened batch its GPU class is known to hold."""
+        one on its GPUs, with the largest screened batch its GPU class is known to hold; for a lifted candidate, the
+        open change its SLO needed (``lift``)."""
         start = first_profile(candidate, self.manifest)
         if self.outcome is None:
             return start
+        if (lifted := self.lifted.get(candidate.candidate_id)) is not None:
+            return lifted.profile
         screened = self.outcome.profile
         batch = screened.batch_size
         if batch is not None and candidate.candidate_id != self.outcome.screener:
@@ -250,12 +285,40 @@ class Screening:
         outcome = self.outcome
         if outcome is None or raced != self.profile_for(candidate):
             return None
+        lifted = self.lifted.get(candidate.candidate_id)
         left = []
         for step in plan_tuning(self.manifest.tuning, bottleneck=bottleneck, baseline=raced,
                                 max_gpus=candidate.offer.num_gpus):
             values = tuple(v for v in step.values
                            if not outcome.settles(step.knob, v, raced=raced, gpu_ram_mb=candidate.offer.gpu_ram,
-                                                  min_gain=self.manifest.tuning.min_gain))
+                                                  min_gain=self.manifest.tuning.min_gain)
+                           # lifted off it: its own blocks missed the SLO there
+                           and not (lifted is not None and lifted.knob is step.knob
+                                    and v == outcome.profile.value(step.knob)))
             if values:
                 left.append(TuningStep(step.knob, values))
         return tuple(left)
+
+    def lift_for(self, candidate: Candidate, *, raced: Profile) -> Lift | None:
+        """The open change that could carry ``candidate`` (raced at its class's screened profile ``raced``) over
+        the SLO's throughput floor should its blocks miss it there: among the values of the lifting knobs the
+        screening did not settle for its class (``left_to_confirm``), the one whose measured gain reaches
+        highest (above zero). None when the screening is not done, the candidate was lifted already, or nothing
+        open was measured to gain."""
+        if self.outcome is None or candidate.candidate_id in self.lifted:
+            return None
+        best: Lift | None = None
+        for step in self.left_to_confirm(candidate, raced=raced, bottleneck=Bottleneck.UNDETERMINED) or ():
+            if step.knob not in LIFTING_KNOBS:
+                continue
+            for value in step.values:
+                gain = self.outcome.open_gain(step.knob, value)
+                if gain is not None and gain.high > 0.0 and (best is None or gain.high > best.gain.high):
+                    best = Lift(step.knob, value, raced.with_value(step.knob, value), gain)
+        return best
+
+    def lift(self, cid: str, lift: Lift, *, why: str) -> None:
+        """From now on ``cid`` is raced at ``lift``'s profile: it missed the SLO's floor at its class's (``why``,
+        in words, for the receipt)."""
+        self.lifted[cid] = lift
+        self.lift_notes.append(why)

@@ -161,6 +161,7 @@ def _notes(outcome: CampaignOutcome) -> tuple[str, ...]:
         notes.append(f"{inherited.describe(now=None)} (not screened again; every candidate was raced at it, its batch "
                      f"bounded by each GPU's memory; the leader confirmed only what those trials left open)")
         notes += [f"earlier screening by {inherited.campaign_id}: {knob}" for knob in inherited.knobs]
+    notes += list(outcome.lifted)
     if outcome.tuning is not None and outcome.tuning.screened_by is not None:
         tuning = outcome.tuning
         notes.append(f"production profile of {outcome.tuned_candidate}: {tuning.profile.describe()}; its knobs come "

@@ -16,6 +16,7 @@ from vastui.bench.manifest import Manifest
 from vastui.campaign.candidate import CandidateRun
 from vastui.campaign.charges import bill_of
 from vastui.campaign.plan import Candidate
+from vastui.campaign.screening import Lift
 from vastui.campaign.tuning import TuningOutcome
 from vastui.clock import Clock
 
@@ -35,6 +36,8 @@ class Slot:
     destroy_sent: bool = False              # its instance's destroy went out (approved) before the teardown
     task: asyncio.Task[None] | None = None  # its life, so an abort or a halt can stop it
     screen_next: bool = False               # stopped measuring to screen the knobs on its instance
+    lift: Lift | None = None                # the open change that could carry it over the SLO's floor (Race.may_lift)
+    lift_due: str | None = None             # it missed the floor at its profile (why, in words): raced at ``lift``'s
 
     @property
     def cid(self) -> str:
