@@ -553,6 +553,8 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
                          + " | ".join(k.describe() for k in screened.knobs)
                          + (f"; stopped: {screened.tuning.stopped_early}" if screened.tuning.stopped_early else "")
                          + ")")
+        if outcome.lifted:   # raced at a change the screening left open, short of the floor without it
+            out.note += "; lifted: " + " | ".join(outcome.lifted)
         if chosen is None:
             out.regret["vastui"], out.wrong["vastui"] = math.inf, False
         else:
