@@ -131,7 +131,6 @@ class ScreeningOutcome:
             return False
         return _settled(verdicts[-1], min_gain=min_gain, more_memory=more_memory)
 
-
     def open_gain(self, knob: Knob, value: int | str) -> Interval | None:
         """The throughput gain measured for ``value`` of ``knob`` by its last trial of that knob alone, or None when
         no such trial measured one."""
