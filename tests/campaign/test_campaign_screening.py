@@ -19,7 +19,7 @@ from vastui.bench.attribution import Bottleneck
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest, MeasureRule, Slo, load_manifest
 from vastui.bench.receipt import render_markdown
-from vastui.bench.select import EliminationReason, Race, RaceCandidate, RaceEnd
+from vastui.bench.select import EliminationReason, Race, RaceCandidate, RaceEnd, RaceStep
 from vastui.bench.stats import Block, Interval, Verdict
 from vastui.bench.tuning import AbVerdict, Knob, Profile
 from vastui.campaign.candidate import CandidatePhase, CandidateRun, first_profile
@@ -514,7 +514,7 @@ def test_a_candidate_short_of_the_floor_is_held_for_a_lift_an_open_change_could_
     eliminated — once; the same blocks with no open change, or one too small to reach the floor, eliminate it."""
     short = (30.0, 31.0, 29.0, 30.0)
 
-    def raced(gain: float | None) -> tuple[Race, object]:
+    def raced(gain: float | None) -> tuple[Race, RaceStep]:
         race = _race(floor=40.0)
         race.may_lift("b", gain)
         for theta in (60.0, 61.0, 59.0, 60.0):
@@ -649,7 +649,8 @@ async def test_a_machine_short_of_the_floor_at_fp32_is_lifted_to_an_open_bf16_an
         left = await demo.instances_left()
     outcome, receipt = result.outcome, result.receipt
     runs = {r.cid: r for r in outcome.runs}
-    assert runs[best].race_profile is not None and runs[best].race_profile.precision == "bf16"
+    profile = runs[best].race_profile
+    assert profile is not None and profile.precision == "bf16"
     assert runs[best].earlier_blocks > 0, "it was lifted before it was measured short of the floor"
     assert any(n.startswith(f"{best}: short of the SLO's throughput floor after") and "precision -> bf16" in n
                for n in receipt.notes), receipt.notes
