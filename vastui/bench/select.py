@@ -188,16 +188,16 @@ class Race:
         ``RaceStep.lifted`` (once), for the caller to race it at that change (docs/method.md, Screening)."""
         self._entries[candidate_id].lift = gain
 
-    def could_lift(self, candidate_id: str) -> bool:
+    def could_lift(self, candidate_id: str, *, gain: float | None) -> bool:
         """Whether ``candidate_id``, with its minimum evidence, falls short of the SLO on its throughput floor alone
-        (its latencies, if the SLO has a ceiling, do not break it) and the change ``may_lift`` names could carry
-        its throughput's upper bound over the floor. Short: its verdict violated, or still undecided with its
+        (its latencies, if the SLO has a ceiling, do not break it) and a change that raises throughput by up to
+        ``gain`` (None: no change) could carry its throughput's upper bound over the floor. Short: its verdict violated, or still undecided with its
         median under the floor once it has all its blocks, while certified it would be chosen (it would stay
         uncertified, and a dearer certified rival be chosen: an RTX 5060 Ti at 39.0 [36.3, 41.6] units/s against
         a floor of 40 after 8 blocks, in the decision benchmark, left one 37 % dearer)."""
         entry = self._entries[candidate_id]
         floor = self.slo.throughput_min_units_per_s
-        if entry.lift is None or floor is None or len(entry.blocks) < self.rule_of(candidate_id).min_blocks:
+        if gain is None or floor is None or len(entry.blocks) < self.rule_of(candidate_id).min_blocks:
             return False
         throughput = self._throughput(entry)
         if throughput is None or throughput.point >= floor:
@@ -212,7 +212,7 @@ class Race:
             if latency_verdict(latencies, percentile_q=self.slo.latency.percentile,
                                max_ms=self.slo.latency.max_ms) is Verdict.VIOLATED:
                 return False
-        return throughput.high * (1.0 + entry.lift) >= floor
+        return throughput.high * (1.0 + gain) >= floor
 
     def restart(self, candidate_id: str) -> None:
         """Its blocks so far (measured at another profile) leave the race, kept apart (``earlier_blocks``); its
@@ -387,7 +387,7 @@ class Race:
             entry = self._entries[cid]
             if not self._eligible(cid):
                 continue
-            if entry.lift is not None and self.could_lift(cid):
+            if self.could_lift(cid, gain=entry.lift):
                 entry.lift, entry.held = None, True
                 lifted.append(cid)
             elif self._slo_verdict(entry, self._throughput(entry)) is Verdict.VIOLATED:

@@ -214,7 +214,7 @@ class CampaignEngine:
                                certified_tuned=certified_tuned, halt=self.halted,
                                passed_over=tuple(self._passed_over), race_end=self.state.ended,
                                screening=self.screening.outcome if self.screening.inherited is None else None,
-                               inherited=self.screening.inherited, lifted=tuple(self.screening.lift_notes))
+                               inherited=self.screening.inherited, lifted=tuple(lift.why for lift in self.screening.lifted.values()))
 
     def _stage(self, phase: CampaignStage, detail: str = "") -> None:
         self.bus.publish(CampaignPhaseChanged(at=self.clock.now(), campaign_id=self.plan.campaign_id, phase=phase,
@@ -680,16 +680,17 @@ class CampaignEngine:
                 or run.phase is not CandidatePhase.MEASURING):
             return False
         slot.lift = self.screening.lift_for(run.candidate, raced=run.race_profile)
-        race.may_lift(run.cid, None if slot.lift is None else slot.lift.gain.high)
-        if slot.lift is None or run.cid not in self._pool.at_hand:
+        if slot.lift is None:
             return False
-        lifted = race.could_lift(run.cid)
-        race.may_lift(run.cid, None)
-        if lifted:
-            why = lift_notice(race, run.cid, slot.lift)
-            self.screening.lift(run.cid, slot.lift, why=why)
-            self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="info", text=why))
-        return lifted
+        if run.cid not in self._pool.at_hand:   # still measuring: armed for its next blocks
+            race.may_lift(run.cid, slot.lift.gain.high)
+            return False
+        if not race.could_lift(run.cid, gain=slot.lift.gain.high):
+            return False
+        why = lift_notice(race, run.cid, slot.lift)
+        self.screening.lift(run.cid, slot.lift, why=why)
+        self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="info", text=why))
+        return True
 
     async def _tune(self, slot: Slot, conn: HostConnection, variant: Profile) -> None:
         """One variable at a time on the leader's own instance, inside its deadline."""

@@ -150,6 +150,7 @@ class Lift:
     value: int | str
     profile: Profile
     gain: Interval
+    why: str = ""   # once applied (``Screening.lift``): the candidate's shortfall, in words, for the receipt
 
     def describe(self) -> str:
         return (f"{self.knob} -> {self.value}, left open by the screening (gain {self.gain.point:+.1%} "
@@ -219,7 +220,6 @@ class Screening:
         self.pool: TrialPool | None = None             # its trials, open to the others' pairs (the engine's)
         self.inherited: InheritedScreening | None = None   # an earlier campaign's, raced at instead of screening
         self.lifted: dict[str, Lift] = {}              # candidates raced at an open change the SLO needed (``lift``)
-        self.lift_notes: list[str] = []                # why each was, in words
 
     @property
     def is_pending(self) -> bool:
@@ -319,5 +319,4 @@ class Screening:
     def lift(self, cid: str, lift: Lift, *, why: str) -> None:
         """From now on ``cid`` is raced at ``lift``'s profile: it missed the SLO's floor at its class's (``why``,
         in words, for the receipt)."""
-        self.lifted[cid] = lift
-        self.lift_notes.append(why)
+        self.lifted[cid] = replace(lift, why=why)
