@@ -19,7 +19,7 @@ from vastui.campaign.inherited import BatchSeen
 from vastui.campaign.plan import build_plan
 from vastui.campaign.screening import Screening, ScreeningOutcome
 from vastui.campaign.tuning import TuningOutcome, TuningTrial
-from vastui.events import CandidatePhaseChanged, Event
+from vastui.events import BlockMeasured, CandidatePhaseChanged, Event, Notice
 from vastui.events_live import TuningTrialStarted
 from vastui.sim.demo import open_demo
 from vastui.sim.offers import offer_row
@@ -81,6 +81,19 @@ async def test_candidates_that_would_wait_play_the_screenings_pairs_on_their_own
     stopped = {e.candidate for e in events if isinstance(e, CandidatePhaseChanged)
                and "while the knobs are screened: its instance plays the screening's A/B pairs" in e.detail}
     assert stopped and stopped <= set(played), (stopped, played)
+    # one ready (its canary passed) while a trial wants pairs plays them before measuring anything: blocks at the
+    # first profile would leave the race once the screening moves it off it (here c3, ready while c2 screens)
+    screened_at = next(e.at for e in events if isinstance(e, Notice) and "knobs screened" in e.text)
+    first_measuring: dict[str, CandidatePhaseChanged] = {}
+    for e in events:
+        if isinstance(e, CandidatePhaseChanged) and e.phase == "measuring":
+            first_measuring.setdefault(e.candidate, e)
+    early = {cid for cid, e in first_measuring.items() if e.screening is not None}
+    assert early and early <= set(played), (early, played)
+    for cid in early:
+        blocks_at = [e.at for e in events if isinstance(e, BlockMeasured) and e.candidate == cid]
+        assert blocks_at and min(blocks_at) > screened_at, (cid, blocks_at, screened_at)   # measured, at the screened profile
+        assert outcome.runs and next(r for r in outcome.runs if r.cid == cid).earlier_blocks == 0
     assert receipt.teardown_passed and left == 0
 
 
@@ -131,7 +144,8 @@ async def test_an_abort_finding_a_candidate_at_the_screening_keeps_its_closed_ru
         tmp_path: Path, doing: ScreeningPart) -> None:
     """A candidate that ended its race run stays in the measuring phase while it waits for the screening or plays
     its pairs; its stored run is closed. An abort found there once tried to close that run again: the store refused,
-    the campaign crashed after destroying its instances and wrote no receipt."""
+    the campaign crashed after destroying its instances and wrote no receipt. (One that helps before measuring
+    has no run to close: the abort is made at one with blocks.)"""
     async with open_demo(seed=SEED, time_scale=60.0, data_dir=tmp_path / "data",
                          manifest_path=_manifest(tmp_path / "m"), realism=Realism.kind()) as demo:
         handle = demo.start(plan_approved=True)
@@ -139,7 +153,8 @@ async def test_an_abort_finding_a_candidate_at_the_screening_keeps_its_closed_ru
 
         def abort_there(event: Event) -> None:
             if (isinstance(event, CandidatePhaseChanged) and event.phase == "measuring"
-                    and event.screening == doing and not found):
+                    and event.screening == doing and not found
+                    and any(c.candidate_id == event.candidate and c.blocks for c in handle.snapshot().candidates)):
                 found.append(event)
                 # from outside the candidate's own task, once it is awaiting there (as a key or a signal would)
                 asyncio.get_running_loop().call_soon(handle.abort, "the test aborts at the screening")

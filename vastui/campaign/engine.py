@@ -527,6 +527,10 @@ class CampaignEngine:
                 await canary(self.ctx, run, conn, folded.profile)
                 await self._canary_passed()
                 folded = None
+            if folded is None and await self._help_before_measuring(slot, conn, variant):
+                if not self._measures_on(slot):
+                    break
+                continue   # the screening is over (or lost its screener): raced at what it says now
             await self._measurer.measure(slot, conn, variant, folded=folded)
             folded = None   # (its first run carried it)
             if slot.lift_due is not None:   # short of the SLO's floor: raced again at the change that may lift it
@@ -548,6 +552,19 @@ class CampaignEngine:
             if not self.screening.is_pending or not self._measures_on(slot):
                 self.state.race.release(run.cid)   # its evidence stands at the profile it is at
         return variant
+
+    async def _help_before_measuring(self, slot: Slot, conn: HostConnection, variant: Profile) -> bool:
+        """Not measured yet while another candidate screens the knobs and its trial wants pairs: play them instead
+        of measuring at a profile the screening is about to change (blocks there would leave the race when it does,
+        and the waves wait for blocks at the screened profile anyway). True when it helped or waited for the
+        screening (its profile is to be asked again); False when it measures now."""
+        run = slot.run
+        screener = self.screening.screener
+        if (run.blocks or screener is None or screener == run.cid or not self.screening.wants_help(run)
+                or not self._measures_on(slot)):
+            return False
+        await self._await_screening(slot, conn, variant)
+        return True
 
     def _measures_on(self, slot: Slot) -> bool:
         return (not slot.eliminated and not self.state.finished.is_set() and self._stopped_by is None
@@ -596,6 +613,8 @@ class CampaignEngine:
         run = slot.run
         helped = False
         while self.screening.is_pending and self._measures_on(slot):
+            if not run.blocks and self.screening.screener is None:
+                break   # the screener was lost: measured first, it may screen in its place
             if self.screening.may_claim(run.cid, blocks=len(run.blocks), tuned=slot.tuning_started):
                 self.screening.claim(run.cid)
                 slot.screen_next = True
@@ -632,10 +651,16 @@ class CampaignEngine:
                                      keep_going=lambda: self._measures_on(slot))
 
     def _measure_again_s(self, run: CandidateRun) -> float:
-        """What measuring ``run`` again at a new profile takes: the winner's minimum blocks and a warm-up a run."""
-        blocks_s = sum(b.end_t - b.start_t for b in run.blocks) / max(1, len(run.blocks))
-        return (self.manifest.measure.winner_min_blocks * blocks_s
-                + max(1, self.manifest.measure.min_runs) * (run.warmup_s or 0.0))
+        """What measuring ``run`` again at a new profile takes: the winner's minimum blocks and a warm-up a run.
+        Not measured yet (it helped the screening first), the manifest's block and the longest warm-up measured on
+        any candidate, else the warm-up's cap (errs long)."""
+        m = self.manifest.measure
+        blocks_s = (sum(b.end_t - b.start_t for b in run.blocks) / len(run.blocks) if run.blocks else m.block_s)
+        warmup_s = run.warmup_s
+        if warmup_s is None and not run.blocks:
+            seen = [s.run.warmup_s for s in self.slots if s.run.warmup_s is not None]
+            warmup_s = max(seen) if seen else self.manifest.warmup.cap_s
+        return m.winner_min_blocks * blocks_s + max(1, m.min_runs) * (warmup_s or 0.0)
 
     async def _screen(self, slot: Slot, conn: HostConnection, start: Profile) -> None:
         """The knobs' A/B trials (``tune``) on the screener's instance, each open to the pairs of the candidates

@@ -527,6 +527,10 @@ class TrialPool:
         trial = self.trial
         if trial is None or not self.has_pair_for(run):
             return False
+        if run.cid not in trial.helpers and not run.blocks:
+            # not measured yet (it helps before measuring: engine.py): it skips the steps the screener's runs took
+            # to settle, as it would its own (warm-up is counted in steps, mostly the workload's)
+            run.warmup_steps = max(run.warmup_steps, trial.own.run.warmup_steps)
         player = trial.helpers.get(run.cid) or _Player(
             ctx, run, conn, replace(trial.base, gpu_count=gpu_count), replace(trial.change, gpu_count=gpu_count),
             run_times(run))
