@@ -339,6 +339,19 @@ def test_a_leader_raced_at_its_class_screened_profile_confirms_only_what_the_scr
                                                          bottleneck=Bottleneck.COMPUTE_BOUND) is None
 
 
+def test_a_clear_gain_too_small_to_keep_is_still_confirmed_when_its_interval_reaches_past_the_minimum(
+        tmp_path: Path) -> None:
+    """Pooled machines that disagree (two gain nothing from more loaders, the third 50 %) give a clear median under
+    the minimum whose interval reaches far: not kept, yet not settled; the leader tries it. A clear gain whose whole
+    interval is under the minimum is settled."""
+    trials, _big = _bf16_then_batch_256_then_loaders(tmp_path, loaders_gain=(0.017, 0.004, 0.5))
+    screening, leader, _start = _screened(tmp_path, trials)
+    assert _confirm(screening, _with_ram(leader, 48_000.0)) == [("loaders", (8,))]
+    trials, _big = _bf16_then_batch_256_then_loaders(tmp_path, loaders_gain=(0.012, 0.004, 0.019))
+    screening, leader, _start = _screened(tmp_path, trials)
+    assert _confirm(screening, _with_ram(leader, 48_000.0)) == []
+
+
 def test_an_inherited_screening_read_back_from_its_json_settles_what_the_screening_settled(tmp_path: Path) -> None:
     """A later campaign inherits the screening through the store's JSON: each candidate is raced at its class's
     kept profile and its leader confirms exactly what the original screening left open (no more: the trials'

@@ -4,6 +4,7 @@ pairs on its own instance, and the trial's verdict pools every machine's pairs (
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -64,6 +65,11 @@ async def test_candidates_that_would_wait_play_the_screenings_pairs_on_their_own
         assert sum(n for _cid, n in trial.pairs_on) == trial.verdict.pairs, trial.describe()
     played = screening.pairs_on
     assert len(played) >= 2 and screening.screener in played, played
+    # machines of unlike speed: one that would wait for a slower one's last pair plays a spare (tuning.py,
+    # ``spare_fits``), so a trial has more pairs than its whole rounds (these gains are clear: no second look)
+    min_pairs = load_manifest(_manifest(tmp_path / "m2")).tuning.min_pairs
+    assert any(t.verdict.pairs > len(t.pairs_on) * math.ceil(min_pairs / len(t.pairs_on)) for t in trials), \
+        [t.describe() for t in trials]
     assert any(len(t.pairs_on) >= 2 for t in trials), [t.describe() for t in trials]
     assert any(note.startswith("screening's A/B pairs ran on ") and screening.screener in note
                for note in receipt.notes), receipt.notes

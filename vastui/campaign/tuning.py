@@ -218,6 +218,7 @@ class _PairedTrial:
         self.unfit_on: list[float] = []   # the GPU memory of each helper whose memory did not hold the change
         self.target = 0
         self.in_flight = 0
+        self.ends: dict[object, float] = {}   # each pair in flight: when it is expected to land (campaign clock)
         self.is_open = False
         self.landed = asyncio.Event()
 
@@ -262,8 +263,8 @@ class _PairedTrial:
         self.target = target
         self._open()
         tries = self.own.played + target   # a pair cut short is played again, a bounded number of times
-        while self.correct and len(self.a_values) < target:
-            if len(self.a_values) + self.in_flight < target:
+        while self.correct and (len(self.a_values) < target or self.in_flight > 0):
+            if len(self.a_values) + self.in_flight < target or self.spare_fits(self.own.pair_estimate_s()):
                 if self.own.played >= tries:
                     break   # judged on what it has (too few pairs: not enough evidence)
                 await self._pair(self.own, keep_going=lambda: True)
@@ -286,12 +287,24 @@ class _PairedTrial:
         """Open, not failed, and a pair not yet played or claimed."""
         return self.is_open and self.correct and len(self.a_values) + self.in_flight < self.target
 
+    def spare_fits(self, pair_s: float) -> bool:
+        """Every pair to the target is played or claimed, yet some are still in flight: a machine that would wait
+        for them (billed all the same) plays one more, a spare, when it expects to land it (``pair_s`` from now)
+        before the last of them is expected to. The verdict waits for every pair in flight and counts them all,
+        so a trial is judged on more pairs, and more often decided, in the same time. How many pairs a look has
+        depends on the machines' speed, never on what the pairs measured."""
+        return (self.is_open and self.correct and self.in_flight > 0 and bool(self.ends)
+                and self.ctx.clock.now() + pair_s <= max(self.ends.values()))
+
     async def _pair(self, player: _Player, *, keep_going: Callable[[], bool]) -> _PairEnd:
         self.in_flight += 1
+        key = object()
+        self.ends[key] = self.ctx.clock.now() + player.pair_estimate_s()
         try:
             return await self._play_pair(player, keep_going)
         finally:
             self.in_flight -= 1
+            del self.ends[key]
             self.landed.set()
 
     async def _play_pair(self, player: _Player, keep_going: Callable[[], bool]) -> _PairEnd:
@@ -517,8 +530,12 @@ class TrialPool:
         """Whether the current trial wants a pair that ``run``'s instance may play: a change that keeps the GPU
         count (a GPU-count trial is about the screener's GPUs), and neither this machine nor its memory ruled out."""
         trial = self.trial
-        return (trial is not None and trial.wants_pair and run.cid != trial.own.run.cid and run.cid not in self.out
-                and self._unfit.get(run.cid) is not trial and trial.change.gpu_count == trial.base.gpu_count)
+        if not (trial is not None and run.cid != trial.own.run.cid and run.cid not in self.out
+                and self._unfit.get(run.cid) is not trial and trial.change.gpu_count == trial.base.gpu_count):
+            return False
+        # a spare only for a machine that already played in this trial (its pairs' time is known there)
+        player = trial.helpers.get(run.cid)
+        return trial.wants_pair or (player is not None and trial.spare_fits(player.pair_estimate_s()))
 
     async def help(self, ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *, gpu_count: int | None,
                    time_left_s: Callable[[], float], keep_going: Callable[[], bool]) -> bool:
