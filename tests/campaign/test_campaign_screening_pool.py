@@ -20,8 +20,8 @@ from vastui.campaign.inherited import BatchSeen
 from vastui.campaign.plan import build_plan
 from vastui.campaign.screening import Screening, ScreeningOutcome
 from vastui.campaign.tuning import TuningOutcome, TuningTrial
-from vastui.events import BlockMeasured, CandidatePhaseChanged, Event, Notice
-from vastui.events_live import TuningTrialStarted
+from vastui.events import BlockMeasured, CandidatePhaseChanged, Event
+from vastui.events_live import TuningFinished, TuningTrialStarted
 from vastui.sim.demo import open_demo
 from vastui.sim.offers import offer_row
 from vastui.sim.realism import Realism
@@ -47,8 +47,9 @@ def _manifest(directory: Path) -> Path:
 @pytest.mark.slow
 async def test_candidates_that_would_wait_play_the_screenings_pairs_on_their_own_instances(tmp_path: Path) -> None:
     events: list[Event] = []
+    manifest_path = _manifest(tmp_path / "m")
     async with open_demo(seed=SEED, time_scale=60.0, data_dir=tmp_path / "data",
-                         manifest_path=_manifest(tmp_path / "m"), realism=Realism.kind()) as demo:
+                         manifest_path=manifest_path, realism=Realism.kind()) as demo:
         stop = demo.services.bus.listen(events.append)
         try:
             result = await demo.start(plan_approved=True).result()
@@ -67,7 +68,7 @@ async def test_candidates_that_would_wait_play_the_screenings_pairs_on_their_own
     assert len(played) >= 2 and screening.screener in played, played
     # machines of unlike speed: one that would wait for a slower one's last pair plays a spare (tuning.py,
     # ``spare_fits``), so a trial has more pairs than its whole rounds (these gains are clear: no second look)
-    min_pairs = load_manifest(_manifest(tmp_path / "m2")).tuning.min_pairs
+    min_pairs = load_manifest(manifest_path).tuning.min_pairs
     assert any(t.verdict.pairs > len(t.pairs_on) * math.ceil(min_pairs / len(t.pairs_on)) for t in trials), \
         [t.describe() for t in trials]
     assert any(len(t.pairs_on) >= 2 for t in trials), [t.describe() for t in trials]
@@ -89,7 +90,7 @@ async def test_candidates_that_would_wait_play_the_screenings_pairs_on_their_own
     assert stopped and stopped <= set(played), (stopped, played)
     # one ready (its canary passed) while a trial wants pairs plays them before measuring anything: blocks at the
     # first profile would leave the race once the screening moves it off it (here c3, ready while c2 screens)
-    screened_at = next(e.at for e in events if isinstance(e, Notice) and "knobs screened" in e.text)
+    screened_at = next(e.at for e in events if isinstance(e, TuningFinished) and e.candidate == screening.screener)
     first_measuring: dict[str, CandidatePhaseChanged] = {}
     for e in events:
         if isinstance(e, CandidatePhaseChanged) and e.phase == "measuring":

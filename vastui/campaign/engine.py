@@ -559,8 +559,7 @@ class CampaignEngine:
         and the waves wait for blocks at the screened profile anyway). True when it helped or waited for the
         screening (its profile is to be asked again); False when it measures now."""
         run = slot.run
-        screener = self.screening.screener
-        if (run.blocks or screener is None or screener == run.cid or not self.screening.wants_help(run)
+        if (run.blocks or self.screening.screener is None or not self.screening.wants_help(run)
                 or not self._measures_on(slot)):
             return False
         await self._await_screening(slot, conn, variant)

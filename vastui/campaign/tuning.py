@@ -217,7 +217,6 @@ class _PairedTrial:
         self.pairs_on: dict[str, int] = {}           # pairs kept, by machine (candidate id)
         self.unfit_on: list[float] = []   # the GPU memory of each helper whose memory did not hold the change
         self.target = 0
-        self.in_flight = 0
         self.ends: dict[object, float] = {}   # each pair in flight: when it is expected to land (campaign clock)
         self.is_open = False
         self.landed = asyncio.Event()
@@ -283,6 +282,11 @@ class _PairedTrial:
             self.pool.closed(self)
 
     @property
+    def in_flight(self) -> int:
+        """Pairs being played now, on any machine."""
+        return len(self.ends)
+
+    @property
     def wants_pair(self) -> bool:
         """Open, not failed, and a pair not yet played or claimed."""
         return self.is_open and self.correct and len(self.a_values) + self.in_flight < self.target
@@ -293,17 +297,15 @@ class _PairedTrial:
         before the last of them is expected to. The verdict waits for every pair in flight and counts them all,
         so a trial is judged on more pairs, and more often decided, in the same time. How many pairs a look has
         depends on the machines' speed, never on what the pairs measured."""
-        return (self.is_open and self.correct and self.in_flight > 0 and bool(self.ends)
+        return (self.is_open and self.correct and bool(self.ends)
                 and self.ctx.clock.now() + pair_s <= max(self.ends.values()))
 
     async def _pair(self, player: _Player, *, keep_going: Callable[[], bool]) -> _PairEnd:
-        self.in_flight += 1
         key = object()
         self.ends[key] = self.ctx.clock.now() + player.pair_estimate_s()
         try:
             return await self._play_pair(player, keep_going)
         finally:
-            self.in_flight -= 1
             del self.ends[key]
             self.landed.set()
 
