@@ -495,7 +495,9 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
             if isinstance(event, CandidatePhaseChanged) and event.phase == "tuning":
                 tuning_from[event.candidate] = event.at
             elif isinstance(event, TuningFinished) and event.candidate in tuning_from:
-                tuning_s[event.candidate] = event.at - tuning_from.pop(event.candidate)
+                # (a screener tuned again as the leader: both spells count)
+                tuning_s[event.candidate] = tuning_s.get(event.candidate, 0.0) + event.at - tuning_from.pop(
+                    event.candidate)
 
         stages: dict[str, float] = {}
 

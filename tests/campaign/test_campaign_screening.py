@@ -17,7 +17,7 @@ from tests.campaign.campaign_support import fast_manifest
 from tests.fakes import FakeClock
 from vastui.bench.attribution import Bottleneck
 from vastui.bench.cost import CostInputs
-from vastui.bench.manifest import Manifest, MeasureRule, Slo, load_manifest
+from vastui.bench.manifest import LatencyCeiling, Manifest, MeasureRule, Slo, load_manifest
 from vastui.bench.receipt import render_markdown
 from vastui.bench.select import EliminationReason, Race, RaceCandidate, RaceEnd, RaceStep
 from vastui.bench.stats import Block, Interval, Verdict
@@ -551,6 +551,59 @@ def test_a_candidate_short_of_the_floor_is_held_for_a_lift_an_open_change_could_
             ("b", EliminationReason.SLO)], gain
 
 
+def test_a_candidate_dearer_than_the_leader_is_held_for_an_open_change_that_could_bring_it_under() -> None:
+    """Clearly dearer at its profile (75 units/s against 100 at the same price), with an open change worth having
+    measured at up to +50 %: held and named as lifted, not eliminated on cost — once. Not when the change is only
+    armed for the floor (its point gain too small to be worth the runs), nor when it reaches too little."""
+    def raced(gain: float | None, *, on_cost: bool) -> tuple[Race, RaceStep]:
+        race = _race()
+        race.may_lift("b", gain, on_cost=on_cost)
+        for theta in (100.0, 101.0, 99.0, 100.0):
+            race.add_block("a", _block(theta))
+        for theta in (75.0, 76.0, 74.0, 75.0):
+            race.add_block("b", _block(theta))
+        return race, race.decide()
+
+    race, step = raced(0.5, on_cost=True)
+    assert step.lifted == ("b",) and step.eliminated == () and "b" in step.active
+    assert race.lifted_for("b") == "cost" and step.ended is RaceEnd.MEASURING    # the race waits for it at the change
+    assert race.decide().lifted == ()                                       # once
+    race.restart("b")                                                       # at the change: cheaper than a now
+    for theta in (110.0, 111.0, 109.0, 110.0):
+        race.add_block("b", _block(theta))
+    step = race.decide()
+    assert step.leader == "b" and [e.candidate_id for e in step.eliminated] == ["a"]
+    for gain, on_cost in ((0.5, False), (0.1, True), (None, True)):         # 75 x 1.1 < 99: nothing to save it
+        _race_, step = raced(gain, on_cost=on_cost)
+        assert step.lifted == () and [(e.candidate_id, e.reason) for e in step.eliminated] == [
+            ("b", EliminationReason.COST)], (gain, on_cost)
+
+
+def test_steps_over_the_latency_ceiling_that_waited_for_input_are_raced_again_at_more_loaders() -> None:
+    """Steps of 6 s against a 5 s ceiling (p90), 30 % of their time waiting for input, cheap at face value: held
+    and named as lifted for an open loaders change, not eliminated on the SLO. Eliminated as before when the open
+    change is not the input path, when the steps hardly waited, or when even the wait taken out leaves them over
+    the ceiling."""
+    def raced(*, wait: float, step_ms: float, widens_input: bool) -> tuple[Race, RaceStep]:
+        cost = CostInputs(price_per_hour_usd=0.5, startup_s=60.0, warmup_s=10.0)
+        race = Race([RaceCandidate("a", cost), RaceCandidate("b", cost)], units=20_000,
+                    slo=Slo(latency=LatencyCeiling(percentile=90.0, max_ms=5000.0)),
+                    measure=MeasureRule(min_blocks=3, winner_min_blocks=3, run_cv_prior=0.0), resamples=400)
+        race.may_lift("b", 0.5, widens_input=widens_input)
+        for theta in (60.0, 61.0, 59.0, 60.0):
+            race.add_block("a", replace(_block(theta), latencies_ms=(1000.0,) * 10), data_wait_share=0.0)
+        for theta in (55.0, 56.0, 54.0, 55.0):
+            race.add_block("b", replace(_block(theta), latencies_ms=(step_ms,) * 10), data_wait_share=wait)
+        return race, race.decide()
+
+    race, step = raced(wait=0.3, step_ms=6000.0, widens_input=True)
+    assert step.lifted == ("b",) and step.eliminated == () and race.lifted_for("b") == "latency"
+    for wait, step_ms, widens_input in ((0.3, 6000.0, False), (0.02, 6000.0, True), (0.3, 9000.0, True)):
+        _race_, step = raced(wait=wait, step_ms=step_ms, widens_input=widens_input)
+        assert step.lifted == () and [(e.candidate_id, e.reason) for e in step.eliminated] == [
+            ("b", EliminationReason.SLO)], (wait, step_ms, widens_input)
+
+
 def test_a_cheap_candidate_left_undecided_under_the_floor_at_its_last_block_is_lifted() -> None:
     """Its median under the floor, its interval across it: not eliminated, never certified, so a dearer certified
     rival would be chosen. Lifted once it has all its blocks (not before), and only while it would be chosen."""
@@ -616,6 +669,28 @@ def test_a_precision_the_screening_left_open_lifts_a_candidate_and_is_not_tried_
         settled = screened(trial)
         assert settled.lift_for(other, raced=settled.profile_for(other)) is None, trial
     assert Screening(manifest).lift_for(other, raced=raced) is None       # nothing screened yet
+
+
+def test_a_lift_is_worth_a_run_on_cost_by_the_candidates_own_pairs_where_it_played(tmp_path: Path) -> None:
+    """Pooled pairs that disagree (+1 % [-2 %, +40 %]): a machine whose own pairs gained +60 % may be lifted on
+    its cost, and as far as +60 %; one whose own pairs gained nothing may not; one that played none goes by the
+    pooled median (+1 %: not worth a run on cost) and the pooled reach."""
+    manifest, candidates = _candidates(tmp_path)
+    screener, gained, flat, absent = candidates[:4]
+    start = first_profile(screener, manifest)
+    bf16 = start.with_value(Knob.PRECISION, "bf16")
+    trial = replace(_open(bf16, low=-0.02, high=0.4), gains_on=(
+        (screener.candidate_id, 0.0), (gained.candidate_id, 0.6), (flat.candidate_id, -0.01)))
+    pooled = Interval(point=0.01, low=-0.02, high=0.4, confidence=0.95, n=10)
+    trial = replace(trial, verdict=replace(trial.verdict, gain=pooled))
+    screening = Screening(manifest)
+    screening.finish(ScreeningOutcome(screener=screener.candidate_id, gpu_ram_mb=screener.offer.gpu_ram,
+                                      start=start, tuning=TuningOutcome((trial,), start)))
+    lifts = {c.candidate_id: screening.lift_for(c, raced=screening.profile_for(c)) for c in (gained, flat, absent)}
+    assert all(lift is not None for lift in lifts.values())
+    assert [(lift.on_cost, lift.reach) for lift in lifts.values() if lift is not None] == [
+        (True, 0.6), (False, 0.4), (False, 0.4)]
+    assert "its own pairs +60.0%" in str(lifts[gained.candidate_id].describe())   # type: ignore[union-attr]
 
 
 async def _store_undecided_bf16_screening(db_path: Path, manifest: Manifest) -> str:

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from vastui.bench.attribution import DATA_WAIT_SHARE_MAX
 from vastui.bench.cost import CostInputs, break_even_units, cost_curve, cost_interval
 from vastui.bench.manifest import MeasureRule, Slo
 from vastui.bench.runs import observed_run_cv, run_aware_distribution, runs_of
@@ -115,7 +116,8 @@ class RaceStep:
     # Candidates at the SLO's edge (``Race.at_slo_edge``): each may measure past max_blocks, in further runs.
     slo_edge: tuple[str, ...] = ()
     # Candidates short of the SLO's throughput floor by less than an open change could lift them (``may_lift``,
-    # ``could_lift``): held, not eliminated, for the caller to race them at that change.
+    # ``could_lift``), or dearer than the leader by less (``could_lift_on_cost``): held, not eliminated, for the
+    # caller to race them at that change.
     lifted: tuple[str, ...] = ()
 
     @property
@@ -131,6 +133,10 @@ class _Entry:
     held: bool = False                                      # its blocks are not at its race profile yet
     earlier: list[Block] = field(default_factory=list)      # blocks at an earlier profile, out of the race
     lift: float | None = None                               # the most an open change could raise it (``may_lift``)
+    lift_on_cost: bool = False                              # ... and it may save it from a cost elimination too
+    lift_widens_input: bool = False                         # ... and widens the input path (more loaders)
+    waits: list[float] = field(default_factory=list)        # each block's share of time waiting for input
+    lifted_for: str | None = None                           # why it was last held for a lift (``lifted_for``)
 
 
 class Race:
@@ -156,9 +162,13 @@ class Race:
         self._edge: frozenset[str] = frozenset()   # at the SLO's edge as of the last ``decide``
 
     # --- feeding -----------------------------------------------------------------------------------------------
-    def add_block(self, candidate_id: str, block: Block) -> None:
-        """Record one measured block; blocks for an eliminated candidate are kept but change nothing."""
-        self._entries[candidate_id].blocks.append(block)
+    def add_block(self, candidate_id: str, block: Block, *, data_wait_share: float | None = None) -> None:
+        """Record one measured block (with the share of its time its steps waited for input, when known); blocks
+        for an eliminated candidate are kept but change nothing."""
+        entry = self._entries[candidate_id]
+        entry.blocks.append(block)
+        if data_wait_share is not None:
+            entry.waits.append(data_wait_share)
 
     def set_cost(self, candidate_id: str, cost: CostInputs, *, prior_throughput_units_per_s: float | None = None
                  ) -> None:
@@ -181,38 +191,104 @@ class Race:
         """Its evidence stands as it is: it races again like any other."""
         self._entries[candidate_id].held = False
 
-    def may_lift(self, candidate_id: str, gain: float | None) -> None:
+    def may_lift(self, candidate_id: str, gain: float | None, *, on_cost: bool = False,
+                 widens_input: bool = False) -> None:
         """A change left open (its measured gain straddles zero) could raise ``candidate_id``'s throughput by up to
         ``gain`` (a fraction; None: no such change). While this stands, a candidate whose evidence falls short of
         the SLO's throughput floor by less than that (``could_lift``) is not eliminated: it is held and named in
-        ``RaceStep.lifted`` (once), for the caller to race it at that change (docs/method.md, Screening)."""
-        self._entries[candidate_id].lift = gain
+        ``RaceStep.lifted`` (once), for the caller to race it at that change (docs/method.md, Screening). With
+        ``on_cost`` (the change's point gain is worth having), the same when its cost is what would eliminate it
+        (``could_lift_on_cost``). With ``widens_input`` (more loaders), steps that broke the latency ceiling while
+        they waited for input may come under it there (``_steps_may_shorten``)."""
+        entry = self._entries[candidate_id]
+        entry.lift, entry.lift_on_cost = gain, on_cost and gain is not None
+        entry.lift_widens_input = widens_input and gain is not None
 
     def could_lift(self, candidate_id: str, *, gain: float | None) -> bool:
         """Whether ``candidate_id``, with its minimum evidence, falls short of the SLO on its throughput floor alone
         (its latencies, if the SLO has a ceiling, do not break it) and a change that raises throughput by up to
-        ``gain`` (None: no change) could carry its throughput's upper bound over the floor. Short: its verdict violated, or still undecided with its
+        ``gain`` (None: no change) could carry its throughput's upper bound over the floor; or its steps broke the
+        latency ceiling while they waited for input, a wider input path may bring them under it
+        (``_steps_may_shorten``), and with the gain it could undercut the leader. Short: its verdict violated, or still undecided with its
         median under the floor once it has all its blocks, while certified it would be chosen (it would stay
         uncertified, and a dearer certified rival be chosen: an RTX 5060 Ti at 39.0 [36.3, 41.6] units/s against
         a floor of 40 after 8 blocks, in the decision benchmark, left one 37 % dearer)."""
         entry = self._entries[candidate_id]
         floor = self.slo.throughput_min_units_per_s
-        if gain is None or floor is None or len(entry.blocks) < self.rule_of(candidate_id).min_blocks:
+        if gain is None or len(entry.blocks) < self.rule_of(candidate_id).min_blocks:
             return False
         throughput = self._throughput(entry)
-        if throughput is None or throughput.point >= floor:
+        if self._latency_broken(entry):
+            # over the ceiling: only a wider input path for steps that waited for input may bring it under, and
+            # then only for a candidate that could matter (under the leader's cost with the gain)
+            return (self._steps_may_shorten(entry) and throughput is not None
+                    and (floor is None or throughput.high * (1.0 + gain) >= floor)
+                    and self._could_undercut(candidate_id, gain=gain, confidence=self.confidence))
+        if floor is None or throughput is None or throughput.point >= floor:
             return False
         verdict = floor_verdict(throughput, floor=floor)
         if verdict is Verdict.MET or (verdict is Verdict.UNDECIDED and (
                 len(entry.blocks) < self.block_cap(candidate_id)
                 or not self._chosen_if_certified(self._standing(candidate_id)))):
             return False
-        if self.slo.latency is not None:
-            latencies = [ms for block in entry.blocks for ms in block.latencies_ms]
-            if latency_verdict(latencies, percentile_q=self.slo.latency.percentile,
-                               max_ms=self.slo.latency.max_ms) is Verdict.VIOLATED:
-                return False
         return throughput.high * (1.0 + gain) >= floor
+
+    def _latency_broken(self, entry: _Entry) -> bool:
+        if self.slo.latency is None:
+            return False
+        latencies = [ms for block in entry.blocks for ms in block.latencies_ms]
+        return latency_verdict(latencies, percentile_q=self.slo.latency.percentile,
+                               max_ms=self.slo.latency.max_ms) is Verdict.VIOLATED
+
+    def _steps_may_shorten(self, entry: _Entry) -> bool:
+        """Whether a wider input path (``may_lift``'s ``widens_input``) may bring steps that broke the latency
+        ceiling under it: its blocks' steps waited for input (median share over ``DATA_WAIT_SHARE_MAX``) and,
+        that wait taken out of each, the percentile would be under the ceiling. Seen in the decision benchmark:
+        an RTX 4080S over the ceiling at batch 256 with 4 loaders, its steps waiting for input, was the cheapest
+        machine of its market at 8."""
+        ceiling = self.slo.latency
+        if ceiling is None or not entry.lift_widens_input or not entry.waits:
+            return False
+        wait = median(entry.waits)
+        latencies = [ms * (1.0 - wait) for block in entry.blocks for ms in block.latencies_ms]
+        return wait > DATA_WAIT_SHARE_MAX and latency_verdict(
+            latencies, percentile_q=ceiling.percentile, max_ms=ceiling.max_ms) is not Verdict.VIOLATED
+
+    def _could_undercut(self, candidate_id: str, *, gain: float, confidence: float) -> bool:
+        """Whether ``candidate_id``'s cost's lower bound with its throughput raised by ``gain`` (each bootstrap draw
+        raised; the startup and warm-up stay what they are) is at or under the leader's upper bound, both at
+        ``confidence``. True when no other candidate leads."""
+        entry = self._entries[candidate_id]
+        leader = self._leader([cid for cid in self.active if self._eligible(cid) and cid != candidate_id])
+        if leader is None:
+            return True
+        at = cost_curve(entry.candidate.cost, units=self.units)
+        low, _ = percentile_bounds([at(theta * (1.0 + gain)) for theta in self._thetas(entry)],
+                                   confidence=confidence)
+        _, leader_high = percentile_bounds(self._cost_distribution(self._entries[leader]), confidence=confidence)
+        return low <= leader_high
+
+    def could_lift_on_cost(self, candidate_id: str, *, gain: float | None, level: float | None = None) -> bool:
+        """Whether ``candidate_id``, with its minimum evidence and dearer than the leader, could come under the
+        leader's cost with its throughput raised by up to ``gain`` (None: no change): its cost's lower bound at
+        that throughput (each bootstrap draw raised by ``gain``; the startup and warm-up stay what they are) at
+        or under the leader's upper bound, both at confidence ``1 - level`` (the race's own when None). The open
+        change is then worth its runs: dropped on its cost at the screened profile, the machine that is cheapest
+        at the change is never seen there (a decision benchmark market: an RTX 4080S eliminated at 4 loaders, 41 %
+        cheaper than the choice at 8, the screening's loaders left open at [-1.5 %, +42 %])."""
+        entry = self._entries[candidate_id]
+        leader = self._leader([cid for cid in self.active if self._eligible(cid)])
+        if (gain is None or gain <= 0.0 or leader is None or leader == candidate_id
+                or len(entry.blocks) < self.rule_of(candidate_id).min_blocks
+                or (self._latency_broken(entry) and not self._steps_may_shorten(entry))):
+            return False
+        return self._could_undercut(candidate_id, gain=gain,
+                                    confidence=self.confidence if level is None else 1.0 - level)
+
+    def lifted_for(self, candidate_id: str) -> str | None:
+        """Why ``candidate_id`` was last held for a lift: "floor" (short of the SLO's throughput floor), "latency"
+        (over its latency ceiling), "cost" (dearer than the leader); None when it never was."""
+        return self._entries[candidate_id].lifted_for
 
     def restart(self, candidate_id: str) -> None:
         """Its blocks so far (measured at another profile) leave the race, kept apart (``earlier_blocks``); its
@@ -223,7 +299,7 @@ class Race:
         entry.blocks = []
         entry.candidate = replace(entry.candidate, history=(), rule=None)
         entry.held = False
-        entry.lift = None
+        entry.lift, entry.lift_on_cost, entry.lift_widens_input, entry.waits = None, False, False, []
         for cache in (self._costs, self._thetas_cache):
             for key in [key for key in cache if key[0] == candidate_id]:
                 del cache[key]
@@ -358,7 +434,8 @@ class Race:
     def decide(self, *, spent_usd: float = 0.0) -> RaceStep:
         """Eliminate what the evidence allows, then say whether the race is over and why."""
         short, lifted = self._eliminate_slo()
-        eliminated = short + self._eliminate_cost()
+        dear, lifted_on_cost = self._eliminate_cost()
+        eliminated, lifted = short + dear, lifted + lifted_on_cost
         active = self.active
         leader = self._leader(active)
         # Asked as soon as a candidate has the finalists' blocks, not only once the stop is tested: by then a
@@ -388,7 +465,8 @@ class Race:
             if not self._eligible(cid):
                 continue
             if self.could_lift(cid, gain=entry.lift):
-                entry.lift, entry.held = None, True
+                entry.lifted_for = "latency" if self._latency_broken(entry) else "floor"
+                entry.lift, entry.lift_on_cost, entry.held = None, False, True
                 lifted.append(cid)
             elif self._slo_verdict(entry, self._throughput(entry)) is Verdict.VIOLATED:
                 out.append(self.exclude(cid, reason=EliminationReason.SLO,
@@ -448,11 +526,13 @@ class Race:
         theirs = self._cost_distribution(self._entries[best])
         return [_safe_ratio(c, b) for c, b in zip(mine, theirs, strict=True)]
 
-    def _eliminate_cost(self) -> tuple[Elimination, ...]:
+    def _eliminate_cost(self) -> tuple[tuple[Elimination, ...], tuple[str, ...]]:
+        """The candidates clearly dearer than the leader, eliminated (Holm over one-sided bootstrap tests); and
+        those an open change could bring under it (``may_lift`` with ``on_cost``), held instead (once each)."""
         eligible = [cid for cid in self.active if self._eligible(cid)]
         best = self._leader(eligible)
         if best is None or len(eligible) < 2:
-            return ()
+            return (), ()
         alpha = 1.0 - self.confidence
         tests = []
         for cid in eligible:
@@ -461,7 +541,7 @@ class Race:
                 p_value = (1 + sum(1 for r in ratios if r <= 1.0)) / (len(ratios) + 1)
                 tests.append((p_value, cid))
         tests.sort()
-        out = []
+        out, lifted = [], []
         best_certified = self._certified(best)
         for rank, (p_value, cid) in enumerate(tests):  # Holm: the j-th smallest p against alpha / (m - j)
             level = alpha / (len(tests) - rank)
@@ -471,9 +551,14 @@ class Race:
                 # Cheaper, but not yet shown to meet the SLO: a knife-edge leader that never certifies would
                 # leave the decision nothing certified to choose. The certified one stays until the leader is.
                 continue
+            entry = self._entries[cid]
+            if entry.lift_on_cost and self.could_lift_on_cost(cid, gain=entry.lift, level=level):
+                entry.lift, entry.lift_on_cost, entry.held, entry.lifted_for = None, False, True, "cost"
+                lifted.append(cid)
+                continue
             out.append(self.exclude(cid, reason=EliminationReason.COST, detail=(
                 f"cost above {best}'s (one-sided p={p_value:.4f} <= Holm level {level:.4f}, intervals apart)")))
-        return tuple(out)
+        return tuple(out), tuple(lifted)
 
     def _certified(self, cid: str) -> bool:
         return self._slo_verdict(entry := self._entries[cid], self._throughput(entry)) is Verdict.MET

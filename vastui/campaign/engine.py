@@ -24,7 +24,7 @@ from vastui.bench.receipt import PassedOver
 from vastui.bench.select import Decision, EliminationReason, Race, RaceEnd
 from vastui.bench.stats import Interval
 from vastui.bench.tuned import TunedEvidence, decide_with_tuned_evidence
-from vastui.bench.tuning import Profile
+from vastui.bench.tuning import Knob, Profile
 from vastui.campaign.blame import BadHostMark, Halt, HaltReason, WorkloadJudge
 from vastui.campaign.candidate import (
     BAD_HOST_TTL_S,
@@ -587,9 +587,10 @@ class CampaignEngine:
                 slot.certified = False
             if not self.screening.is_pending:
                 self.state.race.release(run.cid)
-                # should its blocks miss the SLO's floor here, an open change may lift it (Race.may_lift)
+                # should its blocks miss the SLO's floor here, or its cost the leader's, an open change may lift
+                # it (Race.may_lift)
                 slot.lift = self.screening.lift_for(run.candidate, raced=variant)
-                self.state.race.may_lift(run.cid, None if slot.lift is None else slot.lift.gain.high)
+                self._arm_lift(slot)
             slot.lift_due = None
         run.race_profile = variant
 
@@ -707,14 +708,24 @@ class CampaignEngine:
         if slot.lift is None:
             return False
         if run.cid not in self._pool.at_hand:   # still measuring: armed for its next blocks
-            race.may_lift(run.cid, slot.lift.gain.high)
+            self._arm_lift(slot)
             return False
-        if not race.could_lift(run.cid, gain=slot.lift.gain.high):
+        if not race.could_lift(run.cid, gain=slot.lift.reach):
             return False
         why = lift_notice(race, run.cid, slot.lift)
         self.screening.lift(run.cid, slot.lift, why=why)
         self.bus.publish(Notice(at=self.clock.now(), campaign_id=self.plan.campaign_id, level="info", text=why))
         return True
+
+    def _arm_lift(self, slot: Slot) -> None:
+        """Tell the race the most ``slot.lift`` could raise the candidate's throughput (``Race.may_lift``): enough
+        to hold it for the change when its blocks miss the SLO's floor by less; and, when the change is worth a
+        run on cost (``Lift.on_cost``), when its cost is what would eliminate it (``Race.could_lift_on_cost``;
+        docs/method.md, Screening). One lift a candidate (``Screening.lift_for``)."""
+        lift = slot.lift
+        self.state.race.may_lift(slot.cid, None if lift is None else lift.reach,
+                                 on_cost=lift is not None and lift.on_cost,
+                                 widens_input=lift is not None and lift.knob is Knob.LOADERS)
 
     async def _tune(self, slot: Slot, conn: HostConnection, variant: Profile) -> None:
         """One variable at a time on the leader's own instance, inside its deadline."""

@@ -105,6 +105,16 @@ class MeasuringStop:
 def lift_notice(race: Race, cid: str, lift: Lift) -> str:
     """What the console and the receipt say of a candidate lifted (``Race.may_lift``)."""
     standing = race.standing(cid)
+    why = race.lifted_for(cid)
+    if why == "cost":
+        cost = standing.cost_per_unit
+        seen = ("" if cost is None else
+                f" (${1000 * cost.point:.4g} [{1000 * cost.low:.4g}, {1000 * cost.high:.4g}] per 1k units)")
+        return (f"{cid}: dearer than the leader after {standing.blocks} blocks{seen}, by less than an open change "
+                f"could save; raced again at {lift.describe()} instead of being dropped")
+    if why == "latency":
+        return (f"{cid}: over the SLO's latency ceiling after {standing.blocks} blocks, its steps waiting for input; "
+                f"raced again at {lift.describe()} instead of being dropped")
     floor = race.slo.throughput_min_units_per_s
     seen = ("" if standing.throughput is None else
             f" ({standing.throughput.point:.1f} [{standing.throughput.low:.1f}, {standing.throughput.high:.1f}] "
@@ -466,7 +476,7 @@ class Measurer:
                                        throughput_units_per_s, data_wait_share=measured.data_wait_share,
                                        gpu_util_pct=measured.gpu_util_pct))
         async with state.lock:
-            state.race.add_block(run.cid, measured.block)
+            state.race.add_block(run.cid, measured.block, data_wait_share=measured.data_wait_share)
             # Tens of milliseconds of bootstrap: off the event loop, so records, polls and SSH keep flowing (on a
             # simulator's scaled clock a stalled loop is minutes of someone's deadline).
             spent = self.ledger.spent_usd()

@@ -132,6 +132,13 @@ class ScreeningOutcome:
             return False
         return _settled(verdicts[-1], min_gain=min_gain, more_memory=more_memory)
 
+    def own_gain(self, knob: Knob, value: int | str, cid: str) -> float | None:
+        """The median gain of ``cid``'s own pairs in the last trial of ``value`` of ``knob`` alone (None: it played
+        none there)."""
+        trials = [t for t in self.tuning.trials
+                  if t.change is not None and t.knobs == (str(knob),) and t.change.value(knob) == value]
+        return dict(trials[-1].gains_on).get(cid) if trials else None
+
     def open_gain(self, knob: Knob, value: int | str) -> Interval | None:
         """The throughput gain measured for ``value`` of ``knob`` by its last trial of that knob alone, or None when
         no such trial measured one."""
@@ -151,11 +158,22 @@ class Lift:
     value: int | str
     profile: Profile
     gain: Interval
+    # worth a run to save the candidate from a cost elimination too (``Race.could_lift_on_cost``): its own pairs
+    # in the trial gained more than ``min_gain`` at the median, or (it played none) the pooled pairs did
+    on_cost: bool = False
+    own: float | None = None   # the median gain of the candidate's own pairs in that trial (None: it played none)
     why: str = ""   # once applied (``Screening.lift``): the candidate's shortfall, in words, for the receipt
 
+    @property
+    def reach(self) -> float:
+        """The most the change could raise the candidate's throughput (a fraction): the pooled gain's upper bound,
+        or its own pairs' median gain where that is higher (a machine whose input path the change widens)."""
+        return self.gain.high if self.own is None else max(self.gain.high, self.own)
+
     def describe(self) -> str:
+        mine = "" if self.own is None else f"; its own pairs {self.own:+.1%}"
         return (f"{self.knob} -> {self.value}, left open by the screening (gain {self.gain.point:+.1%} "
-                f"[{self.gain.low:+.1%}, {self.gain.high:+.1%}])")
+                f"[{self.gain.low:+.1%}, {self.gain.high:+.1%}]{mine})")
 
 
 # The knobs a lift may change: precision and the input path raise throughput on the GPUs it has; a larger batch is a
@@ -307,8 +325,11 @@ class Screening:
         """The open change that could carry ``candidate`` (raced at its class's screened profile ``raced``) over
         the SLO's throughput floor should its blocks miss it there: among the values of the lifting knobs the
         screening did not settle for its class (``left_to_confirm``), the one whose measured gain reaches
-        highest (above zero). None when the screening is not done, the candidate was lifted already, or nothing
-        open was measured to gain."""
+        highest (above zero); worth a run against a cost elimination too when the candidate's own pairs there (or,
+        with none, the pooled ones) gained more than ``min_gain`` at the median: pooled machines that disagree
+        leave a small median whose interval reaches far (more loaders pay on one host's input path, not on
+        another's). None when the screening is not done, the candidate was lifted already, or nothing open was
+        measured to gain."""
         if self.outcome is None or candidate.candidate_id in self.lifted:
             return None
         best: Lift | None = None
@@ -317,8 +338,13 @@ class Screening:
                 continue
             for value in step.values:
                 gain = self.outcome.open_gain(step.knob, value)
-                if gain is not None and gain.high > 0.0 and (best is None or gain.high > best.gain.high):
-                    best = Lift(step.knob, value, raced.with_value(step.knob, value), gain)
+                if gain is None or gain.high <= 0.0:
+                    continue
+                own = self.outcome.own_gain(step.knob, value, candidate.candidate_id)
+                worth = (gain.point if own is None else own) > self.manifest.tuning.min_gain
+                lift = Lift(step.knob, value, raced.with_value(step.knob, value), gain, on_cost=worth, own=own)
+                if best is None or lift.reach > best.reach:
+                    best = lift
         return best
 
     def lift(self, cid: str, lift: Lift, *, why: str) -> None:

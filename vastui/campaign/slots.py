@@ -36,7 +36,8 @@ class Slot:
     destroy_sent: bool = False              # its instance's destroy went out (approved) before the teardown
     task: asyncio.Task[None] | None = None  # its life, so an abort or a halt can stop it
     screen_next: bool = False               # stopped measuring to screen the knobs on its instance
-    lift: Lift | None = None                # the open change that could carry it over the SLO's floor (Race.may_lift)
+    lift: Lift | None = None                # the open change that could carry it over the SLO's floor, or under the
+                                            # leader's cost (Race.may_lift)
     lift_due: str | None = None             # it missed the floor at its profile (why, in words): raced at ``lift``'s
 
     @property

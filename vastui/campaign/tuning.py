@@ -43,6 +43,8 @@ class TuningTrial:
     # each helper's GPU memory (MB) with whether the change's larger batch fitted it
     pairs_on: tuple[tuple[str, int], ...] = ()
     memory_seen: tuple[tuple[float, bool], ...] = ()
+    # ... and the median throughput gain of each machine's own pairs (candidate id, gain as a fraction)
+    gains_on: tuple[tuple[str, float], ...] = ()
 
     @property
     def knobs(self) -> tuple[str, ...]:
@@ -215,6 +217,7 @@ class _PairedTrial:
         self.correct = True
         self.helpers: dict[str, _Player] = {}
         self.pairs_on: dict[str, int] = {}           # pairs kept, by machine (candidate id)
+        self.gains_by: dict[str, list[float]] = {}   # each kept pair's throughput gain (b / a - 1), by machine
         self.unfit_on: list[float] = []   # the GPU memory of each helper whose memory did not hold the change
         self.target = 0
         self.ends: dict[object, float] = {}   # each pair in flight: when it is expected to land (campaign clock)
@@ -344,6 +347,8 @@ class _PairedTrial:
         self.b_per_usd.append(self._units_per_usd(player, b, lost.get(Arm.VARIANT)))
         self.b_waits.setdefault(player.run.cid, []).extend(waits)
         self.pairs_on[player.run.cid] = self.pairs_on.get(player.run.cid, 0) + 1
+        if a > 0:
+            self.gains_by.setdefault(player.run.cid, []).append(b / a - 1.0)
         return _PairEnd.KEPT
 
     def _failed(self, player: _Player, arm: Arm, done: ShortRun) -> _PairEnd:
@@ -786,7 +791,9 @@ class TuningSearch:
             return self._stopped(TuningStopped(TuningStop.REMOTE_ERROR, knob=knob, value=value, error=str(exc)),
                                  level="warning")
         self.trials.append(TuningTrial(knob, was, value, verdict, change, pairs_on=tuple(trial.pairs_on.items()),
-                                       memory_seen=tuple(trial.memory_seen)))
+                                       memory_seen=tuple(trial.memory_seen),
+                                       gains_on=tuple((cid, statistics.median(gains))
+                                                      for cid, gains in trial.gains_by.items())))
         ctx.bus.publish(TuningTrialJudged(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
                                           knob=knob, baseline=was, value=value, accepted=verdict.accepted,
                                           gain=band(verdict.gain), pairs=verdict.pairs, reason=verdict.reason))
