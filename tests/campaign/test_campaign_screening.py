@@ -30,7 +30,7 @@ from vastui.campaign.measuring import MeasuringEnded, MeasuringStop, RaceState
 from vastui.campaign.plan import Candidate, build_plan
 from vastui.campaign.screening import Screening, ScreeningOutcome, inherited_from
 from vastui.campaign.slots import Slot
-from vastui.campaign.tuning import TuningOutcome, TuningTrial
+from vastui.campaign.tuning import PairPlayed, TuningOutcome, TuningTrial
 from vastui.events import EventBus
 from vastui.sim.demo import open_demo
 from vastui.sim.market import Market
@@ -679,8 +679,10 @@ def test_a_lift_is_worth_a_run_on_cost_by_the_candidates_own_pairs_where_it_play
     screener, gained, flat, absent = candidates[:4]
     start = first_profile(screener, manifest)
     bf16 = start.with_value(Knob.PRECISION, "bf16")
-    trial = replace(_open(bf16, low=-0.02, high=0.4), gains_on=(
-        (screener.candidate_id, 0.0), (gained.candidate_id, 0.6), (flat.candidate_id, -0.01)))
+    trial = replace(_open(bf16, low=-0.02, high=0.4), played=(
+        PairPlayed(screener.candidate_id, 50.0, 50.0, None, None),
+        PairPlayed(gained.candidate_id, 50.0, 80.0, None, None), PairPlayed(gained.candidate_id, 50.0, 80.0, None, None),
+        PairPlayed(flat.candidate_id, 50.0, 49.5, None, None)))
     pooled = Interval(point=0.01, low=-0.02, high=0.4, confidence=0.95, n=10)
     trial = replace(trial, verdict=replace(trial.verdict, gain=pooled))
     screening = Screening(manifest)
@@ -688,7 +690,7 @@ def test_a_lift_is_worth_a_run_on_cost_by_the_candidates_own_pairs_where_it_play
                                       start=start, tuning=TuningOutcome((trial,), start)))
     lifts = {c.candidate_id: screening.lift_for(c, raced=screening.profile_for(c)) for c in (gained, flat, absent)}
     assert all(lift is not None for lift in lifts.values())
-    assert [(lift.on_cost, lift.reach) for lift in lifts.values() if lift is not None] == [
+    assert [(lift.on_cost, round(lift.reach, 9)) for lift in lifts.values() if lift is not None] == [
         (True, 0.6), (False, 0.4), (False, 0.4)]
     assert "its own pairs +60.0%" in str(lifts[gained.candidate_id].describe())   # type: ignore[union-attr]
 

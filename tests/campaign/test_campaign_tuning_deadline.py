@@ -21,8 +21,8 @@ from tests.campaign.campaign_support import fast_manifest
 from tests.fakes import FakeClock
 from vastui.bench.attribution import Bottleneck
 from vastui.bench.manifest import Manifest, load_manifest
-from vastui.bench.stats import Block
-from vastui.bench.tuning import Knob, Profile, TuningStep
+from vastui.bench.stats import Block, Interval
+from vastui.bench.tuning import AbVerdict, Knob, Profile, TuningStep
 from vastui.campaign.candidate import CandidateContext, CandidateRun
 from vastui.campaign.measure import MeasuredBlock
 from vastui.campaign.plan import (
@@ -35,7 +35,15 @@ from vastui.campaign.plan import (
     tuning_allowance_s,
 )
 from vastui.campaign.short_runs import skip_steps, timed_throughput, warmup_lost_s
-from vastui.campaign.tuning import TrialPool, TuningStop, input_gain_bound, tune, value_order
+from vastui.campaign.tuning import (
+    PairPlayed,
+    TrialPool,
+    TuningStop,
+    TuningTrial,
+    input_gain_bound,
+    tune,
+    value_order,
+)
 from vastui.events import EventBus, Notice
 from vastui.remote.protocol import Progress, Result
 from vastui.sim.offers import offer_row
@@ -733,6 +741,46 @@ async def test_a_confirmation_tries_only_what_the_screening_left_open(tmp_path: 
                          steps=(TuningStep(Knob.LOADERS, (4,)),), screened_by="c9")
     assert [(t.knob, t.baseline, t.value, t.verdict.accepted) for t in outcome.trials] == [("loaders", "1", "4", True)]
     assert outcome.profile == replace(screened, loaders=4) and outcome.screened_by == "c9"
+
+
+async def test_a_leader_confirming_a_change_starts_from_the_pairs_it_played_in_the_screening(tmp_path: Path) -> None:
+    """The screening left loaders 1 -> 4 open; the leader played four of its pairs there (+30 %), another machine
+    two. Its confirming trial carries its own four (not the other machine's) and plays one pair more, so it fits
+    a deadline that five fresh pairs would not (400 s left, a pair ~200 s by the canary's pace): kept."""
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32", "bf16"), batch_sizes=(64, 128),
+                                                loaders=(1, 4)))
+
+    def speed(batch: int, precision: str, loaders: int) -> float:
+        return 1.3 if loaders >= 4 else 1.0
+
+    screened = Profile(batch_size=128, precision="bf16", loaders=1, gpu_count=1)
+    wider = replace(screened, loaders=4)
+    gain = Interval(point=0.1, low=-0.05, high=0.35, confidence=0.95, n=6)
+
+    async def confirmed(earlier: tuple[TuningTrial, ...]) -> tuple[Any, ScriptedHost]:
+        host = ScriptedHost(clock, profile_speed=speed)
+        run = _leader(manifest, clock, work_left_s=400.0, canary_s=100.0)
+        own = [PairPlayed(run.cid, 32.0, 41.6, None, None)] * 4
+        trials = tuple(replace(t, played=(*own, *t.played)) for t in earlier)
+        outcome = await tune(_context(manifest, clock, host), run, host, start=screened,
+                             bottleneck=Bottleneck.COMPUTE_BOUND,
+                             time_left_s=lambda: run.work_time_left_s(clock.now()),
+                             steps=(TuningStep(Knob.LOADERS, (4,)),), screened_by="c9", earlier=trials)
+        return outcome, host
+
+    screening = TuningTrial("loaders", "1", "4", AbVerdict(False, gain, 6, "no clear gain"), wider, base=screened,
+                            played=(PairPlayed("c9", 32.0, 30.0, None, None),) * 2)
+    outcome, host = await confirmed((screening,))
+    (trial,) = outcome.trials
+    assert trial.verdict.accepted and trial.carried == 4 and trial.verdict.pairs == 5
+    assert host.started == 2 and dict(trial.pairs_on) == {trial.played[0].cid: 5}
+    assert outcome.profile == wider and "4 of its pairs played in the screening" in trial.describe()
+    # the screening's pairs at another baseline (batch 64) are not this trial's: nothing carried, no room
+    elsewhere = replace(screening, base=replace(screened, batch_size=64), change=replace(wider, batch_size=64))
+    outcome, host = await confirmed((elsewhere,))
+    assert outcome.trials == () and host.started == 0
+    assert outcome.stopped is not None and outcome.stopped.why is TuningStop.NO_ROOM
 
 
 async def test_a_leader_confirming_a_smaller_batch_judges_it_by_the_cost_of_n_units(tmp_path: Path) -> None:

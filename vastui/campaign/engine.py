@@ -745,8 +745,10 @@ class CampaignEngine:
             outcome = TuningOutcome((), variant, screened_by=screened_by)
         else:
             self.ctx.phase(run, CandidatePhase.TUNING, f"bottleneck {attribution.in_execution}")
+            screened = self.screening.outcome
             outcome = await tune(self.ctx, run, conn, start=variant, bottleneck=attribution.in_execution,
-                                 time_left_s=time_left, steps=confirm, screened_by=screened_by)
+                                 time_left_s=time_left, steps=confirm, screened_by=screened_by,
+                                 earlier=screened.tuning.trials if confirm is not None and screened else ())
         slot.tuning = outcome
         self._tuned_cid, self.tuning = run.cid, outcome
         self.ctx.phase(run, CandidatePhase.DONE, f"{len(run.blocks)} blocks; tuned: {outcome.profile.describe()}"

@@ -137,7 +137,7 @@ class ScreeningOutcome:
         none there)."""
         trials = [t for t in self.tuning.trials
                   if t.change is not None and t.knobs == (str(knob),) and t.change.value(knob) == value]
-        return dict(trials[-1].gains_on).get(cid) if trials else None
+        return trials[-1].gains_on.get(cid) if trials else None
 
     def open_gain(self, knob: Knob, value: int | str) -> Interval | None:
         """The throughput gain measured for ``value`` of ``knob`` by its last trial of that knob alone, or None when

@@ -33,6 +33,18 @@ COMPUTE_KNOBS = frozenset({Knob.BATCH_SIZE, Knob.PRECISION})
 
 
 @dataclass(frozen=True, slots=True)
+class PairPlayed:
+    """One kept pair of a trial: the machine that played it (candidate id), each arm's throughput, and each as
+    units per dollar of a production run on that machine, its warm-up included (None: the run did not say it)."""
+
+    cid: str
+    a: float
+    b: float
+    a_per_usd: float | None
+    b_per_usd: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class TuningTrial:
     knob: str
     baseline: str
@@ -43,17 +55,29 @@ class TuningTrial:
     # each helper's GPU memory (MB) with whether the change's larger batch fitted it
     pairs_on: tuple[tuple[str, int], ...] = ()
     memory_seen: tuple[tuple[float, bool], ...] = ()
-    # ... and the median throughput gain of each machine's own pairs (candidate id, gain as a fraction)
-    gains_on: tuple[tuple[str, float], ...] = ()
+    base: Profile | None = None           # the profile the baseline ran (the tuned instance's)
+    played: tuple[PairPlayed, ...] = ()   # every kept pair, on whichever machine
+    carried: int = 0                      # of them, pairs the tuned instance played in an earlier trial
 
     @property
     def knobs(self) -> tuple[str, ...]:
         """The knobs the trial changed: one, or several for a joint trial (``knob`` joins them with "+")."""
         return tuple(self.knob.split("+"))
 
+    @property
+    def gains_on(self) -> dict[str, float]:
+        """The median throughput gain (a fraction) of each machine's own pairs, by candidate id."""
+        by: dict[str, list[float]] = {}
+        for pair in self.played:
+            if pair.a > 0:
+                by.setdefault(pair.cid, []).append(pair.b / pair.a - 1.0)
+        return {cid: statistics.median(gains) for cid, gains in by.items()}
+
     def describe(self) -> str:
         state = "accepted" if self.verdict.accepted else "rejected"
-        return f"{self.knob} {self.baseline} -> {self.value}: {state} ({self.verdict.reason}){self.where()}"
+        carried = f"; {self.carried} of its pairs played in the screening" if self.carried else ""
+        return (f"{self.knob} {self.baseline} -> {self.value}: {state} ({self.verdict.reason}){self.where()}"
+                f"{carried}")
 
     def where(self) -> str:
         """On which machines the pairs ran, when more than one played them (empty otherwise)."""
@@ -217,7 +241,8 @@ class _PairedTrial:
         self.correct = True
         self.helpers: dict[str, _Player] = {}
         self.pairs_on: dict[str, int] = {}           # pairs kept, by machine (candidate id)
-        self.gains_by: dict[str, list[float]] = {}   # each kept pair's throughput gain (b / a - 1), by machine
+        self.played: list[PairPlayed] = []           # the pairs kept, each with its machine
+        self.carried = 0                             # of them, pairs carried over from an earlier trial (``carry``)
         self.unfit_on: list[float] = []   # the GPU memory of each helper whose memory did not hold the change
         self.target = 0
         self.ends: dict[object, float] = {}   # each pair in flight: when it is expected to land (campaign clock)
@@ -233,7 +258,9 @@ class _PairedTrial:
         nor does one whose pairs already find N units clearly dearer with it (the cost vetoes a clearer speed)."""
         tuning = self.ctx.manifest.tuning
         try:
-            await self._fill(self._in_rounds(tuning.min_pairs))
+            # (pairs carried over: at least one of its own now, so its steps at the change meet the SLO's ceiling
+            # on this instance's evidence, as when it plays every pair)
+            await self._fill(max(self._in_rounds(tuning.min_pairs), self.carried + 1 if self.carried else 0))
             verdict = self._judged()
             looked = verdict.cost_gain if self.on_cost else verdict.gain   # the measure the change claims
             if (not verdict.accepted and not verdict.breaks_slo and not verdict.output_failed
@@ -347,9 +374,21 @@ class _PairedTrial:
         self.b_per_usd.append(self._units_per_usd(player, b, lost.get(Arm.VARIANT)))
         self.b_waits.setdefault(player.run.cid, []).extend(waits)
         self.pairs_on[player.run.cid] = self.pairs_on.get(player.run.cid, 0) + 1
-        if a > 0:
-            self.gains_by.setdefault(player.run.cid, []).append(b / a - 1.0)
+        self.played.append(PairPlayed(player.run.cid, a, b, self.a_per_usd[-1], self.b_per_usd[-1]))
         return _PairEnd.KEPT
+
+    def carry(self, pairs: Sequence[PairPlayed]) -> None:
+        """Pairs this instance played of the same change from the same baseline in an earlier trial (the
+        screening's, pooled with other machines' pairs that left it undecided): A/B pairs on the same instance,
+        as good as those it would play now, so the trial starts with them (``TuningSearch.carried``)."""
+        for pair in pairs:
+            self.a_values.append(pair.a)
+            self.b_values.append(pair.b)
+            self.a_per_usd.append(pair.a_per_usd)
+            self.b_per_usd.append(pair.b_per_usd)
+            self.pairs_on[pair.cid] = self.pairs_on.get(pair.cid, 0) + 1
+            self.played.append(pair)
+        self.carried += len(pairs)
 
     def _failed(self, player: _Player, arm: Arm, done: ShortRun) -> _PairEnd:
         """An output failed. On the tuned instance it rejects the change, as does a helper's variant that ran to
@@ -575,12 +614,12 @@ class TrialPool:
 async def tune(ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *, start: Profile,
                bottleneck: Bottleneck, time_left_s: Callable[[], float],
                steps: Sequence[TuningStep] | None = None, screened_by: str | None = None,
-               pool: TrialPool | None = None) -> TuningOutcome:
+               pool: TrialPool | None = None, earlier: Sequence[TuningTrial] = ()) -> TuningOutcome:
     """Tune ``run``'s instance from ``start`` (``TuningSearch``): every allowed knob, or only ``steps`` (what
-    the screening on ``screened_by`` left to confirm); each trial open to ``pool``'s helpers when given (a
-    screening)."""
+    the screening on ``screened_by`` left to confirm, its trials ``earlier``: their pairs on this instance carry
+    over); each trial open to ``pool``'s helpers when given (a screening)."""
     search = TuningSearch(ctx, run, conn, start=start, bottleneck=bottleneck, time_left_s=time_left_s, steps=steps,
-                          screened_by=screened_by, pool=pool)
+                          screened_by=screened_by, pool=pool, earlier=earlier)
     return await search.tune()
 
 
@@ -592,8 +631,9 @@ class TuningSearch:
     def __init__(self, ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *, start: Profile,
                  bottleneck: Bottleneck, time_left_s: Callable[[], float],
                  steps: Sequence[TuningStep] | None = None, screened_by: str | None = None,
-                 pool: TrialPool | None = None) -> None:
+                 pool: TrialPool | None = None, earlier: Sequence[TuningTrial] = ()) -> None:
         self.ctx, self.run, self.conn = ctx, run, conn
+        self.earlier = tuple(earlier)   # the screening's trials, whose pairs on this instance carry over
         self.screened_by = screened_by
         self.pool = pool
         self.time_left_s = time_left_s
@@ -774,7 +814,9 @@ class TuningSearch:
         when the deadline has no room for it (noted; a cheaper trial may still fit). ``on_cost``: judged by the
         cost of N units alone (a trim)."""
         ctx, run, best = self.ctx, self.run, self.best
-        left, needed = self.time_left_s(), self.times.trial_estimate_s(self._own_pairs(self.pairs), best, change)
+        carried = self.carried(best, change)
+        left, needed = self.time_left_s(), self.times.trial_estimate_s(
+            self._own_pairs(max(1, self.pairs - len(carried))), best, change)
         if left <= 0 or left < needed:
             self.unfit = self.unfit or TuningStopped(TuningStop.NO_ROOM, knob=knob, value=value, left_s=left,
                                                      needed_s=needed)
@@ -782,6 +824,7 @@ class TuningSearch:
         ctx.bus.publish(TuningTrialStarted(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
                                            knob=knob, baseline=was, value=value))
         trial = _PairedTrial(ctx, run, self.conn, best, change, self.times, pool=self.pool, on_cost=on_cost)
+        trial.carry(carried)
         try:
             verdict = await trial.judge(room_for=lambda more: self.time_left_s() >= self.times.trial_estimate_s(
                 self._own_pairs(more), best, change) + self._reserve_s(change))
@@ -791,9 +834,8 @@ class TuningSearch:
             return self._stopped(TuningStopped(TuningStop.REMOTE_ERROR, knob=knob, value=value, error=str(exc)),
                                  level="warning")
         self.trials.append(TuningTrial(knob, was, value, verdict, change, pairs_on=tuple(trial.pairs_on.items()),
-                                       memory_seen=tuple(trial.memory_seen),
-                                       gains_on=tuple((cid, statistics.median(gains))
-                                                      for cid, gains in trial.gains_by.items())))
+                                       memory_seen=tuple(trial.memory_seen), base=best,
+                                       played=tuple(trial.played), carried=trial.carried))
         ctx.bus.publish(TuningTrialJudged(at=ctx.clock.now(), campaign_id=ctx.campaign_id, candidate=run.cid,
                                           knob=knob, baseline=was, value=value, accepted=verdict.accepted,
                                           gain=band(verdict.gain), pairs=verdict.pairs, reason=verdict.reason))
@@ -814,6 +856,20 @@ class TuningSearch:
             planned.append(_on_gpus(_with_values(_with_values(current, self.hopeful), _changed(current, change)),
                                     best))
         return sum(self.times.trial_estimate_s(self._own_pairs(self.pairs), best, v) for v in planned)
+
+    def carried(self, base: Profile, change: Profile) -> list[PairPlayed]:
+        """The pairs this instance played of ``change`` from ``base`` in an earlier trial (``earlier``: the
+        screening's), compared at this instance's GPU count: its confirming trial starts with them. A screening
+        that left a change open for the leader to confirm had the leader play some of its pairs, often; played
+        again from nothing, the trial may not fit the leader's deadline (seen: 20.2 min needed, 20.1 left, a
+        change worth 30 % left untried). A trial that is not one knob's (a joint one, a trim) carries nothing."""
+        def at_mine(profile: Profile) -> Profile:
+            return replace(profile, gpu_count=base.gpu_count)
+
+        return [pair for trial in self.earlier
+                if trial.base is not None and trial.change is not None and len(trial.knobs) == 1
+                and at_mine(trial.base) == base and at_mine(trial.change) == change
+                for pair in trial.played if pair.cid == self.run.cid]
 
     def _own_pairs(self, pairs: int) -> int:
         """How many of a trial's ``pairs`` this instance can expect to play: all, unless the trial is pooled, then
