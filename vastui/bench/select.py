@@ -207,12 +207,12 @@ class Race:
     def could_lift(self, candidate_id: str, *, gain: float | None) -> bool:
         """Whether ``candidate_id``, with its minimum evidence, falls short of the SLO on its throughput floor alone
         (its latencies, if the SLO has a ceiling, do not break it) and a change that raises throughput by up to
-        ``gain`` (None: no change) could carry its throughput's upper bound over the floor; or its steps broke the
-        latency ceiling while they waited for input, a wider input path may bring them under it
-        (``_steps_may_shorten``), and with the gain it could undercut the leader. Short: its verdict violated, or still undecided with its
-        median under the floor once it has all its blocks, while certified it would be chosen (it would stay
-        uncertified, and a dearer certified rival be chosen: an RTX 5060 Ti at 39.0 [36.3, 41.6] units/s against
-        a floor of 40 after 8 blocks, in the decision benchmark, left one 37 % dearer)."""
+        ``gain`` (None: no change) could carry its throughput's upper bound over the floor. Short: its verdict
+        violated, or still undecided with its median under the floor once it has all its blocks, while certified
+        it would be chosen (it would stay uncertified, and a dearer certified rival be chosen: an RTX 5060 Ti at
+        39.0 [36.3, 41.6] units/s against a floor of 40 after 8 blocks, in the decision benchmark, left one 37 %
+        dearer). Or: its steps broke the latency ceiling while they waited for input, a wider input path may bring
+        them under it (``_steps_may_shorten``), and with the gain it could undercut the leader."""
         entry = self._entries[candidate_id]
         floor = self.slo.throughput_min_units_per_s
         if gain is None or len(entry.blocks) < self.rule_of(candidate_id).min_blocks:
@@ -273,9 +273,8 @@ class Race:
         leader's cost with its throughput raised by up to ``gain`` (None: no change): its cost's lower bound at
         that throughput (each bootstrap draw raised by ``gain``; the startup and warm-up stay what they are) at
         or under the leader's upper bound, both at confidence ``1 - level`` (the race's own when None). The open
-        change is then worth its runs: dropped on its cost at the screened profile, the machine that is cheapest
-        at the change is never seen there (a decision benchmark market: an RTX 4080S eliminated at 4 loaders, 41 %
-        cheaper than the choice at 8, the screening's loaders left open at [-1.5 %, +42 %])."""
+        change is then worth its runs: dropped on its cost at its class's screened profile, a machine that is the
+        cheapest at the change (more loaders on its slow input path, say) is never measured there."""
         entry = self._entries[candidate_id]
         leader = self._leader([cid for cid in self.active if self._eligible(cid)])
         if (gain is None or gain <= 0.0 or leader is None or leader == candidate_id
