@@ -19,7 +19,7 @@ from vastui.bench.attribution import Bottleneck
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import LatencyCeiling, Manifest, MeasureRule, Slo, load_manifest
 from vastui.bench.receipt import render_markdown
-from vastui.bench.select import EliminationReason, Race, RaceCandidate, RaceEnd, RaceStep
+from vastui.bench.select import EliminationReason, LiftReason, Race, RaceCandidate, RaceEnd, RaceStep
 from vastui.bench.stats import Block, Interval, Verdict
 from vastui.bench.tuning import AbVerdict, Knob, Profile
 from vastui.campaign.candidate import CandidatePhase, CandidateRun, first_profile
@@ -566,7 +566,7 @@ def test_a_candidate_dearer_than_the_leader_is_held_for_an_open_change_that_coul
 
     race, step = raced(0.5, on_cost=True)
     assert step.lifted == ("b",) and step.eliminated == () and "b" in step.active
-    assert race.lifted_for("b") == "cost" and step.ended is RaceEnd.MEASURING    # the race waits for it at the change
+    assert race.lifted_for("b") is LiftReason.COST and step.ended is RaceEnd.MEASURING    # the race waits for it at the change
     assert race.decide().lifted == ()                                       # once
     race.restart("b")                                                       # at the change: cheaper than a now
     for theta in (110.0, 111.0, 109.0, 110.0):
@@ -597,7 +597,7 @@ def test_steps_over_the_latency_ceiling_that_waited_for_input_are_raced_again_at
         return race, race.decide()
 
     race, step = raced(wait=0.3, step_ms=6000.0, widens_input=True)
-    assert step.lifted == ("b",) and step.eliminated == () and race.lifted_for("b") == "latency"
+    assert step.lifted == ("b",) and step.eliminated == () and race.lifted_for("b") is LiftReason.LATENCY
     for wait, step_ms, widens_input in ((0.3, 6000.0, False), (0.02, 6000.0, True), (0.3, 9000.0, True)):
         _race_, step = raced(wait=wait, step_ms=step_ms, widens_input=widens_input)
         assert step.lifted == () and [(e.candidate_id, e.reason) for e in step.eliminated] == [

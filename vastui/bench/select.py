@@ -92,6 +92,14 @@ class Standing:
     elimination: Elimination | None
 
 
+class LiftReason(StrEnum):
+    """Why a candidate was held for a lift (``Race.lifted_for``) instead of being eliminated."""
+
+    FLOOR = "floor"        # short of the SLO's throughput floor
+    LATENCY = "latency"    # over the SLO's latency ceiling, its steps waiting for input
+    COST = "cost"          # dearer than the leader
+
+
 class RaceEnd(StrEnum):
     """Where the race stands after a step: still measuring, or which rule ended it."""
 
@@ -136,7 +144,7 @@ class _Entry:
     lift_on_cost: bool = False                              # ... and it may save it from a cost elimination too
     lift_widens_input: bool = False                         # ... and widens the input path (more loaders)
     waits: list[float] = field(default_factory=list)        # each block's share of time waiting for input
-    lifted_for: str | None = None                           # why it was last held for a lift (``lifted_for``)
+    lifted_for: LiftReason | None = None                    # why it was last held for a lift
 
 
 class Race:
@@ -284,9 +292,8 @@ class Race:
         return self._could_undercut(candidate_id, gain=gain,
                                     confidence=self.confidence if level is None else 1.0 - level)
 
-    def lifted_for(self, candidate_id: str) -> str | None:
-        """Why ``candidate_id`` was last held for a lift: "floor" (short of the SLO's throughput floor), "latency"
-        (over its latency ceiling), "cost" (dearer than the leader); None when it never was."""
+    def lifted_for(self, candidate_id: str) -> LiftReason | None:
+        """Why ``candidate_id`` was last held for a lift; None when it never was."""
         return self._entries[candidate_id].lifted_for
 
     def restart(self, candidate_id: str) -> None:
@@ -464,7 +471,7 @@ class Race:
             if not self._eligible(cid):
                 continue
             if self.could_lift(cid, gain=entry.lift):
-                entry.lifted_for = "latency" if self._latency_broken(entry) else "floor"
+                entry.lifted_for = LiftReason.LATENCY if self._latency_broken(entry) else LiftReason.FLOOR
                 entry.lift, entry.lift_on_cost, entry.held = None, False, True
                 lifted.append(cid)
             elif self._slo_verdict(entry, self._throughput(entry)) is Verdict.VIOLATED:
@@ -552,7 +559,7 @@ class Race:
                 continue
             entry = self._entries[cid]
             if entry.lift_on_cost and self.could_lift_on_cost(cid, gain=entry.lift, level=level):
-                entry.lift, entry.lift_on_cost, entry.held, entry.lifted_for = None, False, True, "cost"
+                entry.lift, entry.lift_on_cost, entry.held, entry.lifted_for = None, False, True, LiftReason.COST
                 lifted.append(cid)
                 continue
             out.append(self.exclude(cid, reason=EliminationReason.COST, detail=(

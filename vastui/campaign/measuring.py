@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from vastui.bench.manifest import Manifest, MeasureRule
-from vastui.bench.select import EliminationReason, Race, RaceEnd, decide_profile
+from vastui.bench.select import EliminationReason, LiftReason, Race, RaceEnd, decide_profile
 from vastui.bench.stats import Verdict, WarmupResult
 from vastui.bench.tuning import Profile
 from vastui.campaign.candidate import (
@@ -106,13 +106,13 @@ def lift_notice(race: Race, cid: str, lift: Lift) -> str:
     """What the console and the receipt say of a candidate lifted (``Race.may_lift``)."""
     standing = race.standing(cid)
     why = race.lifted_for(cid)
-    if why == "cost":
+    if why is LiftReason.COST:
         cost = standing.cost_per_unit
         seen = ("" if cost is None else
                 f" (${1000 * cost.point:.4g} [{1000 * cost.low:.4g}, {1000 * cost.high:.4g}] per 1k units)")
         return (f"{cid}: dearer than the leader after {standing.blocks} blocks{seen}, by less than an open change "
                 f"could save; raced again at {lift.describe()} instead of being dropped")
-    if why == "latency":
+    if why is LiftReason.LATENCY:
         return (f"{cid}: over the SLO's latency ceiling after {standing.blocks} blocks, its steps waiting for input; "
                 f"raced again at {lift.describe()} instead of being dropped")
     floor = race.slo.throughput_min_units_per_s
