@@ -258,6 +258,36 @@ def test_the_first_candidate_with_its_minimum_evidence_screens_and_the_others_ar
     assert again.may_claim(second.cid, blocks=need, tuned=False)
 
 
+def test_while_the_knobs_wait_for_a_screener_only_one_candidate_measures_at_the_first_profile(
+        tmp_path: Path) -> None:
+    """The first candidate ready measures to screen (the designate); the others wait for the screening instead of
+    measuring blocks it would take out of the race. Should the designate stop without screening, or the screener
+    end before its verdict, the next to ask measures in its place; once the screening is done everyone measures."""
+    manifest, candidates = _candidates(tmp_path)
+    first, second, third = (c.candidate_id for c in candidates[:3])
+    screening = Screening(manifest)
+    assert not screening.waits_for_screener()
+    assert screening.measures_first(first) and screening.designate == first
+    assert screening.measures_first(first)                    # asked again (a profile re-asked): still its turn
+    assert screening.waits_for_screener()
+    assert not screening.measures_first(second) and not screening.measures_first(third)
+    assert not screening.lost(second)                         # a waiting candidate's end changes nothing
+    assert screening.lost(first) and not screening.waits_for_screener()
+    assert screening.measures_first(second) and not screening.measures_first(third)
+    screening.claim(second)                                   # it has its minimum evidence: it screens
+    assert not screening.measures_first(third)
+    assert screening.lost(second) and screening.measures_first(third)
+    start = first_profile(candidates[2], manifest)
+    screening.finish(ScreeningOutcome(screener=third, gpu_ram_mb=candidates[2].offer.gpu_ram, start=start,
+                                      tuning=TuningOutcome((), start)))
+    assert screening.measures_first(first) and screening.measures_first(second)
+    assert not screening.lost(third)                          # a finished screening loses nothing
+    # nothing to screen (every knob has one value): everyone measures at once
+    unscreened = Screening(replace(manifest, tuning=replace(manifest.tuning, precisions=(), batch_sizes=(),
+                                                            loaders=(), gpu_counts=())))
+    assert unscreened.measures_first(first) and unscreened.measures_first(second)
+
+
 def _measured(theta: float) -> MeasuredBlock:
     return MeasuredBlock(block=_block(theta), start_t=0.0, end_t=10.0, data_wait_share=0.0, gpu_util_pct=None,
                          mem_used_mib=None, mem_total_mib=None, pcie_rx_gbps=None, throttled_share=None)

@@ -33,21 +33,28 @@ SEED = 86   # four candidates; the first wave rents more than one, so others rea
 NOW = 1_800_000_000.0
 
 
-def _manifest(directory: Path) -> Path:
+def _manifest(directory: Path, *, fold_canary: bool = False) -> Path:
     """The fast manifest with two knobs to screen (fp32 -> bf16, batch 64 -> 32): at least two trials, each
     fitting any GPU's memory (no batch above 64), and two hours an instance so no deadline cuts a helper short.
     (Not the loaders: this workload's steps never wait for input, so more loaders are not tried at all.)"""
     path = fast_manifest(directory, tune_precision=True, max_lifetime_s=7200)
     text, count = re.subn(r"(?m)^batch_sizes = \[64\]$", "batch_sizes = [32, 64]", path.read_text(encoding="utf-8"))
     assert count == 1
+    if fold_canary:
+        text, count = re.subn(r"(?m)^fold_canary = false$", "fold_canary = true", text)
+        assert count == 1
     path.write_text(text, encoding="utf-8")
     return path
 
 
 @pytest.mark.slow
-async def test_candidates_that_would_wait_play_the_screenings_pairs_on_their_own_instances(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fold_canary", [False, True], ids=["canary", "folded"])
+async def test_candidates_that_would_wait_play_the_screenings_pairs_on_their_own_instances(
+        tmp_path: Path, fold_canary: bool) -> None:
+    """Unfolded, only the screener measures before the screening; every other candidate plays its pairs from its
+    canary on. Folded (each candidate's first run carries its canary), each measures first, then plays pairs."""
     events: list[Event] = []
-    manifest_path = _manifest(tmp_path / "m")
+    manifest_path = _manifest(tmp_path / "m", fold_canary=fold_canary)
     async with open_demo(seed=SEED, time_scale=60.0, data_dir=tmp_path / "data",
                          manifest_path=manifest_path, realism=Realism.kind()) as demo:
         stop = demo.services.bus.listen(events.append)
@@ -66,11 +73,6 @@ async def test_candidates_that_would_wait_play_the_screenings_pairs_on_their_own
         assert sum(n for _cid, n in trial.pairs_on) == trial.verdict.pairs, trial.describe()
     played = screening.pairs_on
     assert len(played) >= 2 and screening.screener in played, played
-    # machines of unlike speed: one that would wait for a slower one's last pair plays a spare (tuning.py,
-    # ``spare_fits``), so a trial has more pairs than its whole rounds (these gains are clear: no second look)
-    min_pairs = load_manifest(manifest_path).tuning.min_pairs
-    assert any(t.verdict.pairs > len(t.pairs_on) * math.ceil(min_pairs / len(t.pairs_on)) for t in trials), \
-        [t.describe() for t in trials]
     assert any(len(t.pairs_on) >= 2 for t in trials), [t.describe() for t in trials]
     assert any(note.startswith("screening's A/B pairs ran on ") and screening.screener in note
                for note in receipt.notes), receipt.notes
@@ -83,14 +85,26 @@ async def test_candidates_that_would_wait_play_the_screenings_pairs_on_their_own
         on = dict(trial.pairs_on)
         for cid in _waiting_at(events, event.at, screener=screening.screener):
             assert on.get(cid, 0) >= 1, (cid, trial.describe())
-    # one that reaches its minimum evidence while a trial wants pairs stops measuring a profile the screening may
-    # change, and plays them
-    stopped = {e.candidate for e in events if isinstance(e, CandidatePhaseChanged)
-               and "while the knobs are screened: its instance plays the screening's A/B pairs" in e.detail}
-    assert stopped and stopped <= set(played), (stopped, played)
-    # one ready (its canary passed) while a trial wants pairs plays them before measuring anything: blocks at the
-    # first profile would leave the race once the screening moves it off it (here c3, ready while c2 screens)
+    assert receipt.teardown_passed and left == 0
     screened_at = next(e.at for e in events if isinstance(e, TuningFinished) and e.candidate == screening.screener)
+    measured_early = {e.candidate for e in events if isinstance(e, BlockMeasured) and e.at < screened_at}
+    if fold_canary:
+        # machines of unlike speed: one that would wait for a slower one's last pair plays a spare (tuning.py,
+        # ``spare_fits``), so a trial has more pairs than its whole rounds (these gains are clear: no second look)
+        min_pairs = load_manifest(manifest_path).tuning.min_pairs
+        assert any(t.verdict.pairs > len(t.pairs_on) * math.ceil(min_pairs / len(t.pairs_on)) for t in trials), \
+            [t.describe() for t in trials]
+        # one that reaches its minimum evidence while a trial wants pairs stops measuring a profile the screening
+        # may change, and plays them
+        stopped = {e.candidate for e in events if isinstance(e, CandidatePhaseChanged)
+                   and "while the knobs are screened: its instance plays the screening's A/B pairs" in e.detail}
+        assert stopped and stopped <= set(played), (stopped, played)
+        assert len(measured_early) >= 2, measured_early
+        return
+    # only the screener measures before the screening's verdict: one ready (its canary passed) while another
+    # screens, or measures to, plays the pairs or waits for them before measuring anything, since blocks at the
+    # first profile would leave the race once the screening moves it off it (``Screening.measures_first``)
+    assert measured_early == {screening.screener}, measured_early
     first_measuring: dict[str, CandidatePhaseChanged] = {}
     for e in events:
         if isinstance(e, CandidatePhaseChanged) and e.phase == "measuring":
@@ -101,7 +115,6 @@ async def test_candidates_that_would_wait_play_the_screenings_pairs_on_their_own
         blocks_at = [e.at for e in events if isinstance(e, BlockMeasured) and e.candidate == cid]
         assert blocks_at and min(blocks_at) > screened_at, (cid, blocks_at, screened_at)   # measured, at the screened profile
         assert outcome.runs and next(r for r in outcome.runs if r.cid == cid).earlier_blocks == 0
-    assert receipt.teardown_passed and left == 0
 
 
 def _waiting_at(events: list[Event], at: float, *, screener: str) -> set[str]:
@@ -152,9 +165,10 @@ async def test_an_abort_finding_a_candidate_at_the_screening_keeps_its_closed_ru
     """A candidate that ended its race run stays in the measuring phase while it waits for the screening or plays
     its pairs; its stored run is closed. An abort found there once tried to close that run again: the store refused,
     the campaign crashed after destroying its instances and wrote no receipt. (One that helps before measuring
-    has no run to close: the abort is made at one with blocks.)"""
+    has no run to close: the abort is made at one with blocks. Only the screener measures before the screening
+    unless the canary is folded into the first run: then each measures first, as its run carries the canary.)"""
     async with open_demo(seed=SEED, time_scale=60.0, data_dir=tmp_path / "data",
-                         manifest_path=_manifest(tmp_path / "m"), realism=Realism.kind()) as demo:
+                         manifest_path=_manifest(tmp_path / "m", fold_canary=True), realism=Realism.kind()) as demo:
         handle = demo.start(plan_approved=True)
         found: list[CandidatePhaseChanged] = []
 

@@ -533,6 +533,8 @@ class CampaignEngine:
                 continue   # the screening is over (or lost its screener): raced at what it says now
             await self._measurer.measure(slot, conn, variant, folded=folded)
             folded = None   # (its first run carried it)
+            if self.screening.designate == run.cid and not slot.screen_next:
+                self._screener_lost(run.cid)   # measured to screen, yet did not: the waiting measure instead
             if slot.lift_due is not None:   # short of the SLO's floor: raced again at the change that may lift it
                 if slot.lift is not None and self._measures_on(slot):
                     self.screening.lift(run.cid, slot.lift, why=slot.lift_due)
@@ -554,13 +556,13 @@ class CampaignEngine:
         return variant
 
     async def _help_before_measuring(self, slot: Slot, conn: HostConnection, variant: Profile) -> bool:
-        """Not measured yet while another candidate screens the knobs and its trial wants pairs: play them instead
-        of measuring at a profile the screening is about to change (blocks there would leave the race when it does,
-        and the waves wait for blocks at the screened profile anyway). True when it helped or waited for the
-        screening (its profile is to be asked again); False when it measures now."""
+        """Not measured yet while another candidate screens the knobs, or measures its minimum evidence to:
+        play the screening's pairs, or wait for them, instead of measuring at a profile the screening is about to
+        change (blocks there would leave the race when it does, and the waves wait for blocks at the screened
+        profile anyway; ``Screening.measures_first``). True when it helped or waited for the screening (its
+        profile is to be asked again); False when it measures now."""
         run = slot.run
-        if (run.blocks or self.screening.screener is None or not self.screening.wants_help(run)
-                or not self._measures_on(slot)):
+        if run.blocks or not self._measures_on(slot) or self.screening.measures_first(run.cid):
             return False
         await self._await_screening(slot, conn, variant)
         return True
@@ -613,8 +615,8 @@ class CampaignEngine:
         run = slot.run
         helped = False
         while self.screening.is_pending and self._measures_on(slot):
-            if not run.blocks and self.screening.screener is None:
-                break   # the screener was lost: measured first, it may screen in its place
+            if not run.blocks and not self.screening.waits_for_screener():
+                break   # the screener (or the designate) was lost: measured first, it may screen in its place
             if self.screening.may_claim(run.cid, blocks=len(run.blocks), tuned=slot.tuning_started):
                 self.screening.claim(run.cid)
                 slot.screen_next = True
@@ -831,11 +833,15 @@ class CampaignEngine:
                                              evidence_json=mark.evidence_json, recorded_at=now,
                                              expires_at=now + BAD_HOST_TTL_S, campaign_id=self.plan.campaign_id)
 
+    def _screener_lost(self, cid: str) -> None:
+        if self.screening.lost(cid):
+            self.state.news.post()   # the candidates waiting for its screening measure (one may screen instead)
+
     async def _release(self, slot: Slot) -> None:
         """Destroy this candidate's instance as soon as it is done with (the final teardown verifies it)."""
         run = slot.run
         self._verdict.set()   # one fewer on its way to a canary verdict
-        self.screening.lost(run.cid)   # a screener ended before its screening: another may screen
+        self._screener_lost(run.cid)   # a screener ended before its screening: another may screen
         if run.instance_id is None:
             if run.uncertain_label is None:
                 slot.committed_usd = None

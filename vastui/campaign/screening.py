@@ -238,6 +238,7 @@ class Screening:
         self.manifest = manifest
         self.wanted = tuning_trials(manifest) > 0     # nothing to screen when every knob has one value
         self.screener: str | None = None
+        self.designate: str | None = None              # measuring to screen next (``measures_first``)
         self.outcome: ScreeningOutcome | None = None
         self.given_up: str | None = None               # why no screening will come (its profile is the first)
         self.pool: TrialPool | None = None             # its trials, open to the others' pairs (the engine's)
@@ -266,13 +267,35 @@ class Screening:
         """Whether the screening's current trial wants a pair ``run``'s instance may play (``TrialPool``)."""
         return self.is_pending and self.pool is not None and self.pool.has_pair_for(run)
 
+    def measures_first(self, cid: str) -> bool:
+        """Whether ``cid``, not measured yet, measures now at the profile it is at. While a screening is pending
+        only one candidate does: the first to ask, nobody screening yet, measures its minimum evidence to screen
+        next (the designate); the others play the screening's pairs or wait for its verdict, since blocks at a
+        profile the screening is about to change leave the race when it does, and an instance at hand from the
+        first trial on lets each trial end in fewer rounds (``TrialPool``)."""
+        if not self.is_pending:
+            return True
+        if self.screener is None and self.designate in (None, cid):
+            self.designate = cid
+            return True
+        return False
+
+    def waits_for_screener(self) -> bool:
+        """Whether a candidate with no blocks has a screening to wait for: someone screens or measures to."""
+        return self.screener is not None or self.designate is not None
+
     def claim(self, cid: str) -> None:
         self.screener = cid
 
-    def lost(self, cid: str) -> None:
-        """The screener ended before its screening did: another candidate may screen."""
+    def lost(self, cid: str) -> bool:
+        """``cid`` stopped measuring or ended before the screening did: another candidate may screen in its
+        place (the ones waiting for it measure instead). True when it was the screener or the designate."""
+        was = self.outcome is None and cid in (self.screener, self.designate)
         if self.screener == cid and self.outcome is None:
             self.screener = None
+        if self.designate == cid:
+            self.designate = None
+        return was
 
     def finish(self, outcome: ScreeningOutcome) -> None:
         self.outcome = outcome
