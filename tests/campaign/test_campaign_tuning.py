@@ -76,15 +76,17 @@ async def test_leader_is_tuned_one_knob_at_a_time_and_the_verdict_matches_the_tr
 async def test_tuning_never_outlives_the_leaders_deadline(tmp_path: Path) -> None:
     """A lifetime too short for an A/B trial: neither the screening's trial nor the leader's is started, and every
     instance is destroyed by the deadline it was approved for (before this was enforced, tuning ran 15+ minutes
-    past it). 1200 s, not more: at 1500 s an idle machine fits the screening's trial (about 13 min) before the race,
-    and the leader then has nothing left to tune; a loaded machine only leaves less room."""
+    past it). 900 s, not more: since only the screener measures before the screening (the other first-wave
+    machines play its pairs from their canary on), a trial plays fewer rounds, and at 1200 s it once fitted; at
+    1500 s an idle machine fits it before the race, and the leader then has nothing left to tune. A loaded
+    machine only leaves less room."""
     destroyed_at: dict[int, float] = {}
 
     async def capture(market: Market) -> None:
         destroyed_at.update(first_destroys(market.request_log))
 
-    manifest = fast_manifest(tmp_path / "m", tune_precision=True, max_lifetime_s=1200)
-    # x100: 1200 s of lifetime is 12 s of wall time, enough on a loaded machine for the race to measure a finalist
+    manifest = fast_manifest(tmp_path / "m", tune_precision=True, max_lifetime_s=900)
+    # x100: 900 s of lifetime is 9 s of wall time, enough on a loaded machine for the race to measure a finalist
     result = await run_demo(seed=4, time_scale=100.0, data_dir=tmp_path / "data", manifest_path=manifest, realism=KIND,
                             on_market=capture)
     tuning = result.outcome.tuning
