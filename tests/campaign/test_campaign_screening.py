@@ -781,3 +781,51 @@ async def test_a_machine_short_of_the_floor_at_fp32_is_lifted_to_an_open_bf16_an
     assert lifted == {n.split(":")[0] for n in receipt.notes if ": short of the SLO's throughput floor" in n}
     assert all(runs[cid].earlier_blocks > 0 and fp32[cid] < FLOOR for cid in lifted), lifted
     assert receipt.teardown_passed and left == 0
+
+
+def test_a_smaller_gpu_short_of_the_floor_may_be_lifted_to_a_batch_between_its_own_and_the_screened_one(
+        tmp_path: Path) -> None:
+    """The screening kept batch 256 on a 32 GB screener; a 16 GB GPU is not known to hold it and is raced at 64.
+    Short of the floor there, it may be raced at 128 instead, carried by the gain measured for 256 (the nearest
+    larger batch measured); never at a batch a GPU with as much memory or more failed to hold, nor when no larger
+    batch was measured to gain, nor for the class that holds the screened batch."""
+    manifest, candidates = _candidates(tmp_path)
+    screener, small, large = (_with_ram(candidates[0], 32_000.0), _with_ram(candidates[1], 16_000.0),
+                              _with_ram(candidates[2], 48_000.0))
+    start = first_profile(screener, manifest)
+    big = start.with_value(Knob.BATCH_SIZE, 256)
+
+    def batch_trial(*, accepted: bool, low: float, high: float,
+                    memory_seen: tuple[tuple[float, bool], ...] = ()) -> TuningTrial:
+        gain = Interval(point=(low + high) / 2, low=low, high=high, confidence=0.95, n=10)
+        return TuningTrial("batch_size", "64", "256", AbVerdict(accepted, gain, 10, "kept" if accepted else "open"),
+                           big, memory_seen=memory_seen)
+
+    def screened(*trials: TuningTrial) -> Screening:
+        screening = Screening(manifest)
+        profile = big if any(t.verdict.accepted for t in trials) else start
+        screening.finish(ScreeningOutcome(screener=screener.candidate_id, gpu_ram_mb=32_000.0, start=start,
+                                          tuning=TuningOutcome(trials, profile)))
+        return screening
+
+    screening = screened(batch_trial(accepted=True, low=0.014, high=0.097))
+    raced = screening.profile_for(small)
+    assert raced.batch_size == 64                                         # 256 is not known to fit 16 GB
+    lift = screening.lift_for(small, raced=raced)
+    assert lift is not None and lift.knob is Knob.BATCH_SIZE and lift.value == 128
+    assert lift.profile == raced.with_value(Knob.BATCH_SIZE, 128) and lift.gain.high == 0.097 and lift.on_cost
+    screening.lift(small.candidate_id, lift, why="short of the floor")
+    assert screening.profile_for(small).batch_size == 128
+    assert screening.lift_for(small, raced=lift.profile) is None          # once
+    # a larger GPU is raced at 256 itself: nothing between to lift it to
+    roomy = screened(batch_trial(accepted=True, low=0.014, high=0.097))
+    assert roomy.profile_for(large).batch_size == 256
+    assert roomy.lift_for(large, raced=roomy.profile_for(large)) is None
+    # a 20 GB helper could not hold 128 at this precision: a 16 GB GPU will not either
+    refused = screened(batch_trial(accepted=True, low=0.014, high=0.097), replace(
+        batch_trial(accepted=False, low=-0.1, high=0.1, memory_seen=((20_000.0, False),)),
+        value="128", change=start.with_value(Knob.BATCH_SIZE, 128)))
+    assert refused.lift_for(small, raced=refused.profile_for(small)) is None
+    # no larger batch measured to gain (the screening kept none: nothing between 64 and the screened 64)
+    flat = screened(batch_trial(accepted=False, low=-0.05, high=-0.01))
+    assert flat.lift_for(small, raced=flat.profile_for(small)) is None

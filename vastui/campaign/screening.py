@@ -14,6 +14,7 @@ again, and its re-verified hosts keep their earlier runs at that profile (docs/m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from vastui.bench.attribution import Bottleneck
@@ -177,7 +178,8 @@ class Lift:
 
 
 # The knobs a lift may change: precision and the input path raise throughput on the GPUs it has; a larger batch is a
-# question of this GPU's memory, and more GPUs another price.
+# question of this GPU's memory (lifted only between the batch a GPU is known to hold and the screened one:
+# ``Screening._batch_lift``), and more GPUs another price.
 LIFTING_KNOBS = (Knob.PRECISION, Knob.LOADERS)
 
 
@@ -357,6 +359,11 @@ class Screening:
             return None
         best: Lift | None = None
         for step in self.left_to_confirm(candidate, raced=raced, bottleneck=Bottleneck.UNDETERMINED) or ():
+            if step.knob is Knob.BATCH_SIZE:
+                lift = self._batch_lift(candidate, raced=raced, values=step.values)
+                if lift is not None and (best is None or lift.reach > best.reach):
+                    best = lift
+                continue
             if step.knob not in LIFTING_KNOBS:
                 continue
             for value in step.values:
@@ -369,6 +376,33 @@ class Screening:
                 if best is None or lift.reach > best.reach:
                     best = lift
         return best
+
+    def _batch_lift(self, candidate: Candidate, *, raced: Profile,
+                    values: Sequence[int | str]) -> Lift | None:
+        """A larger batch for a GPU class that could not be shown to hold the screened one: the largest of
+        ``values`` (those the screening left open for it) above the raced batch and below the screened batch that
+        no GPU with as much memory or more failed to hold at the raced precision, carried by the gain the
+        screening measured for a batch at least as large (a batch's gain grows with it, shrinking per step: what a
+        smaller step gains is mostly in the larger's interval). Its output failing there (out of memory) ends the
+        candidate, which missed the floor without it. None when nothing measured a larger batch to gain."""
+        outcome = self.outcome
+        screened = outcome.profile.batch_size if outcome is not None else None
+        if outcome is None or raced.batch_size is None or screened is None or candidate.offer.gpu_ram is None:
+            return None
+        refused = [s.batch_size for s in outcome.batches_seen()
+                   if not s.fitted and s.precision == raced.precision and s.gpu_ram_mb >= candidate.offer.gpu_ram]
+        sizes = sorted((v for v in values if isinstance(v, int) and raced.batch_size < v < screened
+                        and all(v < f for f in refused)), reverse=True)
+        if not sizes:
+            return None
+        value = sizes[0]
+        gains = [g for size in sorted(v for v in self.manifest.tuning.batch_sizes if v >= value)
+                 if (g := outcome.open_gain(Knob.BATCH_SIZE, size)) is not None and g.high > 0.0]
+        if not gains:
+            return None
+        gain = gains[0]   # the nearest batch at least as large that was measured
+        return Lift(Knob.BATCH_SIZE, value, raced.with_value(Knob.BATCH_SIZE, value), gain,
+                    on_cost=gain.point > self.manifest.tuning.min_gain)
 
     def lift(self, cid: str, lift: Lift, *, why: str) -> None:
         """From now on ``cid`` is raced at ``lift``'s profile: it missed the SLO's floor at its class's (``why``,
