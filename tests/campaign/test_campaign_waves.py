@@ -17,9 +17,9 @@ from vastui.bench.receipt import Outcome, render_markdown
 from vastui.bench.stats import Interval
 from vastui.campaign.candidate import NotRented
 from vastui.campaign.charges import prior_cost_inputs
-from vastui.campaign.plan import Candidate, build_plan, first_wave, held_back, model_key, render_plan
+from vastui.campaign.plan import Candidate, build_plan, first_wave, model_key, render_plan
 from vastui.campaign.waves import win_chance
-from vastui.events import BlockMeasured, CandidatePhaseChanged, Event, InstanceRented, Notice
+from vastui.events import BlockMeasured, CandidatePhaseChanged, Event, InstanceRented
 from vastui.sim.demo import open_demo
 from vastui.sim.offers import offer_row
 from vastui.sim.world import generate_world
@@ -73,72 +73,6 @@ def test_the_plan_states_the_first_wave_and_what_the_waves_expect(tmp_path: Path
     assert plan.outlook.expected_decision_s > 0.0
     text = render_plan(plan)
     assert f"first wave: {', '.join(plan.first_wave)}" in text and "expected spend" in text
-
-
-def test_the_dearest_machines_of_the_first_wave_are_held_back_while_the_screening_costs_less_without_them(
-        tmp_path: Path) -> None:
-    """Every first-wave machine is billed through the screening; a trial's first look is five pairs in whole
-    rounds (two rounds on three machines, three on two). The dearest is held back when its price over two rounds
-    is more than the others' over the extra round, down to two machines."""
-    manifest, candidates = _plan(tmp_path)
-
-    def priced(*prices: float) -> list[Candidate]:
-        return [replace(c, offer=replace(c.offer, dph_total=p)) for c, p in zip(candidates, prices, strict=False)]
-
-    def held(*prices: float) -> tuple[str, ...]:
-        wave = priced(*prices)
-        return held_back(wave, [c.candidate_id for c in wave], manifest=manifest)
-
-    ids = [c.candidate_id for c in candidates]
-    assert held(0.1, 1.0, 0.1) == (ids[1],)                 # 2.4 with it against 0.6 without
-    assert held(0.2, 0.2, 0.2) == ()                        # 1.2 against 1.2: no saving
-    assert held(0.25, 0.2, 0.2) == (ids[0],)                # 1.3 against 1.2
-    assert held(1.0, 0.9, 0.1, 0.1) == (ids[0], ids[1])     # four (two rounds) to three (two), then to two
-    assert held(1.0, 0.1) == ()                             # two are left to screen
-    wave = priced(0.1, 1.0, 0.1, 5.0)
-    assert held_back(wave, [c.candidate_id for c in wave[:3]], manifest=manifest) == (ids[1],)   # the wave's only
-    assert held_back(priced(0.1, 1.0, 0.1), [], manifest=manifest) == ()
-
-
-def test_the_plan_holds_back_only_when_the_knobs_are_to_be_screened(tmp_path: Path) -> None:
-    world = generate_world(7, n_machines=160, now=NOW)
-    offers = [Offer.from_api(offer_row(m, now=NOW, rented=False), where="row") for m in world.machines]
-    for tune, expected in ((True, True), (False, False)):
-        manifest = load_manifest(fast_manifest(tmp_path / f"m{tune}", max_candidates=8, tune_precision=tune))
-        plan = build_plan(campaign_id="cwave", manifest=manifest, offers=offers, knowledge=(), bad_hosts=())
-        wave = [c for c in plan.candidates if c.candidate_id in plan.first_wave]
-        assert plan.held_back == (held_back(plan.candidates, plan.first_wave, manifest=manifest) if tune else ())
-        assert bool(plan.held_back) is (expected and len({c.offer.dph_total for c in wave}) > 1), plan.held_back
-        if plan.held_back:
-            assert set(plan.held_back) < set(plan.first_wave)
-            assert f"held back until the knobs are screened (the dearest by the hour; the screening costs less " \
-                   f"without them): {', '.join(plan.held_back)}" in render_plan(plan)
-
-
-@pytest.mark.slow
-async def test_a_held_back_machine_is_rented_once_the_knobs_are_screened_and_raced_at_their_profile(
-        tmp_path: Path) -> None:
-    events: list[Event] = []
-    async with open_demo(seed=3, time_scale=150.0, data_dir=tmp_path / "data",
-                         manifest_path=fast_manifest(tmp_path / "m", max_candidates=8, tune_precision=True)) as demo:
-        demo.services.bus.listen(events.append)
-        plan = demo.plan
-        result = await demo.start(plan_approved=True).result()
-    assert plan.held_back, "this market's first wave has a machine dearer than the screening is worth"
-    screened = [e.at for e in events if isinstance(e, Notice) and "knobs screened" in e.text]
-    assert len(screened) == 1
-    rents = {e.candidate: e.at for e in events if isinstance(e, InstanceRented)}
-    others = [cid for cid in plan.first_wave if cid not in plan.held_back]
-    assert all(rents[cid] < screened[0] for cid in others if cid in rents)
-    screening = result.outcome.screening
-    assert screening is not None
-    runs = {run.cid: run for run in result.outcome.runs}
-    for cid in plan.held_back:   # rented after the screening, it played none of its pairs and raced at its profile
-        assert rents[cid] >= screened[0], cid
-        assert cid not in screening.pairs_on
-        profile = runs[cid].race_profile
-        assert profile is not None and profile.precision == screening.profile.precision
-    assert result.receipt.teardown_passed
 
 
 def _cost(point: float, *, spread: float = 1.0) -> Interval:

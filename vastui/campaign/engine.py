@@ -327,8 +327,6 @@ class CampaignEngine:
         rented so far has spoken, then its chance of beating the leader, by which the wave is chosen (it may have
         to wait for a later wave). None too when the race ends or the campaign stops first."""
         if slot.cid in self._first_wave:
-            if slot.cid in self.plan.held_back:
-                await self._until_screened()
             return None
         while True:
             news = self.state.news.current
@@ -342,18 +340,6 @@ class CampaignEngine:
                         await self._choose_wave()
                 if slot.cid in self._wave_verdicts:
                     return self._wave_verdicts[slot.cid]
-            await news.wait()
-
-    async def _until_screened(self) -> None:
-        """A first-wave machine held back (``plan.held_back``) waits until the knobs are screened, or until no
-        other first-wave machine is left to screen them, or the race ends."""
-        while True:
-            news = self.state.news.current
-            if (self.state.finished.is_set() or self._stopped_by is not None or not self.screening.is_pending
-                    or not any(other.run.phase not in _GONE and not (other.task is not None and other.task.done())
-                               for other in self.slots
-                               if other.cid in self._first_wave and other.cid not in self.plan.held_back)):
-                return
             await news.wait()
 
     def _wave_has_spoken(self) -> bool:

@@ -66,8 +66,6 @@ TUNING_RUN_OVERHEAD_PRIOR_S = 15.0
 # Earlier campaigns' measurements of the workload calibrate the prior from this many on (a smaller first wave, the
 # SLO shortfall judged by the calibrated chance).
 CALIBRATED_AT = 3
-# A first wave holds back its dearest machines while a screening is to come (``held_back``), down to this many.
-MIN_SCREENING_MACHINES = 2
 # The worst case is priced 10 % above list: billing granularity and the seconds a destroy takes to land.
 SPEND_SAFETY = 1.1
 
@@ -140,8 +138,6 @@ class Plan:
     # rented at once; the rest in later waves by their chance of beating the leader (campaign/waves.py)
     first_wave: tuple[str, ...] = ()
     outlook: WaveOutlook | None = None
-    # of the first wave, rented only once the knobs are screened (``held_back``)
-    held_back: tuple[str, ...] = ()
     # what earlier campaigns of this workload measured, host by host, and the hosts flagged bad now
     known: tuple[KnownHost, ...] = ()
     bad_hosts: tuple[BadHost, ...] = ()
@@ -460,35 +456,6 @@ def first_wave(candidates: Sequence[Candidate], *, manifest: Manifest, calibrate
     return tuple(c.candidate_id for c in chosen)
 
 
-def _screening_rounds(pairs: int, machines: int) -> int:
-    """Rounds of one pair a machine that a screening trial's first look takes: ``pairs`` in whole rounds."""
-    return math.ceil(pairs / max(1, machines))
-
-
-def held_back(candidates: Sequence[Candidate], wave: Sequence[str], *, manifest: Manifest) -> tuple[str, ...]:
-    """Of the first wave, the machines rented only once the knobs are screened (docs/method.md, Waves).
-
-    Every first-wave machine is billed through the whole screening, whether it screens, plays the trials' pairs
-    or waits for them; and the machines that pull fastest, so finish their canary first and screen, are often the
-    dearest (datacenter GPUs). A trial's first look is ``min_pairs`` pairs in whole rounds of one pair a machine,
-    so with one machine fewer the screening takes more rounds on the others. The dearest machine is held back
-    while the screening costs less without it — its price over the rounds with it is more than the others'
-    over the extra rounds — and at least two machines are left to screen (one screens, one plays its pairs and
-    stands in should it fail). A held-back machine is rented once the screening is done (or every other
-    first-wave machine has ended), raced at the screened profile from its first block."""
-    pairs = manifest.tuning.min_pairs
-    members = sorted((c for c in candidates if c.candidate_id in wave), key=lambda c: -c.offer.dph_total)
-    out: list[str] = []
-    while len(members) - len(out) > MIN_SCREENING_MACHINES:
-        dearest, rest = members[len(out)], members[len(out) + 1:]
-        others = sum(c.offer.dph_total for c in rest)
-        with_it = (others + dearest.offer.dph_total) * _screening_rounds(pairs, len(rest) + 1)
-        if with_it <= others * _screening_rounds(pairs, len(rest)):
-            break
-        out.append(dearest.candidate_id)
-    return tuple(out)
-
-
 def wave_outlook(candidates: Sequence[Candidate], wave: Sequence[str], *, manifest: Manifest) -> WaveOutlook:
     """Before anything is measured: the first wave is rented; each later candidate with its chance of beating the
     first wave's best prior, relative to it (the workload's overall scale cancels; what remains is the spread
@@ -610,7 +577,6 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
     reserves = tuple(_candidate(len(candidates) + i + 1, item, manifest, rank_note="reserve")
                      for i, item in enumerate(rest[:manifest.shortlist.max_candidates]))
     wave = first_wave(candidates, manifest=manifest, calibrated=len(history) >= CALIBRATED_AT)
-    screens = inherited is None and tuning_trials(manifest) > 0
     return Plan(
         campaign_id=campaign_id, manifest_digest=manifest.digest, query=manifest.shortlist.query,
         candidates=candidates, reserves=reserves, excluded=tuple(excluded), budget_usd=manifest.budget.max_usd,
@@ -618,7 +584,6 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
         expected_spend_usd=sum(c.expected_spend_usd for c in candidates),
         spend_upper_bound_usd=min(manifest.budget.max_usd, sum(c.max_spend_usd for c in candidates)),
         history=history, first_wave=wave, outlook=wave_outlook(candidates, wave, manifest=manifest),
-        held_back=held_back(candidates, wave, manifest=manifest) if screens else (),
         known=_known(knowledge, offers, manifest, candidates=candidates, now=now),
         bad_hosts=tuple(bad.values()), reverify_max_age_days=manifest.race.reverify_max_age_days,
         inherited=inherited, inherited_note=inherited_note,
@@ -642,9 +607,6 @@ def render_plan(plan: Plan) -> str:
                      + "; ".join(f"{e.offer_id}: {e.reason}" for e in plan.excluded[:3]))
     if plan.first_wave and plan.outlook is not None:
         lines.append(f"first wave: {', '.join(plan.first_wave)}; {plan.outlook.describe()}")
-        if plan.held_back:
-            lines.append(f"  held back until the knobs are screened (the dearest by the hour; the screening costs "
-                         f"less without them): {', '.join(plan.held_back)}")
     lines.append(f"expected benchmark spend ${plan.expected_spend_usd:.2f}, at most ${plan.spend_upper_bound_usd:.2f}"
                  f" (budget ${plan.budget_usd:.2f}, {plan.max_instances} instances at once); every instance is "
                  f"destroyed by its deadline and at the end")
