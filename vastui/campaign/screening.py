@@ -391,16 +391,15 @@ class Screening:
             return None
         refused = [s.batch_size for s in outcome.batches_seen()
                    if not s.fitted and s.precision == raced.precision and s.gpu_ram_mb >= candidate.offer.gpu_ram]
-        sizes = sorted((v for v in values if isinstance(v, int) and raced.batch_size < v < screened
-                        and all(v < f for f in refused)), reverse=True)
-        if not sizes:
+        value = max((v for v in values if isinstance(v, int) and raced.batch_size < v < screened
+                     and all(v < f for f in refused)), default=None)
+        if value is None:
             return None
-        value = sizes[0]
-        gains = [g for size in sorted(v for v in self.manifest.tuning.batch_sizes if v >= value)
-                 if (g := outcome.open_gain(Knob.BATCH_SIZE, size)) is not None and g.high > 0.0]
-        if not gains:
+        # the nearest batch at least as large whose trial measured a gain that may be above zero
+        gain = next((g for size in sorted(v for v in self.manifest.tuning.batch_sizes if v >= value)
+                     if (g := outcome.open_gain(Knob.BATCH_SIZE, size)) is not None and g.high > 0.0), None)
+        if gain is None:
             return None
-        gain = gains[0]   # the nearest batch at least as large that was measured
         return Lift(Knob.BATCH_SIZE, value, raced.with_value(Knob.BATCH_SIZE, value), gain,
                     on_cost=gain.point > self.manifest.tuning.min_gain)
 
