@@ -4,6 +4,7 @@ spoken, and are rented or passed over by their chance of beating the measured le
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from vastui.campaign.candidate import NotRented
 from vastui.campaign.charges import prior_cost_inputs
 from vastui.campaign.plan import Candidate, build_plan, first_wave, model_key, render_plan
 from vastui.campaign.waves import win_chance
-from vastui.events import BlockMeasured, CandidatePhaseChanged, Event, InstanceRented
+from vastui.events import BlockMeasured, CandidatePhaseChanged, Event, InstanceRented, Notice
 from vastui.sim.demo import open_demo
 from vastui.sim.offers import offer_row
 from vastui.sim.world import generate_world
@@ -150,4 +151,30 @@ async def test_later_waves_wait_for_the_first_and_are_passed_over_with_their_cha
     for offer in passed:
         assert f"{offer.candidate_id} offer {offer.offer_id}" in text and f"{100 * offer.probability:.1f} %" in text
     assert result.receipt.passed_over == passed
+    assert result.receipt.teardown_passed
+
+
+@pytest.mark.slow
+async def test_a_candidate_admitted_to_a_wave_is_judged_again_when_an_instance_frees_for_it(tmp_path: Path) -> None:
+    # One instance at a time beside the first wave's one: the wave admitted after it speaks queues for the other,
+    # and by a queued candidate's turn a candidate rented before it may lead at a cost it cannot beat.
+    path = fast_manifest(tmp_path / "m", max_candidates=8)
+    text = path.read_text(encoding="utf-8")
+    assert "max_instances = 4" in text and "first_wave = 0" in text
+    path.write_text(text.replace("max_instances = 4", "max_instances = 2").replace("first_wave = 0", "first_wave = 1"),
+                    encoding="utf-8")
+    events: list[Event] = []
+    async with open_demo(seed=5, time_scale=150.0, data_dir=tmp_path / "data", manifest_path=path) as demo:
+        demo.services.bus.listen(events.append)
+        manifest = demo.manifest
+        result = await demo.start(plan_approved=True).result()
+    admitted = {cid for e in events if isinstance(e, Notice) and e.text.startswith("next wave: ")
+                for cid in re.findall(r"(c\d+) \(\d+ %\)", e.text)}
+    rented = {e.candidate for e in events if isinstance(e, InstanceRented)}
+    rented_offers = {e.offer_id for e in events if isinstance(e, InstanceRented)}
+    judged_again = [p for p in result.outcome.passed_over if p.candidate_id in admitted]
+    assert judged_again, "a candidate admitted to a wave is passed over at its turn"
+    for passed in judged_again:   # (a reserve may take its place, under its id: its offer is never rented)
+        assert passed.offer_id not in rented_offers and passed.probability < manifest.race.miss_probability
+    assert admitted & rented, "the wave's likeliest winner was rented"
     assert result.receipt.teardown_passed

@@ -283,7 +283,13 @@ class CampaignEngine:
     async def _candidate_life(self, slot: Slot) -> None:
         run = slot.run
         chance = await self._wave_turn(slot)
+        news = self.state.news.current
         async with self._turns:
+            if chance is not None and self._may_win(chance) and news.is_set():
+                # admitted to its wave, it waited for an instance to end: what ended it (a block, an elimination,
+                # a new leader) may have made it unlikely to win, so it is judged again before it is rented
+                (chance,) = await self._chances([run.candidate])
+                self._wave_verdicts[slot.cid] = chance
             if slot.eliminated or self.state.finished.is_set() or self._stopped_by is not None:
                 if self._stopped_by is not None:
                     self.ctx.skip(run, NotRented.STOPPED, f"stopped before its turn: {self._stopped_by}")
