@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.pg_server import PgServer, running_server
 
 # Property and fuzz tests: CI runs a fixed seed and a fixed budget (the same examples on every run, so a failure
 # reproduces); HYPOTHESIS_PROFILE=long is the documented longer hunt (random seeds, 50x the examples); see
@@ -30,3 +33,10 @@ def _isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("VASTUI_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("VASTUI_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("VASTAI_NO_UPDATE_CHECK", "1")
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
+    """One real PostgreSQL server for the whole session (tests/pg_server.py); each test asks it for a database."""
+    with running_server(tmp_path_factory.mktemp("postgres")) as server:
+        yield server

@@ -74,3 +74,23 @@ def test_errors_say_where() -> None:
     assert "column 9" in str(err)
     merr = ManifestError("must be positive", path="w.toml", line=12, field="budget.max_usd")
     assert str(merr).startswith("w.toml:12: budget.max_usd")
+
+
+def test_the_store_is_a_file_or_a_postgres_url_and_the_operator_has_a_name(tmp_path: Path) -> None:
+    env = {"VASTUI_CONFIG_DIR": str(tmp_path / "cfg"), "VASTUI_DATA_DIR": str(tmp_path / "data"), "USER": "ana"}
+    plain = load_settings(env=env, home=tmp_path)
+    assert plain.db_url is None and plain.db == tmp_path / "data" / "vastui.sqlite3" == plain.db_path
+    assert plain.operator.startswith("ana@")   # the login name and the machine's, until the config says
+    team = load_settings(db_path="postgresql://ana:s3cret-pw@db.example:5432/team", env=env, home=tmp_path)
+    assert team.db == team.db_url == "postgresql://ana:s3cret-pw@db.example:5432/team"
+    assert team.db_shown == "postgresql://ana@db.example:5432/team"
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.toml").write_text('db_url = "postgres://db.example/team"\noperator = "ana (ops)"\n',
+                                                  encoding="utf-8")
+    configured = load_settings(env=env, home=tmp_path)
+    assert configured.db_url == "postgres://db.example/team" and configured.operator == "ana (ops)"
+    assert load_settings(env={**env, "VASTUI_OPERATOR": "bo"}, home=tmp_path).operator == "bo"
+    with pytest.raises(ConfigError, match="a SQLite file or a postgresql:// URL, not 'mysql://u@db/team'"):
+        load_settings(db_path="mysql://u:pw@db/team", env=env, home=tmp_path)
+    with pytest.raises(ConfigError, match="operator must be a short printable name"):
+        load_settings(env={**env, "VASTUI_OPERATOR": "x" * 80}, home=tmp_path)

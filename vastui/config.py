@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import platform
 import re
 import tomllib
 import urllib.parse
@@ -213,6 +214,27 @@ def redact_url_passwords(text: str) -> str:
     return _URL_PASSWORD.sub(r"\1" + REDACTED + "@", text)
 
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def without_password(url: str) -> str:
+    """A URL as a printed command may carry it: any password taken out (the user stays)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:   # (an empty password, "user:@host", is taken out too: nothing to show)
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = (f"{parts.username}@" if parts.username else "") + host + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def default_operator(env: Mapping[str, str]) -> str:
+    """Who this operator is when the config does not say: the login name and this machine's name."""
+    user = env.get("USER") or env.get("LOGNAME") or "operator"
+    return f"{user}@{platform.node() or 'localhost'}"
+
+
 class Redactor:
     """Replaces every known secret in a text. Every log line, receipt and error shown passes through one."""
 
@@ -242,12 +264,26 @@ class Settings:
     api_key: ResolvedKey
     config_dir: Path
     data_dir: Path
-    db_path: Path
+    db_path: Path                             # the SQLite store (the embedded default)
     ssh_key_path: Path | None
     known_hosts_path: Path
     theme: str | None = None                  # the console's theme (a themes/*.tcss name); None: the default
     money_confirm_over_usd: float = 20.0      # console: a prepay or transfer above this must be typed to confirm
     approval_expiry_s: float = 900.0          # a campaign's request waits this long (wall time) for an answer
+    db_url: str | None = None                 # a team's PostgreSQL store, when chosen: it replaces db_path
+    operator: str = "operator"                # who this operator is, in a shared store (config ``operator``)
+
+    @property
+    def db(self) -> str | Path:
+        """The store to open (``vastui.store.open_store``): the PostgreSQL URL when one is set, else the file."""
+        return self.db_url if self.db_url is not None else self.db_path
+
+    @property
+    def db_shown(self) -> str:
+        """The store as messages and printed commands name it: the file, or the URL without its password."""
+        if self.db_url is None:
+            return str(self.db_path)
+        return without_password(self.db_url)
 
 
 def _read_toml(path: Path) -> dict[str, object]:
@@ -311,7 +347,14 @@ def load_settings(
     url_source = ("--url" if url else "VAST_URL" if env.get("VAST_URL")
                   else f"{config_dir / 'config.toml'} (url)")
     resolved_url = resolve_url(explicit=pick(url, "VAST_URL", "url"), env={}, source=url_source)
-    db = Path(pick(db_path, "VASTUI_DB", "db_path") or (data_dir / "vastui.sqlite3"))
+    db_text = pick(db_path, "VASTUI_DB", "db_path") or pick(None, "VASTUI_DB_URL", "db_url")
+    db_url = db_text if db_text is not None and db_text.startswith(POSTGRES_SCHEMES) else None
+    if db_url is None and db_text is not None and "://" in db_text:
+        raise ConfigError(f"the store must be a SQLite file or a postgresql:// URL, not {without_password(db_text)!r}")
+    db = Path(db_text) if db_text is not None and db_url is None else data_dir / "vastui.sqlite3"
+    operator = (pick(None, "VASTUI_OPERATOR", "operator") or default_operator(env)).strip()
+    if not operator or len(operator) > 64 or not operator.isprintable():
+        raise ConfigError(f"operator must be a short printable name (who you are in a team's store), not {operator!r}")
     ssh = pick(ssh_key, "VASTUI_SSH_KEY", "ssh_key")
     theme = pick(None, "VASTUI_THEME", "theme")
     threshold_text = pick(None, "VASTUI_MONEY_CONFIRM_OVER_USD", "money_confirm_over_usd",
@@ -337,6 +380,8 @@ def load_settings(
         config_dir=config_dir,
         data_dir=data_dir,
         db_path=db,
+        db_url=db_url,
+        operator=operator,
         ssh_key_path=ssh_path,
         known_hosts_path=data_dir / "known_hosts",
         theme=theme,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.store.store_support import FOREIGN_KEY, UNIQUE
 from vastui.errors import StoreError
-from vastui.store import InstanceState, IntentStatus, SqliteStore
+from vastui.store import InstanceState, IntentStatus, Store
 
 
-async def test_intent_is_pending_then_bound(campaign_store: SqliteStore) -> None:
+async def test_intent_is_pending_then_bound(campaign_store: Store) -> None:
     intent = await campaign_store.record_intent(campaign_id="c1", offer_id=501, label="vastui:c1", at=10.0,
                                                 machine_id=42, dph_usd=0.45, deadline_at=610.0)
     assert intent.status is IntentStatus.PENDING and intent.instance_id is None
@@ -21,7 +22,7 @@ async def test_intent_is_pending_then_bound(campaign_store: SqliteStore) -> None
     assert await campaign_store.intent_for_instance(1234) is None
 
 
-async def test_failed_create_stays_owned_until_ruled_out_or_found(campaign_store: SqliteStore) -> None:
+async def test_failed_create_stays_owned_until_ruled_out_or_found(campaign_store: Store) -> None:
     store = campaign_store
     lost = await store.record_intent(campaign_id="c1", offer_id=1, label="vastui:c1", at=1.0)
     found = await store.record_intent(campaign_id="c1", offer_id=2, label="vastui:c1", at=1.0)
@@ -39,7 +40,7 @@ async def test_failed_create_stays_owned_until_ruled_out_or_found(campaign_store
     assert [o.intent.intent_id for o in await store.owned_instances(campaign_id="c1")] == [found.intent_id]
 
 
-async def test_intent_transitions_are_guarded(campaign_store: SqliteStore) -> None:
+async def test_intent_transitions_are_guarded(campaign_store: Store) -> None:
     store = campaign_store
     intent = await store.record_intent(campaign_id="c1", offer_id=1, label="l", at=1.0)
     await store.bind_intent(intent_id=intent.intent_id, instance_id=5, at=2.0)
@@ -50,14 +51,14 @@ async def test_intent_transitions_are_guarded(campaign_store: SqliteStore) -> No
     with pytest.raises(StoreError, match="no such intent"):
         await store.bind_intent(intent_id=999, instance_id=6, at=3.0)
     other = await store.record_intent(campaign_id="c1", offer_id=2, label="l", at=1.0)
-    with pytest.raises(StoreError, match="UNIQUE"):  # one instance belongs to one intent
+    with pytest.raises(StoreError, match=UNIQUE):  # one instance belongs to one intent
         await store.bind_intent(intent_id=other.intent_id, instance_id=5, at=3.0)
-    with pytest.raises(StoreError, match="FOREIGN KEY"):
+    with pytest.raises(StoreError, match=FOREIGN_KEY):
         await store.record_intent(campaign_id="no-such-campaign", offer_id=3, label="l", at=1.0)
     assert (await store.intents(campaign_id="c1"))[1].status is IntentStatus.PENDING
 
 
-async def test_transitions_are_kept_in_order_and_owned_shows_the_latest(campaign_store: SqliteStore) -> None:
+async def test_transitions_are_kept_in_order_and_owned_shows_the_latest(campaign_store: Store) -> None:
     store = campaign_store
     intent = await store.record_intent(campaign_id="c1", offer_id=1, label="l", at=1.0)
     await store.bind_intent(intent_id=intent.intent_id, instance_id=31, at=2.0)
@@ -71,7 +72,7 @@ async def test_transitions_are_kept_in_order_and_owned_shows_the_latest(campaign
     assert (owned.state, owned.state_at) == ("exited", 60.0)
 
 
-async def test_gone_needs_two_listings_and_releases_ownership(campaign_store: SqliteStore) -> None:
+async def test_gone_needs_two_listings_and_releases_ownership(campaign_store: Store) -> None:
     store = campaign_store
     for n, campaign in ((1, "c1"), (2, "c1"), (3, "c2")):
         intent = await store.record_intent(campaign_id=campaign, offer_id=n, label=f"vastui:{campaign}", at=1.0)
@@ -83,7 +84,7 @@ async def test_gone_needs_two_listings_and_releases_ownership(campaign_store: Sq
     assert (evidence.instance_id, evidence.campaign_id, evidence.missed_listing_at, evidence.confirmed_at) == (
         101, "c1", (4.0, 9.0), 9.0)
     assert [t.state for t in await store.transitions(101)] == ["destroy_requested", "gone"]
-    with pytest.raises(StoreError, match="UNIQUE|PRIMARY KEY"):
+    with pytest.raises(StoreError, match=UNIQUE):
         await store.record_gone(instance_id=101, missed_listing_at=[10.0, 11.0], at=11.0)
     assert [o.intent.instance_id for o in await store.owned_instances(campaign_id="c1")] == [102]
     assert [o.intent.instance_id for o in await store.owned_instances()] == [102, 103]

@@ -122,7 +122,7 @@ async def test_data_written_by_an_old_version_survives(tmp_path: Path, version: 
         campaign = await store.campaign("c1")
         assert campaign is not None and campaign.phase == "measure" and campaign.is_active
         assert (await store.manifest("d1")) is not None
-        [snapshot] = offer_snapshots(path, campaign_id="c1")
+        [snapshot] = offer_snapshots(store, campaign_id="c1")
         assert snapshot.snapshot_json == '{"id": 501}'
         [owned] = await store.owned_instances(campaign_id="c1")
         assert owned.intent.status is IntentStatus.BOUND and owned.state == "running"

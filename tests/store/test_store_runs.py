@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from tests.store.store_support import DIGEST
+from tests.store.store_support import DIGEST, FOREIGN_KEY
 from vastui.errors import StoreError
-from vastui.store import GpuSample, ProgressRecord, Run, RunStatus, SqliteStore
+from vastui.store import GpuSample, ProgressRecord, Run, RunStatus, Store
 
 
-async def _run(store: SqliteStore, *, campaign_id: str = "c1", machine_id: int = 7, gpu_name: str = "RTX 4090",
+async def _run(store: Store, *, campaign_id: str = "c1", machine_id: int = 7, gpu_name: str = "RTX 4090",
                num_gpus: int = 1, status: RunStatus = RunStatus.OK, throughput: float | None = 100.0,
                digest: str = DIGEST) -> Run:
     run = await store.start_run(campaign_id=campaign_id, instance_id=machine_id * 10, machine_id=machine_id,
@@ -21,7 +21,7 @@ async def _run(store: SqliteStore, *, campaign_id: str = "c1", machine_id: int =
                                   stats_json=json.dumps({"blocks": 5}))
 
 
-async def test_run_round_trip_with_phases_and_outcome(campaign_store: SqliteStore) -> None:
+async def test_run_round_trip_with_phases_and_outcome(campaign_store: Store) -> None:
     store = campaign_store
     run = await store.start_run(campaign_id="c1", instance_id=555, machine_id=7, gpu_name="RTX 4090", num_gpus=2,
                                 workload_digest=DIGEST, variant_json='{"precision": "bf16"}', started_at=10.0)
@@ -41,7 +41,7 @@ async def test_run_round_trip_with_phases_and_outcome(campaign_store: SqliteStor
     assert await store.run(999) is None
 
 
-async def test_a_run_is_finished_once(campaign_store: SqliteStore) -> None:
+async def test_a_run_is_finished_once(campaign_store: Store) -> None:
     run = await _run(campaign_store)
     with pytest.raises(StoreError, match="already ok"):
         await campaign_store.finish_run(run_id=run.run_id, status=RunStatus.ERROR, at=99.0, error="late")
@@ -52,7 +52,7 @@ async def test_a_run_is_finished_once(campaign_store: SqliteStore) -> None:
     assert (await campaign_store.run(run.run_id)) == run
 
 
-async def test_telemetry_batches_round_trip(campaign_store: SqliteStore) -> None:
+async def test_telemetry_batches_round_trip(campaign_store: Store) -> None:
     run = await _run(campaign_store)
     samples = [
         GpuSample(run_id=run.run_id, at=20.0 + i, gpu_index=i % 2, util_pct=50.0 + i, mem_used_mib=1000.0 + i,
@@ -72,17 +72,17 @@ async def test_telemetry_batches_round_trip(campaign_store: SqliteStore) -> None
     assert await campaign_store.progress(run_id=run.run_id) == progress
 
 
-async def test_a_batch_is_all_or_nothing(campaign_store: SqliteStore) -> None:
+async def test_a_batch_is_all_or_nothing(campaign_store: Store) -> None:
     run = await _run(campaign_store)
     progress = [ProgressRecord(run_id=run.run_id, at=1.0, units_done=1.0, units_accepted=1.0)]
     samples = [GpuSample(run_id=run.run_id, at=1.0, gpu_index=0), GpuSample(run_id=4242, at=1.0, gpu_index=0)]
-    with pytest.raises(StoreError, match="FOREIGN KEY"):
+    with pytest.raises(StoreError, match=FOREIGN_KEY):
         await campaign_store.add_measurements(progress=progress, samples=samples)
     assert await campaign_store.progress(run_id=run.run_id) == []
     assert await campaign_store.gpu_samples(run_id=run.run_id) == []
 
 
-async def test_host_knowledge_keeps_every_run_and_the_best_of_each_host(campaign_store: SqliteStore) -> None:
+async def test_host_knowledge_keeps_every_run_and_the_best_of_each_host(campaign_store: Store) -> None:
     store = campaign_store
     first = await _run(store, campaign_id="c1", machine_id=7, throughput=100.0)
     better = await _run(store, campaign_id="c2", machine_id=7, throughput=130.0)  # another campaign, same host
@@ -109,7 +109,7 @@ async def test_host_knowledge_keeps_every_run_and_the_best_of_each_host(campaign
     assert await store.host_knowledge(workload_digest=DIGEST, machine_ids=[]) == []
 
 
-async def test_bad_hosts_expire_but_are_never_dropped(campaign_store: SqliteStore) -> None:
+async def test_bad_hosts_expire_but_are_never_dropped(campaign_store: Store) -> None:
     store = campaign_store
     stuck = await store.record_bad_host(machine_id=7, reason="stuck in loading past the readiness deadline",
                                         evidence_json='{"deadline_s": 600, "status": "loading"}',

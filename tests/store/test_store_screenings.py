@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from contextlib import closing
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tests.campaign.campaign_support import fast_manifest
-from tests.store.store_support import DIGEST
+from tests.store.store_support import DIGEST, raw_rows
 from vastui.bench.manifest import load_manifest
 from vastui.bench.tuning import Profile
 from vastui.campaign.inherited import BatchSeen, InheritedScreening
 from vastui.errors import StoreError
-from vastui.store import SqliteStore
+from vastui.store import Store
 
 KEPT = InheritedScreening(campaign_id="c1", screened_at=500.0, start=Profile(64, "fp32", 4),
                           profile=Profile(256, "bf16", 8),
@@ -27,7 +27,7 @@ KEPT = InheritedScreening(campaign_id="c1", screened_at=500.0, start=Profile(64,
 
 
 async def test_the_latest_screening_of_a_workload_is_read_back_whole_and_an_older_one_is_not(
-        campaign_store: SqliteStore) -> None:
+        campaign_store: Store) -> None:
     store = campaign_store
     assert await store.latest_screening(workload_digest=DIGEST) is None
     await store.save_screening(campaign_id="c2", workload_digest=DIGEST, screened_at=100.0,
@@ -43,17 +43,15 @@ async def test_the_latest_screening_of_a_workload_is_read_back_whole_and_an_olde
     assert await store.latest_screening(workload_digest=DIGEST, since=500.5) is None   # too old for this campaign
 
 
-async def test_a_screening_is_never_rewritten_and_its_text_must_be_json(campaign_store: SqliteStore,
-                                                                       db_path: Path) -> None:
+async def test_a_screening_is_never_rewritten_and_its_text_must_be_json(campaign_store: Store) -> None:
     await campaign_store.save_screening(campaign_id="c1", workload_digest=DIGEST, screened_at=1.0,
                                         json_text=KEPT.to_json())
     with pytest.raises(StoreError, match="the screening of campaign c1"):
         await campaign_store.save_screening(campaign_id="c1", workload_digest=DIGEST, screened_at=2.0,
                                             json_text="{not json")
-    with closing(sqlite3.connect(db_path)) as conn:
-        for sql in ("UPDATE screenings SET json_text = '{}'", "DELETE FROM screenings"):
-            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-                conn.execute(sql)
+    for sql in ("UPDATE screenings SET json_text = '{}'", "DELETE FROM screenings"):
+        with pytest.raises((sqlite3.IntegrityError, psycopg.errors.RaiseException), match="append-only"):
+            raw_rows(campaign_store, sql)
 
 
 @pytest.mark.parametrize(("text", "says"), [

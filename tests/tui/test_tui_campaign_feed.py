@@ -16,7 +16,7 @@ from vastui.campaign.snapshot import CampaignSnapshot
 from vastui.clock import Clock, WallClock
 from vastui.events import CandidateEliminated, EventBus, SampleTaken
 from vastui.events_live import ProgressReported
-from vastui.store import SqliteStore
+from vastui.store import Store
 from vastui.tui.campaign_feed import Derived, follow_campaign
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture
 
@@ -37,7 +37,7 @@ class Answers:
     def stop_asking(self, reason: str) -> int:
         return 0
 
-    def keep_for_command(self, store: SqliteStore, *, campaign_id: str) -> None:
+    def keep_for_command(self, store: Store, *, campaign_id: str) -> None:
         return None
 
 

@@ -1,6 +1,6 @@
 """The small protocols through which a campaign reaches the marketplace, the hosts and the store.
 
-The composition root (vastui/cli/) passes the real ones: ``HttpVastClient``, ``SshRunner``, ``SqliteStore``. Keeping the
+The composition root (vastui/cli/) passes the real ones: ``HttpVastClient``, ``SshRunner``, ``SqliteStore`` or ``PostgresStore``. Keeping the
 campaign on protocols keeps it free of httpx, asyncssh and aiosqlite (docs/architecture.md, Dependency rules).
 """
 
@@ -76,7 +76,7 @@ class HostExecutor(Protocol):
 
 
 class CampaignStore(AuditSink, Protocol):
-    """What a campaign keeps in and reads from the store (``SqliteStore`` is the one implementation): campaigns and
+    """What a campaign keeps in and reads from the store (``SqliteStore`` and ``PostgresStore`` implement it): campaigns and
     their phases, intents and instance transitions, runs and measurements, hosts, the audit log, kept requests."""
 
     async def add_measurements(self, *, progress: Sequence[records.ProgressRecord] = (),

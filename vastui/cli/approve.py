@@ -15,12 +15,11 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from vastui.cli.terminal import ask_on_terminal, fmt_num, make_table, print_table
 from vastui.config import load_settings
 from vastui.errors import VastuiError
-from vastui.store import KeptRequest, RequestState, SqliteStore
+from vastui.store import KeptRequest, RequestState, Store, open_store
 from vastui.store.records import CampaignPhase
 
 NOTHING_PENDING = 3
@@ -55,7 +54,8 @@ def add_approve_commands(csub: argparse._SubParsersAction[argparse.ArgumentParse
         if name == "approve":
             p.add_argument("--yes", action="store_true",
                            help="approve without the typed confirmation (for scripts; exactly what is named)")
-        p.add_argument("--db", help="SQLite store path (default: $VASTUI_DB or the data dir; detach prints it)")
+        p.add_argument("--db", help="the store: a SQLite file or a team's postgresql:// URL (default: $VASTUI_DB, "
+                                       "config db_path/db_url, or the data dir; detach prints it)")
         p.set_defaults(handler=_cmd_answer, grant=name == "approve")
 
 
@@ -65,12 +65,12 @@ async def _cmd_answer(args: argparse.Namespace) -> int:
     if args.all and args.request_ids:
         _say(f"vastui campaign {verb}: name request ids or pass --all, not both (see --help)")
         return 2
-    db_path = load_settings(db_path=args.db).db_path
-    if not db_path.exists():
-        raise VastuiError(f"there is no vastui database at {db_path}, so no campaign {args.campaign_id} "
+    settings = load_settings(db_path=args.db)
+    if settings.db_url is None and not settings.db_path.exists():
+        raise VastuiError(f"there is no vastui database at {settings.db_path}, so no campaign {args.campaign_id} "
                           "(pass the --db that detaching printed)", title="Unknown campaign")
-    async with await SqliteStore.open(db_path) as store:
-        pending = await _pending(store, args.campaign_id, db_path)
+    async with await open_store(settings.db, data_dir=settings.data_dir) as store:
+        pending = await _pending(store, args.campaign_id, settings.db_shown)
         if not args.request_ids and not args.all:
             return _list(args.campaign_id, pending)
         if args.all and not pending:
@@ -100,11 +100,11 @@ async def _cmd_answer(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _pending(store: SqliteStore, campaign_id: str, db_path: Path) -> list[KeptRequest]:
+async def _pending(store: Store, campaign_id: str, db_shown: str) -> list[KeptRequest]:
     """The campaign's requests that can still be answered now (pending, not past their expiry)."""
     campaign = await store.campaign(campaign_id)
     if campaign is None:
-        raise VastuiError(f"no campaign {campaign_id} in {db_path} (pass the --db that detaching printed)",
+        raise VastuiError(f"no campaign {campaign_id} in {db_shown} (pass the --db that detaching printed)",
                           title="Unknown campaign")
     if not campaign.is_active:
         phase = "" if campaign.phase == CampaignPhase.FINISHED else f" ({campaign.phase})"
@@ -115,7 +115,7 @@ async def _pending(store: SqliteStore, campaign_id: str, db_path: Path) -> list[
             if not r.is_expired(now)]
 
 
-async def _named(store: SqliteStore, campaign_id: str, request_ids: Sequence[str],
+async def _named(store: Store, campaign_id: str, request_ids: Sequence[str],
                  pending: list[KeptRequest]) -> list[KeptRequest]:
     """The named pending requests, in the order named; raises naming each one that is not pending, and why."""
     by_id = {r.request_id: r for r in pending}

@@ -32,7 +32,7 @@ from vastui.cli.signals import run_async, watch_for_exit
 from vastui.cli.sim import require_simulator
 from vastui.cli.terminal import add_connection_args, ask_on_terminal, held_while_asking, positive_number
 from vastui.clock import Clock, MarketClock
-from vastui.config import Redactor, Settings, ensure_folder, load_settings
+from vastui.config import Redactor, Settings, ensure_folder, load_settings, without_password
 from vastui.errors import ConfigError
 from vastui.events import (
     BlockMeasured,
@@ -54,7 +54,7 @@ from vastui.events_live import (
     CampaignPhaseChanged,
 )
 from vastui.remote.runner import SshRunner
-from vastui.store import SqliteStore
+from vastui.store import Store, open_store
 from vastui.store.records import CampaignPhase
 from vastui.vast.client import HttpVastClient
 from vastui.vast.query import parse_query
@@ -108,7 +108,8 @@ def _help(parser: argparse.ArgumentParser) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     add_connection_args(p)
-    p.add_argument("--db", help="SQLite store path (default: the platform data dir)")
+    p.add_argument("--db", help="the store: a SQLite file, or a team's postgresql:// URL (default: $VASTUI_DB, "
+                                   "config db_path/db_url, or the platform data dir)")
     p.add_argument("--ssh-key", help="private key for the hosts (default: ~/.ssh/id_ed25519 or the ssh-agent)")
     p.add_argument("--time-scale", type=positive_number, default=1.0,
                    help="only against a simulator started with the same --time-scale: its clock's speed")
@@ -168,12 +169,13 @@ def _summary(receipt: Receipt) -> str:
 
 
 def resume_command(campaign_id: str, args: argparse.Namespace) -> tuple[str, ...]:
-    """The exact command that cleans up after this run: its --url, --db and --time-scale (never its API key)."""
+    """The exact command that cleans up after this run: its --url, --db and --time-scale (never its API key, nor
+    a server's password: the operator's config or $VASTUI_DB gives it again)."""
     command = ["vastui", "campaign", "resume", campaign_id]
     if getattr(args, "url", None):
         command += ["--url", args.url]
     if getattr(args, "db", None):
-        command += ["--db", str(args.db)]
+        command += ["--db", without_password(str(args.db))]
     if getattr(args, "time_scale", 1.0) != 1.0:
         command += ["--time-scale", f"{args.time_scale:g}"]
     return tuple(command)
@@ -218,7 +220,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0 if result.receipt.teardown_passed and result.instances_left == 0 else 1
 
 
-async def _services(args: argparse.Namespace, settings: Settings, store: SqliteStore,
+async def _services(args: argparse.Namespace, settings: Settings, store: Store,
                     client: HttpVastClient, clock: Clock) -> CampaignServices:
     keys = [settings.ssh_key_path] if settings.ssh_key_path else []
     runner = SshRunner(known_hosts=settings.known_hosts_path, client_keys=keys, use_agent=not keys, clock=clock)
@@ -237,10 +239,10 @@ def _setup(args: argparse.Namespace) -> tuple[Settings, Clock]:
 
 
 async def _with_services(args: argparse.Namespace,
-                         body: Callable[[CampaignServices, HttpVastClient, SqliteStore], Awaitable[int]], *,
+                         body: Callable[[CampaignServices, HttpVastClient, Store], Awaitable[int]], *,
                          key_check: KeyCheck | None = None) -> int:
     settings, clock = _setup(args)
-    store = await SqliteStore.open(settings.db_path)
+    store = await open_store(settings.db, data_dir=settings.data_dir)
     assert settings.api_key.key is not None
     store.register_secret(settings.api_key.key)
     try:
@@ -262,7 +264,7 @@ class KeyCheck(enum.StrEnum):
 
 
 async def _check_key(args: argparse.Namespace, check: KeyCheck, client: HttpVastClient, settings: Settings,
-                     store: SqliteStore, clock: Clock) -> None:
+                     store: Store, clock: Clock) -> None:
     """The SSH key check before a campaign (vastui/cli/sshkey.py). A run offers to register the key only when
     someone is at the terminal to answer: not without one, nor for ``--approve-plan --headless`` (a script's run)."""
     from vastui.cli.sshkey import require_registered_key
@@ -281,7 +283,7 @@ async def _check_key(args: argparse.Namespace, check: KeyCheck, client: HttpVast
 def _cmd_campaign_plan(args: argparse.Namespace) -> int:
     manifest = load_manifest(args.manifest, check_query=parse_query)
 
-    async def body(services: CampaignServices, client: HttpVastClient, store: SqliteStore) -> int:
+    async def body(services: CampaignServices, client: HttpVastClient, store: Store) -> int:
         plan = await plan_campaign(services, manifest=manifest, campaign_id=new_campaign_id())
         print(render_plan(plan))
         return 0
@@ -304,7 +306,7 @@ def _cmd_campaign_run(args: argparse.Namespace) -> int:
     expiry_s = load_settings(url=args.url, api_key=args.api_key, db_path=args.db,
                              ssh_key=args.ssh_key).approval_expiry_s
 
-    async def body(services: CampaignServices, client: HttpVastClient, store: SqliteStore) -> int:
+    async def body(services: CampaignServices, client: HttpVastClient, store: Store) -> int:
         campaign_id = new_campaign_id()
         plan = await plan_campaign(services, manifest=manifest, campaign_id=campaign_id)
         if not (args.headless or args.json) and _on_terminal():
@@ -380,7 +382,7 @@ def _cmd_campaign_resume(args: argparse.Namespace) -> int:
         raise ConfigError("no terminal to ask for approvals: pass --approve-plan to approve destroying the "
                           "instances this campaign created")
 
-    async def body(services: CampaignServices, client: HttpVastClient, store: SqliteStore) -> int:
+    async def body(services: CampaignServices, client: HttpVastClient, store: Store) -> int:
         terms = PlanTerms(campaign_id=args.campaign_id, offer_ids=frozenset(), max_spend_usd=0.0)
         approver = _approver(args, terms, services.clock)
         report = await resume_campaign(services, campaign_id=args.campaign_id, approver=approver,

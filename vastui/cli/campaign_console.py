@@ -24,7 +24,7 @@ from vastui.campaign.handle import CampaignHandle, CampaignResult
 from vastui.campaign.session import CampaignServices
 from vastui.cli.signals import run_async, watch_for_exit
 from vastui.events import Event
-from vastui.store import SqliteStore
+from vastui.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def console_settings(*, time_scale: float) -> ConsoleSettings:
                            leaks_interval_s=30.0 * time_scale, logs_interval_s=5.0 * time_scale)
 
 
-async def run_in_console(services: CampaignServices, handle: CampaignHandle, *, market: ConsoleMarket, store: SqliteStore,
+async def run_in_console(services: CampaignServices, handle: CampaignHandle, *, market: ConsoleMarket, store: Store,
                          time_scale: float, on_detach: Callable[[Event], None]) -> CampaignResult:
     """Show the campaign in the console until the operator leaves; then await its end here (headless, printing
     with ``on_detach``, when the operator detached). Ctrl-C on the headless wait aborts it and proves it gone.
@@ -81,7 +81,7 @@ async def run_in_console(services: CampaignServices, handle: CampaignHandle, *, 
         stop()
 
 
-def leave_pending(broker: ApprovalBroker, store: SqliteStore, *, campaign_id: str,
+def leave_pending(broker: ApprovalBroker, store: Store, *, campaign_id: str,
                   keep: bool) -> tuple[str, ...] | None:
     """What becomes of the requests nobody at the keys will answer, once the operator detached (the leave dialog
     asked). ``keep``: each request that waits for a human is kept in the store until `vastui campaign approve` (or
@@ -90,15 +90,15 @@ def leave_pending(broker: ApprovalBroker, store: SqliteStore, *, campaign_id: st
     measured, decided, destroyed and proven gone."""
     if keep:
         broker.keep_for_command(store, campaign_id=campaign_id)
-        return approve_command(campaign_id, store.path)
+        return approve_command(campaign_id, store.location)
     broker.stop_asking("the operator detached the console")
     return None
 
 
-def approve_command(campaign_id: str, db_path: Path) -> tuple[str, ...]:
+def approve_command(campaign_id: str, db: str | Path) -> tuple[str, ...]:
     """The exact command that answers a detached campaign's kept requests (its store named: the demo's is not the
-    default one)."""
-    return ("vastui", "campaign", "approve", campaign_id, "--db", str(db_path))
+    default one; a server's URL without its password, which the operator's own config or $VASTUI_DB supplies)."""
+    return ("vastui", "campaign", "approve", campaign_id, "--db", str(db))
 
 
 def demo_in_console(args: argparse.Namespace, *, data_dir: Path | None,

@@ -62,7 +62,7 @@ async def run_console(args: argparse.Namespace) -> int:
     from vastui.clock import MarketClock
     from vastui.config import load_settings
     from vastui.events import EventBus
-    from vastui.store import SqliteStore
+    from vastui.store import open_store
     from vastui.tui.app import VastuiApp
     from vastui.tui.services import ConsoleServices, ConsoleSettings
     from vastui.tui.themes import check_theme
@@ -74,8 +74,8 @@ async def run_console(args: argparse.Namespace) -> int:
                               money_confirm_over_usd=settings.money_confirm_over_usd,
                               view_memory_path=settings.config_dir / VIEW_MEMORY_FILE)
     clock = MarketClock()   # the marketplace's time, from its answers: accrued cost and deadlines are on it
-    async with await SqliteStore.open(settings.db_path) as store, vast_client(args, audit=store,
-                                                                              clock=clock) as client:
+    async with await open_store(settings.db, data_dir=settings.data_dir) as store, vast_client(
+            args, audit=store, clock=clock) as client:
         services = ConsoleServices(market=client, clock=clock, bus=EventBus(), store=store, audit=store)
         await VastuiApp(services=services, settings=console).run_async()
     return 0

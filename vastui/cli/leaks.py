@@ -29,7 +29,8 @@ def add_leaks_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p = sub.add_parser("leaks", help="find instances billing without a reason; --destroy them, each approved",
                        epilog="exit status: 0 no leaks, 3 listing incomplete (unknown), 4 leaks remain, 1 error")
     add_connection_args(p)
-    p.add_argument("--db", help="SQLite store path, as for `campaign run` (default: $VASTUI_DB or the data dir)")
+    p.add_argument("--db", help="the store, as for `campaign run`: a SQLite file or a team's postgresql:// URL "
+                                   "(default: $VASTUI_DB, config db_path/db_url, or the data dir)")
     p.add_argument("--destroy", action="store_true", help="destroy the leaked instances, each with its own approval")
     p.add_argument("--include-unowned", action="store_true",
                    help="with --destroy: also instances vastui did not create (never destroyed otherwise)")
@@ -46,11 +47,12 @@ async def _cmd_leaks(args: argparse.Namespace) -> int:
     from vastui.clock import MarketClock
     from vastui.config import load_settings
     from vastui.events import EventBus
-    from vastui.store import SqliteStore
+    from vastui.store import open_store
 
     clock = MarketClock()   # the marketplace's time, from its answers: what accrued cost and deadlines are judged at
-    db_path = load_settings(url=args.url, api_key=args.api_key, db_path=args.db).db_path
-    async with await SqliteStore.open(db_path) as store, vast_client(args, audit=store, clock=clock) as client:
+    settings = load_settings(url=args.url, api_key=args.api_key, db_path=args.db)
+    async with await open_store(settings.db, data_dir=settings.data_dir) as store, vast_client(
+            args, audit=store, clock=clock) as client:
         report = await find_leaks(market=client, store=store, clock=clock)
         targets = [leak for leak in report.leaks if not leak.is_unowned or args.include_unowned]
         if not args.json:

@@ -1,9 +1,12 @@
-"""The store: everything vastui keeps, in one SQLite file (the only place with SQL; owns aiosqlite)."""
+"""The store: everything vastui keeps, in one SQLite file or on a team's PostgreSQL server (the only place with SQL;
+owns aiosqlite and psycopg)."""
 
 from __future__ import annotations
 
 from vastui.approval import RequestState
 from vastui.store.migrations import SCHEMA_VERSION
+from vastui.store.opening import open_store
+from vastui.store.postgres_store import PostgresStore, is_postgres_url
 from vastui.store.records import (
     BadHost,
     Campaign,
@@ -26,6 +29,7 @@ from vastui.store.records import (
     StoredScreening,
 )
 from vastui.store.sqlite_store import SqliteStore
+from vastui.store.store import Store
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -48,6 +52,10 @@ __all__ = [
     "Receipt",
     "Run",
     "RunStatus",
+    "PostgresStore",
     "SqliteStore",
+    "Store",
     "StoredScreening",
+    "is_postgres_url",
+    "open_store",
 ]

@@ -16,12 +16,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sqlite3
 from pathlib import Path
 
 from vastui.approval import Action, AuditKind, AuditRecord
 from vastui.errors import StoreError
-from vastui.store.base import StoreBase
+from vastui.store.base import Row, StoreBase
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +31,7 @@ FROM_JOURNAL = " [kept in the fallback journal while the database could not be w
 _COLUMNS = "at, kind, action, target, approval_id, granted_by, outcome, campaign_id"
 
 
-def _record(row: sqlite3.Row) -> AuditRecord:
+def _record(row: Row) -> AuditRecord:
     return AuditRecord(
         at=row["at"],
         kind=AuditKind(row["kind"]),

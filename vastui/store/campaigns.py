@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 
 from vastui.errors import StoreError
-from vastui.store.base import StoreBase, Transaction, check_json
+from vastui.store.base import Row, StoreBase, Transaction, check_json
 from vastui.store.records import Campaign, CampaignOwner, CampaignPhaseChange, Manifest, OfferSnapshot, Receipt
 
 _CAMPAIGN_COLUMNS = "campaign_id, manifest_digest, created_at, phase, phase_at, budget_usd, deadline_at, finished_at"
 
 
-def _campaign(row: sqlite3.Row) -> Campaign:
+def _campaign(row: Row) -> Campaign:
     return Campaign(
         campaign_id=row["campaign_id"],
         manifest_digest=row["manifest_digest"],
@@ -25,7 +24,7 @@ def _campaign(row: sqlite3.Row) -> Campaign:
     )
 
 
-def _receipt(row: sqlite3.Row) -> Receipt:
+def _receipt(row: Row) -> Receipt:
     return Receipt(
         receipt_id=row["id"],
         campaign_id=row["campaign_id"],
@@ -42,7 +41,8 @@ class CampaignTables(StoreBase):
         """Keep a manifest's text under its identity digest. Saving a digest again keeps the first text."""
         async with self._write(f"save manifest {digest}") as tx:
             await tx.execute(
-                "INSERT OR IGNORE INTO manifests (digest, name, toml_text, stored_at) VALUES (?, ?, ?, ?)",
+                "INSERT INTO manifests (digest, name, toml_text, stored_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (digest) DO NOTHING",
                 (digest, name, toml_text, stored_at),
             )
             row = await tx.fetchone("SELECT * FROM manifests WHERE digest = ?", (digest,))
@@ -90,9 +90,9 @@ class CampaignTables(StoreBase):
                             finish: bool) -> Campaign:
         async with self._write(f"set campaign {campaign_id} to phase {phase}") as tx:
             cursor = await tx.execute(
-                "UPDATE campaigns SET phase = ?, phase_at = ?, finished_at = CASE WHEN ? THEN ? END "
+                "UPDATE campaigns SET phase = ?, phase_at = ?, finished_at = CASE WHEN ? = 1 THEN ? END "
                 "WHERE campaign_id = ? AND finished_at IS NULL",
-                (phase, at, finish, at, campaign_id),
+                (phase, at, int(finish), at, campaign_id),
             )
             if cursor.rowcount != 1:
                 exists = await tx.fetchone("SELECT finished_at FROM campaigns WHERE campaign_id = ?", (campaign_id,))
@@ -108,8 +108,9 @@ class CampaignTables(StoreBase):
         """Record ``owner`` as the process running the campaign (replacing a previous, gone owner's claim)."""
         async with self._write(f"claim campaign {owner.campaign_id}") as tx:
             await tx.execute(
-                "INSERT OR REPLACE INTO campaign_owners (campaign_id, host, pid, pid_started, claimed_at) "
-                "VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO campaign_owners (campaign_id, host, pid, pid_started, claimed_at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (campaign_id) DO UPDATE SET host = excluded.host, pid = excluded.pid, "
+                "pid_started = excluded.pid_started, claimed_at = excluded.claimed_at",
                 (owner.campaign_id, owner.host, owner.pid, owner.pid_started, owner.claimed_at),
             )
 
@@ -143,7 +144,7 @@ class CampaignTables(StoreBase):
     async def campaigns(self) -> list[Campaign]:
         """Every campaign, oldest first."""
         rows = await self._read(
-            "list campaigns", f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns ORDER BY created_at, rowid"
+            "list campaigns", f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns ORDER BY created_at, campaign_id"
         )
         return [_campaign(row) for row in rows]
 

@@ -8,17 +8,16 @@ expiry; expired entries are still listed, flagged, never dropped.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 
-from vastui.store.base import StoreBase, check_json
+from vastui.store.base import Row, StoreBase, check_json
 from vastui.store.records import BadHost, HostKnowledge, Run, RunStatus
 from vastui.store.runs import run_from_row
 
 _HOST_KEY = "machine_id = ? AND gpu_name = ? AND num_gpus = ? AND workload_digest = ?"
 
 
-def _bad_host(row: sqlite3.Row, now: float) -> BadHost:
+def _bad_host(row: Row, now: float) -> BadHost:
     expires_at = row["expires_at"]
     return BadHost(
         entry_id=row["id"],

@@ -8,11 +8,10 @@ out (nothing was created) or when its instance is proven gone by two complete li
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 
 from vastui.errors import StoreError
-from vastui.store.base import StoreBase, Transaction
+from vastui.store.base import Row, StoreBase, Transaction
 from vastui.store.records import (
     DestroyEvidence,
     InstanceState,
@@ -25,7 +24,7 @@ from vastui.store.records import (
 MIN_MISSED_LISTINGS = 2  # one listing can miss a live instance (a page lost, a race); two successive cannot
 
 
-def _intent(row: sqlite3.Row) -> Intent:
+def _intent(row: Row) -> Intent:
     return Intent(
         intent_id=row["intent_id"],
         campaign_id=row["campaign_id"],
@@ -68,6 +67,7 @@ class InstanceTables(StoreBase):
                 "INSERT INTO intents (campaign_id, offer_id, label, created_at, status, machine_id, dph_usd, "
                 "deadline_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (campaign_id, offer_id, label, at, IntentStatus.PENDING, machine_id, dph_usd, deadline_at),
+                key="intent_id",
             )
             return await self._intent_in(tx, intent_id)
 
@@ -177,7 +177,7 @@ class InstanceTables(StoreBase):
         rows = await self._read(
             "read destroy evidence",
             "SELECT d.instance_id, i.campaign_id, d.missed_listing_at_json, d.confirmed_at FROM destroy_evidence d "
-            f"LEFT JOIN intents i ON i.instance_id = d.instance_id {where} ORDER BY d.rowid",
+            f"LEFT JOIN intents i ON i.instance_id = d.instance_id {where} ORDER BY d.confirmed_at, d.instance_id",
             params,
         )
         return [

@@ -9,18 +9,17 @@ the store's secret guard like any other write.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 
 from vastui.approval import RequestState
-from vastui.store.base import StoreBase
+from vastui.store.base import Row, StoreBase
 from vastui.store.records import KeptRequest
 
 _COLUMNS = ("campaign_id, request_id, action, target, summary, cost_cap_usd, gpu_name, num_gpus, dph_usd, deadline_at, "
             "asked_at, expires_at, state, answered_by, answered_at, reason")
 
 
-def _kept(row: sqlite3.Row) -> KeptRequest:
+def _kept(row: Row) -> KeptRequest:
     return KeptRequest(
         row_id=row["id"], campaign_id=row["campaign_id"], request_id=row["request_id"], action=row["action"],
         target=row["target"], summary=row["summary"], cost_cap_usd=row["cost_cap_usd"], gpu_name=row["gpu_name"],

@@ -7,11 +7,10 @@ buffer and hand over lists, and each list is one ``executemany`` in one transact
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 
 from vastui.errors import StoreError
-from vastui.store.base import StoreBase, Transaction, check_json
+from vastui.store.base import Row, StoreBase, Transaction, check_json
 from vastui.store.records import GpuSample, ProgressRecord, Run, RunStatus
 
 _SAMPLE_COLUMNS = (
@@ -21,7 +20,7 @@ _SAMPLE_COLUMNS = (
 _PROGRESS_COLUMNS = ("run_id", "at", "units_done", "units_accepted", "data_wait_s", "compute_s", "latencies_json")
 
 
-def run_from_row(row: sqlite3.Row) -> Run:
+def run_from_row(row: Row) -> Run:
     """Build a Run from a ``runs`` row."""
     return Run(
         run_id=row["run_id"],
@@ -81,6 +80,7 @@ class RunTables(StoreBase):
                 "variant_json, started_at, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (campaign_id, instance_id, machine_id, gpu_name, num_gpus, workload_digest, variant_json,
                  started_at, RunStatus.RUNNING),
+                key="run_id",
             )
             return await self._run_in(tx, run_id)
 

@@ -4,13 +4,11 @@ campaigns). Append-only: every campaign's screening is kept, the latest one is w
 
 from __future__ import annotations
 
-import sqlite3
-
-from vastui.store.base import StoreBase, check_json
+from vastui.store.base import Row, StoreBase, check_json
 from vastui.store.records import StoredScreening
 
 
-def _screening(row: sqlite3.Row) -> StoredScreening:
+def _screening(row: Row) -> StoredScreening:
     return StoredScreening(row_id=row["id"], campaign_id=row["campaign_id"], workload_digest=row["workload_digest"],
                            screened_at=row["screened_at"], json_text=row["json_text"])
 

@@ -12,22 +12,21 @@ front and never deadlocks upgrading a read lock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from pathlib import Path
-from types import TracebackType
 
 import aiosqlite
 
+from vastui.config import Redactor
 from vastui.errors import StoreError
-from vastui.store.audit import AuditTables, journal_path, reserve_journal
-from vastui.store.campaigns import CampaignTables
-from vastui.store.hosts import HostTables
-from vastui.store.instances import InstanceTables
-from vastui.store.kept import KeptRequestTables
+from vastui.store.audit import journal_path, reserve_journal
+from vastui.store.base import Params, Row, Transaction
 from vastui.store.migrations import check_is_vastui, migrate
-from vastui.store.runs import RunTables
-from vastui.store.screenings import ScreeningTables
+from vastui.store.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +34,40 @@ DEFAULT_BUSY_TIMEOUT_S = 5.0
 _THREAD_STOP_WAIT_S = 5.0  # the worker only has to close a connection that never opened
 
 
-class SqliteStore(CampaignTables, InstanceTables, RunTables, HostTables, AuditTables, KeptRequestTables,
-                  ScreeningTables):
-    """Everything vastui keeps: campaigns, intents and instances, runs and telemetry, host knowledge, bad hosts,
-    the audit log and receipts, a detached campaign's kept approval requests, and the knobs' screenings. Open it with ``await SqliteStore.open(path)``; close it (or use ``async with``).
+class SqliteTransaction(Transaction):
+    """A write transaction on the SQLite connection."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: aiosqlite.Connection, redact: Redactor) -> None:
+        super().__init__(redact)
+        self._conn = conn
+
+    async def execute(self, sql: str, params: Params = ()) -> aiosqlite.Cursor:
+        return await self._conn.execute(sql, self._guard(params))
+
+    async def insert(self, sql: str, params: Params = (), *, key: str = "id") -> int:
+        cursor = await self.execute(sql, params)
+        row_id = cursor.lastrowid   # an INTEGER PRIMARY KEY is the rowid, whatever ``key`` names it
+        if row_id is None:  # pragma: no cover - sqlite always sets it after an INSERT
+            raise StoreError("the database did not return the new row's id")
+        return row_id
+
+    async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
+        await self._conn.executemany(sql, [self._guard(row) for row in rows])
+
+    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
+        return list(await self._conn.execute_fetchall(sql, tuple(params)))
+
+
+class SqliteStore(Store):
+    """The store in one SQLite file, over one aiosqlite connection: the embedded default. Open it with
+    ``await SqliteStore.open(path)``; close it (or use ``async with``).
     """
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
+        super().__init__(path)
+        self._conn = conn
 
     @classmethod
     async def open(cls, path: Path | str, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> SqliteStore:
@@ -78,12 +106,62 @@ class SqliteStore(CampaignTables, InstanceTables, RunTables, HostTables, AuditTa
             log.warning("no space reserved for the audit journal beside %s: %s", db_path, exc.strerror)
         return store
 
-    async def __aenter__(self) -> SqliteStore:
-        return self
+    async def close(self) -> None:
+        """Wait for the write in flight, then close the connection (idempotent)."""
+        async with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                await self._conn.close()
+            except (sqlite3.Error, ValueError) as exc:
+                raise StoreError(f"could not close the database {self._path}: {exc}") from exc
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.close()
+    @asynccontextmanager
+    async def _write(self, what: str) -> AsyncIterator[Transaction]:
+        """One ``BEGIN IMMEDIATE`` … ``COMMIT``: the write lock taken up front, never upgraded from a read's."""
+        async with self._lock:
+            self._check_open(what)
+            try:
+                await self._conn.execute("BEGIN IMMEDIATE")
+            except (sqlite3.Error, ValueError) as exc:
+                raise self._failure(what, exc) from exc
+            except BaseException:
+                # Cancelled (an aborted campaign stops its tasks) while BEGIN ran in the connection's thread: it
+                # may still begin a transaction that nobody ends, and every later write would fail. The ROLLBACK
+                # is queued behind it on the same thread, so it ends whatever BEGIN started.
+                with contextlib.suppress(sqlite3.Error, ValueError):
+                    await self._conn.execute("ROLLBACK")
+                raise
+            try:
+                yield SqliteTransaction(self._conn, self._redactor)
+                await self._conn.execute("COMMIT")
+            except BaseException as exc:
+                await self._rollback()
+                if isinstance(exc, (sqlite3.Error, ValueError)) and not isinstance(exc, StoreError):
+                    raise self._failure(what, exc) from exc
+                raise
+
+    async def _rollback(self) -> None:
+        try:
+            if self._conn.in_transaction:
+                await self._conn.execute("ROLLBACK")
+        except (sqlite3.Error, ValueError):
+            # The connection is unusable; the original error is the one worth reporting.
+            pass
+
+    async def _read(self, what: str, sql: str, params: Params = ()) -> list[Row]:
+        async with self._lock:
+            self._check_open(what)
+            try:
+                return list(await self._conn.execute_fetchall(sql, tuple(params)))
+            except (sqlite3.Error, ValueError) as exc:
+                raise self._failure(what, exc) from exc
+
+    async def schema_version(self) -> int:
+        """The schema version the database is at (``PRAGMA user_version``)."""
+        row = await self._read_one("read the schema version", "PRAGMA user_version")
+        return int(row[0]) if row is not None else 0
 
 
 async def _configure(conn: aiosqlite.Connection, db_path: Path, busy_timeout_s: float) -> None:

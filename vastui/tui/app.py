@@ -76,7 +76,7 @@ from vastui.vast.models import Offer
 from vastui.vast.query import build_search_body
 
 if TYPE_CHECKING:
-    from vastui.store import SqliteStore
+    from vastui.store import Store
 
 ApproverFactory = Callable[["VastuiApp"], ProposalApprover]
 LOG_TAIL_LINES = 500
@@ -258,7 +258,7 @@ class VastuiApp(App[None]):
     def has_store(self) -> bool:
         return self.services.store is not None
 
-    def _run_activity_feed(self, store: SqliteStore) -> None:
+    def _run_activity_feed(self, store: Store) -> None:
         """The audit log for the Activity view: read with the instances' rhythm, and at once after any action."""
         clock = self.services.clock
 

@@ -24,7 +24,7 @@ from vastui.events_live import ProgressReported
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, GpuVerdict
 
 if TYPE_CHECKING:
-    from vastui.store import SqliteStore
+    from vastui.store import Store
 
 DATA_WAIT_WINDOW = 5          # progress markers per candidate behind the "recent data-wait" figure
 REDRAW_INTERVAL_S = 0.25      # wall seconds between pictures: what an eye can follow
@@ -45,7 +45,7 @@ class ApprovalAnswers(Protocol):
 
     def stop_asking(self, reason: str) -> int: ...
 
-    def keep_for_command(self, store: SqliteStore, *, campaign_id: str) -> None: ...
+    def keep_for_command(self, store: Store, *, campaign_id: str) -> None: ...
 
 
 class CampaignSource(Protocol):

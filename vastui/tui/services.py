@@ -1,6 +1,6 @@
 """What the console is given: the services it calls and the settings it runs under.
 
-The composition root (``vastui console``) builds the real ones — ``HttpVastClient``, ``SqliteStore``, the wall clock,
+The composition root (``vastui console``) builds the real ones — ``HttpVastClient``, ``Store``, the wall clock,
 an ``EventBus`` — and hands them over; tests hand over the same kinds pointed at the simulator. The console never
 builds a client, a connection or an SSH session itself, which keeps httpx, aiosqlite and asyncssh out of it.
 """
@@ -18,7 +18,7 @@ from vastui.events import EventBus
 from vastui.vast.models import Answered, CreatedInstance, Instance, InstanceListing, Offer, Prepaid, User
 
 if TYPE_CHECKING:
-    from vastui.store import SqliteStore
+    from vastui.store import Store
 
 
 class ConsoleMarket(Protocol):
@@ -62,7 +62,7 @@ class ConsoleServices:
     market: ConsoleMarket
     clock: Clock
     bus: EventBus
-    store: SqliteStore | None = None
+    store: Store | None = None
     audit: AuditSink | None = None
 
 

@@ -20,13 +20,13 @@ from vastui.tui.services import ConsoleMarket
 from vastui.tui.state import AccountPage, ActivityPage, InstancePage, OfferPage, transfers_of
 
 if TYPE_CHECKING:
-    from vastui.store import SqliteStore
+    from vastui.store import Store
 
 ACTIVITY_RECORDS = 500
 RECEIPTS_SHOWN = 50
 
 
-async def offer_page(*, market: ConsoleMarket, store: SqliteStore | None, body: Mapping[str, object],
+async def offer_page(*, market: ConsoleMarket, store: Store | None, body: Mapping[str, object],
                      workload_digest: str | None, clock: Clock) -> OfferPage:
     """The offers the search ``body`` finds, with what the store measured on their hosts for ``workload_digest``
     (None: the latest campaign's workload) and the hosts it holds as bad."""
@@ -44,14 +44,14 @@ async def offer_page(*, market: ConsoleMarket, store: SqliteStore | None, body: 
     return OfferPage(offers=offers, knowledge=knowledge, bad_hosts=bad, at=now)
 
 
-async def latest_workload(store: SqliteStore) -> str | None:
+async def latest_workload(store: Store) -> str | None:
     """The workload of the most recent campaign: whose measurements the offers table shows by default."""
     campaigns = [c for c in await store.campaigns() if not is_adhoc(c)]
     latest = max(campaigns, key=lambda c: c.created_at, default=None)
     return None if latest is None else latest.manifest_digest
 
 
-async def instance_page(*, market: ConsoleMarket, store: SqliteStore | None, clock: Clock) -> InstancePage:
+async def instance_page(*, market: ConsoleMarket, store: Store | None, clock: Clock) -> InstancePage:
     """The instance listing (maybe incomplete), with the store's intent for each instance it owns."""
     listing = await market.list_instances()
     intents = {}
@@ -62,13 +62,13 @@ async def instance_page(*, market: ConsoleMarket, store: SqliteStore | None, clo
     return InstancePage(listing=listing, intents=intents, at=clock.now())
 
 
-async def account_page(*, market: ConsoleMarket, store: SqliteStore | None) -> AccountPage:
+async def account_page(*, market: ConsoleMarket, store: Store | None) -> AccountPage:
     """The user, and the transfers the store's audit log holds (None without a store)."""
     user = await market.get_user()
     return AccountPage(user=user, transfers=None if store is None else await transfers_of(store))
 
 
-async def leak_report(*, market: ConsoleMarket, store: SqliteStore, clock: Clock) -> LeakReport:
+async def leak_report(*, market: ConsoleMarket, store: Store, clock: Clock) -> LeakReport:
     """The leak check; a check that listed nothing at all is a failure of the source, not an empty report."""
     report = await find_leaks(market=market, store=store, clock=clock)
     if not report.is_complete and report.listed_count == 0 and report.error:
@@ -76,13 +76,13 @@ async def leak_report(*, market: ConsoleMarket, store: SqliteStore, clock: Clock
     return report
 
 
-async def activity_page(*, store: SqliteStore, clock: Clock, limit: int = ACTIVITY_RECORDS) -> ActivityPage:
+async def activity_page(*, store: Store, clock: Clock, limit: int = ACTIVITY_RECORDS) -> ActivityPage:
     """The audit log's latest ``limit`` records, newest first."""
     records = await store.latest_audit_records(limit=limit)
     return ActivityPage(records=tuple(records), at=clock.now())
 
 
-async def receipt_page(*, store: SqliteStore, clock: Clock, shown: int = RECEIPTS_SHOWN) -> ReceiptPage:
+async def receipt_page(*, store: Store, clock: Clock, shown: int = RECEIPTS_SHOWN) -> ReceiptPage:
     """The ``shown`` latest campaigns (the console's ad-hoc ones left out), newest first, each with its latest
     receipt's text (None before it has one)."""
     campaigns = sorted((c for c in await store.campaigns() if not is_adhoc(c)),

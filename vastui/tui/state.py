@@ -18,7 +18,7 @@ from vastui.tui.health import Source, SourceHealth
 from vastui.vast.models import Instance, InstanceListing, InstanceStatus, Offer, User
 
 if TYPE_CHECKING:
-    from vastui.store import SqliteStore
+    from vastui.store import Store
 
 GONE_KEPT = 50      # destroyed or vanished instances remembered for the greyed history (newest kept)
 
@@ -63,7 +63,7 @@ class AccountPage:
 TRANSFERS_SHOWN = 20
 
 
-async def transfers_of(store: SqliteStore) -> tuple[Transfer, ...]:
+async def transfers_of(store: Store) -> tuple[Transfer, ...]:
     """The credit transfers the audit log recorded (each call's outcome; not the approvals), newest first."""
     calls = [r for r in await store.audit_records()
              if r.action is Action.TRANSFER_CREDIT and r.kind is AuditKind.CALL]
