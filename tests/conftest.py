@@ -40,3 +40,10 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
     """One real PostgreSQL server for the whole session (tests/pg_server.py); each test asks it for a database."""
     with running_server(tmp_path_factory.mktemp("postgres")) as server:
         yield server
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    """The URL of a fresh, empty database on the session's server, dropped after the test."""
+    with pg_server.fresh_database() as url:
+        yield url

@@ -3,12 +3,11 @@ a fresh database on a real PostgreSQL server (tests/pg_server.py) — opened and
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.pg_server import PgServer
 from tests.store.store_support import DIGEST
 from vastui.store import PostgresStore, SqliteStore, Store
 
@@ -16,13 +15,6 @@ from vastui.store import PostgresStore, SqliteStore, Store
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "data" / "vastui.sqlite3"
-
-
-@pytest.fixture
-def pg_url(pg_server: PgServer) -> Iterator[str]:
-    """The URL of a fresh, empty database on the session's server."""
-    with pg_server.fresh_database() as url:
-        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

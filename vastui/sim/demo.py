@@ -34,7 +34,7 @@ from vastui.sim.market import Market
 from vastui.sim.realism import Realism
 from vastui.sim.redraw import LaterMarket
 from vastui.sim.server import SimServer
-from vastui.store import SqliteStore
+from vastui.store import Store, open_store
 from vastui.vast.client import HttpVastClient, ssh_key_target
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
@@ -48,7 +48,7 @@ class DemoResult:
     receipt: Receipt
     outcome: CampaignOutcome
     instances_left: int
-    db_path: Path
+    db_path: Path | str
 
 
 def operator_key(directory: Path) -> Path:
@@ -97,8 +97,8 @@ class DemoSession:
     plan: Plan
     market: Market
     client: HttpVastClient
-    db_path: Path
-    store: SqliteStore        # the campaign's store, as the console reads it too
+    db_path: Path | str       # the store: a SQLite file, or a PostgreSQL URL (``db_url``)
+    store: Store              # the campaign's store, as the console reads it too
 
     @property
     def plan_text(self) -> str:
@@ -123,13 +123,14 @@ async def open_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_d
                     manifest_path: Path = DEMO_MANIFEST, chaos: Chaos | None = None,
                     api_key: str = DEMO_API_KEY, realism: Realism | None = None,
                     prepare: Callable[[Market], Awaitable[None]] | None = None, later: LaterMarket | None = None,
-                    db_path: Path | None = None) -> AsyncIterator[DemoSession]:
+                    db_path: Path | None = None, db_url: str | None = None) -> AsyncIterator[DemoSession]:
     """Serve a seeded simulated market, connect the real client, SSH runner and store to it, plan the demo
     campaign; close everything on exit (a started campaign should be awaited or aborted before that).
     ``api_key`` is the key the market accepts and the client sends (tests use a recognisable fake one);
     ``realism`` how hard the market is (``sim/realism.py``); ``prepare`` sees the market before anything else.
     A repeat campaign passes ``later`` (the same market re-drawn later, ``sim/redraw.py``) and the earlier
-    campaign's ``db_path``, so it plans with what the earlier one measured."""
+    campaign's ``db_path``, so it plans with what the earlier one measured. ``db_url``: the campaign's store on a
+    PostgreSQL server instead (a team's shared store), its audit journal in ``data_dir``."""
     manifest = load_manifest(manifest_path)
     with tempfile.TemporaryDirectory(prefix="vastui-demo-") as tmp:
         work = Path(tmp)
@@ -139,7 +140,7 @@ async def open_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_d
                               realism=realism, prepare=prepare, later=later) as (server, clock):
             key_path = operator_key(work)
             secret = Secret(api_key)
-            store = await SqliteStore.open(db_path)
+            store = await open_store(db_url or db_path, data_dir=data_dir or work)
             store.register_secret(secret)
             try:
                 async with HttpVastClient(base_url=server.url, api_key=secret, clock=clock, audit=store) as client:
@@ -150,7 +151,7 @@ async def open_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_d
                                                 bus=EventBus(), redact=Redactor([secret]), poll_s=10.0,
                                                 teardown_poll_s=5.0)
                     plan = await plan_campaign(services, manifest=manifest, campaign_id=new_campaign_id())
-                    yield DemoSession(services, manifest, plan, server.market, client, db_path, store)
+                    yield DemoSession(services, manifest, plan, server.market, client, db_url or db_path, store)
             finally:
                 await store.close()
 
@@ -182,7 +183,7 @@ async def run_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_di
         return DemoResult(demo.plan, result.receipt, result.outcome, left, demo.db_path)
 
 
-async def _register_key(client: HttpVastClient, key_path: Path, clock: ScaledClock, audit: SqliteStore) -> None:
+async def _register_key(client: HttpVastClient, key_path: Path, clock: ScaledClock, audit: Store) -> None:
     public = (key_path.with_name(key_path.name + ".pub")).read_text(encoding="utf-8").strip()
     request = ApprovalRequest(action=Action.CREATE_SSH_KEY, target=ssh_key_target(public),
                               summary="register the demo operator's SSH public key")
