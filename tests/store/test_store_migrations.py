@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Awaitable, Callable
 from contextlib import closing
@@ -67,10 +68,17 @@ async def _seed_v4(conn: aiosqlite.Connection) -> None:
         "VALUES ('c1', 'r9', 'destroy_instance', 'instance:9001', 'destroy 9001', 4.0, 904.0, 'pending')")
 
 
+async def _seed_v5(conn: aiosqlite.Connection) -> None:
+    """Rows as the v5 code wrote them: v4's, and the screening campaign c1 kept (no writer on any row yet)."""
+    await _seed_v4(conn)
+    await conn.execute("INSERT INTO screenings (campaign_id, workload_digest, screened_at, json_text) "
+                       "VALUES ('c1', 'd1', 3.5, '{\"profile\": {}}')")
+
+
 # One seed per older non-empty schema version: adding a migration step without a seed for the version it
 # leaves behind fails test_every_old_version_has_a_seed.
 SEEDS: dict[int, Callable[[aiosqlite.Connection], Awaitable[None]]] = {
-    1: _seed_v1, 2: _seed_v2, 3: _seed_v3, 4: _seed_v4}
+    1: _seed_v1, 2: _seed_v2, 3: _seed_v3, 4: _seed_v4, 5: _seed_v5}
 
 
 async def _build_old(path: Path, version: int) -> None:
@@ -136,6 +144,7 @@ async def test_data_written_by_an_old_version_survives(tmp_path: Path, version: 
         assert [b.machine_id for b in await store.active_bad_hosts(now=1e12)] == [8]
         [audit] = await store.audit_records(campaign_id="c1")
         assert audit.action is Action.CREATE_INSTANCE and audit.outcome == "created 9001"
+        assert audit.by is None and campaign.by is None and owned.intent.by is None   # written before v6: unknown
         assert (await store.latest_receipt("c1")) is not None
         # and the migrated database takes new writes of the current shape
         entry = await store.record_bad_host(machine_id=9, reason="offline", evidence_json="{}", recorded_at=10.0,
@@ -152,6 +161,9 @@ async def test_data_written_by_an_old_version_survives(tmp_path: Path, version: 
         screening = await store.save_screening(campaign_id="c1", workload_digest="d1", screened_at=13.0,
                                                json_text='{"profile": {}}')
         assert await store.latest_screening(workload_digest="d1") == screening
+        store.act_as("ana")
+        intent = await store.record_intent(campaign_id="c1", offer_id=502, label="vastui:c1", at=14.0)
+        assert intent.by is not None and (intent.by.operator, intent.by.pid) == ("ana", os.getpid())
 
 
 async def test_a_failing_step_is_rolled_back_whole(tmp_path: Path) -> None:

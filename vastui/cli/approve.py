@@ -69,7 +69,7 @@ async def _cmd_answer(args: argparse.Namespace) -> int:
     if settings.db_url is None and not settings.db_path.exists():
         raise VastuiError(f"there is no vastui database at {settings.db_path}, so no campaign {args.campaign_id} "
                           "(pass the --db that detaching printed)", title="Unknown campaign")
-    async with await open_store(settings.db, data_dir=settings.data_dir) as store:
+    async with await open_store(settings.db, data_dir=settings.data_dir, operator=settings.operator) as store:
         pending = await _pending(store, args.campaign_id, settings.db_shown)
         if not args.request_ids and not args.all:
             return _list(args.campaign_id, pending)

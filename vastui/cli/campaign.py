@@ -242,7 +242,7 @@ async def _with_services(args: argparse.Namespace,
                          body: Callable[[CampaignServices, HttpVastClient, Store], Awaitable[int]], *,
                          key_check: KeyCheck | None = None) -> int:
     settings, clock = _setup(args)
-    store = await open_store(settings.db, data_dir=settings.data_dir)
+    store = await open_store(settings.db, data_dir=settings.data_dir, operator=settings.operator)
     assert settings.api_key.key is not None
     store.register_secret(settings.api_key.key)
     try:

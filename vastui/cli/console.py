@@ -74,8 +74,8 @@ async def run_console(args: argparse.Namespace) -> int:
                               money_confirm_over_usd=settings.money_confirm_over_usd,
                               view_memory_path=settings.config_dir / VIEW_MEMORY_FILE)
     clock = MarketClock()   # the marketplace's time, from its answers: accrued cost and deadlines are on it
-    async with await open_store(settings.db, data_dir=settings.data_dir) as store, vast_client(
-            args, audit=store, clock=clock) as client:
+    store = await open_store(settings.db, data_dir=settings.data_dir, operator=settings.operator)
+    async with store, vast_client(args, audit=store, clock=clock) as client:
         services = ConsoleServices(market=client, clock=clock, bus=EventBus(), store=store, audit=store)
         await VastuiApp(services=services, settings=console).run_async()
     return 0

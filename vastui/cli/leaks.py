@@ -51,8 +51,8 @@ async def _cmd_leaks(args: argparse.Namespace) -> int:
 
     clock = MarketClock()   # the marketplace's time, from its answers: what accrued cost and deadlines are judged at
     settings = load_settings(url=args.url, api_key=args.api_key, db_path=args.db)
-    async with await open_store(settings.db, data_dir=settings.data_dir) as store, vast_client(
-            args, audit=store, clock=clock) as client:
+    store = await open_store(settings.db, data_dir=settings.data_dir, operator=settings.operator)
+    async with store, vast_client(args, audit=store, clock=clock) as client:
         report = await find_leaks(market=client, store=store, clock=clock)
         targets = [leak for leak in report.leaks if not leak.is_unowned or args.include_unowned]
         if not args.json:

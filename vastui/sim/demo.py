@@ -123,7 +123,8 @@ async def open_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_d
                     manifest_path: Path = DEMO_MANIFEST, chaos: Chaos | None = None,
                     api_key: str = DEMO_API_KEY, realism: Realism | None = None,
                     prepare: Callable[[Market], Awaitable[None]] | None = None, later: LaterMarket | None = None,
-                    db_path: Path | None = None, db_url: str | None = None) -> AsyncIterator[DemoSession]:
+                    db_path: Path | None = None, db_url: str | None = None,
+                    operator: str = "demo") -> AsyncIterator[DemoSession]:
     """Serve a seeded simulated market, connect the real client, SSH runner and store to it, plan the demo
     campaign; close everything on exit (a started campaign should be awaited or aborted before that).
     ``api_key`` is the key the market accepts and the client sends (tests use a recognisable fake one);
@@ -140,7 +141,7 @@ async def open_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_d
                               realism=realism, prepare=prepare, later=later) as (server, clock):
             key_path = operator_key(work)
             secret = Secret(api_key)
-            store = await open_store(db_url or db_path, data_dir=data_dir or work)
+            store = await open_store(db_url or db_path, data_dir=data_dir or work, operator=operator)
             store.register_secret(secret)
             try:
                 async with HttpVastClient(base_url=server.url, api_key=secret, clock=clock, audit=store) as client:

@@ -21,6 +21,7 @@ from pathlib import Path
 from vastui.approval import Action, AuditKind, AuditRecord
 from vastui.errors import StoreError
 from vastui.store.base import Row, StoreBase
+from vastui.store.records import writer_of
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ JOURNAL_SUFFIX = ".audit-journal"
 JOURNAL_RESERVE_BYTES = 128 * 1024   # about 400 records: every destroy of a campaign and its approval, many times
 FROM_JOURNAL = " [kept in the fallback journal while the database could not be written]"
 
-_COLUMNS = "at, kind, action, target, approval_id, granted_by, outcome, campaign_id"
+_COLUMNS = "at, kind, action, target, approval_id, granted_by, outcome, campaign_id, operator, host, pid"
 
 
 def _record(row: Row) -> AuditRecord:
@@ -41,6 +42,7 @@ def _record(row: Row) -> AuditRecord:
         granted_by=row["granted_by"],
         outcome=row["outcome"],
         campaign_id=row["campaign_id"],
+        by=by.describe() if (by := writer_of(row)) is not None else None,
     )
 
 
@@ -60,9 +62,9 @@ class AuditTables(StoreBase):
         try:
             async with self._write(f"record the audit of {record.action} on {record.target}") as tx:
                 await tx.execute(
-                    f"INSERT INTO audit_log ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO audit_log ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (record.at, record.kind, str(record.action), record.target, record.approval_id,
-                     record.granted_by, record.outcome, record.campaign_id),
+                     record.granted_by, record.outcome, record.campaign_id, *self._writer_params()),
                 )
         except StoreError as exc:
             self._journal(record, exc)
@@ -114,9 +116,9 @@ class AuditTables(StoreBase):
                 if known is None:
                     added += 1
                     await tx.execute(
-                        f"INSERT INTO audit_log ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        f"INSERT INTO audit_log ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (r.at, r.kind, str(r.action), r.target, r.approval_id, r.granted_by, r.outcome,
-                         r.campaign_id))
+                         r.campaign_id, *self._writer_params()))
         if text:
             reserve_journal(path, fresh=True)
         return added

@@ -12,12 +12,16 @@ import abc
 import asyncio
 import contextlib
 import json
+import os
+import socket
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from vastui.config import Redactor, Secret
 from vastui.errors import StoreError
+from vastui.store.records import Writer
 
 Params = Sequence[Any]
 
@@ -82,6 +86,7 @@ class StoreBase(abc.ABC):
         self._lock = asyncio.Lock()
         self._redactor = Redactor()
         self._closed = False
+        self._writer = Writer(operator="", host=socket.gethostname(), pid=os.getpid())
 
     @property
     def path(self) -> Path:
@@ -93,6 +98,19 @@ class StoreBase(abc.ABC):
         """Where the data lives, as the operator names it (a file, or a server URL without its password): what
         ``--db`` takes to reach this store again."""
         return self._location
+
+    @property
+    def writer(self) -> Writer:
+        """Who this process writes as: every campaign, intent, kept request and audit record it writes says so."""
+        return self._writer
+
+    def act_as(self, operator: str) -> None:
+        """Write as ``operator`` (config ``operator``) from now on; host and pid are this process's."""
+        self._writer = replace(self._writer, operator=operator)
+
+    def _writer_params(self) -> tuple[str | None, str, int]:
+        """The (operator, host, pid) columns of a row this process writes (no operator named: NULL)."""
+        return (self._writer.operator or None, self._writer.host, self._writer.pid)
 
     def register_secret(self, secret: Secret | str) -> None:
         """Never write this value: from now on it is replaced by ``<redacted>`` in every text the store writes."""

@@ -6,9 +6,18 @@ from collections.abc import Sequence
 
 from vastui.errors import StoreError
 from vastui.store.base import Row, StoreBase, Transaction, check_json
-from vastui.store.records import Campaign, CampaignOwner, CampaignPhaseChange, Manifest, OfferSnapshot, Receipt
+from vastui.store.records import (
+    Campaign,
+    CampaignOwner,
+    CampaignPhaseChange,
+    Manifest,
+    OfferSnapshot,
+    Receipt,
+    writer_of,
+)
 
-_CAMPAIGN_COLUMNS = "campaign_id, manifest_digest, created_at, phase, phase_at, budget_usd, deadline_at, finished_at"
+_CAMPAIGN_COLUMNS = ("campaign_id, manifest_digest, created_at, phase, phase_at, budget_usd, deadline_at, finished_at, "
+                     "operator, host, pid")
 
 
 def _campaign(row: Row) -> Campaign:
@@ -21,6 +30,7 @@ def _campaign(row: Row) -> Campaign:
         budget_usd=row["budget_usd"],
         deadline_at=row["deadline_at"],
         finished_at=row["finished_at"],
+        by=writer_of(row),
     )
 
 
@@ -69,8 +79,9 @@ class CampaignTables(StoreBase):
         """Create a campaign in its first phase. The manifest must have been saved first (foreign key)."""
         async with self._write(f"create campaign {campaign_id}") as tx:
             await tx.execute(
-                f"INSERT INTO campaigns ({_CAMPAIGN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
-                (campaign_id, manifest_digest, created_at, phase, created_at, budget_usd, deadline_at),
+                f"INSERT INTO campaigns ({_CAMPAIGN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
+                (campaign_id, manifest_digest, created_at, phase, created_at, budget_usd, deadline_at,
+                 *self._writer_params()),
             )
             await tx.execute(
                 "INSERT INTO campaign_phases (campaign_id, phase, at, note) VALUES (?, ?, ?, NULL)",
@@ -108,10 +119,12 @@ class CampaignTables(StoreBase):
         """Record ``owner`` as the process running the campaign (replacing a previous, gone owner's claim)."""
         async with self._write(f"claim campaign {owner.campaign_id}") as tx:
             await tx.execute(
-                "INSERT INTO campaign_owners (campaign_id, host, pid, pid_started, claimed_at) VALUES (?, ?, ?, ?, ?) "
+                "INSERT INTO campaign_owners (campaign_id, host, pid, pid_started, claimed_at, operator) "
+                "VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (campaign_id) DO UPDATE SET host = excluded.host, pid = excluded.pid, "
-                "pid_started = excluded.pid_started, claimed_at = excluded.claimed_at",
-                (owner.campaign_id, owner.host, owner.pid, owner.pid_started, owner.claimed_at),
+                "pid_started = excluded.pid_started, claimed_at = excluded.claimed_at, operator = excluded.operator",
+                (owner.campaign_id, owner.host, owner.pid, owner.pid_started, owner.claimed_at,
+                 owner.operator if owner.operator is not None else self._writer.operator or None),
             )
 
     async def release_campaign(self, campaign_id: str, *, pid: int) -> None:
@@ -123,7 +136,8 @@ class CampaignTables(StoreBase):
         """Every claimed campaign's owner, by campaign id."""
         rows = await self._read("list campaign owners", "SELECT * FROM campaign_owners")
         return {row["campaign_id"]: CampaignOwner(campaign_id=row["campaign_id"], host=row["host"], pid=row["pid"],
-                                                  pid_started=row["pid_started"], claimed_at=row["claimed_at"])
+                                                  pid_started=row["pid_started"], claimed_at=row["claimed_at"],
+                                                  operator=row["operator"])
                 for row in rows}
 
     @staticmethod

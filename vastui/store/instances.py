@@ -19,6 +19,7 @@ from vastui.store.records import (
     Intent,
     IntentStatus,
     OwnedInstance,
+    writer_of,
 )
 
 MIN_MISSED_LISTINGS = 2  # one listing can miss a live instance (a page lost, a race); two successive cannot
@@ -39,6 +40,7 @@ def _intent(row: Row) -> Intent:
         bound_at=row["bound_at"],
         error=row["error"],
         resolved_at=row["resolved_at"],
+        by=writer_of(row),
     )
 
 
@@ -65,8 +67,9 @@ class InstanceTables(StoreBase):
         async with self._write(f"record the intent to rent offer {offer_id}") as tx:
             intent_id = await tx.insert(
                 "INSERT INTO intents (campaign_id, offer_id, label, created_at, status, machine_id, dph_usd, "
-                "deadline_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (campaign_id, offer_id, label, at, IntentStatus.PENDING, machine_id, dph_usd, deadline_at),
+                "deadline_at, operator, host, pid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (campaign_id, offer_id, label, at, IntentStatus.PENDING, machine_id, dph_usd, deadline_at,
+                 *self._writer_params()),
                 key="intent_id",
             )
             return await self._intent_in(tx, intent_id)

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 from vastui.approval import RequestState
 from vastui.store.base import Row, StoreBase
-from vastui.store.records import KeptRequest
+from vastui.store.records import KeptRequest, writer_of
 
 _COLUMNS = ("campaign_id, request_id, action, target, summary, cost_cap_usd, gpu_name, num_gpus, dph_usd, deadline_at, "
-            "asked_at, expires_at, state, answered_by, answered_at, reason")
+            "asked_at, expires_at, state, answered_by, answered_at, reason, operator, host, pid")
 
 
 def _kept(row: Row) -> KeptRequest:
@@ -25,7 +25,7 @@ def _kept(row: Row) -> KeptRequest:
         target=row["target"], summary=row["summary"], cost_cap_usd=row["cost_cap_usd"], gpu_name=row["gpu_name"],
         num_gpus=row["num_gpus"], dph_usd=row["dph_usd"], deadline_at=row["deadline_at"], asked_at=row["asked_at"],
         expires_at=row["expires_at"], state=RequestState(row["state"]), answered_by=row["answered_by"],
-        answered_at=row["answered_at"], reason=row["reason"])
+        answered_at=row["answered_at"], reason=row["reason"], by=writer_of(row))
 
 
 class KeptRequestTables(StoreBase):
@@ -45,9 +45,9 @@ class KeptRequestTables(StoreBase):
                 (asked_at, campaign_id, request_id))
             row_id = await tx.insert(
                 f"INSERT INTO kept_requests ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', "
-                "NULL, NULL, NULL)",
+                "NULL, NULL, NULL, ?, ?, ?)",
                 (campaign_id, request_id, action, target, summary, cost_cap_usd, gpu_name, num_gpus, dph_usd,
-                 deadline_at, asked_at, expires_at))
+                 deadline_at, asked_at, expires_at, *self._writer_params()))
             row = await tx.fetchone(f"SELECT id, {_COLUMNS} FROM kept_requests WHERE id = ?", (row_id,))
         assert row is not None
         return _kept(row)

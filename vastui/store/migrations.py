@@ -15,6 +15,9 @@ History:
       process answers them here; the campaign's broker polls for the answers).
   v5  screenings: the profile a campaign's knob screening kept for a workload, with the batch sizes seen to fit,
       so a later campaign of that workload can race at it without screening again (campaign/screening.py).
+  v6  who wrote it: the operator (config ``operator``), host and pid of the process that created each campaign,
+      intent (so each instance), kept approval request and audit record, and the operator of a campaign's owner,
+      so consoles sharing one store (a team's PostgreSQL) can say whose each is. Rows from before: unknown (NULL).
 """
 
 from __future__ import annotations
@@ -234,12 +237,26 @@ _V5 = (
     *_append_only("screenings"),
 )
 
+def _written_by(table: str) -> tuple[str, ...]:
+    return (f"ALTER TABLE {table} ADD COLUMN operator TEXT", f"ALTER TABLE {table} ADD COLUMN host TEXT",
+            f"ALTER TABLE {table} ADD COLUMN pid INTEGER")
+
+
+_V6 = (
+    *_written_by("campaigns"),
+    *_written_by("intents"),
+    *_written_by("kept_requests"),
+    *_written_by("audit_log"),
+    "ALTER TABLE campaign_owners ADD COLUMN operator TEXT",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "bad-host expiry; host-knowledge, bad-host and audit indexes", _V2),
     Migration(3, "campaign owners: which process runs an active campaign", _V3),
     Migration(4, "kept approval requests: a detached campaign's requests answered by another process", _V4),
     Migration(5, "screenings: the profile a campaign's knob screening kept, for later campaigns of the workload", _V5),
+    Migration(6, "who wrote it: operator, host and pid on campaigns, intents, kept requests and the audit log", _V6),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

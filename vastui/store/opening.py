@@ -10,9 +10,15 @@ from vastui.store.sqlite_store import SqliteStore
 from vastui.store.store import Store
 
 
-async def open_store(target: str | Path, *, data_dir: Path) -> Store:
+async def open_store(target: str | Path, *, data_dir: Path, operator: str | None = None) -> Store:
     """Open the store at ``target``: a ``postgresql://`` URL is a server (its audit journal, kept should the server
-    refuse a record, lives in ``data_dir``), anything else a SQLite file. Raises StoreError with what failed."""
+    refuse a record, lives in ``data_dir``), anything else a SQLite file. Every row this process writes names
+    ``operator`` (config ``operator``), this host and this pid. Raises StoreError with what failed."""
+    store: Store
     if is_postgres_url(target):
-        return await PostgresStore.open(str(target), anchor=data_dir / "team-store")
-    return await SqliteStore.open(target)
+        store = await PostgresStore.open(str(target), anchor=data_dir / "team-store")
+    else:
+        store = await SqliteStore.open(target)
+    if operator:
+        store.act_as(operator)
+    return store

@@ -9,7 +9,7 @@ Times are epoch seconds (``*_at``) from the caller's clock; durations are second
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vastui.approval import RequestState
 
@@ -60,6 +60,28 @@ class CampaignPhase(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Writer:
+    """Who wrote a row: the operator (config ``operator``), and the host and pid of the process. In a store a team
+    shares, what tells one console's campaigns, instances and approvals from another's."""
+
+    operator: str
+    host: str
+    pid: int
+
+    def describe(self) -> str:
+        return f"{self.operator} on {self.host} (pid {self.pid})"
+
+
+def writer_of(row: object) -> Writer | None:
+    """The writer a row records (None for a row written before schema v6, or by nobody known)."""
+    try:
+        operator, host, pid = row["operator"], row["host"], row["pid"]   # type: ignore[index]
+    except (IndexError, KeyError):
+        return None
+    return Writer(operator, host, int(pid)) if operator is not None and host is not None and pid is not None else None
+
+
+@dataclass(frozen=True, slots=True)
 class Manifest:
     """A workload manifest as it was written, keyed by its identity digest."""
 
@@ -78,6 +100,7 @@ class CampaignOwner:
     pid: int
     pid_started: str
     claimed_at: float
+    operator: str | None = None   # who runs it (schema v6; None before)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +115,7 @@ class Campaign:
     budget_usd: float | None
     deadline_at: float | None
     finished_at: float | None
+    by: Writer | None = field(default=None, compare=False)   # who created it (schema v6)
 
     @property
     def is_active(self) -> bool:
@@ -139,6 +163,7 @@ class Intent:
     bound_at: float | None
     error: str | None
     resolved_at: float | None
+    by: Writer | None = field(default=None, compare=False)   # who rented it (schema v6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +339,7 @@ class KeptRequest:
     answered_by: str | None = None
     answered_at: float | None = None
     reason: str | None = None
+    by: Writer | None = field(default=None, compare=False)   # the campaign process that asked (schema v6)
 
     def is_expired(self, now: float) -> bool:
         """Whether its time is up at ``now`` (epoch seconds), whatever its recorded state."""
