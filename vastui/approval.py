@@ -131,7 +131,7 @@ class AuditRecord:
     granted_by: str | None
     outcome: str
     campaign_id: str | None = None
-    # who wrote it, as the store read it back ("ana on host-1 (pid 41)"; None before schema v6): not part of what
+    # who wrote it, as the store read it back ("ana@ws-3": operator and host; None before schema v6): not part of what
     # was recorded, so two records of the same event compare equal whoever wrote them
     by: str | None = field(default=None, compare=False)
 

@@ -46,7 +46,7 @@ async def test_every_row_a_console_writes_names_its_operator_host_and_process(st
         [audit] = await other.audit_records(campaign_id="c1")
         owners = await other.campaign_owners()
         assert read is not None and read.by == owned.intent.by == request.by == ana   # bo reads ana's as ana's
-        assert audit.by == ana.describe() and owners["c1"].operator == "ana"
+        assert audit.by == ana.short and owners["c1"].operator == "ana"
         mine = await other.record_intent(campaign_id="c1", offer_id=503, label="vastui:c1", at=7.0)
         assert mine.by is not None and mine.by.operator == "bo"
     finally:

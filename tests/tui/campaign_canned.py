@@ -156,7 +156,8 @@ def finished_pictures() -> tuple[CampaignPicture, CampaignEnd, ReceiptPage]:
                       for i, c, o, d in ((501, "c1", 9001, 0.62), (502, "c2", 9002, 1.10)))
     snap = replace(snap, stage=CampaignStage.FINISHED, finished_status="clean", decision=decision,
                    instances=instances)
-    page = ReceiptPage(campaigns=(PastCampaign(CID, START, "finished", "sha256:5f0c", render_markdown(r)),
+    page = ReceiptPage(campaigns=(PastCampaign(CID, START, "finished", "sha256:5f0c", render_markdown(r),
+                                               owner="ana@ws-3"),
                                   PastCampaign("c0ld0001", START - 86_400, "finished", "sha256:5f0c", None)),
                        at=NOW)
     return CampaignPicture(snapshot=snap), CampaignEnd(receipt=r, aborted=None, error=None), page

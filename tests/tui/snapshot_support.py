@@ -160,6 +160,7 @@ async def capture_scene_async(tmp_path: Path) -> Scene:
     client = HttpVastClient(base_url="http://sim.test", api_key=Secret(KEY), clock=clock,
                             transport=httpx.ASGITransport(app=create_app(market)))
     try:
+        store.act_as("ana", host="ws-3")   # a fixed writer: the pictures never show this machine's name
         await store.save_manifest(digest=DIGEST, name="resnet", toml_text="[workload]\n", stored_at=START)
         await _own(store, market, "crun", finished=False, deadline_at=START + 3 * 3600)
         await _own(store, market, "cdone", finished=True, deadline_at=START + 3600)

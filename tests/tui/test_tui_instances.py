@@ -18,7 +18,7 @@ from tests.tui.console_support import (
     with_settings,
 )
 from vastui.tui.dialogs.prompt import PromptScreen
-from vastui.tui.views.instances import InstancesView
+from vastui.tui.views.instances import COLUMNS, InstancesView
 from vastui.tui.widgets.statusbar import StatusBar
 
 
@@ -37,10 +37,11 @@ async def test_prepay_stop_start_label_and_copy_ssh(tmp_path: Path) -> None:
             view = app.query_one(InstancesView)
             await wait_for(pilot, lambda: view.table.keys_in_order == (str(instance_id),), what="the instance row")
 
-            def cell(column: int) -> str:
-                return str(cells_of(view.table, str(instance_id))[column])  # type: ignore[index]
+            def cell(column: str) -> str:   # by the column's key: a new column moves the others
+                index = [key for key, _title in COLUMNS].index(column)
+                return str(cells_of(view.table, str(instance_id))[index])  # type: ignore[index]
 
-            await wait_for(pilot, lambda: cell(5) == "running", what="running", deadline_s=60.0)
+            await wait_for(pilot, lambda: cell("status") == "running", what="running", deadline_s=60.0)
 
             # text that is not an amount is said and dropped: no dialog, nothing sent
             await pilot.press("p")
@@ -81,11 +82,11 @@ async def test_prepay_stop_start_label_and_copy_ssh(tmp_path: Path) -> None:
             # stop, then start, each confirmed
             await pilot.press("o")
             await confirm_dialog(pilot, app)
-            await wait_for(pilot, lambda: cell(5) == "stopped", what="stopped")
-            assert cell(9).startswith("$"), "a stopped instance shows what its storage burns"
+            await wait_for(pilot, lambda: cell("status") == "stopped", what="stopped")
+            assert cell("storage").startswith("$"), "a stopped instance shows what its storage burns"
             await pilot.press("u")
             await confirm_dialog(pilot, app)
-            await wait_for(pilot, lambda: cell(5) in ("loading", "running"), what="started again")
+            await wait_for(pilot, lambda: cell("status") in ("loading", "running"), what="started again")
 
             # label
             await pilot.press("L")
@@ -93,10 +94,10 @@ async def test_prepay_stop_start_label_and_copy_ssh(tmp_path: Path) -> None:
             app.screen.query_one(Input).value = "renamed"
             await pilot.press("enter")
             await confirm_dialog(pilot, app)
-            await wait_for(pilot, lambda: cell(2) == "renamed", what="the new label")
+            await wait_for(pilot, lambda: cell("label") == "renamed", what="the new label")
 
             # copy the ssh command (no dialog: it changes nothing)
-            await wait_for(pilot, lambda: cell(5) == "running", what="running again", deadline_s=60.0)
+            await wait_for(pilot, lambda: cell("status") == "running", what="running again", deadline_s=60.0)
             await pilot.press("c")
             assert app.clipboard.startswith("ssh -p ")
             assert all(outcome.errors == [] for outcome in app.outcomes)

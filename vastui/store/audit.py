@@ -42,7 +42,7 @@ def _record(row: Row) -> AuditRecord:
         granted_by=row["granted_by"],
         outcome=row["outcome"],
         campaign_id=row["campaign_id"],
-        by=by.describe() if (by := writer_of(row)) is not None else None,
+        by=by.short if (by := writer_of(row)) is not None else None,
     )
 
 

@@ -104,9 +104,10 @@ class StoreBase(abc.ABC):
         """Who this process writes as: every campaign, intent, kept request and audit record it writes says so."""
         return self._writer
 
-    def act_as(self, operator: str) -> None:
-        """Write as ``operator`` (config ``operator``) from now on; host and pid are this process's."""
-        self._writer = replace(self._writer, operator=operator)
+    def act_as(self, operator: str, *, host: str | None = None) -> None:
+        """Write as ``operator`` (config ``operator``) from now on; host and pid are this process's (``host``
+        names another: a recorded scene replayed here, so its pictures do not depend on this machine's name)."""
+        self._writer = replace(self._writer, operator=operator, host=host if host is not None else self._writer.host)
 
     def _writer_params(self) -> tuple[str | None, str, int]:
         """The (operator, host, pid) columns of a row this process writes (no operator named: NULL)."""

@@ -71,6 +71,12 @@ class Writer:
     def describe(self) -> str:
         return f"{self.operator} on {self.host} (pid {self.pid})"
 
+    @property
+    def short(self) -> str:
+        """Operator and host in one word, as a table cell shows it: ``ana@ws-3`` (the host once, when the
+        operator's default name already ends with it)."""
+        return self.operator if self.operator.endswith(f"@{self.host}") else f"{self.operator}@{self.host}"
+
 
 def writer_of(row: object) -> Writer | None:
     """The writer a row records (None for a row written before schema v6, or by nobody known)."""

@@ -76,6 +76,7 @@ class PastCampaign:
     phase: str
     workload_digest: str
     receipt_markdown: str | None
+    owner: str | None = None      # the operator and host that started it (a team's store shows whose)
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,5 +91,6 @@ async def receipt_page(*, store: Store, clock: Clock, shown: int = RECEIPTS_SHOW
     for campaign in campaigns[:shown]:
         receipt = await store.latest_receipt(campaign.campaign_id)
         past.append(PastCampaign(campaign.campaign_id, campaign.created_at, campaign.phase,
-                                 campaign.manifest_digest, None if receipt is None else receipt.markdown_text))
+                                 campaign.manifest_digest, None if receipt is None else receipt.markdown_text,
+                                 owner=None if campaign.by is None else campaign.by.short))
     return ReceiptPage(tuple(past), at=clock.now())

@@ -21,15 +21,16 @@ from vastui.tui.widgets.keyed_table import Cell, KeyedTable
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("at", "when (UTC)"), ("age", "ago"), ("what", "what"), ("action", "action"), ("target", "target"),
-    ("campaign", "campaign"), ("by", "by"), ("outcome", "outcome"),
+    ("campaign", "campaign"), ("by", "by"), ("operator", "operator"), ("outcome", "outcome"),
 )
 # dropped first to fit a narrow terminal: what happened, to what, and how it ended stay to the last
-DROP_ORDER = ("by", "campaign", "at", "action")
+DROP_ORDER = ("operator", "by", "campaign", "at", "action")
 NOTES: tuple[tuple[str, str], ...] = (
     ("what", "approved / refused / expired (an approval's answer), sending (a mutating call about to go out), "
              "done (the call's outcome)"),
     ("target", "what the action is on: offer:ID for a rent, instance:ID for the rest"),
     ("by", "who granted the approval (the console dialog, a campaign's queue, a policy)"),
+    ("operator", "the operator and host whose process wrote the record (a team's store holds everyone's)"),
 )
 
 
@@ -57,7 +58,7 @@ def record_keys(records: tuple[AuditRecord, ...]) -> list[str]:
 def activity_cells(record: AuditRecord, *, now: float) -> tuple[Cell, ...]:
     at = datetime.fromtimestamp(record.at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
     return (at, format_age(now - record.at), what_happened(record), str(record.action).replace("_", " "),
-            record.target, record.campaign_id or "-", record.granted_by or "-", record.outcome)
+            record.target, record.campaign_id or "-", record.granted_by or "-", record.by or "-", record.outcome)
 
 
 class ActivityView(ConsoleView):

@@ -28,12 +28,12 @@ from vastui.vast.models import Instance, InstanceStatus
 
 MARK = "●"
 COLUMNS: tuple[tuple[str, str], ...] = (
-    ("mark", " "), ("id", "id"), ("label", "label"), ("campaign", "campaign"), ("gpu", "GPU"),
+    ("mark", " "), ("id", "id"), ("label", "label"), ("campaign", "campaign"), ("owner", "owner"), ("gpu", "GPU"),
     ("status", "status"), ("since", "in status"), ("dph", "$/h"), ("accrued", "accrued"),
     ("storage", "storage $/h"), ("deadline", "deadline"), ("leak", "leak"),
 )
 # dropped first to fit a narrow terminal: accrued, deadline and leak stay to the last
-DROP_ORDER = ("storage", "campaign", "label", "since", "dph", "gpu")
+DROP_ORDER = ("storage", "label", "owner", "campaign", "since", "dph", "gpu")
 
 
 # statuses an instance holds from its rent until it first runs: ``start_date`` is when they began
@@ -85,6 +85,7 @@ class InstancesView(ConsoleView):
     view_name = "instances"
     COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
         ("campaign", "the campaign that owns the instance (its intent in the store, or its vastui label)"),
+        ("owner", "the operator and host that rented it (a team's shared store says whose each is)"),
         ("in status", "how long it has been in its current status"),
         ("accrued", "what it has billed since it started, at its current $/h"),
         ("storage $/h", "what a stopped instance still bills for its disk"),
@@ -175,6 +176,7 @@ class InstancesView(ConsoleView):
         cells: list[Cell] = [
             MARK if inst.id in self.marked else "", str(inst.id), inst.label or "-",
             renter_of(campaign) or campaign or "-",
+            intent.by.short if intent is not None and intent.by is not None else "-",
             f"{num(inst.num_gpus, 'd')}x {inst.gpu_name or '?'}", since.status, since_text(since, now),
             usd(inst.dph_total), accrued_usd(accrued), usd(inst.storage_total_cost, 4) if stopped else "-",
             deadline, verdict,

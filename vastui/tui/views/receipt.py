@@ -19,21 +19,22 @@ from vastui.tui.state import ConsoleState
 from vastui.tui.views.base import ConsoleView, focus_now
 from vastui.tui.widgets.keyed_table import Cell, KeyedTable
 
-COLUMNS: tuple[tuple[str, str], ...] = (("id", "campaign"), ("created", "created (UTC)"), ("phase", "phase"),
-                                        ("receipt", "receipt"))
+COLUMNS: tuple[tuple[str, str], ...] = (("id", "campaign"), ("created", "created (UTC)"), ("owner", "owner"),
+                                        ("phase", "phase"), ("receipt", "receipt"))
 NO_RECEIPT = "*No receipt yet: a campaign's receipt is written when it finishes (teardown proven).*"
 
 
 def campaign_cells(c: PastCampaign, *, followed: str | None) -> tuple[Cell, ...]:
     created = datetime.fromtimestamp(c.created_at, tz=UTC).strftime("%Y-%m-%d %H:%M")
     mark = "▶ " if c.campaign_id == followed else ""
-    return (mark + c.campaign_id, created, c.phase, "yes" if c.receipt_markdown else "-")
+    return (mark + c.campaign_id, created, c.owner or "-", c.phase, "yes" if c.receipt_markdown else "-")
 
 
 class ReceiptView(ConsoleView):
     view_name = "receipt"
     COLUMN_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
         ("campaign", "▶ marks the campaign the console follows; Enter shows the receipt of the row"),
+        ("owner", "the operator and host that started it (in a team's shared store: whose it is)"),
         ("receipt", "whether the campaign finished and wrote its receipt"),
     )
 
