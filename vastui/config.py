@@ -257,6 +257,37 @@ class Redactor:
 
 
 @dataclass(frozen=True, slots=True)
+class StandingDestroy:
+    """A standing approval for ``vastui watch`` to destroy leaks, written in the config file's ``[watch.destroy]``
+    table: only an instance listed as leaked (or, with ``include_unowned``, not vastui's) for at least
+    ``older_than_s`` since it started, billing at most ``max_usd_per_h``, whose label matches one of ``labels``
+    (shell patterns; ``*`` also matches an instance with no label). ``source`` says where it was written."""
+
+    older_than_s: float
+    max_usd_per_h: float
+    labels: tuple[str, ...]
+    include_unowned: bool
+    source: str
+
+    def describe(self) -> str:
+        whose = "leaked or not vastui's" if self.include_unowned else "leaked"
+        return (f"{whose} instances running {self.older_than_s / 60:g} min or more, billing at most "
+                f"${self.max_usd_per_h:g}/h, labelled {' or '.join(self.labels)} ({self.source})")
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    """``vastui watch``: the config file's ``[watch]`` table (docs/architecture.md, The leak watch)."""
+
+    interval_s: float = 300.0           # between rounds (marketplace time)
+    quiet_s: float = 86400.0            # one condition alerts once per this long
+    runway_h: float = 24.0              # alert when credit at the current burn lasts less than this
+    blind_rounds: int = 3               # alert when this many rounds in a row could not read the whole listing
+    webhook_url: Secret | None = None   # a Slack-compatible incoming webhook (its URL is a credential)
+    destroy: StandingDestroy | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Everything a vastui process needs to know about its environment."""
 
@@ -272,6 +303,7 @@ class Settings:
     approval_expiry_s: float = 900.0          # a campaign's request waits this long (wall time) for an answer
     db_url: str | None = None                 # a team's PostgreSQL store, when chosen: it replaces db_path
     operator: str = "operator"                # who this operator is, in a shared store (config ``operator``)
+    watch: WatchSettings = WatchSettings()    # ``vastui watch`` (config ``[watch]``)
 
     @property
     def db(self) -> str | Path:
@@ -387,4 +419,72 @@ def load_settings(
         theme=theme,
         money_confirm_over_usd=threshold,
         approval_expiry_s=60.0 * expiry_min,
+        watch=watch_settings(file_cfg.get("watch"), where=f"{config_dir / 'config.toml'}", env=env),
     )
+
+
+def watch_settings(table: object, *, where: str, env: Mapping[str, str]) -> WatchSettings:
+    """The ``[watch]`` table (None: none written) as WatchSettings; ConfigError naming the file and key when a
+    value is not what it must be. ``VASTUI_WEBHOOK_URL`` replaces the table's ``webhook_url``."""
+    if table is None:
+        table = {}
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where}: watch must be a table ([watch]), not {type(table).__name__}")
+    known = {"interval_min", "quiet_min", "runway_h", "blind_rounds", "webhook_url", "destroy"}
+    _refuse_unknown(table, known, where=f"{where} [watch]")
+    defaults = WatchSettings()
+    interval = _positive(table, "interval_min", defaults.interval_s / 60, where=where) * 60
+    quiet = _positive(table, "quiet_min", defaults.quiet_s / 60, where=where, zero=True) * 60
+    runway = _positive(table, "runway_h", defaults.runway_h, where=where, zero=True)
+    blind = _positive(table, "blind_rounds", defaults.blind_rounds, where=where)
+    if blind != int(blind):
+        raise ConfigError(f"{where}: watch.blind_rounds must be a whole number of rounds, not {blind}")
+    hook_text = env.get("VASTUI_WEBHOOK_URL") or table.get("webhook_url")
+    webhook = None
+    if hook_text is not None:
+        if not isinstance(hook_text, str) or not hook_text.startswith(("https://", "http://")):
+            raise ConfigError(f"{where}: watch.webhook_url (or VASTUI_WEBHOOK_URL) must be an http(s) URL "
+                              "(not shown: a webhook's URL is its password)")
+        webhook = Secret(hook_text)
+    return WatchSettings(interval_s=interval, quiet_s=quiet, runway_h=runway, blind_rounds=int(blind),
+                         webhook_url=webhook, destroy=_standing_destroy(table.get("destroy"), where=where))
+
+
+def _standing_destroy(table: object, *, where: str) -> StandingDestroy | None:
+    if table is None:
+        return None
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where}: watch.destroy must be a table ([watch.destroy]), not {type(table).__name__}")
+    _refuse_unknown(table, {"older_than_min", "max_usd_per_h", "labels", "include_unowned"},
+                    where=f"{where} [watch.destroy]")
+    missing = [key for key in ("older_than_min", "max_usd_per_h", "labels") if key not in table]
+    if missing:
+        raise ConfigError(f"{where}: [watch.destroy] is a standing approval to destroy and must say every limit: "
+                          f"{', '.join(missing)} missing")
+    labels = table["labels"]
+    if (not isinstance(labels, list) or not labels
+            or not all(isinstance(label, str) and label for label in labels)):
+        raise ConfigError(f"{where}: watch.destroy.labels must be a list of label patterns, e.g. [\"vastui-*\"]")
+    unowned = table.get("include_unowned", False)
+    if not isinstance(unowned, bool):
+        raise ConfigError(f"{where}: watch.destroy.include_unowned must be true or false")
+    return StandingDestroy(
+        older_than_s=60 * _positive(table, "older_than_min", 0, where=where, prefix="watch.destroy."),
+        max_usd_per_h=_positive(table, "max_usd_per_h", 0, where=where, prefix="watch.destroy."),
+        labels=tuple(labels), include_unowned=unowned, source=f"{where} [watch.destroy]")
+
+
+def _refuse_unknown(table: Mapping[str, object], known: set[str], *, where: str) -> None:
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+
+
+def _positive(table: Mapping[str, object], key: str, default: float, *, where: str, zero: bool = False,
+              prefix: str = "watch.") -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or value < 0 or (value == 0 and not zero):
+        raise ConfigError(f"{where}: {prefix}{key} must be a {'non-negative' if zero else 'positive'} number, "
+                          f"not {value!r}")
+    return float(value)

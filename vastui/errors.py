@@ -99,6 +99,10 @@ class StoreError(VastuiError):
     """The local database could not be read or written."""
 
 
+class WebhookError(VastuiError):
+    """An alert's webhook did not take it (no answer, or an error status); the alert is kept and sent again."""
+
+
 class ManifestError(VastuiError):
     """A workload manifest is invalid; says file, line and field."""
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.campaign.leak_world import new_campaign, rent, rent_owned
 from tests.fakes import FakeAudit, FakeClock
 from vastui.approval import AuditKind, AuditRecord
 from vastui.campaign.approvers import AuditedApprover
@@ -35,7 +36,6 @@ from vastui.config import Secret, load_settings
 from vastui.events import EventBus
 from vastui.sim.app import create_app
 from vastui.sim.factory import build_market
-from vastui.sim.instance import CreateRequest
 from vastui.sim.market import Market
 from vastui.sim.realism import Realism
 from vastui.sim.server import SimServer
@@ -92,37 +92,6 @@ async def client(transport: FailingPagesTransport, clock: FakeClock) -> AsyncIte
 async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
     async with await SqliteStore.open(tmp_path / "watch.sqlite3") as s:
         yield s
-
-
-async def rent(market: Market, label: str | None) -> tuple[int, int]:
-    """Rent a free machine straight on the market (setup, not under test): (instance id, offer id)."""
-    machine = next(m for m in market.world.machines if not market.is_rented(m) and m.disk_space_gb >= 10)
-    body = {"image": "pytorch/pytorch", "disk": 10, "label": label, "runtype": "ssh"}
-    state = await market.create_instance(machine.offer_id, CreateRequest.from_body(body))
-    return state.id, machine.offer_id
-
-
-async def new_campaign(store: SqliteStore, campaign_id: str, *, at: float, finished: bool = False,
-                       phase: str = "measuring", deadline_at: float | None = None) -> None:
-    await store.save_manifest(digest="sha256:" + "0" * 64, name="w", toml_text="[workload]\n", stored_at=at)
-    await store.create_campaign(campaign_id=campaign_id, manifest_digest="sha256:" + "0" * 64, created_at=at,
-                                phase=phase, deadline_at=deadline_at)
-    if finished:
-        await store.finish_campaign(campaign_id=campaign_id, phase="finished", at=at)
-
-
-async def rent_owned(market: Market, store: SqliteStore, campaign_id: str, *, at: float, deadline_at: float | None,
-                     candidate: str = "c0", bind: bool = True) -> int:
-    """What a campaign does: write the intent, create with its label, bind the id."""
-    machine = next(m for m in market.world.machines if not market.is_rented(m) and m.disk_space_gb >= 10)
-    label = f"vastui-{campaign_id}-{candidate}-{machine.offer_id}"
-    intent = await store.record_intent(campaign_id=campaign_id, offer_id=machine.offer_id, label=label, at=at,
-                                       deadline_at=deadline_at)
-    body = {"image": "pytorch/pytorch", "disk": 10, "label": label, "runtype": "ssh"}
-    state = await market.create_instance(machine.offer_id, CreateRequest.from_body(body))
-    if bind:
-        await store.bind_intent(intent_id=intent.intent_id, instance_id=state.id, at=at)
-    return state.id
 
 
 # --- what is a leak -----------------------------------------------------------------------------------------

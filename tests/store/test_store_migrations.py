@@ -75,18 +75,31 @@ async def _seed_v5(conn: aiosqlite.Connection) -> None:
                        "VALUES ('c1', 'd1', 3.5, '{\"profile\": {}}')")
 
 
+async def _seed_v6(conn: aiosqlite.Connection) -> None:
+    """The rows the v6 code added to v5's (``_build_old`` writes those first): a ruled-out intent naming its writer."""
+    await conn.execute("INSERT INTO intents (campaign_id, offer_id, label, status, created_at, resolved_at, operator, "
+                       "host, pid) VALUES ('c1', 503, 'vastui:c1:v6', 'ruled_out', 5.0, 5.5, 'bo', 'ws-1', 42)")
+
+
 # One seed per older non-empty schema version: adding a migration step without a seed for the version it
-# leaves behind fails test_every_old_version_has_a_seed.
+# leaves behind fails test_every_old_version_has_a_seed. Seeds up to v5 write every row (by position: the tables
+# had no added columns yet); from v6 on a seed adds its rows to the previous version's, migrated.
+LAST_WHOLE_SEED = 5
 SEEDS: dict[int, Callable[[aiosqlite.Connection], Awaitable[None]]] = {
-    1: _seed_v1, 2: _seed_v2, 3: _seed_v3, 4: _seed_v4, 5: _seed_v5}
+    1: _seed_v1, 2: _seed_v2, 3: _seed_v3, 4: _seed_v4, 5: _seed_v5, 6: _seed_v6}
 
 
 async def _build_old(path: Path, version: int) -> None:
     async with aiosqlite.connect(path, isolation_level=None) as conn:
         await conn.execute("PRAGMA foreign_keys = ON")
-        assert await migrate(conn, target=version) == version
-        if version in SEEDS:
-            await SEEDS[version](conn)
+        whole = min(version, LAST_WHOLE_SEED)
+        assert await migrate(conn, target=whole) == whole
+        if whole in SEEDS:
+            await SEEDS[whole](conn)
+        for later in range(LAST_WHOLE_SEED + 1, version + 1):
+            assert await migrate(conn, target=later) == later
+            if later in SEEDS:
+                await SEEDS[later](conn)
 
 
 def _schema(path: Path) -> list[tuple[str, str]]:
@@ -164,6 +177,9 @@ async def test_data_written_by_an_old_version_survives(tmp_path: Path, version: 
         store.act_as("ana")
         intent = await store.record_intent(campaign_id="c1", offer_id=502, label="vastui:c1", at=14.0)
         assert intent.by is not None and (intent.by.operator, intent.by.pid) == ("ana", os.getpid())
+        alert = await store.raise_alert(alert_key="leak:9001", kind="leak", text="9001 leaked", instance_id=9001,
+                                        at=15.0, quiet_s=60.0)
+        assert alert is not None and [a.row_id for a in await store.undelivered_alerts()] == [alert.row_id]
 
 
 async def test_a_failing_step_is_rolled_back_whole(tmp_path: Path) -> None:

@@ -71,6 +71,7 @@ class Leak:
     burn_usd_per_h: float | None
     campaign_id: str | None
     detail: str = ""
+    started_at: float | None = None  # the listing's start_date, on the marketplace's clock
 
     @property
     def is_unowned(self) -> bool:
@@ -140,17 +141,17 @@ class LeakReport:
         return f"no leaks among {self.listed_count} listed instance(s){unowned}"
 
 
-async def find_leaks(*, market: Marketplace, store: CampaignStore, clock: Clock) -> LeakReport:
-    """Reconcile the full instance listing against the store; costs and deadlines are judged at ``clock.now()``,
-    read right after the listing: give it the client's ``MarketClock``, so "now" is the marketplace's (its
-    ``start_date`` is on that clock; docs/architecture.md, One clock for money).
+async def find_leaks(*, market: Marketplace, store: CampaignStore, clock: Clock,
+                     listing: InstanceListing | None = None) -> LeakReport:
+    """Reconcile the full instance listing (``listing``, when the caller has just read it) against the store;
+    costs and deadlines are judged at ``clock.now()``, read right after the listing: give it the client's
+    ``MarketClock``, so "now" is the marketplace's (its ``start_date`` is on that clock; docs/architecture.md, One
+    clock for money).
 
     A failed listing call is reported like an incomplete listing (UNKNOWN), with its error. Reads only.
     """
-    try:
-        listing = await market.list_instances()
-    except ApiError as exc:
-        listing = InstanceListing(instances=(), is_complete=False, error=str(exc))
+    if listing is None:
+        listing = await read_listing(market)
     now = clock.now()
     owned = await store.owned_instances()
     campaigns = {c.campaign_id: c for c in await store.campaigns()}
@@ -176,6 +177,14 @@ async def find_leaks(*, market: Marketplace, store: CampaignStore, clock: Clock)
     return LeakReport(checked_at=now, is_complete=is_complete, error=error,
                       listed_count=len(listing.instances) + len(listing.unreadable), leaks=tuple(leaks),
                       unlisted=unlisted)
+
+
+async def read_listing(market: Marketplace) -> InstanceListing:
+    """The full instance listing; a failed call is an incomplete listing carrying its error."""
+    try:
+        return await market.list_instances()
+    except ApiError as exc:
+        return InstanceListing(instances=(), is_complete=False, error=str(exc))
 
 
 def campaign_of_label(label: str | None) -> str | None:
@@ -223,7 +232,7 @@ def _leak(instance: Instance, reason: LeakReason, campaign_id: str | None, now: 
     return Leak(instance_id=instance.id, label=instance.label, reason=reason,
                 status=None if instance.actual_status is None else str(instance.actual_status),
                 dph_total=instance.dph_total, accrued_usd=accrued, burn_usd_per_h=instance.dph_total,
-                campaign_id=campaign_id, detail=detail)
+                campaign_id=campaign_id, detail=detail, started_at=instance.start_date)
 
 
 def _unlisted(owned: Sequence[OwnedInstance], listing: InstanceListing) -> tuple[UnlistedInstance, ...]:

@@ -46,6 +46,7 @@ examples:
   vastui campaign plan examples/resnet.toml  shortlist and price a campaign (rents nothing)
   vastui campaign run examples/resnet.toml   plan, ask approval, rent, measure, decide, destroy, prove
   vastui leaks                               instances billing without a reason (--destroy: each approved)
+  vastui watch                               the same every 5 min as a service: alerts to a webhook
 
 The API key is taken from --api-key, then VAST_API_KEY, then ~/.config/vastai/vast_api_key (as the official CLI).
 The marketplace URL from --url, then VAST_URL, then https://console.vast.ai.
@@ -59,6 +60,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
              "run a whole benchmark campaign on the embedded simulated marketplace"),
     "campaign": ("vastui.cli.campaign", "add_campaign_commands", "plan, run and resume benchmark campaigns"),
     "ssh-key": ("vastui.cli.sshkey", "add_ssh_key_command", "register SSH public keys on the account"),
+    "watch": ("vastui.cli.watch", "add_watch_command",
+              "watch the account for leaks, alert, and destroy under a standing approval"),
 }
 
 

@@ -216,7 +216,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         console.print(render_markdown(result.receipt), highlight=False, markup=False)
         console.print(_summary(result.receipt), highlight=False, markup=False)
         console.print(f"the simulator lists {result.instances_left} instance(s) after the campaign; "
-                      f"store: {result.db_path}", highlight=False, markup=False)
+                      f"store: {result.db_shown}", highlight=False, markup=False)
     return 0 if result.receipt.teardown_passed and result.instances_left == 0 else 1
 
 

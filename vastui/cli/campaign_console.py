@@ -107,7 +107,7 @@ def demo_in_console(args: argparse.Namespace, *, data_dir: Path | None,
     (each request for ``expiry_s`` wall seconds, however fast the simulated clock runs)."""
     from vastui.sim.demo import open_demo
 
-    async def run() -> tuple[CampaignResult, int, Path | str]:
+    async def run() -> tuple[CampaignResult, int, Path]:
         async with open_demo(seed=args.seed, time_scale=args.time_scale,
                              data_dir=data_dir) as demo:
             handle = demo.start(plan_approved=False, expiry_s=expiry_s)

@@ -25,7 +25,7 @@ from vastui.campaign.handle import CampaignHandle, start_campaign
 from vastui.campaign.plan import Plan, render_plan
 from vastui.campaign.session import CampaignServices, new_campaign_id, plan_campaign
 from vastui.clock import Clock, ScaledClock
-from vastui.config import Redactor, Secret
+from vastui.config import Redactor, Secret, without_password
 from vastui.events import Event, EventBus
 from vastui.remote.runner import SshRunner
 from vastui.sim.chaos import Chaos
@@ -48,7 +48,22 @@ class DemoResult:
     receipt: Receipt
     outcome: CampaignOutcome
     instances_left: int
-    db_path: Path | str
+    db: Path | str            # the store: a SQLite file, or a PostgreSQL URL (``db_url``)
+
+    @property
+    def db_path(self) -> Path:
+        return _sqlite_file(self.db)
+
+    @property
+    def db_shown(self) -> str:
+        return str(self.db) if isinstance(self.db, Path) else without_password(self.db)
+
+
+def _sqlite_file(db: Path | str) -> Path:
+    """The demo's SQLite file; a demo on a team's PostgreSQL store has none (ValueError)."""
+    if not isinstance(db, Path):
+        raise ValueError("this demo's store is a PostgreSQL database, not a SQLite file")
+    return db
 
 
 def operator_key(directory: Path) -> Path:
@@ -97,8 +112,12 @@ class DemoSession:
     plan: Plan
     market: Market
     client: HttpVastClient
-    db_path: Path | str       # the store: a SQLite file, or a PostgreSQL URL (``db_url``)
+    db: Path | str            # the store: a SQLite file, or a PostgreSQL URL (``db_url``)
     store: Store              # the campaign's store, as the console reads it too
+
+    @property
+    def db_path(self) -> Path:
+        return _sqlite_file(self.db)
 
     @property
     def plan_text(self) -> str:
@@ -181,7 +200,7 @@ async def run_demo(*, seed: int, time_scale: float = DEFAULT_TIME_SCALE, data_di
         left = await demo.instances_left()
         if on_market is not None:
             await on_market(demo.market)
-        return DemoResult(demo.plan, result.receipt, result.outcome, left, demo.db_path)
+        return DemoResult(demo.plan, result.receipt, result.outcome, left, demo.db)
 
 
 async def _register_key(client: HttpVastClient, key_path: Path, clock: ScaledClock, audit: Store) -> None:

@@ -27,6 +27,8 @@ from vastui.store.records import (
     Run,
     RunStatus,
     StoredScreening,
+    WatchAlert,
+    WatchRound,
 )
 from vastui.store.sqlite_store import SqliteStore
 from vastui.store.store import Store
@@ -56,6 +58,8 @@ __all__ = [
     "SqliteStore",
     "Store",
     "StoredScreening",
+    "WatchAlert",
+    "WatchRound",
     "is_postgres_url",
     "open_store",
 ]

@@ -250,6 +250,40 @@ _V6 = (
     "ALTER TABLE campaign_owners ADD COLUMN operator TEXT",
 )
 
+_V7 = (
+    """CREATE TABLE watch_rounds (
+        id INTEGER PRIMARY KEY,
+        checked_at REAL NOT NULL,
+        verdict TEXT NOT NULL,
+        listed_count INTEGER NOT NULL,
+        leaked_count INTEGER NOT NULL,
+        unowned_count INTEGER NOT NULL,
+        burn_usd_per_h REAL,
+        credit_usd REAL,
+        error TEXT,
+        operator TEXT,
+        host TEXT,
+        pid INTEGER)""",
+    "CREATE INDEX watch_rounds_by_time ON watch_rounds(checked_at)",
+    *_append_only("watch_rounds"),
+    """CREATE TABLE watch_alerts (
+        id INTEGER PRIMARY KEY,
+        alert_key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        instance_id INTEGER,
+        text TEXT NOT NULL,
+        raised_at REAL NOT NULL,
+        delivered_at REAL,
+        claimed_until REAL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        operator TEXT,
+        host TEXT,
+        pid INTEGER)""",
+    "CREATE INDEX watch_alerts_by_key ON watch_alerts(alert_key, raised_at)",
+    "CREATE INDEX watch_alerts_undelivered ON watch_alerts(id) WHERE delivered_at IS NULL",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "bad-host expiry; host-knowledge, bad-host and audit indexes", _V2),
@@ -257,6 +291,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "kept approval requests: a detached campaign's requests answered by another process", _V4),
     Migration(5, "screenings: the profile a campaign's knob screening kept, for later campaigns of the workload", _V5),
     Migration(6, "who wrote it: operator, host and pid on campaigns, intents, kept requests and the audit log", _V6),
+    Migration(7, "the leak watch: what each round saw, and its alerts with their delivery", _V7),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -350,3 +350,38 @@ class KeptRequest:
     def is_expired(self, now: float) -> bool:
         """Whether its time is up at ``now`` (epoch seconds), whatever its recorded state."""
         return now >= self.expires_at
+
+
+@dataclass(frozen=True, slots=True)
+class WatchRound:
+    """What one round of ``vastui watch`` saw: the listing's verdict (clean, leaking or unknown) and counts, what
+    every listed instance burns, the account's credit, and the error that made the listing incomplete."""
+
+    row_id: int
+    checked_at: float
+    verdict: str
+    listed_count: int
+    leaked_count: int
+    unowned_count: int
+    burn_usd_per_h: float | None
+    credit_usd: float | None
+    error: str | None
+    by: Writer | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchAlert:
+    """One alert the watch raised. ``alert_key`` names the condition (one leak, the runway, the API key): while
+    an alert of a key is younger than the quiet period, the condition raises no other. ``delivered_at`` is None
+    until the webhook took it (at once when there is none); until then every round tries again."""
+
+    row_id: int
+    alert_key: str
+    kind: str
+    instance_id: int | None
+    text: str
+    raised_at: float
+    delivered_at: float | None
+    attempts: int
+    last_error: str | None
+    by: Writer | None = field(default=None, compare=False)

@@ -16,11 +16,14 @@ from vastui.store.instances import InstanceTables
 from vastui.store.kept import KeptRequestTables
 from vastui.store.runs import RunTables
 from vastui.store.screenings import ScreeningTables
+from vastui.store.watch import WatchTables
 
 
-class Store(CampaignTables, InstanceTables, RunTables, HostTables, AuditTables, KeptRequestTables, ScreeningTables):
+class Store(CampaignTables, InstanceTables, RunTables, HostTables, AuditTables, KeptRequestTables, ScreeningTables,
+            WatchTables):
     """Everything vastui keeps: campaigns, intents and instances, runs and telemetry, host knowledge, bad hosts,
-    the audit log and receipts, a detached campaign's kept approval requests, and the knobs' screenings."""
+    the audit log and receipts, a detached campaign's kept approval requests, the knobs' screenings, and
+    what the leak watch saw and told."""
 
     async def __aenter__(self) -> Self:
         return self

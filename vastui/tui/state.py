@@ -15,7 +15,7 @@ from vastui.campaign.watch import LeakReport
 from vastui.store.records import BadHost, HostKnowledge, Intent
 from vastui.tui.campaign_state import CampaignEnd, CampaignPicture, ReceiptPage
 from vastui.tui.health import Source, SourceHealth
-from vastui.vast.models import Instance, InstanceListing, InstanceStatus, Offer, User
+from vastui.vast.models import Instance, InstanceListing, Offer, User
 
 if TYPE_CHECKING:
     from vastui.store import Store
@@ -118,15 +118,7 @@ class ConsoleState:
     @property
     def burn_usd_per_h(self) -> float | None:
         """What every listed instance bills per hour: $/h while up, storage alone when stopped."""
-        if self.instances is None:
-            return None
-        total = 0.0
-        for inst in self.instances.listing.instances:
-            if InstanceStatus.STOPPED in (inst.actual_status, inst.intended_status):
-                total += inst.storage_total_cost or 0.0
-            else:
-                total += inst.dph_total or 0.0
-        return total
+        return None if self.instances is None else self.instances.listing.burn_usd_per_h
 
     @property
     def runway_h(self) -> float | None:

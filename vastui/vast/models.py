@@ -294,6 +294,13 @@ class Instance:
     def is_running(self) -> bool:
         return self.actual_status is InstanceStatus.RUNNING
 
+    @property
+    def burn_usd_per_h(self) -> float:
+        """What it bills per hour now: ``dph_total`` while up, its storage alone once stopped (0 where unsaid)."""
+        if InstanceStatus.STOPPED in (self.actual_status, self.intended_status):
+            return self.storage_total_cost or 0.0
+        return self.dph_total or 0.0
+
     def ssh_endpoint(self) -> tuple[str, int] | None:
         """The first of ``ssh_endpoints()`` (what a table shows), or None while there is none."""
         endpoints = self.ssh_endpoints()
@@ -373,6 +380,11 @@ class InstanceListing:
 
     def find(self, instance_id: int) -> Instance | None:
         return next((inst for inst in self.instances if inst.id == instance_id), None)
+
+    @property
+    def burn_usd_per_h(self) -> float:
+        """What every instance read bills per hour (a lower bound when the listing is incomplete)."""
+        return sum(inst.burn_usd_per_h for inst in self.instances)
 
     def with_label(self, label: str) -> tuple[Instance, ...]:
         return tuple(inst for inst in self.instances if inst.label == label)

@@ -136,7 +136,7 @@ class Wire:
                 else:
                     reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 if retry is Retry.IDEMPOTENT and self._policy.has_attempts_left(attempt - limited):
-                    await self._wait(what, attempt, None, reason)
+                    await self._wait(what, attempt, None, reason, uncounted=limited)
                     continue
                 kind = NotSent if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) else TransportError
                 raise kind(self.redact(f"{what} failed after {attempt} attempt(s): {reason}")) from exc
@@ -158,7 +158,7 @@ class Wire:
                 raise self._too_long(what, response.status_code, retry_after)
             if not (retry is Retry.IDEMPOTENT and self._policy.has_attempts_left(attempt - limited)):
                 return self._decode(response, what, attempts=attempt)
-            await self._wait(what, attempt, retry_after, f"HTTP {response.status_code}")
+            await self._wait(what, attempt, retry_after, f"HTTP {response.status_code}", uncounted=limited)
 
     async def _send(self, method: str, full_path: str, url: str, content: bytes | None,
                     headers: dict[str, str]) -> httpx.Response:
@@ -241,10 +241,12 @@ class Wire:
             self._clock.announced_scale = scale
 
     async def _wait(self, what: str, attempt: int, retry_after: float | None, reason: str, *,
-                    limited: int = 0) -> None:
+                    limited: int = 0, uncounted: int = 0) -> None:
+        """Wait before the next attempt: ``limited`` for a 429 (counted apart from the other failures, so
+        ``uncounted`` of the attempts so far were 429s and do not count against ``max_attempts``)."""
         delay = retry_after if retry_after is not None else self._policy.backoff_s(attempt - 1)
         bound = (f"rate limited {limited} of at most {self._policy.max_rate_limited} times" if limited
-                 else f"attempt {attempt + 1} of {self._policy.max_attempts}")
+                 else f"attempt {attempt - uncounted + 1} of {self._policy.max_attempts}")
         self.log(logging.WARNING, f"{what}: {reason}; retrying in {delay:.3g} s ({bound})")
         await self._clock.sleep(delay)
 
