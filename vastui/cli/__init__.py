@@ -47,6 +47,7 @@ examples:
   vastui campaign run examples/resnet.toml   plan, ask approval, rent, measure, decide, destroy, prove
   vastui leaks                               instances billing without a reason (--destroy: each approved)
   vastui watch                               the same every 5 min as a service: alerts to a webhook
+  vastui migrate --to postgresql://...       copy this operator's store into the team's
 
 The API key is taken from --api-key, then VAST_API_KEY, then ~/.config/vastai/vast_api_key (as the official CLI).
 The marketplace URL from --url, then VAST_URL, then https://console.vast.ai.
@@ -62,6 +63,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "ssh-key": ("vastui.cli.sshkey", "add_ssh_key_command", "register SSH public keys on the account"),
     "watch": ("vastui.cli.watch", "add_watch_command",
               "watch the account for leaks, alert, and destroy under a standing approval"),
+    "migrate": ("vastui.cli.migrate", "add_migrate_command", "copy this operator's store into a team's PostgreSQL store"),
 }
 
 

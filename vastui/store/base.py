@@ -72,6 +72,11 @@ class Transaction(abc.ABC):
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
 
+    @abc.abstractmethod
+    async def ids_follow(self, table: str, column: str) -> None:
+        """After rows were written with their ids given: the next id ``table.column`` generates comes after the
+        largest (SQLite's INTEGER PRIMARY KEY does so by itself; a PostgreSQL identity keeps its own sequence)."""
+
 
 class StoreBase(abc.ABC):
     """Locking, error translation and the secret guard shared by every table; a backend (``SqliteStore``,

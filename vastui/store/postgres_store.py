@@ -151,6 +151,11 @@ class PostgresTransaction(Transaction):
         cursor = await self._conn.execute(to_postgres(sql), _bound(params))
         return list(await cursor.fetchall())
 
+    async def ids_follow(self, table: str, column: str) -> None:
+        await self._conn.execute(
+            f"SELECT setval(pg_get_serial_sequence(%s, %s), COALESCE((SELECT MAX({column}) FROM {table}), 0) + 1, "
+            "false)", (table, column))
+
 
 class PostgresStore(Store):
     """The store on a PostgreSQL server. Open it with ``await PostgresStore.open(url, anchor=…)``; close it (or

@@ -59,6 +59,9 @@ class SqliteTransaction(Transaction):
     async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
         return list(await self._conn.execute_fetchall(sql, tuple(params)))
 
+    async def ids_follow(self, table: str, column: str) -> None:
+        return None   # an INTEGER PRIMARY KEY always goes on from the largest id in the table
+
 
 class SqliteStore(Store):
     """The store in one SQLite file, over one aiosqlite connection: the embedded default. Open it with
