@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pty
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -51,7 +52,7 @@ class Rig:
         """The command in its own process, stdin not a terminal (as in a script or CI)."""
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "vastui", "campaign", *argv, "--db", str(self.db),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            env={**os.environ, "VASTUI_OPERATOR": "bo"}, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(proc.communicate(), CLI_WAIT_S)
         assert proc.returncode is not None
         return Cli(proc.returncode, out.decode(), err.decode(), proc.pid)
@@ -102,7 +103,7 @@ async def test_lists_then_approves_with_yes_and_refuses_without_a_terminal(rig: 
     await until(lambda: first.done(), "the broker to grant it", between=lambda: rig.wall.advance(1.0))
     approval = first.result()
     assert isinstance(approval, Approval) and approval.request.target == "offer:777"
-    assert approval.granted_by == f"vastui campaign approve (pid {approved.pid})"
+    assert approval.granted_by == f"bo@{socket.gethostname()}: vastui campaign approve (pid {approved.pid})"
     [audit] = await rig.store.audit_records(campaign_id=CAMPAIGN)
     assert audit.kind is AuditKind.APPROVAL and audit.granted_by == approval.granted_by
     assert not second.done()
@@ -147,7 +148,7 @@ async def test_on_a_terminal_approving_waits_for_a_typed_yes(rig: Rig) -> None:
         os.close(slave)
     await until(lambda: waiting.done(), "the broker to grant it", between=lambda: rig.wall.advance(1.0))
     approval = waiting.result()
-    assert isinstance(approval, Approval) and approval.granted_by.startswith("vastui campaign approve (pid ")
+    assert isinstance(approval, Approval) and " vastui campaign approve (pid " in approval.granted_by
 
 
 async def test_an_expired_request_cannot_be_approved_and_errors_are_clear(rig: Rig) -> None:

@@ -83,7 +83,7 @@ async def _cmd_answer(args: argparse.Namespace) -> int:
         ids = [r.request_id for r in chosen]
         answered = await store.answer_kept_requests(
             campaign_id=args.campaign_id, request_ids=ids, grant=args.grant,
-            answered_by=f"vastui campaign {verb} (pid {os.getpid()})", at=time.time(),
+            answered_by=f"{store.writer.short}: vastui campaign {verb} (pid {os.getpid()})", at=time.time(),
             reason=None if args.grant else "refused at the command line")
         owners = await store.campaign_owners()
     done = "approved" if args.grant else "refused"
@@ -165,11 +165,13 @@ def _list(campaign_id: str, pending: list[KeptRequest]) -> int:
 
 def _print_requests(title: str, requests: list[KeptRequest]) -> None:
     now = time.time()
-    table = make_table(title, "id<", "action<", "target<", "summary<~", "cap $", "GPU<", "$/h", "age", "expires in")
+    table = make_table(title, "id<", "action<", "target<", "summary<~", "cap $", "GPU<", "$/h", "age", "expires in",
+                       "asked by<~")
     for r in requests:
         gpu = "-" if r.gpu_name is None else f"{r.num_gpus or 1}x {r.gpu_name}"
         table.add_row(r.request_id, r.action, r.target, r.summary, fmt_num(r.cost_cap_usd, ".2f"), gpu,
-                      fmt_num(r.dph_usd, ".3f"), _duration(now - r.asked_at), _duration(r.expires_at - now))
+                      fmt_num(r.dph_usd, ".3f"), _duration(now - r.asked_at), _duration(r.expires_at - now),
+                      r.by.short if r.by is not None else "-")
     print_table(table)
 
 
