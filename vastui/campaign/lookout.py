@@ -110,7 +110,9 @@ class RoundResult:
         burn = "" if self.recorded.burn_usd_per_h is None else f", all instances ${self.recorded.burn_usd_per_h:.3f}/h"
         raised = f"; {len(self.raised)} new alert(s)" if self.raised else ""
         waiting = f"; {self.undelivered} alert(s) not delivered yet" if self.undelivered else ""
-        return f"{self.report.summary()}{burn}{credit}{raised}{waiting}"
+        destroyed = ("" if self.destroyed is None else
+                     f"; destroyed under the standing approval: {[g.instance_id for g in self.destroyed.gone]}")
+        return f"{self.report.summary()}{burn}{credit}{destroyed}{raised}{waiting}"
 
 
 def policy_refusal(policy: StandingDestroy, leak: Leak, *, now: float) -> str | None:

@@ -18,7 +18,7 @@ example:
 
 def add_migrate_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("migrate", help="copy this operator's store into a team's PostgreSQL store",
-                       description="Copy every campaign, instance record, run, measurement, bad host, approval and "
+                       description="Copy every campaign, instance record, run, measurement, bad host, approval and\n"
                                    "audit record of one store into another.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--from", dest="source", metavar="SOURCE",

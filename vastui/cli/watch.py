@@ -36,9 +36,9 @@ examples/vastui-watch.service runs it under systemd."""
 
 def add_watch_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("watch", help="watch the account for leaks, alert, and destroy under a standing approval",
-                       description="Reconcile the account's instances with the store every few minutes; alert on a "
-                                   "new leak, an instance past its deadline, a stopped instance billing storage, "
-                                   "low runway and an API key that stops working.",
+                       description="Reconcile the account's instances with the store every few minutes; alert on a\n"
+                                   "new leak, an instance past its deadline, a stopped instance billing storage, low\n"
+                                   "runway and an API key that stops working.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_connection_args(p)
     p.add_argument("--db", help="the store: a SQLite file or a team's postgresql:// URL (default: $VASTUI_DB, "
