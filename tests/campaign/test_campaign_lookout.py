@@ -21,6 +21,7 @@ from vastui.campaign.lookout import Lookout, RoundResult
 from vastui.cli import main
 from vastui.cli.webhook import WebhookSink
 from vastui.config import Secret, StandingDestroy, WatchSettings, load_settings
+from vastui.errors import StoreError
 from vastui.sim.app import create_app
 from vastui.sim.chaos import Chaos
 from vastui.sim.factory import build_market
@@ -249,6 +250,16 @@ async def test_low_runway_and_a_listing_failing_round_after_round_alert(
     assert [r.report.is_complete for r in failing] == [False] * 3
     assert receiver.keys() == [f"unowned:{iid}", "runway", "blind"]
     assert "failed 3 rounds in a row" in receiver.bodies[2]["text"]
+
+
+async def test_a_watch_whose_store_keeps_failing_stops_after_a_few_rounds_to_be_restarted(
+        client: HttpVastClient, store: SqliteStore, clock: FakeClock) -> None:
+    log: list[str] = []
+    watch = lookout(client, store, clock, None, log)
+    await store.close()   # as a team store whose server went away under the watch
+    with pytest.raises(StoreError, match="closed"):
+        await watch.run(stop=asyncio.Event())
+    assert sum("round failed:" in line for line in log) == 2 and "failed 3 times in a row" in log[-1]
 
 
 # --- chaos ------------------------------------------------------------------------------------------------------

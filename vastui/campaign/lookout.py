@@ -45,6 +45,7 @@ from vastui.store import WatchAlert, WatchRound
 from vastui.vast.models import User
 
 CLAIM_S = 120.0   # how long a claimed alert is this watch's to deliver before another may try it
+MAX_FAILED_ROUNDS = 3   # rounds failing in a row (the store unreachable) before the watch stops to be restarted
 
 
 class WatchedMarket(Marketplace, Protocol):
@@ -184,14 +185,20 @@ class Lookout:
     async def run(self, *, stop: asyncio.Event, rounds: int | None = None,
                   on_round: Callable[[RoundResult], None] | None = None) -> int:
         """Rounds every ``interval`` until ``stop`` is set (or ``rounds`` are done); returns how many ran. A round
-        that fails (the store unreachable, say) is logged and the next one tries again."""
-        done = 0
+        that fails (the store unreachable, say) is logged and the next one tries again; after
+        ``MAX_FAILED_ROUNDS`` in a row the error is raised, so a service manager restarts the watch afresh."""
+        done = failed = 0
         while not stop.is_set() and (rounds is None or done < rounds):
             try:
                 result = await self.round()
             except VastuiError as exc:
+                failed += 1
+                if failed >= MAX_FAILED_ROUNDS:
+                    self._log(f"round failed {failed} times in a row: {exc}; stopping")
+                    raise
                 self._log(f"round failed: {exc}; trying again in {self._settings.interval_s / 60:g} min")
             else:
+                failed = 0
                 if on_round is not None:
                     on_round(result)
             done += 1
