@@ -133,9 +133,17 @@ class StoreBase(abc.ABC):
         return StoreError(self._redactor(f"could not {what} in {self._location}: {text[0] if text else exc!r}"),
                           title="Database error")
 
-    @abc.abstractmethod
     async def close(self) -> None:
         """Wait for the write in flight, then close the connection (idempotent)."""
+        async with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            await self._close_connection()
+
+    @abc.abstractmethod
+    async def _close_connection(self) -> None:
+        """Close the backend's connection (StoreError when it cannot)."""
 
     @abc.abstractmethod
     def _write(self, what: str) -> contextlib.AbstractAsyncContextManager[Transaction]:

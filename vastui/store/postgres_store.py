@@ -209,15 +209,11 @@ class PostgresStore(Store):
             pass
         return store
 
-    async def close(self) -> None:
-        async with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            try:
-                await self._conn.close()
-            except psycopg.Error as exc:
-                raise StoreError(f"could not close the database {self._location}: {_first_line(exc)}") from exc
+    async def _close_connection(self) -> None:
+        try:
+            await self._conn.close()
+        except psycopg.Error as exc:
+            raise StoreError(f"could not close the database {self._location}: {_first_line(exc)}") from exc
 
     @asynccontextmanager
     async def _write(self, what: str) -> AsyncIterator[Transaction]:

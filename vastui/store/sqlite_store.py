@@ -109,16 +109,11 @@ class SqliteStore(Store):
             log.warning("no space reserved for the audit journal beside %s: %s", db_path, exc.strerror)
         return store
 
-    async def close(self) -> None:
-        """Wait for the write in flight, then close the connection (idempotent)."""
-        async with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            try:
-                await self._conn.close()
-            except (sqlite3.Error, ValueError) as exc:
-                raise StoreError(f"could not close the database {self._path}: {exc}") from exc
+    async def _close_connection(self) -> None:
+        try:
+            await self._conn.close()
+        except (sqlite3.Error, ValueError) as exc:
+            raise StoreError(f"could not close the database {self._path}: {exc}") from exc
 
     @asynccontextmanager
     async def _write(self, what: str) -> AsyncIterator[Transaction]:
