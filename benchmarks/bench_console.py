@@ -88,7 +88,7 @@ def instance_rows(count: int, rng: random.Random, tick: int) -> tuple[Rows, list
     for i in range(count):
         status = "running" if (i + tick * (rng.random() < 0.02)) % 7 else "stopped"
         rows[str(40_000_000 + i)] = ("", str(40_000_000 + i), f"vastui-c{i % 9}-c{i % 8}-{i}", f"c{i % 9}",
-                                     f"{1 + i % 8}x RTX 4090", status, f"{tick}m", f"${0.3 + i % 50 / 100:.3f}",
+                                     f"op{i % 3}@ws-{i % 3}", f"{1 + i % 8}x RTX 4090", status, f"{tick}m", f"${0.3 + i % 50 / 100:.3f}",
                                      f"${(tick + 1) * (0.3 + i % 50 / 100) / 60:.4f}", "-", "in 2h", "ok")
     return rows, list(rows)
 

@@ -114,7 +114,8 @@ async def test_filter_sort_mark_and_rent_through_the_dialog(tmp_path: Path) -> N
 
             def statuses() -> dict[int, str]:
                 table = instances.table
-                return {int(k): str(cells_of(table, k)[5]) for k in table.keys_in_order
+                status = table.column_keys.index("status")
+                return {int(k): str(cells_of(table, k)[status]) for k in table.keys_in_order
                         if int(k) in rented}
 
             await wait_for(pilot, lambda: set(statuses()) == rented, what="the rented instances listed")
