@@ -41,6 +41,7 @@ class TeardownReport:
     still_alive: list[int] = field(default_factory=list)
     refused: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    destroy_errors: dict[int, str] = field(default_factory=dict)   # the last failed destroy call's error, per id
     destroy_sent_at: dict[int, float] = field(default_factory=dict)   # first destroy this teardown sent, per id
     key_rejected: str | None = None   # the marketplace rejected the API key: teardown stopped (retrying cannot help)
 
@@ -115,6 +116,7 @@ class _Teardown:
             return True
         except ApiError as exc:
             self.report.errors.append(f"destroy {instance_id}: {exc}")
+            self.report.destroy_errors[instance_id] = str(exc)
             self.seen[instance_id] = RESEND_AFTER_LISTINGS - 1  # sent again as soon as a listing shows it
             return True
         if sent:

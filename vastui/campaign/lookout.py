@@ -280,8 +280,7 @@ class Lookout:
                 continue
             # its destroy may have landed with its answer lost: later listings tell (``_follow_unproven``)
             self._unproven[leak.instance_id] = (leak, [])
-            own = [error for error in outcome.errors if str(leak.instance_id) in error]
-            why = "; ".join(own or outcome.errors) or "still listed"
+            why = outcome.destroy_errors.get(leak.instance_id) or "; ".join(outcome.errors) or "still listed"
             found.append(Condition(f"destroy-failed:{leak.instance_id}", AlertKind.DESTROY_FAILED,
                                    f"could not prove instance {leak.instance_id} destroyed under the standing "
                                    f"approval ({why}); the next rounds try again", leak.instance_id))

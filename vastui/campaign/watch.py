@@ -287,5 +287,6 @@ async def destroy_leaks(*, market: Marketplace, store: CampaignStore, approver: 
         merged.still_alive.extend(part.still_alive)
         merged.refused.extend(part.refused)
         merged.errors.extend(part.errors)
+        merged.destroy_errors.update(part.destroy_errors)
         merged.destroy_sent_at.update(part.destroy_sent_at)
     return merged
