@@ -5,11 +5,12 @@ re-verified with their history, and the calibrated prior's history observations.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ from vastui.config import Secret
 from vastui.sim.factory import build_market
 from vastui.sim.server import SimServer
 from vastui.store import SqliteStore
-from vastui.store.records import BadHost, HostKnowledge, RunStatus
+from vastui.store.records import BadHost, HostKnowledge, OfferSnapshot, RunStatus
 from vastui.vast.client import HttpVastClient
 from vastui.vast.models import Offer
 
@@ -192,6 +193,32 @@ async def test_the_history_relates_each_listed_known_host_to_the_prior_an_unknow
     assert "calibrated prior starts from 2 earlier measurement(s)" in render_plan(plan)
 
 
+async def test_a_known_host_no_longer_listed_keeps_its_place_in_the_history_by_the_offer_seen_before(
+        tmp_path: Path, manifest: Manifest, listed: str) -> None:
+    earlier, plan, offers = await earlier_plan(tmp_path, manifest, listed)
+    # the unlisted host as an earlier campaign saw it: an RTX 3090 offer (another machine's, renumbered)
+    before = replace(next(o for o in offers if o.gpu_name == "RTX 3090" and o.num_gpus == 1 and o.dlperf),
+                     id=UNLISTED + 1, machine_id=UNLISTED)
+    knowledge = await _knowledge(tmp_path / "c.sqlite3", manifest)
+    again = build_plan(campaign_id="cagain", manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=(),
+                       now=NOW, seen=[before])
+    assert len(plan.history) == 2 and len(again.history) == CALIBRATED_AT
+    pivot = dlperf_pivot([o for o in offers if o.id not in {e.offer_id for e in again.excluded}])
+    scale = workload_scale(knowledge, {o.machine_id: o for o in [*offers, before]}, pivot=pivot)
+    assert scale is not None and before.dlperf
+    gone = next(o for o in again.history if o.measured_units_per_s == 40.0)
+    assert gone.model == "RTX 3090 x1"
+    assert gone.prior_units_per_s == pytest.approx(compressed_dlperf(before.dlperf, pivot=pivot) * scale)
+    # seen is never rented from: the host is still not listed, and not a candidate
+    assert UNLISTED not in {c.offer.machine_id for c in (*again.candidates, *again.reserves)}
+    assert not next(k for k in again.known if k.machine_id == UNLISTED).listed
+    # a listed host's own offer wins over an older sighting of it
+    stale_seen = replace(earlier.fresh, dlperf=(earlier.fresh.dlperf or 1.0) * 10)
+    same = build_plan(campaign_id="csame", manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=(),
+                      now=NOW, seen=[stale_seen])
+    assert same.history == plan.history
+
+
 async def test_a_host_is_re_verified_only_on_earlier_runs_at_the_profile_it_is_raced_at(
         tmp_path: Path, listed: str) -> None:
     """An earlier campaign raced a host at fp32, screened bf16 in and raced it again there. A later campaign that
@@ -331,6 +358,12 @@ async def test_vastui_campaign_plan_says_what_earlier_campaigns_measured(
     store = await SqliteStore.open(db)
     try:
         await earlier.write(store, manifest)
+        # the unlisted host's offer as the earlier campaign was planned on it: the calibration keeps its runs
+        before = replace(next(o for o in offers if o.gpu_name == "RTX 3090" and o.dlperf), id=UNLISTED + 1,
+                         machine_id=UNLISTED)
+        await store.save_offer_snapshots([OfferSnapshot(
+            campaign_id="cbefore", offer_id=before.id, machine_id=UNLISTED, gpu_name=before.gpu_name,
+            num_gpus=before.num_gpus, dph_usd=before.dph_total, taken_at=NOW - DAY, snapshot_json=json.dumps(asdict(before)))])
     finally:
         await store.close()
     proc = await asyncio.create_subprocess_exec(
@@ -346,6 +379,7 @@ async def test_vastui_campaign_plan_says_what_earlier_campaigns_measured(
     assert "re-verified as c" in fresh_line and "days ago" in fresh_line
     assert "not listed" in next(line for line in section.splitlines() if f" {UNLISTED} " in line)
     assert f"machine {earlier.bad.machine_id}: canary output digest differs" in section
+    assert f"calibrated prior starts from {CALIBRATED_AT} earlier measurement(s)" in out
 
 
 async def test_a_calibrated_history_judges_a_slow_gpu_by_its_chance_not_by_one_learned_scale(

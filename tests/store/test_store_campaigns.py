@@ -101,6 +101,21 @@ async def test_offer_snapshots_round_trip_in_one_batch(campaign_store: Store) ->
     assert offer_snapshots(campaign_store, campaign_id="c2") == []
 
 
+async def test_the_last_offer_seen_of_each_machine_is_read_back_whichever_campaign_saw_it(
+        campaign_store: Store) -> None:
+    def snap(campaign_id: str | None, offer_id: int, machine_id: int, taken_at: float) -> OfferSnapshot:
+        return OfferSnapshot(campaign_id, offer_id, machine_id, "RTX 3090", 1, 0.2, taken_at,
+                             f'{{"id": {offer_id}, "machine_id": {machine_id}}}')
+
+    first = [snap("c1", 1, 10, 100.0), snap("c1", 2, 11, 100.0), snap("c1", 3, 12, 100.0)]
+    await campaign_store.save_offer_snapshots(first)
+    later = [snap(None, 4, 10, 200.0), snap(None, 5, 13, 200.0)]
+    await campaign_store.save_offer_snapshots(later)
+    got = await campaign_store.last_offer_snapshots([10, 12, 99])
+    assert sorted(got, key=lambda s: s.machine_id) == [later[0], first[2]]
+    assert await campaign_store.last_offer_snapshots([]) == []
+
+
 async def test_invalid_json_is_refused_before_anything_is_written(campaign_store: Store) -> None:
     good = OfferSnapshot("c1", 1, 2, "A100", 1, 1.0, 1.0, "{}")
     bad = OfferSnapshot("c1", 3, 4, "A100", 1, 1.0, 1.0, "{not json")

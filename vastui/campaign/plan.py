@@ -490,12 +490,13 @@ def wave_outlook(candidates: Sequence[Candidate], wave: Sequence[str], *, manife
 
 def _history(knowledge: Sequence[HostKnowledge], offers: Sequence[Offer], *, pivot: float, scale: float | None,
              now: float | None) -> tuple[Observation, ...]:
-    """Earlier campaigns' measurements of this workload for the calibrated prior: per known host listed now, its
-    median measured throughput against the dlperf prior its offer would carry in this plan were it unknown
+    """Earlier campaigns' measurements of this workload for the calibrated prior: per known host with an offer in
+    ``offers``, its median measured throughput against the dlperf prior its offer would carry in this plan were it
+    unknown
     (compressed dlperf x GPUs x the assumed scaling x the plan's learned scale): the same prior the unmeasured
     candidates carry and the campaign's own observations are taken against (campaign/waves.py), so the calibration
-    fits one relation, not two. Weighted down with age (campaign/repeat.py); a host not listed now has no dlperf to
-    relate its measurement to and is left out."""
+    fits one relation, not two. Weighted down with age (campaign/repeat.py); a host with no offer in ``offers``
+    (not listed now, nor seen before) has no dlperf to relate its measurement to and is left out."""
     by_machine: dict[int, list[Offer]] = defaultdict(list)
     for offer in offers:
         by_machine[offer.machine_id].append(offer)
@@ -505,7 +506,7 @@ def _history(knowledge: Sequence[HostKnowledge], offers: Sequence[Offer], *, piv
         match = next((o for o in listed if o.gpu_name == host.gpu_name and o.num_gpus == host.num_gpus),
                      next((o for o in listed if o.gpu_name == host.gpu_name), None))
         if match is None or not match.dlperf:
-            continue    # not listed now: no dlperf to relate its measurement to
+            continue    # no offer of it known: no dlperf to relate its measurement to
         prior = dlperf_prior_units_per_s(match, gpus=host.num_gpus, pivot=pivot) * (scale or 1.0)
         seen = observation(host, prior_units_per_s=prior, now=now)
         if seen is not None:
@@ -536,7 +537,8 @@ def _known(knowledge: Sequence[HostKnowledge], offers: Sequence[Offer], manifest
 
 def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer], knowledge: Sequence[HostKnowledge],
                bad_hosts: Sequence[BadHost], now: float | None = None,
-               inherited: InheritedScreening | None = None, inherited_note: str = "") -> Plan:
+               inherited: InheritedScreening | None = None, inherited_note: str = "",
+               seen: Sequence[Offer] = ()) -> Plan:
     """Shortlist ``offers`` for ``manifest``: filters re-checked client-side, bad hosts shown and skipped.
 
     ``knowledge`` is what earlier campaigns measured of this workload (the store's ``host_knowledge``): a known
@@ -545,7 +547,9 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
     older measurements count for less in the calibrated prior's history (campaign/repeat.py). Without ``now``
     nothing is re-verified and history counts in full. ``inherited``: an earlier campaign's screening of the
     workload, raced at instead of screening (dropped, with why in ``inherited_note``, when the manifest no longer
-    allows it); a host is re-verified only on earlier runs at the profile it is raced at."""
+    allows it); a host is re-verified only on earlier runs at the profile it is raced at. ``seen``: the last offer
+    an earlier campaign saw of a known host that is not listed now (the store's offer snapshots): its dlperf still
+    relates the host's measurements to the prior, so the calibration keeps them (it is never rented from them)."""
     if inherited is not None and (why := inherited.unusable(manifest)) is not None:
         inherited, inherited_note = None, f"not inherited: {why}"
     bad = {b.machine_id: b for b in bad_hosts if not b.is_expired}
@@ -560,8 +564,10 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
         else:
             kept.append(offer)
     pivot = dlperf_pivot(kept)
-    scale = workload_scale(knowledge, {o.machine_id: o for o in offers}, pivot=pivot)
-    history = _history(knowledge, offers, pivot=pivot, scale=scale, now=now)
+    listed = {o.machine_id for o in offers}
+    described = [*offers, *(o for o in seen if o.machine_id not in listed)]   # for dlperf only
+    scale = workload_scale(knowledge, {o.machine_id: o for o in described}, pivot=pivot)
+    history = _history(knowledge, described, pivot=pivot, scale=scale, now=now)
     calibration = Calibration.fit(history) if len(history) >= CALIBRATED_AT else None
     scored = [_score(offer, manifest, known, scale, pivot=pivot, now=now, calibration=calibration,
                      inherited=inherited) for offer in kept]

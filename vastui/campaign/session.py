@@ -29,10 +29,10 @@ from vastui.campaign.report import build_receipt
 from vastui.campaign.startup import RENTED_DISK_GIB
 from vastui.clock import Clock, clock_scale
 from vastui.config import Redactor
-from vastui.errors import CampaignError
+from vastui.errors import ApiError, CampaignError
 from vastui.events import CampaignStarted, EventBus, PlanMade
 from vastui.store.records import CampaignPhase, InstanceState, IntentStatus, OfferSnapshot, RunStatus
-from vastui.vast.models import InstanceListing
+from vastui.vast.models import InstanceListing, Offer
 
 SEARCH_LIMIT = 400
 
@@ -59,14 +59,29 @@ async def plan_campaign(services: CampaignServices, *, manifest: Manifest, campa
                                                  storage_gib=RENTED_DISK_GIB)
     # every host this workload ran on, listed now or not: the plan says what it knows (campaign/repeat.py)
     knowledge = await services.store.host_knowledge(workload_digest=manifest.digest)
+    # a host measured before and not listed now: its last offer seen still says what dlperf it has (calibration)
+    gone = sorted({k.machine_id for k in knowledge} - {o.machine_id for o in offers})
+    seen = offers_seen(await services.store.last_offer_snapshots(gone))
     bad = await services.store.bad_hosts(now=services.clock.now())
     inherited, note = await _inherited_screening(services, manifest)
     plan = build_plan(campaign_id=campaign_id, manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=bad,
-                      now=services.clock.now(), inherited=inherited, inherited_note=note)
+                      now=services.clock.now(), inherited=inherited, inherited_note=note, seen=seen)
     if not plan.candidates:
         raise CampaignError(f"no offer passes the shortlist for query {manifest.shortlist.query!r} "
                             f"({len(plan.excluded)} excluded)", title="Empty shortlist")
     return plan
+
+
+def offers_seen(snapshots: Sequence[OfferSnapshot]) -> list[Offer]:
+    """The offers kept in ``snapshots``; one that no longer parses (written by another version) is left out: it
+    only informs the calibrated prior, which does without it."""
+    out = []
+    for snap in snapshots:
+        try:
+            out.append(Offer.from_api(json.loads(snap.snapshot_json), where=f"the snapshot of offer {snap.offer_id}"))
+        except (ApiError, ValueError, TypeError):
+            continue
+    return out
 
 
 async def _inherited_screening(services: CampaignServices,

@@ -183,6 +183,21 @@ class CampaignTables(StoreBase):
                   s.snapshot_json) for s in snapshots],
             )
 
+    async def last_offer_snapshots(self, machine_ids: Sequence[int]) -> list[OfferSnapshot]:
+        """Per machine of ``machine_ids``, the latest offer of it any campaign was planned on (by machine id): what
+        the marketplace said of a host that is no longer listed (its dlperf, for the calibrated prior)."""
+        if not machine_ids:
+            return []
+        rows = await self._read(
+            f"read the last offer snapshots of {len(machine_ids)} machine(s)",
+            "SELECT campaign_id, offer_id, machine_id, gpu_name, num_gpus, dph_usd, taken_at, snapshot_json "
+            f"FROM offer_snapshots WHERE machine_id IN ({', '.join('?' for _ in machine_ids)}) ORDER BY machine_id, id",
+            list(machine_ids),
+        )
+        latest = {row["machine_id"]: row for row in rows}    # the last row per machine wins
+        return [OfferSnapshot(row["campaign_id"], row["offer_id"], row["machine_id"], row["gpu_name"], row["num_gpus"],
+                              row["dph_usd"], row["taken_at"], row["snapshot_json"]) for row in latest.values()]
+
     async def save_receipt(self, *, campaign_id: str, created_at: float, json_text: str,
                            markdown_text: str) -> Receipt:
         """Keep a receipt (earlier receipts of the campaign are kept too)."""
