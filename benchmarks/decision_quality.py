@@ -862,6 +862,8 @@ def report_repeat(results: list[MarketResult]) -> str:
         f"(${sum(r.spend_usd for r in seconds):.2f} of ${sum(r.everything_usd for r in seconds):.2f}); "
         f"{quality(seconds)}; {sum(r.reverified for r in seconds)} candidates re-verified on earlier runs, "
         f"{sum(r.passed_over for r in seconds)} passed over unrented",
+        # the second campaigns pass over more (a calibrated prior from the start): their stated chances checked too
+        f"- second campaign, {_waves_lines(seconds)[1][2:]}",
         "", f"summary (repeat): second campaign spend {share(seconds):.0f} % of benchmark-everything (first "
             f"{share(firsts):.0f} %), at the race's profile within 3 % in "
             f"{100 * sum(r.screened_regret <= 0.03 for r in seconds) / len(seconds):.0f} %, end to end within 3 % in "

@@ -122,4 +122,9 @@ def test_decision_quality_repeat_runs_a_second_campaign_on_each_market_from_the_
     second = next(line for line in lines if line.startswith("- second campaign: "))
     reverified = re.search(r"(\d+) candidates re-verified on earlier runs", second)
     assert reverified is not None and int(reverified.group(1)) > 0, second   # the first campaign's store was used
+    passed = next(line for line in lines if line.startswith("- second campaign, passed over by the calibrated prior: "))
+    counted = re.search(r"prior: (\d+) offers, stated chances summing to [\d.]+ .*in truth the market's optimum: "
+                        r"(\d+); in truth cheaper than vastui's choice: (\d+)", passed)
+    assert counted is not None, passed
+    assert int(counted.group(2)) <= int(counted.group(1)) and int(counted.group(3)) <= int(counted.group(1))
     assert result.stderr.count(" again (") == 2
