@@ -492,10 +492,9 @@ def _history(knowledge: Sequence[HostKnowledge], offers: Sequence[Offer], *, piv
              now: float | None) -> tuple[Observation, ...]:
     """Earlier campaigns' measurements of this workload for the calibrated prior: per known host with an offer in
     ``offers``, its median measured throughput against the dlperf prior its offer would carry in this plan were it
-    unknown
-    (compressed dlperf x GPUs x the assumed scaling x the plan's learned scale): the same prior the unmeasured
-    candidates carry and the campaign's own observations are taken against (campaign/waves.py), so the calibration
-    fits one relation, not two. Weighted down with age (campaign/repeat.py); a host with no offer in ``offers``
+    unknown (compressed dlperf x GPUs x the assumed scaling x the plan's learned scale): the same prior the
+    unmeasured candidates carry and the campaign's own observations are taken against (campaign/waves.py), so the
+    calibration fits one relation, not two. Weighted down with age (campaign/repeat.py); a host with no offer in ``offers``
     (not listed now, nor seen before) has no dlperf to relate its measurement to and is left out."""
     by_machine: dict[int, list[Offer]] = defaultdict(list)
     for offer in offers:

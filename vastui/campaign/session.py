@@ -61,7 +61,7 @@ async def plan_campaign(services: CampaignServices, *, manifest: Manifest, campa
     knowledge = await services.store.host_knowledge(workload_digest=manifest.digest)
     # a host measured before and not listed now: its last offer seen still says what dlperf it has (calibration)
     gone = sorted({k.machine_id for k in knowledge} - {o.machine_id for o in offers})
-    seen = offers_seen(await services.store.last_offer_snapshots(gone))
+    seen = _offers_seen(await services.store.last_offer_snapshots(gone))
     bad = await services.store.bad_hosts(now=services.clock.now())
     inherited, note = await _inherited_screening(services, manifest)
     plan = build_plan(campaign_id=campaign_id, manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=bad,
@@ -72,7 +72,7 @@ async def plan_campaign(services: CampaignServices, *, manifest: Manifest, campa
     return plan
 
 
-def offers_seen(snapshots: Sequence[OfferSnapshot]) -> list[Offer]:
+def _offers_seen(snapshots: Sequence[OfferSnapshot]) -> list[Offer]:
     """The offers kept in ``snapshots``; one that no longer parses (written by another version) is left out: it
     only informs the calibrated prior, which does without it."""
     out = []
