@@ -251,6 +251,8 @@ class MarketResult:
     tuning_trials: int = 0
     passed_over: int = 0                  # shortlisted candidates never rented: they could not beat the leader
     best_unschedulable: bool = False      # the oracle's best offer: its create was refused (scheduling failed)
+    # ... the best at the race's profile, and the best end to end: each refused so
+    others_unschedulable: tuple[bool, bool] = (False, False)
     spent_on: dict[str, float] = field(default_factory=dict)   # vastui's bill by what it paid for (SPEND_PARTS)
     note: str = ""
     rented: int = 0                        # shortlisted candidates (or their reserves) vastui rented
@@ -336,12 +338,12 @@ def _race_variant_of(manifest: Manifest, outcome: object) -> Callable[[Offer], V
 
 
 def _screened_regret(market: Market, manifest: Manifest, outcome: object, eligible: list[Offer], chosen: Offer,
-                     raced: Variant) -> float:
+                     raced: Variant) -> tuple[float, int]:
     """The choice at the profile it was raced at, against the best eligible offer at the profile the race would
-    have measured it at (``_race_variant_of``)."""
+    have measured it at (``_race_variant_of``); and that offer's id."""
     race_variant = _race_variant_of(manifest, outcome)
-    best = min(true_cost(market, o, manifest, variant=race_variant(o)) for o in eligible)
-    return _regret(true_cost(market, chosen, manifest, variant=raced), best)
+    best, best_id = min((true_cost(market, o, manifest, variant=race_variant(o)), o.id) for o in eligible)
+    return _regret(true_cost(market, chosen, manifest, variant=raced), best), best_id
 
 
 def _everything_spend(outcome: object, manifest: Manifest, market: Market,
@@ -557,6 +559,8 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
                          + ")")
         if outcome.lifted:   # raced at a change the screening left open, short of the floor without it
             out.note += "; lifted: " + " | ".join(outcome.lifted)
+        screened_best: int | None = None   # the best offer at the race's profile, and end to end
+        e2e_best: int | None = None
         if chosen is None:
             out.regret["vastui"], out.wrong["vastui"] = math.inf, False
         else:
@@ -568,7 +572,7 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
             # The race's profile: the first, or the screened one the choice was raced at (screening.py).
             raced = _as_variant(chosen.race_profile, _variant(manifest, offer.num_gpus), offer.num_gpus)
             out.raced_screened = raced != _variant(manifest, offer.num_gpus)
-            out.screened_regret = _screened_regret(market, manifest, outcome, eligible, offer, raced)
+            out.screened_regret, screened_best = _screened_regret(market, manifest, outcome, eligible, offer, raced)
             profile = raced
             if outcome.tuning is not None and outcome.tuned_candidate == chosen.cid:
                 out.tuning_trials = len(outcome.tuning.trials)
@@ -584,6 +588,7 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
                 ((true_cost(market, o, manifest, variant=v), o, v) for o in eligible
                  for v in allowed_variants(manifest, o.num_gpus)), key=lambda t: t[0])
             out.end_to_end = _regret(true_cost(market, offer, manifest, variant=profile), best_pair)
+            e2e_best = pair_offer.id
             if out.end_to_end > 0.03:   # a miss: which machine was best at its best, and what became of it
                 raced_at = _race_variant_of(manifest, outcome)(pair_offer)
                 pair_run = next((r for r in outcome.runs if r.candidate.offer.id == pair_offer.id), None)
@@ -611,6 +616,7 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
         unschedulable = ({t for r in creates if r.status == 400 for t in r.target_ids}
                          - {t for r in creates if r.status == 200 for t in r.target_ids})   # asked again and rented
         out.best_unschedulable = best_offer in unschedulable
+        out.others_unschedulable = (screened_best in unschedulable, e2e_best in unschedulable)
         if out.best_unschedulable:
             out.note += f"; the oracle's best offer {best_offer} could not be scheduled when the campaign rented it"
         if not out.regret["vastui"] <= 0.03:   # a miss: say what became of the oracle's best and of the choice
@@ -799,6 +805,13 @@ def report(results: list[MarketResult], *, protocol: str = "fast") -> str:
     lines.append(f"- markets whose oracle best could not be scheduled when the campaign tried to rent it: "
                  f"{len(results) - len(available)}; within 3 % among the others: "
                  f"{100 * sum(g <= 0.03 for g in available) / max(1, len(available)):.0f} % of {len(available)}")
+    for index, (what, of) in enumerate((("at the race's profile", lambda r: r.screened_regret),
+                                        ("end to end", lambda r: r.end_to_end))):
+        schedulable = [of(r) for r in results if not r.others_unschedulable[index]]
+        lines.append(f"- {what}, markets whose best could not be scheduled when the campaign tried to rent it: "
+                     f"{len(results) - len(schedulable)}; within 3 % among the others: "
+                     f"{100 * sum(g <= 0.03 for g in schedulable) / max(1, len(schedulable)):.0f} % of "
+                     f"{len(schedulable)}")
     lines += ["", f"summary: vastui within 3 % in {100 * sum(g <= 0.03 for g in regrets) / len(regrets):.0f} % of "
                   f"{len(results)} markets, p95 regret {100 * _pct(regrets, 95):.1f} % (at the race's own profile "
                   f"within 3 % in {100 * sum(g <= 0.03 for g in screened) / len(screened):.0f} %), end to end within 3 % in "

@@ -101,6 +101,10 @@ def test_decision_quality_runs_two_markets_and_ends_with_one_summary_line(
         "vastui", "top dlperf_usd", "cheapest $/h", "vastui prior", "benchmark-everything"]
     assert "oracle validation" in result.stdout and "market variety" in result.stdout
     assert "the race ended by:" in result.stdout and "indifference-stop misses" in result.stdout
+    for what in ("at the race's profile", "end to end"):   # the yardsticks again, without markets no one could rent
+        found = re.search(rf"(?m)^- {re.escape(what)}, markets whose best could not be scheduled when the campaign "
+                          rf"tried to rent it: (\d+); within 3 % among the others: \d+ % of (\d+)$", result.stdout)
+        assert found is not None and int(found[1]) + int(found[2]) == 2, what
     assert len(re.findall(r"(?m)^market \d+ \(", result.stderr)) == 2
 
 
