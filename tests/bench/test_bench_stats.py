@@ -21,8 +21,6 @@ from vastui.bench.stats import (
     median,
     paired_gain_ci,
     percentile,
-    stratified_gain_ci,
-    student_t_quantile,
     summarize_latency,
 )
 
@@ -131,40 +129,3 @@ def test_bootstrap_scales_with_the_data(values: list[float], scale: float) -> No
     scaled = bootstrap_ci([v * scale for v in values], resamples=200, seed=3)
     assert scaled.low == pytest.approx(ci.low * scale, rel=1e-9)
     assert scaled.high == pytest.approx(ci.high * scale, rel=1e-9)
-
-
-@pytest.mark.parametrize(("df", "table"), [(3, 3.182), (4, 2.776), (5, 2.571), (10, 2.228), (30, 2.042)])
-def test_the_t_quantile_matches_the_table(df: int, table: float) -> None:
-    assert student_t_quantile(0.975, df) == pytest.approx(table, rel=2e-3)
-
-
-def test_a_gain_by_machine_needs_two_machines_and_three_degrees_of_freedom() -> None:
-    assert stratified_gain_ci([[0.1, 0.2, 0.15, 0.12]]) is None           # one machine
-    assert stratified_gain_ci([[0.1, 0.2], [0.3, 0.35], []]) is None      # 4 pairs, 2 machines: df 2
-    assert stratified_gain_ci([[0.1, 0.2], [0.3, 0.35], [0.5]]) is None       # 5 pairs, 3 machines: df 2
-    assert stratified_gain_ci([[0.1, 0.2, 0.15], [0.3, 0.35]]) is not None    # df 3
-
-
-def test_machines_whose_gains_differ_widen_a_gain_by_machine_no_more_than_their_own_noise() -> None:
-    """Three machines gaining 2 %, 50 % and 100 %, each within a percent: the pooled median's interval spans most
-    of the difference between them; by machine it is the mean's, a few per cent wide."""
-    gains = [[0.02, 0.03, 0.01], [0.50, 0.49, 0.51], [1.00, 0.99, 1.01]]
-    by_machine = stratified_gain_ci(gains)
-    assert by_machine is not None
-    flat = [g for own in gains for g in own]
-    pooled = paired_gain_ci([1.0] * len(flat), [1.0 + g for g in flat], seed=1)
-    assert by_machine.high - by_machine.low < 0.05 < 0.4 < pooled.high - pooled.low
-    assert by_machine.low < 0.452 < by_machine.high   # exp(mean of the three log gains) - 1 = +45.2 %
-
-
-def test_a_gain_by_machine_finds_a_change_that_gains_nothing_above_zero_at_about_its_error_rate() -> None:
-    """2,000 trials of a change that gains nothing: three machines, two pairs each, pairs scattering by 5 %. The
-    95 % interval lies wholly above zero in about 2.5 % of them (one side of 5 %), as it says."""
-    rng = random.Random(7)
-    above = 0
-    for _ in range(2000):
-        gains = [[rng.gauss(0.0, 0.05) for _ in range(2)] for _ in range(3)]
-        interval = stratified_gain_ci(gains)
-        assert interval is not None
-        above += interval.low > 0.0
-    assert 0.01 < above / 2000 < 0.04, above

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -947,41 +946,6 @@ async def test_a_helper_out_of_time_mid_pair_drops_its_half_and_leaves_the_trial
     assert short.cid in pool.out
     assert dict(trial.pairs_on).get(short.cid, 0) == 0 and trial.verdict.pairs >= EARLY_PAIRS   # (every pair +50 %)
     assert trial.verdict.accepted and outcome.profile.precision == "bf16"
-
-
-async def test_a_pooled_change_every_machine_gains_from_by_its_own_amount_is_kept_by_machine(tmp_path: Path) -> None:
-    """bf16 gains 3 % on the screener, its runs drawing 6 % either way (pairs at -3 % and +9 %), and 60 % on the
-    helper: a pooled median mixes the two machines' pairs and its interval reaches below zero; by machine, the mean
-    of their own gains (+27 %) is clearly above zero and neither machine loses, so the change is kept."""
-    manifest, clock = _checked_manifest(tmp_path), FakeClock(NOW)
-    screener = ScriptedHost(clock, profile_speed=lambda _b, p, _n: 1.03 if p == "bf16" else 1.0,
-                            bf16_gains=(-0.06, 0.06))
-    helper = ScriptedHost(clock, profile_speed=lambda _b, p, _n: 1.6 if p == "bf16" else 1.0,
-                          bf16_gains=(0.0, 0.02, -0.02))
-    outcome, _pool = await _pooled(manifest, clock, screener, helper,
-                                   _other(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
-    [trial] = outcome.trials
-    verdict = trial.verdict
-    assert len(dict(trial.pairs_on)) == 2 and verdict.accepted, trial.describe()
-    assert "by machine" in verdict.reason and verdict.gain is not None and 0.15 < verdict.gain.point < 0.40
-    # at its first look: the pooled median needs a second (twelve pairs) to find its interval above zero
-    assert verdict.pairs <= 2 * math.ceil(manifest.tuning.min_pairs / 2) + 1, verdict.pairs
-    assert outcome.profile.precision == "bf16"
-
-
-async def test_a_pooled_change_that_slows_one_machine_is_not_kept_by_machine(tmp_path: Path) -> None:
-    """bf16 gains 60 % on the screener and loses 10 % on the helper: their mean is a gain, but a verdict that
-    speaks for every machine does not keep a change that slows one of those seen."""
-    manifest, clock = _checked_manifest(tmp_path), FakeClock(NOW)
-    screener = ScriptedHost(clock, profile_speed=lambda _b, p, _n: 1.6 if p == "bf16" else 1.0,
-                            bf16_gains=(0.0, 0.02, -0.02))
-    helper = ScriptedHost(clock, profile_speed=lambda _b, p, _n: 0.9 if p == "bf16" else 1.0,
-                          bf16_gains=(0.0, 0.02, -0.02))
-    outcome, _pool = await _pooled(manifest, clock, screener, helper,
-                                   _other(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
-    [trial] = outcome.trials
-    assert len(dict(trial.pairs_on)) == 2 and not trial.verdict.accepted, trial.describe()
-    assert "by machine" not in trial.verdict.reason and outcome.profile.precision == "fp32"
 
 
 async def test_pairs_cut_short_are_played_again_a_bounded_number_of_times(tmp_path: Path) -> None:

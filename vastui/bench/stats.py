@@ -14,8 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from vastui.bench.calibration import normal_quantile
-
 DEFAULT_CONFIDENCE = 0.95
 # 2000 resamples put the Monte-Carlo error of a 95 % percentile bound well below block-to-block noise, in milliseconds.
 DEFAULT_RESAMPLES = 2000
@@ -165,40 +163,6 @@ def paired_gain_ci(baseline: Sequence[float], variant: Sequence[float], *, confi
         raise ValueError("paired samples differ in length")
     gains = [_ratio(v, b) - 1.0 for b, v in zip(baseline, variant, strict=True)]
     return bootstrap_ci(gains, confidence=confidence, resamples=resamples, seed=seed)
-
-
-def student_t_quantile(q: float, df: int) -> float:
-    """Student's t quantile for ``df`` >= 2 degrees of freedom: the normal's, corrected by the Cornish-Fisher
-    series in 1/df (Abramowitz and Stegun 26.7.5; within 1 % at df = 2, within 0.1 % from df = 3 at q = 0.975)."""
-    if df < 2:
-        raise ValueError(f"the t quantile here needs df >= 2, not {df}")
-    z = normal_quantile(q)
-    z3, z5, z7, z9 = z ** 3, z ** 5, z ** 7, z ** 9
-    return (z + (z3 + z) / (4 * df) + (5 * z5 + 16 * z3 + 3 * z) / (96 * df ** 2)
-            + (3 * z7 + 19 * z5 + 17 * z3 - 15 * z) / (384 * df ** 3)
-            + (79 * z9 + 776 * z7 + 1482 * z5 - 1920 * z3 - 945 * z) / (92160 * df ** 4))
-
-
-def stratified_gain_ci(gains_by_machine: Sequence[Sequence[float]], *,
-                       confidence: float = DEFAULT_CONFIDENCE) -> Interval | None:
-    """Interval of the mean over machines of each machine's mean relative gain (pairs' variant/baseline - 1, each
-    machine's pairs in one sequence), in log ratios: log(1 + g_ij) = mu_i + e_ij, the noise e shared by every machine
-    (its variance pooled over each machine's pairs about its own mean), the machines' own effects mu_i kept apart.
-    The question it answers: do these machines gain on average? A machine whose effect differs from the others' then
-    widens nothing (a pooled median counts that difference as noise, and needs many pairs where every machine
-    gains, one of them twice as much). Student's t on N - k degrees of freedom; None with fewer than two machines
-    or fewer than three degrees of freedom (where the t quantile's series is within 0.1 %)."""
-    machines = [[math.log1p(g) for g in gains] for gains in gains_by_machine if gains]
-    k, n = len(machines), sum(len(m) for m in machines)
-    if k < 2 or n - k < 3 or any(g <= -1.0 for gains in gains_by_machine for g in gains):
-        return None
-    means = [statistics.fmean(m) for m in machines]
-    residual = sum((x - mean) ** 2 for m, mean in zip(machines, means, strict=True) for x in m) / (n - k)
-    point = statistics.fmean(means)
-    half = student_t_quantile(0.5 + confidence / 2.0, n - k) * math.sqrt(residual * sum(1.0 / len(m)
-                                                                                       for m in machines)) / k
-    return Interval(point=math.expm1(point), low=math.expm1(point - half), high=math.expm1(point + half),
-                    confidence=confidence, n=n)
 
 
 def _ratio(top: float, bottom: float) -> float:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from vastui.bench.attribution import DATA_WAIT_SHARE_MAX, Bottleneck
 from vastui.bench.cost import cost_per_accepted_unit
-from vastui.bench.stats import Interval, latency_plausible, stratified_gain_ci
+from vastui.bench.stats import Interval, latency_plausible
 from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, TuningStep, judge_ab, plan_ab_pairs, plan_tuning
 from vastui.campaign.candidate import CandidateContext, CandidateRun
 from vastui.campaign.charges import measured_cost_inputs
@@ -548,7 +548,6 @@ class _PairedTrial:
                                                      default=None),
                           baseline_latencies_ms=tuple(own.a_latencies),
                           variant_latencies_ms=tuple(own.b_latencies))
-        verdict = self._by_machine(verdict)
         ceiling = self.ctx.manifest.slo.latency
         # The tuned instance's own steps against the SLO, as when it plays every pair: a helper's steps are its
         # own GPU's (a slower one's may break the SLO where the screener's class does not); they bound only what
@@ -562,30 +561,6 @@ class _PairedTrial:
                 f"rejected: {over} of {len(own.b_latencies)} steps over the latency SLO's {ceiling.max_ms:g} ms "
                 f"(p{ceiling.percentile:g}); as to speed, {verdict.reason}"))
         return verdict
-
-    def _by_machine(self, pooled: AbVerdict) -> AbVerdict:
-        """A pooled trial its pooled median left unkept, judged again by machine (``stratified_gain_ci``): kept
-        when the mean of the machines' own gains clearly exceeds the minimum and no machine's own pairs lost more
-        than the minimum on average. Machines whose effects differ (more loaders pay twice as much on one host's
-        input path as on another's, bf16 more on one GPU class) leave a pooled median's interval wide however many
-        pairs are played (seen: loaders +10 % [+0.9 %, +71 %] after 13 pairs on three machines); by machine, the
-        difference between their effects is no noise. The verdict speaks for the machines seen, none of which it
-        slows; a class it does not suit shows it in its own race. ``pooled`` as it is otherwise, or when fewer than
-        the pairs a verdict needs are in."""
-        min_gain = self.ctx.manifest.tuning.min_gain
-        if pooled.accepted or pooled.gain is None or not self.correct:
-            return pooled
-        gains: dict[str, list[float]] = {}
-        for pair in self.played:
-            if pair.a > 0:
-                gains.setdefault(pair.cid, []).append(pair.b / pair.a - 1.0)
-        interval = stratified_gain_ci(list(gains.values())) if len(gains) >= 2 else None
-        if (interval is None or interval.low <= 0.0 or interval.point <= min_gain
-                or any(statistics.fmean(own) < -min_gain for own in gains.values())):
-            return pooled
-        return replace(pooled, accepted=True, gain=interval, reason=(
-            f"gain {interval.point:+.1%} [{interval.low:+.1%}, {interval.high:+.1%}] by machine (the mean of "
-            f"{len(gains)} machines' own gains, none losing; pooled: {pooled.reason})"))
 
     async def help(self, player: _Player, *, keep_going: Callable[[], bool]) -> _PairEnd:
         """One pair on a helper's instance (``TrialPool.help``). A machine new to the trial starts with the order
