@@ -948,34 +948,6 @@ async def test_a_helper_out_of_time_mid_pair_drops_its_half_and_leaves_the_trial
     assert trial.verdict.accepted and outcome.profile.precision == "bf16"
 
 
-async def test_a_screening_leaves_an_undecided_larger_batch_to_the_leaders_without_a_second_look(
-        tmp_path: Path) -> None:
-    """Batch 256 gains 6 % on both machines, its runs drawing 8 % up, down, up (pairs at +14.5 % and -2.5 %): undecided
-    and promising at the first look. Screening (pooled), it gets no second look and batch 128 is not tried: both are
-    left open for a leader to confirm on its own instance, the profile raced stays at 64. Tuned alone (a leader's
-    own trial), the same batch earns its second look."""
-    manifest = replace(_tuning_manifest(tmp_path), production_units=2_000_000)
-    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32",), batch_sizes=(64, 128, 256),
-                                                loaders=(4,)))
-
-    def noisy(clock: FakeClock) -> ScriptedHost:
-        return ScriptedHost(clock, speed={256: 1.06}, batch_gains={256: (0.08, -0.08, 0.08)})
-
-    clock = FakeClock(NOW)
-    outcome, _pool = await _pooled(manifest, clock, noisy(clock), noisy(clock),
-                                   _other(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
-    [trial] = outcome.trials
-    assert trial.value == "256" and not trial.verdict.accepted and trial.verdict.may_gain, trial.describe()
-    assert "no second look in the screening" in trial.verdict.reason
-    assert trial.verdict.pairs < 2 * manifest.tuning.min_pairs and outcome.profile.batch_size == 64
-    clock = FakeClock(NOW)
-    alone = await _tune(manifest, clock, noisy(clock), _leader(manifest, clock, work_left_s=100_000.0,
-                                                               canary_s=40.0))
-    first = alone.trials[0]
-    assert first.value == "256" and first.verdict.pairs >= 2 * manifest.tuning.min_pairs, first.describe()
-    assert "no second look" not in first.verdict.reason
-
-
 async def test_pairs_cut_short_are_played_again_a_bounded_number_of_times(tmp_path: Path) -> None:
     """Every fp32 (baseline) run ends after one marker, too few steps to time: each pair is dropped and played
     again, at most as many times again as the trial wants pairs; then the trial is judged on what it has (none:

@@ -292,10 +292,6 @@ class _PairedTrial:
                         f"its warm-up included, a production run is clearly dearer with it (cost gain "
                         f"{dearer.point:+.1%} [{dearer.low:+.1%}, {dearer.high:+.1%}]), which a clearer speed "
                         f"would not change"))
-                elif self._left_to_the_leader():
-                    verdict = replace(verdict, reason=(
-                        f"{verdict.reason}; no second look in the screening: a larger batch's few per cent are left "
-                        f"for each leader to confirm on its own instance"))
                 elif room_for(tuning.min_pairs):
                     await self._fill(len(self.a_values) + self._in_rounds(tuning.min_pairs))
                     verdict = self._judged()
@@ -316,15 +312,6 @@ class _PairedTrial:
         verdict = self._judged(min_pairs=len(gains))
         return replace(verdict, reason=f"{verdict.reason}; judged at its early look: every one of its {len(gains)} "
                                        f"pairs gained more than {bar:.0%}")
-
-    def _left_to_the_leader(self) -> bool:
-        """A screening's trial of a larger batch: undecided at its first look, it gets no second look on every machine
-        at hand. A larger batch gains a few per cent (3-10 % on the simulator's physics), which pairs on hosts with a
-        few per cent of noise rarely tell from zero: its second looks, then the next smaller batch's, were about half
-        of a screening's pairs, each round of them billed on every machine. Left open, the leader confirms it on its
-        own instance (``Screening.left_to_confirm``), its screening pairs carried over; the race runs at the batch
-        before, where every machine is compared alike."""
-        return self.pool is not None and not self.on_cost and self._grows_batch(self.own)
 
     def _in_rounds(self, pairs: int) -> int:
         """``pairs``, or more when the trial is pooled: whole rounds of one pair a machine at hand, since a round
@@ -818,8 +805,6 @@ class TuningSearch:
             growing = step.knob is Knob.BATCH_SIZE and _above(value, was)
             if growing and flat:
                 break   # the largest batch gains nothing: a smaller step gains less still
-            if growing and self.pool is not None and verdict.may_gain:
-                break   # a screening leaves an undecided larger batch, and those between, to the leaders
             if (step.knob is not Knob.PRECISION and not growing and verdict.gain is not None
                     and verdict.gain.point < 0):
                 break  # worse in this direction: the next value of the same knob goes further that way
