@@ -33,9 +33,9 @@ COMPUTE_KNOBS = frozenset({Knob.BATCH_SIZE, Knob.PRECISION})
 
 # The early look (``_PairedTrial.judge``): after the first EARLY_PAIRS pairs (a whole round of the machines at
 # hand), a trial whose every pair gained more than EARLY_GAIN_FACTOR x the manifest's min_gain (+10 % at the default
-# 2 %) is judged on them at once. With no true gain, a pair beats +10 % by noise about once in a hundred on a host
-# whose runs vary by 3 % (its ratio's spread about 4 %), once in five on one whose runs vary by 8 %: all three
-# together about 1e-6 (0.7 %). A clear gain then costs one round of pairs, not two or four. Never a rejection:
+# 2 %) is judged on them at once. With no true gain, a pair beats +10 % only on a noise draw of more than two of its
+# ratio's standard deviations on a host whose runs vary by 3 % (about one in six on a host that varies by 8 %): all
+# three together about 1e-5 (0.5 %). A clear gain then costs one round of pairs, not two or four. Never a rejection:
 # a real gain on a noisy host can draw three low pairs in a row, and the usual looks give it its chance
 # (docs/method.md, Tune).
 EARLY_PAIRS = 3
