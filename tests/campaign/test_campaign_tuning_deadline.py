@@ -1047,60 +1047,6 @@ async def test_a_change_faster_in_steady_state_is_not_kept_when_its_warm_up_make
     assert verdict.accepted and slim.profile.precision == "bf16"
 
 
-def _precision_only(tmp_path: Path, *, units: int | None = None) -> Manifest:
-    """The tuning manifest with fp32 -> bf16 its one knob (at ``units`` a production run, when given)."""
-    manifest = _tuning_manifest(tmp_path)
-    manifest = replace(manifest, tuning=replace(manifest.tuning, batch_sizes=(64,), loaders=(4,)))
-    return manifest if units is None else replace(manifest, production_units=units)
-
-
-async def test_a_change_whose_every_first_pair_gains_clearly_is_judged_on_its_first_round(tmp_path: Path) -> None:
-    """bf16 runs 50 % faster on every run: the first EARLY_PAIRS pairs each gain more than 5 x min_gain, so the
-    trial is judged on them (kept) instead of playing the manifest's min_pairs; the reason says it came early."""
-    manifest, clock = _precision_only(tmp_path), FakeClock(NOW)
-    assert EARLY_PAIRS < manifest.tuning.min_pairs
-    host = ScriptedHost(clock, profile_speed=lambda _b, p, _n: 1.5 if p == "bf16" else 1.0)
-    outcome = await _tune(manifest, clock, host, _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
-    [trial] = outcome.trials
-    assert trial.verdict.accepted and trial.verdict.pairs == EARLY_PAIRS, trial.describe()
-    assert "early look" in trial.verdict.reason and outcome.profile.precision == "bf16"
-    assert host.started == 2 * EARLY_PAIRS
-
-
-async def test_a_change_one_of_whose_first_pairs_gains_little_plays_on_to_its_first_look(tmp_path: Path) -> None:
-    """bf16 is 30 % faster, but its second run draws 25 % low (a pair at -2.5 %): the first round does not agree
-    clearly, so the trial plays on to the manifest's min_pairs and is judged there (kept: four of five pairs gain
-    30 %), with nothing said of an early look. A gain just under the early bar (+8 % on every pair) also plays on."""
-    manifest, clock = _precision_only(tmp_path), FakeClock(NOW)
-    host = ScriptedHost(clock, profile_speed=lambda _b, p, _n: 1.3 if p == "bf16" else 1.0,
-                        bf16_gains=(0.0, -0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
-    outcome = await _tune(manifest, clock, host, _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
-    [trial] = outcome.trials
-    assert trial.verdict.pairs >= manifest.tuning.min_pairs and "early look" not in trial.verdict.reason
-    assert trial.verdict.accepted and outcome.profile.precision == "bf16", trial.describe()
-    clock = FakeClock(NOW)
-    host = ScriptedHost(clock, profile_speed=lambda _b, p, _n: 1.08 if p == "bf16" else 1.0)
-    outcome = await _tune(manifest, clock, host, _leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0))
-    [trial] = outcome.trials
-    assert trial.verdict.pairs >= manifest.tuning.min_pairs and "early look" not in trial.verdict.reason
-    assert trial.verdict.accepted, trial.describe()
-
-
-async def test_a_change_judged_at_its_early_look_is_still_vetoed_when_its_warm_up_makes_n_units_dearer(
-        tmp_path: Path) -> None:
-    """bf16 at +50 % saves about 208 s of 20,000 units at 32 units/s; a bf16 warm-up 600 s longer makes the run
-    dearer. Its first pairs all gain clearly, so it is judged early, and the cost at N still vetoes it."""
-    manifest, clock = _precision_only(tmp_path, units=20_000), FakeClock(NOW)
-    host = ScriptedHost(clock, profile_speed=lambda _b, p, _n: 1.5 if p == "bf16" else 1.0,
-                        warmup_extra_s={"bf16": 600.0})
-    outcome = await _tune(manifest, clock, host, _leader(manifest, clock, work_left_s=100_000.0, canary_s=100.0))
-    [trial] = outcome.trials
-    verdict = trial.verdict
-    assert verdict.pairs == EARLY_PAIRS and "early look" in verdict.reason, verdict.reason
-    assert not verdict.accepted and verdict.dearer_at_n and verdict.cost_gain is not None
-    assert verdict.cost_gain.point < 0 and outcome.profile.precision == "fp32"
-
-
 async def test_a_batch_breaking_the_latency_ceiling_without_waiting_for_input_is_not_tried_again_after_the_loaders(
         tmp_path: Path) -> None:
     # 256's steps take 6 s against the SLO's 5 s at p90 and never wait for input: more loaders cannot shorten them.
