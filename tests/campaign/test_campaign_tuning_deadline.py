@@ -36,7 +36,6 @@ from vastui.campaign.plan import (
 )
 from vastui.campaign.short_runs import skip_steps, timed_throughput, warmup_lost_s
 from vastui.campaign.tuning import (
-    EARLY_PAIRS,
     PairPlayed,
     TrialPool,
     TuningStop,
@@ -944,7 +943,7 @@ async def test_a_helper_out_of_time_mid_pair_drops_its_half_and_leaves_the_trial
     [trial] = outcome.trials
     assert helper.started >= 1 and helper.stopped_early >= 1, (helper.started, helper.stopped_early)
     assert short.cid in pool.out
-    assert dict(trial.pairs_on).get(short.cid, 0) == 0 and trial.verdict.pairs >= EARLY_PAIRS   # (every pair +50 %)
+    assert dict(trial.pairs_on).get(short.cid, 0) == 0 and trial.verdict.pairs >= manifest.tuning.min_pairs
     assert trial.verdict.accepted and outcome.profile.precision == "bf16"
 
 

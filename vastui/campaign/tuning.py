@@ -31,16 +31,6 @@ from vastui.events_live import TuningFinished, TuningTrialJudged, TuningTrialSta
 # as compute-bound): the input path is tried next.
 COMPUTE_KNOBS = frozenset({Knob.BATCH_SIZE, Knob.PRECISION})
 
-# The early look (``_PairedTrial.judge``): after the first EARLY_PAIRS pairs (a whole round of the machines at
-# hand), a trial whose every pair gained more than EARLY_GAIN_FACTOR x the manifest's min_gain (+10 % at the default
-# 2 %) is judged on them at once. With no true gain, a pair beats +10 % only on a noise draw of more than two of its
-# ratio's standard deviations on a host whose runs vary by 3 % (about one in six on a host that varies by 8 %): all
-# three together about 1e-5 (0.5 %). A clear gain then costs one round of pairs, not two or four. Never a rejection:
-# a real gain on a noisy host can draw three low pairs in a row, and the usual looks give it its chance
-# (docs/method.md, Tune).
-EARLY_PAIRS = 3
-EARLY_GAIN_FACTOR = 5.0
-
 
 @dataclass(frozen=True, slots=True)
 class PairPlayed:
@@ -260,8 +250,7 @@ class _PairedTrial:
         self.landed = asyncio.Event()
 
     async def judge(self, *, room_for: Callable[[int], bool]) -> AbVerdict:
-        """``min_pairs`` interleaved pairs, judged (a change whose first round of pairs all gain clearly is judged
-        on that round: ``_early_verdict``); when that leaves a promising change undecided (its point gain
+        """``min_pairs`` interleaved pairs, judged; when that leaves a promising change undecided (its point gain
         above the minimum, its interval still reaching below zero: a noisy host) and ``room_for`` says the deadline
         allows as many again, those too, judged once more over all of them. Two looks, not one per pair: each extra
         look would raise the chance of keeping a change that gains nothing. A change whose steps break the latency
@@ -271,15 +260,7 @@ class _PairedTrial:
         try:
             # (pairs carried over: at least one of its own now, so its steps at the change meet the SLO's ceiling
             # on this instance's evidence, as when it plays every pair)
-            own_one = self.carried + 1 if self.carried else 0
-            first = max(self._in_rounds(tuning.min_pairs), own_one)
-            early = max(self._in_rounds(EARLY_PAIRS), own_one)
-            if not self.on_cost and early < first:
-                await self._fill(early)
-                decided = self._early_verdict()
-                if decided is not None:
-                    return decided
-            await self._fill(first)
+            await self._fill(max(self._in_rounds(tuning.min_pairs), self.carried + 1 if self.carried else 0))
             verdict = self._judged()
             looked = verdict.cost_gain if self.on_cost else verdict.gain   # the measure the change claims
             if (not verdict.accepted and not verdict.breaks_slo and not verdict.output_failed
@@ -298,20 +279,6 @@ class _PairedTrial:
         finally:
             self._close()
         return verdict
-
-    def _early_verdict(self) -> AbVerdict | None:
-        """The trial judged at its early look, when the pairs so far (at least EARLY_PAIRS, one of them this
-        instance's own, so its steps speak for the SLO) all gained more than EARLY_GAIN_FACTOR x min_gain; None
-        otherwise (the trial plays on to its first look). The verdict is the usual one on these pairs (SLO, cost at
-        N, correctness), its reason saying it came early."""
-        bar = EARLY_GAIN_FACTOR * self.ctx.manifest.tuning.min_gain
-        gains = [b / a - 1.0 for a, b in zip(self.a_values, self.b_values, strict=True) if a > 0]
-        if (not self.correct or len(gains) < EARLY_PAIRS or len(gains) < len(self.a_values)
-                or not self.own.b_latencies or not all(g > bar for g in gains)):
-            return None
-        verdict = self._judged(min_pairs=len(gains))
-        return replace(verdict, reason=f"{verdict.reason}; judged at its early look: every one of its {len(gains)} "
-                                       f"pairs gained more than {bar:.0%}")
 
     def _in_rounds(self, pairs: int) -> int:
         """``pairs``, or more when the trial is pooled: whole rounds of one pair a machine at hand, since a round
@@ -472,13 +439,11 @@ class _PairedTrial:
                                       throughput_units_per_s=units_per_s)
         return 1.0 / cost if 0.0 < cost < math.inf else None
 
-    def _judged(self, *, min_pairs: int | None = None) -> AbVerdict:
-        """The pairs so far judged; ``min_pairs``: the fewest a verdict needs (the manifest's, unless the early look
-        judges on fewer)."""
-        verdict = self._judged_on_speed(min_pairs=min_pairs)
+    def _judged(self) -> AbVerdict:
+        verdict = self._judged_on_speed()
         if self.on_cost:
             return self._judged_on_cost(verdict)
-        by_cost = self._by_cost(min_pairs=min_pairs) if verdict.accepted else None
+        by_cost = self._by_cost() if verdict.accepted else None
         if by_cost is None:
             return verdict
         if by_cost.gain is None or by_cost.gain.point > 0.0:
@@ -501,7 +466,7 @@ class _PairedTrial:
         gain = by_cost.gain if by_cost is not None else None
         return gain if gain is not None and gain.high < 0.0 else None
 
-    def _by_cost(self, *, min_pairs: int | None = None) -> AbVerdict | None:
+    def _by_cost(self) -> AbVerdict | None:
         """The pairs judged as units per dollar of a production run of N units (``judge_ab``), each run's warm-up
         included; None when a run could not say its warm-up."""
         a, b = self.a_per_usd, self.b_per_usd
@@ -510,7 +475,7 @@ class _PairedTrial:
         tuning = self.ctx.manifest.tuning
         return judge_ab(baseline_units_per_s=[v for v in a if v is not None],
                         variant_units_per_s=[v for v in b if v is not None], correctness_ok=True,
-                        min_gain=tuning.min_gain, min_pairs=min_pairs or tuning.min_pairs, seed=self.own.run.cid)
+                        min_gain=tuning.min_gain, min_pairs=tuning.min_pairs, seed=self.own.run.cid)
 
     def _judged_on_cost(self, speed: AbVerdict) -> AbVerdict:
         """A trim's verdict: kept when a production run of N units is clearly cheaper with it (``judge_ab`` on the
@@ -536,13 +501,13 @@ class _PairedTrial:
                                f"it: cost gain {by_cost.gain.point:+.1%} [{by_cost.gain.low:+.1%}, "
                                f"{by_cost.gain.high:+.1%}]; as to speed, {speed.reason}"))
 
-    def _judged_on_speed(self, *, min_pairs: int | None = None) -> AbVerdict:
+    def _judged_on_speed(self) -> AbVerdict:
         tuning = self.ctx.manifest.tuning
         own = self.own
         waits = [w for on_one in self.b_waits.values() for w in on_one]
         verdict = replace(judge_ab(baseline_units_per_s=self.a_values, variant_units_per_s=self.b_values,
                                    correctness_ok=self.correct, min_gain=tuning.min_gain,
-                                   min_pairs=min_pairs or tuning.min_pairs, seed=own.run.cid),
+                                   min_pairs=tuning.min_pairs, seed=own.run.cid),
                           variant_data_wait=statistics.median(waits) if waits else None,
                           variant_data_wait_high=max((statistics.median(w) for w in self.b_waits.values() if w),
                                                      default=None),
