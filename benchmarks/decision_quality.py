@@ -805,9 +805,9 @@ def report(results: list[MarketResult], *, protocol: str = "fast") -> str:
     lines.append(f"- markets whose oracle best could not be scheduled when the campaign tried to rent it: "
                  f"{len(results) - len(available)}; within 3 % among the others: "
                  f"{100 * sum(g <= 0.03 for g in available) / max(1, len(available)):.0f} % of {len(available)}")
-    for index, (what, of) in enumerate((("at the race's profile", lambda r: r.screened_regret),
-                                        ("end to end", lambda r: r.end_to_end))):
-        schedulable = [of(r) for r in results if not r.others_unschedulable[index]]
+    for index, what in enumerate(("at the race's profile", "end to end")):
+        schedulable = [r.end_to_end if index else r.screened_regret for r in results
+                       if not r.others_unschedulable[index]]
         lines.append(f"- {what}, markets whose best could not be scheduled when the campaign tried to rent it: "
                      f"{len(results) - len(schedulable)}; within 3 % among the others: "
                      f"{100 * sum(g <= 0.03 for g in schedulable) / max(1, len(schedulable)):.0f} % of "
