@@ -251,8 +251,8 @@ class MarketResult:
     tuning_trials: int = 0
     passed_over: int = 0                  # shortlisted candidates never rented: they could not beat the leader
     best_unschedulable: bool = False      # the oracle's best offer: its create was refused (scheduling failed)
-    # ... the best at the race's profile, and the best end to end: each refused so
-    others_unschedulable: tuple[bool, bool] = (False, False)
+    screened_best_unschedulable: bool = False   # ... the best offer at the race's profile
+    end_to_end_best_unschedulable: bool = False   # ... the best offer at its best allowed profile
     spent_on: dict[str, float] = field(default_factory=dict)   # vastui's bill by what it paid for (SPEND_PARTS)
     note: str = ""
     rented: int = 0                        # shortlisted candidates (or their reserves) vastui rented
@@ -616,7 +616,8 @@ async def one_market(seed: int, kind: WorkloadKind, work: Path, *, scale: float,
         unschedulable = ({t for r in creates if r.status == 400 for t in r.target_ids}
                          - {t for r in creates if r.status == 200 for t in r.target_ids})   # asked again and rented
         out.best_unschedulable = best_offer in unschedulable
-        out.others_unschedulable = (screened_best in unschedulable, e2e_best in unschedulable)
+        out.screened_best_unschedulable = screened_best in unschedulable
+        out.end_to_end_best_unschedulable = e2e_best in unschedulable
         if out.best_unschedulable:
             out.note += f"; the oracle's best offer {best_offer} could not be scheduled when the campaign rented it"
         if not out.regret["vastui"] <= 0.03:   # a miss: say what became of the oracle's best and of the choice
@@ -805,9 +806,9 @@ def report(results: list[MarketResult], *, protocol: str = "fast") -> str:
     lines.append(f"- markets whose oracle best could not be scheduled when the campaign tried to rent it: "
                  f"{len(results) - len(available)}; within 3 % among the others: "
                  f"{100 * sum(g <= 0.03 for g in available) / max(1, len(available)):.0f} % of {len(available)}")
-    for index, what in enumerate(("at the race's profile", "end to end")):
-        schedulable = [r.end_to_end if index else r.screened_regret for r in results
-                       if not r.others_unschedulable[index]]
+    for what, schedulable in (
+            ("at the race's profile", [r.screened_regret for r in results if not r.screened_best_unschedulable]),
+            ("end to end", [r.end_to_end for r in results if not r.end_to_end_best_unschedulable])):
         lines.append(f"- {what}, markets whose best could not be scheduled when the campaign tried to rent it: "
                      f"{len(results) - len(schedulable)}; within 3 % among the others: "
                      f"{100 * sum(g <= 0.03 for g in schedulable) / max(1, len(schedulable)):.0f} % of "
