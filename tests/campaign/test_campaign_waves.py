@@ -15,11 +15,13 @@ from vastui.bench.calibration import Calibration, Observation
 from vastui.bench.cost import cost_curve
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.bench.receipt import Outcome, render_markdown
-from vastui.bench.stats import Interval
-from vastui.campaign.candidate import NotRented
+from vastui.bench.stats import Block, Interval
+from vastui.campaign.candidate import CandidateRun, NotRented
 from vastui.campaign.charges import prior_cost_inputs
+from vastui.campaign.measure import MeasuredBlock
 from vastui.campaign.plan import Candidate, build_plan, first_wave, model_key, render_plan
-from vastui.campaign.waves import win_chance
+from vastui.campaign.slots import Slot
+from vastui.campaign.waves import warmup_units, win_chance
 from vastui.events import BlockMeasured, CandidatePhaseChanged, Event, InstanceRented, Notice
 from vastui.sim.demo import open_demo
 from vastui.sim.offers import offer_row
@@ -111,6 +113,43 @@ def test_a_waiting_candidate_s_chance_is_judged_against_a_certified_leader_and_t
     floor = replace(manifest, slo=replace(manifest.slo, throughput_min_units_per_s=median * 3.0))
     hopeless = win_chance(candidate, floor, fit, leader=None, leader_cost=None, leader_misses_slo=1.0)
     assert hopeless.probability < 1e-3 and math.isclose(hopeless.needed_units_per_s, median * 3.0)
+
+
+def _slot(candidate: Candidate, *, theta: float, warmup_lost_s: list[float]) -> Slot:
+    run = CandidateRun(candidate)
+    run.blocks = [MeasuredBlock(block=Block(units=theta * 10.0, duration_s=10.0, steps=10), start_t=0.0, end_t=10.0,
+                                data_wait_share=0.0, gpu_util_pct=None, mem_used_mib=None, mem_total_mib=None,
+                                pcie_rx_gbps=None, throttled_share=None) for _ in range(3)]
+    run.warmup_lost_s = warmup_lost_s
+    return Slot(run)
+
+
+def test_a_waiting_candidate_s_warm_up_is_priced_as_the_rented_ones_lost_it(tmp_path: Path) -> None:
+    """The prior prices warm-up at the manifest's measuring floor; against a leader priced on the warm-up it lost,
+    that made every waiting candidate dearer than it is. Once candidates are measured, their loss, counted in units of
+    work, is the candidate's own warm-up at its pace."""
+    manifest, candidates = _plan(tmp_path)
+    short = replace(manifest, production_units=3000, slo=replace(manifest.slo, throughput_min_units_per_s=None),
+                    warmup=replace(manifest.warmup, min_s=60.0))
+    # 4 s lost at 50 units/s, 2 s at 100: 200 units each; the median of three measured candidates, none unmeasured
+    slots = [_slot(candidates[0], theta=50.0, warmup_lost_s=[3.0, 5.0]),
+             _slot(candidates[1], theta=100.0, warmup_lost_s=[2.0]),
+             _slot(candidates[2], theta=80.0, warmup_lost_s=[30.0]), Slot(CandidateRun(candidates[3]))]
+    assert warmup_units(slots) == pytest.approx(200.0)
+    assert warmup_units([Slot(CandidateRun(candidates[3]))]) is None
+    candidate = candidates[4]
+    fit = Calibration.fit([Observation(model_key(candidate), 100.0, 60.0), Observation("other x1", 100.0, 70.0)])
+    median = fit.predict(model_key(candidate), candidate.prior_throughput_units_per_s).median_units_per_s
+    inputs = prior_cost_inputs(candidate, short)
+    lost = replace(inputs, warmup_s=200.0 / median)
+    # a leader whose cost this candidate would match at its median, were its warm-up what the others lost
+    leader = _cost(cost_curve(lost, units=short.production_units)(median))
+    floor = win_chance(candidate, short, fit, leader="c1", leader_cost=leader, leader_misses_slo=0.0)
+    measured = win_chance(candidate, short, fit, leader="c1", leader_cost=leader, leader_misses_slo=0.0,
+                          warmup_units=200.0)
+    assert measured.probability == pytest.approx(0.5, abs=1e-6)
+    assert floor.probability < 0.05 < measured.probability     # priced at the 60 s floor it looked hopeless
+    assert floor.needed_units_per_s > measured.needed_units_per_s
 
 
 @pytest.mark.slow

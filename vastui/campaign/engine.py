@@ -58,7 +58,7 @@ from vastui.campaign.screening import Screening, ScreeningOutcome, inherited_fro
 from vastui.campaign.slots import Ledger, Slot
 from vastui.campaign.snapshot import CampaignStage
 from vastui.campaign.tuning import TrialPool, TuningOutcome, tune
-from vastui.campaign.waves import WinChance, has_spoken, observations, win_chance
+from vastui.campaign.waves import WinChance, has_spoken, observations, warmup_units, win_chance
 from vastui.clock import Clock
 from vastui.errors import ApiError, AuthError, RemoteError, StoreError, VastuiError
 from vastui.events import CampaignFinished, EventBus, InstanceDestroyed, Notice
@@ -367,7 +367,9 @@ class CampaignEngine:
             standing = await asyncio.to_thread(self.state.race.standing, leader) if leader is not None else None
             misses = self.state.race.slo_miss_chance(leader) if leader is not None else 1.0
         cost = standing.cost_per_unit if standing is not None else None
-        return [win_chance(c, self.manifest, calibration, leader=leader, leader_cost=cost, leader_misses_slo=misses)
+        warmup = warmup_units(self.slots)
+        return [win_chance(c, self.manifest, calibration, leader=leader, leader_cost=cost, leader_misses_slo=misses,
+                           warmup_units=warmup)
                 for c in candidates]
 
     async def _choose_wave(self) -> None:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from vastui.bench.calibration import Calibration, Observation, Prediction, needed_throughput, normal_quantile
-from vastui.bench.cost import cost_curve
+from vastui.bench.cost import CostInputs, cost_curve, cost_per_accepted_unit
 from vastui.bench.manifest import Manifest
 from vastui.bench.stats import Interval
 from vastui.campaign.candidate import CandidatePhase
@@ -43,8 +43,53 @@ class WinChance:
                 f"{self.predicted.median_units_per_s:.3g} units/s, spread x{math.exp(self.predicted.sigma):.2f})")
 
 
+def warmup_units(slots: Sequence[Slot]) -> float | None:
+    """The work production's warm-up costs, in units, as the rented candidates lost it: the median over the
+    measured candidates of their runs' mean warm-up loss (time beyond the work it did) times their measured pace.
+    None before any candidate has both.
+
+    A waiting candidate's prior prices warm-up at the manifest's measuring floor (``[warmup] min_s``), which is how
+    long vastui *measures* warm-up, not what production loses to it: against a leader priced on its measured loss
+    that floor made every waiting candidate look dearer than it is, most where the production run is short.
+    Warm-up is a number of steps (compilation and caches settle per step), so its cost in seconds falls with the
+    pace: counted in units it carries from one machine to another (docs/method.md, Waves)."""
+    per_candidate = []
+    for slot in slots:
+        run = slot.run
+        if not run.warmup_lost_s or not run.blocks:
+            continue
+        thetas = sorted(b.throughput_units_per_s for b in run.blocks)
+        pace = thetas[len(thetas) // 2] if len(thetas) % 2 else 0.5 * (thetas[len(thetas) // 2 - 1]
+                                                                       + thetas[len(thetas) // 2])
+        lost = sum(run.warmup_lost_s) / len(run.warmup_lost_s)
+        if pace > 0.0 and math.isfinite(lost) and lost >= 0.0:
+            per_candidate.append(lost * pace)
+    if not per_candidate:
+        return None
+    per_candidate.sort()
+    middle = len(per_candidate) // 2
+    return per_candidate[middle] if len(per_candidate) % 2 else 0.5 * (per_candidate[middle - 1]
+                                                                       + per_candidate[middle])
+
+
+def _cost_at(inputs: CostInputs, *, units: float, warmup_units: float | None) -> Callable[[float], float]:
+    """C(N) as a function of throughput, the warm-up (when ``warmup_units`` says what it is) that much work at the
+    throughput's own pace."""
+    if warmup_units is None:
+        return cost_curve(inputs, units=units)
+
+    def at(theta: float) -> float:
+        if theta <= 0.0:
+            return math.inf
+        return cost_per_accepted_unit(replace(inputs, warmup_s=warmup_units / theta), units=units,
+                                      throughput_units_per_s=theta)
+
+    return at
+
+
 def win_chance(candidate: Candidate, manifest: Manifest, calibration: Calibration, *, leader: str | None,
-               leader_cost: Interval | None, leader_misses_slo: float) -> WinChance:
+               leader_cost: Interval | None, leader_misses_slo: float,
+               warmup_units: float | None = None) -> WinChance:
     """An upper bound on P(the candidate meets the SLO floor and is cheaper than the leader or the leader, in
     truth, misses the SLO): the smaller of P(it meets the floor) and P(its true cost per unit, at its prior cost
     inputs, comes under the leader's) + ``leader_misses_slo``.
@@ -52,14 +97,16 @@ def win_chance(candidate: Candidate, manifest: Manifest, calibration: Calibratio
     The leader's cost is known only to its interval: its spread (the interval read as a log-normal's) is added to
     the candidate's own, so a leader measured loosely rules out less. A leader on the SLO's knife-edge
     (``leader_misses_slo`` near 1) rules out nothing on cost: it may never be certified, and what it passed over
-    could have been."""
+    could have been. ``warmup_units``: the warm-up the rented candidates lost, in units (``warmup_units``); the
+    candidate's warm-up is priced as that much work at its own pace instead of at the prior's floor."""
     predicted = calibration.predict(model_key(candidate), candidate.prior_throughput_units_per_s,
                                     prior_is_measured=candidate.prior_is_measured)
     floor = manifest.slo.throughput_min_units_per_s or 0.0
     probability, needed, against = predicted.probability_above(floor), floor, None
     if (leader is not None and leader_misses_slo < 1.0 and leader_cost is not None
             and math.isfinite(leader_cost.point) and leader_cost.point > 0.0):
-        at = cost_curve(prior_cost_inputs(candidate, manifest), units=manifest.production_units)
+        at = _cost_at(prior_cost_inputs(candidate, manifest), units=manifest.production_units,
+                      warmup_units=warmup_units)
         to_beat = needed_throughput(at, target_cost=leader_cost.point)
         z = normal_quantile(0.5 + leader_cost.confidence / 2.0)
         leader_sigma = math.log(max(leader_cost.high, leader_cost.point) / leader_cost.point) / z \
