@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from tests.campaign.campaign_support import fast_manifest
 from vastui.bench.cost import cost_per_accepted_unit
 from vastui.bench.manifest import Manifest, load_manifest
+from vastui.bench.tuning import Profile
 from vastui.campaign.charges import prior_cost_inputs
 from vastui.campaign.plan import Plan, build_plan, render_plan
 from vastui.campaign.prior import (
@@ -291,11 +292,13 @@ async def test_a_host_measured_before_gets_a_measured_prior_and_teaches_the_scal
                               stored_at=NOW - DAY)
     await store.create_campaign(campaign_id="cbefore", manifest_digest=manifest.digest, created_at=NOW - DAY,
                                 phase="finished")
+    first = Profile.first(manifest.tuning, gpu_count=known.num_gpus)   # what this plan races it at
     for throughput, status in ((0.5 * measured, RunStatus.OK), (measured, RunStatus.OK),
                                (None, RunStatus.ERROR)):
         run = await store.start_run(campaign_id="cbefore", instance_id=None, machine_id=known.machine_id,
                                     gpu_name=known.gpu_name, num_gpus=known.num_gpus,
-                                    workload_digest=manifest.digest, variant_json="{}", started_at=NOW - DAY)
+                                    workload_digest=manifest.digest, variant_json=first.to_json(),
+                                    started_at=NOW - DAY)
         await store.finish_run(run_id=run.run_id, status=status, at=NOW - DAY + 600,
                                throughput_units_per_s=throughput)
     knowledge = await store.host_knowledge(workload_digest=manifest.digest,
@@ -316,6 +319,25 @@ async def test_a_host_measured_before_gets_a_measured_prior_and_teaches_the_scal
         expected = compressed_dlperf(c.offer.dlperf / c.offer.num_gpus, pivot=pivot) * c.gpu_count * 2.0
         assert c.prior_throughput_units_per_s == pytest.approx(expected, rel=1e-6)
         assert "learned scale 2.00" in c.hypothesis
+
+    # measured at another profile only (more loaders than this plan races at): no prior for this one, whatever it did
+    other = replace(first, loaders=(first.loaders or 1) + 7)
+    run = await store.start_run(campaign_id="cbefore", instance_id=None, machine_id=known.machine_id,
+                                gpu_name=known.gpu_name, num_gpus=known.num_gpus, workload_digest=manifest.digest,
+                                variant_json=other.to_json(), started_at=NOW - DAY)
+    await store.finish_run(run_id=run.run_id, status=RunStatus.OK, at=NOW - DAY + 600,
+                           throughput_units_per_s=3.0 * measured)
+    knowledge = await store.host_knowledge(workload_digest=manifest.digest,
+                                           machine_ids=sorted({o.machine_id for o in offers}))
+    mine = next(c for c in plan_for(manifest, offers, knowledge=knowledge).candidates
+                if c.offer.machine_id == known.machine_id)
+    assert mine.prior_is_measured and mine.prior_throughput_units_per_s == pytest.approx(measured)
+    elsewhere = [replace(k, runs=tuple(r for r in k.runs if r.variant_json == other.to_json())) for k in knowledge]
+    mine = next(c for c in plan_for(manifest, offers, knowledge=elsewhere).candidates
+                if c.offer.machine_id == known.machine_id)
+    assert not mine.prior_is_measured
+    assert mine.prior_throughput_units_per_s < measured      # the dlperf prior, not the 3x it did at the other
+    assert "at another profile only" in mine.hypothesis
 
 
 # --- money and rendering ------------------------------------------------------------------------------------

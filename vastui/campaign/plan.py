@@ -42,6 +42,7 @@ from vastui.campaign.repeat import (
     known_host,
     last_profile_throughputs,
     observation,
+    ok_runs,
     reverification,
 )
 from vastui.campaign.startup import rates_of
@@ -268,18 +269,26 @@ def dlperf_prior_units_per_s(offer: Offer, *, gpus: int, pivot: float) -> float:
     return compressed_dlperf(per_gpu, pivot=pivot) * gpus * scaling
 
 
+def _raced_at(offer: Offer, gpus: int, manifest: Manifest, inherited: InheritedScreening | None) -> Profile:
+    """The profile a host's first blocks are raced at in this plan: the inherited screening's for its GPU class, else
+    the manifest's first. Only earlier runs at it say how fast the host is here."""
+    return (inherited.profile_for(gpu_ram_mb=offer.gpu_ram, gpu_count=gpus) if inherited is not None
+            else Profile.first(manifest.tuning, gpu_count=gpus))
+
+
 def _score(offer: Offer, manifest: Manifest, knowledge: dict[int, HostKnowledge], scale: float | None, *,
            pivot: float, now: float | None = None, calibration: Calibration | None = None,
            inherited: InheritedScreening | None = None) -> _Scored:
     pull = predicted_pull_s(offer, image_size_gb=manifest.workload.image_size_gb)
     gpus = _gpu_count(offer, manifest)
     # the profile its first blocks are raced at: only earlier runs at it re-verify it
-    raced = (inherited.profile_for(gpu_ram_mb=offer.gpu_ram, gpu_count=gpus) if inherited is not None
-             else Profile.first(manifest.tuning, gpu_count=gpus))
+    raced = _raced_at(offer, gpus, manifest, inherited)
     known = knowledge.get(offer.machine_id)
     reverified = None
-    if known is not None and known.best is not None and known.best.throughput_units_per_s:
-        theta, measured = known.best.throughput_units_per_s, True
+    # a measurement is the prior of the profile it was taken at only: bf16 may run twice what fp32 did here
+    here = [r.throughput_units_per_s or 0.0 for r in ok_runs(known, at=raced)] if known is not None else []
+    if known is not None and here and max(here) > 0.0:
+        theta, measured = max(here), True
         note = f"measured {theta:.0f} u/s here before ({known.n_ok} of {known.n_runs} runs ok)"
         at_its_word = theta
         if known.num_gpus == gpus:
@@ -294,6 +303,8 @@ def _score(offer: Offer, manifest: Manifest, knowledge: dict[int, HostKnowledge]
         theta, measured = dlperf_prior_units_per_s(offer, gpus=gpus, pivot=pivot) * (scale or 1.0), False
         note = f"dlperf prior {per_gpu:.0f}/GPU, {compressed:.0f} compressed" + (
             f" x learned scale {scale:.2f}" if scale else "")
+        if known is not None and known.best is not None:
+            note += f"; measured here before at another profile only, not at {raced.describe()}"
         at_its_word = theta * per_gpu / compressed if compressed > 0 else 0.0
         if gpus > 1:
             note += f"; {gpus} GPUs at an assumed {scaling:.0%} scaling — measuring tests whose scaling holds"
@@ -489,13 +500,15 @@ def wave_outlook(candidates: Sequence[Candidate], wave: Sequence[str], *, manife
 
 
 def _history(knowledge: Sequence[HostKnowledge], offers: Sequence[Offer], *, pivot: float, scale: float | None,
-             now: float | None) -> tuple[Observation, ...]:
+             now: float | None, inherited: InheritedScreening | None = None) -> tuple[Observation, ...]:
     """Earlier campaigns' measurements of this workload for the calibrated prior: per known host with an offer in
     ``offers``, its median measured throughput against the dlperf prior its offer would carry in this plan were it
     unknown (compressed dlperf x GPUs x the assumed scaling x the plan's learned scale): the same prior the
     unmeasured candidates carry and the campaign's own observations are taken against (campaign/waves.py), so the
     calibration fits one relation, not two. Weighted down with age (campaign/repeat.py); a host with no offer in ``offers``
-    (not listed now, nor seen before) has no dlperf to relate its measurement to and is left out."""
+    (not listed now, nor seen before) has no dlperf to relate its measurement to and is left out. Raced at an
+    ``inherited`` screening, a host counts only by its runs at the profile it would be raced at now: its runs at the
+    first profile, before that screening, say what fp32 did where this campaign measures bf16."""
     by_machine: dict[int, list[Offer]] = defaultdict(list)
     for offer in offers:
         by_machine[offer.machine_id].append(offer)
@@ -507,7 +520,9 @@ def _history(knowledge: Sequence[HostKnowledge], offers: Sequence[Offer], *, piv
         if match is None or not match.dlperf:
             continue    # no offer of it known: no dlperf to relate its measurement to
         prior = dlperf_prior_units_per_s(match, gpus=host.num_gpus, pivot=pivot) * (scale or 1.0)
-        seen = observation(host, prior_units_per_s=prior, now=now)
+        at = (inherited.profile_for(gpu_ram_mb=match.gpu_ram, gpu_count=host.num_gpus) if inherited is not None
+              else None)
+        seen = observation(host, prior_units_per_s=prior, now=now, at=at)
         if seen is not None:
             out.append(seen)
     return tuple(out)
@@ -565,8 +580,9 @@ def build_plan(*, campaign_id: str, manifest: Manifest, offers: Sequence[Offer],
     pivot = dlperf_pivot(kept)
     listed = {o.machine_id for o in offers}
     described = [*offers, *(o for o in seen if o.machine_id not in listed)]   # for dlperf only
-    scale = workload_scale(knowledge, {o.machine_id: o for o in described}, pivot=pivot)
-    history = _history(knowledge, described, pivot=pivot, scale=scale, now=now)
+    scale = workload_scale(knowledge, {o.machine_id: o for o in described}, pivot=pivot,
+                           profile_of=lambda offer, gpus: _raced_at(offer, gpus, manifest, inherited))
+    history = _history(knowledge, described, pivot=pivot, scale=scale, now=now, inherited=inherited)
     calibration = Calibration.fit(history) if len(history) >= CALIBRATED_AT else None
     scored = [_score(offer, manifest, known, scale, pivot=pivot, now=now, calibration=calibration,
                      inherited=inherited) for offer in kept]

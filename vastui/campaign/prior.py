@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest
+from vastui.bench.tuning import Profile
+from vastui.campaign.repeat import ok_runs
 from vastui.campaign.startup import RENTED_DISK_GIB, rates_of
 from vastui.store.records import HostKnowledge
 from vastui.vast.models import Offer
@@ -76,16 +78,22 @@ def compressed_dlperf(per_gpu: float, *, pivot: float) -> float:
 
 
 def workload_scale(knowledge: Sequence[HostKnowledge], offers_by_machine: dict[int, Offer], *,
-                   pivot: float) -> float | None:
+                   pivot: float, profile_of: Callable[[Offer, int], Profile] | None = None) -> float | None:
     """Measured throughput per (compressed) dlperf point across hosts we ran on before (None when nothing is
-    known)."""
+    known). With ``profile_of`` (the profile a host's offer and GPU count are raced at), a host counts by its best
+    run at that profile only, and not at all without one: a scale learned at fp32 would misprice a race at bf16."""
     ratios = []
     for host in knowledge:
         offer = offers_by_machine.get(host.machine_id)
         if host.best is None or offer is None or not offer.dlperf or host.best.throughput_units_per_s is None:
             continue
-        ratios.append(host.best.throughput_units_per_s /
-                      compressed_dlperf(offer.dlperf / max(offer.num_gpus, 1), pivot=pivot))
+        best = host.best.throughput_units_per_s
+        if profile_of is not None:
+            here = [r.throughput_units_per_s or 0.0 for r in ok_runs(host, at=profile_of(offer, host.num_gpus))]
+            if not here:
+                continue
+            best = max(here)
+        ratios.append(best / compressed_dlperf(offer.dlperf / max(offer.num_gpus, 1), pivot=pivot))
     return statistics.median(ratios) if ratios else None
 
 

@@ -158,10 +158,13 @@ def known_host(knowledge: HostKnowledge, *, now: float | None, listed: bool, cos
                      reverified=reverified)
 
 
-def observation(knowledge: HostKnowledge, *, prior_units_per_s: float, now: float | None) -> Observation | None:
+def observation(knowledge: HostKnowledge, *, prior_units_per_s: float, now: float | None,
+                at: Profile | None = None) -> Observation | None:
     """The host's earlier measurements as one observation for the calibrated prior: its median measured
-    throughput against what the dlperf prior says of it, weighted down by age (``history_weight``)."""
-    thetas = last_profile_throughputs(knowledge)
+    throughput (at profile ``at`` when given, else at the profile of its last run) against what the dlperf prior
+    says of it, weighted down by age (``history_weight``)."""
+    thetas = (tuple(r.throughput_units_per_s or 0.0 for r in ok_runs(knowledge, at=at)) if at is not None
+              else last_profile_throughputs(knowledge))
     if not thetas or prior_units_per_s <= 0.0:
         return None
     return Observation(model=f"{knowledge.gpu_name} x{knowledge.num_gpus}", prior_units_per_s=prior_units_per_s,
