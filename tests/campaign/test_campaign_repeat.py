@@ -262,6 +262,50 @@ async def test_a_host_is_re_verified_only_on_earlier_runs_at_the_profile_it_is_r
     assert plan.inherited is None and "no longer allows" in render_plan(plan)
 
 
+async def test_raced_at_an_inherited_screening_a_host_measured_at_another_profile_only_is_not_a_measured_prior(
+        tmp_path: Path, listed: str) -> None:
+    """One host was measured at fp32 only (dropped before the earlier campaign's screening), another at bf16. Raced
+    at the inherited bf16, the first is an unknown host: its fp32 speed is neither its prior (at +-6 %, a bf16 host
+    predicted at its fp32 speed is passed over on it) nor the calibration's evidence, nor the learned scale's."""
+    manifest = load_manifest(fast_manifest(tmp_path / "m", tune_precision=True))
+    offers = await offers_at(listed, manifest)
+    base = build_plan(campaign_id="base", manifest=manifest, offers=offers, knowledge=(), bad_hosts=()).candidates
+    early, late = base[0], base[1]
+    fp32 = Profile.first(manifest.tuning, gpu_count=1)
+    bf16 = Profile(fp32.batch_size, "bf16", fp32.loaders, 1)
+    screened = InheritedScreening(campaign_id="cbefore", screened_at=NOW - 3 * DAY, start=replace(fp32, gpu_count=None),
+                                  profile=replace(bf16, gpu_count=None), batches=(),
+                                  knobs=("precision fp32 -> bf16: kept (gain +80.0% [+70.0%, +90.0%])",))
+    store = await SqliteStore.open(tmp_path / "c.sqlite3")
+    try:
+        await remember(store, manifest, machine_id=early.offer.machine_id, gpu_name=early.offer.gpu_name, num_gpus=1,
+                       throughputs=[30.0, 31.0], days_ago=3.0, variant=fp32)
+        await remember(store, manifest, machine_id=late.offer.machine_id, gpu_name=late.offer.gpu_name, num_gpus=1,
+                       throughputs=[55.0, 56.0, 57.0], days_ago=3.0, variant=bf16)
+        knowledge = await store.host_knowledge(workload_digest=manifest.digest)
+    finally:
+        await store.close()
+    plan = build_plan(campaign_id="cagain", manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=(),
+                      now=NOW, inherited=screened)
+    by_machine = {c.offer.machine_id: c for c in (*plan.candidates, *plan.reserves)}
+    assert by_machine[late.offer.machine_id].prior_is_measured
+    assert by_machine[late.offer.machine_id].prior_throughput_units_per_s == 57.0
+    assert [o.measured_units_per_s for o in plan.history] == [56.0]   # the bf16 host's median, not the fp32 one's
+    pivot = dlperf_pivot([o for o in offers if o.id not in {e.offer_id for e in plan.excluded}])
+    assert late.offer.dlperf
+    scale = 57.0 / compressed_dlperf(late.offer.dlperf, pivot=pivot)   # learned on the bf16 host alone
+    mine = by_machine[early.offer.machine_id]
+    assert not mine.prior_is_measured and mine.reverified is None
+    assert early.offer.dlperf
+    assert mine.prior_throughput_units_per_s == pytest.approx(compressed_dlperf(early.offer.dlperf, pivot=pivot) * scale)
+    assert "at another profile only" in mine.hypothesis
+    # raced at fp32 (nothing inherited), the fp32 runs are the host's measured prior again
+    fresh = build_plan(campaign_id="cagain", manifest=manifest, offers=offers, knowledge=knowledge, bad_hosts=(),
+                       now=NOW)
+    mine = next(c for c in (*fresh.candidates, *fresh.reserves) if c.offer.machine_id == early.offer.machine_id)
+    assert mine.prior_is_measured and mine.prior_throughput_units_per_s == 31.0
+
+
 async def test_the_cheapest_re_verifiable_host_is_shortlisted_first_though_unknown_priors_promise_more(
         tmp_path: Path, manifest: Manifest, listed: str) -> None:
     """Earlier hosts: one measured two days ago at a fifth of its dlperf prior (fresh), two others 40 days ago at
