@@ -219,6 +219,16 @@ async def test_a_known_host_no_longer_listed_keeps_its_place_in_the_history_by_t
     assert same.history == plan.history
 
 
+def _bf16_screened(manifest: Manifest) -> tuple[Profile, Profile, InheritedScreening]:
+    """The manifest's first profile (fp32), the same at bf16, and an earlier campaign's screening that kept bf16."""
+    fp32 = Profile.first(manifest.tuning, gpu_count=1)
+    bf16 = Profile(fp32.batch_size, "bf16", fp32.loaders, 1)
+    screened = InheritedScreening(campaign_id="cbefore", screened_at=NOW - 3 * DAY, start=replace(fp32, gpu_count=None),
+                                  profile=replace(bf16, gpu_count=None), batches=(),
+                                  knobs=("precision fp32 -> bf16: kept (gain +80.0% [+70.0%, +90.0%])",))
+    return fp32, bf16, screened
+
+
 async def test_a_host_is_re_verified_only_on_earlier_runs_at_the_profile_it_is_raced_at(
         tmp_path: Path, listed: str) -> None:
     """An earlier campaign raced a host at fp32, screened bf16 in and raced it again there. A later campaign that
@@ -228,11 +238,7 @@ async def test_a_host_is_re_verified_only_on_earlier_runs_at_the_profile_it_is_r
     manifest = load_manifest(fast_manifest(tmp_path / "m", tune_precision=True))
     offers = await offers_at(listed, manifest)
     host = build_plan(campaign_id="base", manifest=manifest, offers=offers, knowledge=(), bad_hosts=()).candidates[0]
-    fp32 = Profile.first(manifest.tuning, gpu_count=1)
-    bf16 = Profile(fp32.batch_size, "bf16", fp32.loaders, 1)
-    screened = InheritedScreening(campaign_id="cbefore", screened_at=NOW - 3 * DAY, start=replace(fp32, gpu_count=None),
-                                  profile=replace(bf16, gpu_count=None), batches=(),
-                                  knobs=("precision fp32 -> bf16: kept (gain +80.0% [+70.0%, +90.0%])",))
+    fp32, bf16, screened = _bf16_screened(manifest)
     store = await SqliteStore.open(tmp_path / "c.sqlite3")
     try:
         for variant, throughputs in ((fp32, [30.0, 31.0]), (bf16, [55.0, 56.0, 57.0])):
@@ -271,11 +277,7 @@ async def test_raced_at_an_inherited_screening_a_host_measured_at_another_profil
     offers = await offers_at(listed, manifest)
     base = build_plan(campaign_id="base", manifest=manifest, offers=offers, knowledge=(), bad_hosts=()).candidates
     early, late = base[0], base[1]
-    fp32 = Profile.first(manifest.tuning, gpu_count=1)
-    bf16 = Profile(fp32.batch_size, "bf16", fp32.loaders, 1)
-    screened = InheritedScreening(campaign_id="cbefore", screened_at=NOW - 3 * DAY, start=replace(fp32, gpu_count=None),
-                                  profile=replace(bf16, gpu_count=None), batches=(),
-                                  knobs=("precision fp32 -> bf16: kept (gain +80.0% [+70.0%, +90.0%])",))
+    fp32, bf16, screened = _bf16_screened(manifest)
     store = await SqliteStore.open(tmp_path / "c.sqlite3")
     try:
         await remember(store, manifest, machine_id=early.offer.machine_id, gpu_name=early.offer.gpu_name, num_gpus=1,
