@@ -42,8 +42,8 @@ from vastui.campaign.repeat import (
     known_host,
     last_profile_throughputs,
     observation,
-    ok_runs,
     reverification,
+    throughputs_at,
 )
 from vastui.campaign.startup import rates_of
 from vastui.store.records import BadHost, HostKnowledge
@@ -286,7 +286,7 @@ def _score(offer: Offer, manifest: Manifest, knowledge: dict[int, HostKnowledge]
     known = knowledge.get(offer.machine_id)
     reverified = None
     # a measurement is the prior of the profile it was taken at only: bf16 may run twice what fp32 did here
-    here = [r.throughput_units_per_s or 0.0 for r in ok_runs(known, at=raced)] if known is not None else []
+    here = throughputs_at(known, raced) if known is not None else ()
     if known is not None and here and max(here) > 0.0:
         theta, measured = max(here), True
         note = f"measured {theta:.0f} u/s here before ({known.n_ok} of {known.n_runs} runs ok)"

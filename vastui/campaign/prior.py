@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import Manifest
 from vastui.bench.tuning import Profile
-from vastui.campaign.repeat import ok_runs
+from vastui.campaign.repeat import throughputs_at
 from vastui.campaign.startup import RENTED_DISK_GIB, rates_of
 from vastui.store.records import HostKnowledge
 from vastui.vast.models import Offer
@@ -89,7 +89,7 @@ def workload_scale(knowledge: Sequence[HostKnowledge], offers_by_machine: dict[i
             continue
         best = host.best.throughput_units_per_s
         if profile_of is not None:
-            here = [r.throughput_units_per_s or 0.0 for r in ok_runs(host, at=profile_of(offer, host.num_gpus))]
+            here = throughputs_at(host, profile_of(offer, host.num_gpus))
             if not here:
                 continue
             best = max(here)

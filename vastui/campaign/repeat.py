@@ -45,6 +45,11 @@ def ok_runs(knowledge: HostKnowledge, *, at: Profile | None = None) -> list[Run]
             and (at is None or Profile.from_json(r.variant_json) == at)]
 
 
+def throughputs_at(knowledge: HostKnowledge, profile: Profile) -> tuple[float, ...]:
+    """The host's OK throughputs at ``profile``, oldest first (a run at another profile says nothing of this one)."""
+    return tuple(r.throughput_units_per_s or 0.0 for r in ok_runs(knowledge, at=profile))
+
+
 def last_profile_throughputs(knowledge: HostKnowledge) -> tuple[float, ...]:
     """The host's OK throughputs at the profile its last OK run was measured at (after a screening, the screened
     one): a median over runs at fp32 and bf16 is the throughput of neither."""
@@ -163,8 +168,7 @@ def observation(knowledge: HostKnowledge, *, prior_units_per_s: float, now: floa
     """The host's earlier measurements as one observation for the calibrated prior: its median measured
     throughput (at profile ``at`` when given, else at the profile of its last run) against what the dlperf prior
     says of it, weighted down by age (``history_weight``)."""
-    thetas = (tuple(r.throughput_units_per_s or 0.0 for r in ok_runs(knowledge, at=at)) if at is not None
-              else last_profile_throughputs(knowledge))
+    thetas = throughputs_at(knowledge, at) if at is not None else last_profile_throughputs(knowledge)
     if not thetas or prior_units_per_s <= 0.0:
         return None
     return Observation(model=f"{knowledge.gpu_name} x{knowledge.num_gpus}", prior_units_per_s=prior_units_per_s,

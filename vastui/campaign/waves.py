@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -20,7 +21,7 @@ from vastui.bench.calibration import Calibration, Observation, Prediction, neede
 from vastui.bench.cost import CostInputs, cost_curve, cost_per_accepted_unit
 from vastui.bench.manifest import Manifest
 from vastui.bench.stats import Interval
-from vastui.campaign.candidate import CandidatePhase
+from vastui.campaign.candidate import CandidatePhase, CandidateRun
 from vastui.campaign.charges import prior_cost_inputs
 from vastui.campaign.plan import Candidate, model_key
 from vastui.campaign.slots import Slot
@@ -58,18 +59,16 @@ def warmup_units(slots: Sequence[Slot]) -> float | None:
         run = slot.run
         if not run.warmup_lost_s or not run.blocks:
             continue
-        thetas = sorted(b.throughput_units_per_s for b in run.blocks)
-        pace = thetas[len(thetas) // 2] if len(thetas) % 2 else 0.5 * (thetas[len(thetas) // 2 - 1]
-                                                                       + thetas[len(thetas) // 2])
-        lost = sum(run.warmup_lost_s) / len(run.warmup_lost_s)
+        pace = _pace(run)
+        lost = statistics.fmean(run.warmup_lost_s)
         if pace > 0.0 and math.isfinite(lost) and lost >= 0.0:
             per_candidate.append(lost * pace)
-    if not per_candidate:
-        return None
-    per_candidate.sort()
-    middle = len(per_candidate) // 2
-    return per_candidate[middle] if len(per_candidate) % 2 else 0.5 * (per_candidate[middle - 1]
-                                                                       + per_candidate[middle])
+    return statistics.median(per_candidate) if per_candidate else None
+
+
+def _pace(run: CandidateRun) -> float:
+    """The candidate's measured throughput: its blocks' median (0 without blocks)."""
+    return statistics.median(b.throughput_units_per_s for b in run.blocks) if run.blocks else 0.0
 
 
 def _cost_at(inputs: CostInputs, *, units: float, warmup_units: float | None) -> Callable[[float], float]:
@@ -125,9 +124,7 @@ def observations(slots: Sequence[Slot]) -> list[Observation]:
         run = slot.run
         if not run.blocks or run.candidate.prior_is_measured or run.candidate.prior_throughput_units_per_s <= 0:
             continue
-        thetas = sorted(b.throughput_units_per_s for b in run.blocks)
-        median = thetas[len(thetas) // 2] if len(thetas) % 2 else 0.5 * (thetas[len(thetas) // 2 - 1]
-                                                                          + thetas[len(thetas) // 2])
+        median = _pace(run)
         if median > 0:
             out.append(Observation(model_key(run.candidate), run.candidate.prior_throughput_units_per_s, median))
     return out
