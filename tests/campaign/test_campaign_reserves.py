@@ -58,8 +58,8 @@ async def test_a_vanished_offer_takes_a_reserve_of_its_own_model_first(tmp_path:
     same = next(r for r in reserves if r.offer.gpu_name == model)
     assert pool.for_vanished(vanished) is same
     other = replace(candidates[0], offer=replace(candidates[0].offer, gpu_name="no such model"))
-    last = reserves[-1] if reserves[-1] is not same else reserves[-2]
-    assert pool.for_vanished(other) is last        # none of its model: the last one left
+    best = reserves[0] if reserves[0] is not same else reserves[1]
+    assert pool.for_vanished(other) is best        # none of its model: the best prior left
 
 
 @pytest.mark.slow

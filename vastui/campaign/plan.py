@@ -70,6 +70,11 @@ CALIBRATED_AT = 3
 # The worst case is priced 10 % above list: billing granularity and the seconds a destroy takes to land.
 SPEND_SAFETY = 1.1
 
+# The first wave's places after the first: among the candidates whose prior cost per unit is within this share of
+# the one rank order would take, the lowest price per hour. Every first-wave machine is billed while the knobs are
+# screened, however fast it is, and a prior this close is a tie well inside its spread (docs/method.md, Waves).
+FIRST_WAVE_PRIOR_TIE = 0.10
+
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
@@ -88,6 +93,8 @@ class Candidate:
     time_cap_s: float
     # measured recently in an earlier campaign: re-verified (canary and a few blocks), not raced from scratch
     reverified: Reverification | None = None
+    # its prior misses the SLO's throughput floor at the profile it would be raced at: ranked after those that do not
+    short_of_slo: bool = False
 
     @property
     def profile_name(self) -> str:
@@ -443,27 +450,34 @@ def _candidate(index: int, item: _Scored, manifest: Manifest, *, rank_note: str)
         prior_throughput_units_per_s=item.theta, prior_is_measured=item.measured, predicted_pull_s=item.pull_s,
         prior_cost_per_unit_usd=item.cost, expected_spend_usd=_spend(item.offer, manifest, seconds=min(expected_s, cap_s)),
         max_spend_usd=_spend(item.offer, manifest, seconds=cap_s) * SPEND_SAFETY, time_cap_s=cap_s,
-        reverified=item.reverified,
+        reverified=item.reverified, short_of_slo=item.short_of_slo,
     )
 
 
 def first_wave(candidates: Sequence[Candidate], *, manifest: Manifest, calibrated: bool) -> tuple[str, ...]:
-    """The candidates rented at once: the best priors in rank order, ``[race] first_wave`` of them (by default
-    three, two when earlier campaigns calibrated the prior), at most ``max_instances``; its last place goes to the
-    best of a second GPU model when the places before it hold only one (one model's hosts tell nothing of how far
-    the prior is off between models)."""
+    """The candidates rented at once, ``[race] first_wave`` of them (by default three, two when earlier campaigns
+    calibrated the prior), at most ``max_instances``: the best prior first; each later place to the lowest price per
+    hour among the candidates whose prior cost is within ``FIRST_WAVE_PRIOR_TIE`` of the next in rank order (the
+    wave's machines are all billed through the screening: at a tied prior, a cheaper hour teaches as much for
+    less); its last place to a second GPU model when the places before it hold only one (one model's hosts tell
+    nothing of how far the prior is off between models)."""
     size = manifest.race.first_wave or (2 if calibrated else 3)
     size = max(1, min(size, manifest.budget.max_instances, len(candidates)))
     chosen: list[Candidate] = []
-    for candidate in candidates:
-        if len(chosen) >= size:
-            break
+    left = list(candidates)
+    while left and len(chosen) < size:
         models = {c.offer.gpu_name for c in chosen}
-        last_place = len(chosen) == size - 1
-        if (last_place and models == {candidate.offer.gpu_name} and size > 1
-                and any(c.offer.gpu_name not in models for c in candidates)):
-            continue
-        chosen.append(candidate)
+        eligible = left
+        if len(chosen) == size - 1 and len(models) == 1 and any(c.offer.gpu_name not in models for c in left):
+            eligible = [c for c in left if c.offer.gpu_name not in models]
+        pick = eligible[0]
+        if chosen and math.isfinite(pick.prior_cost_per_unit_usd):
+            tie = pick.prior_cost_per_unit_usd * (1.0 + FIRST_WAVE_PRIOR_TIE)
+            ties = [c for c in eligible
+                    if c.prior_cost_per_unit_usd <= tie and (pick.short_of_slo or not c.short_of_slo)]
+            pick = min(ties, key=lambda c: c.offer.dph_total, default=pick)
+        chosen.append(pick)
+        left.remove(pick)
     return tuple(c.candidate_id for c in chosen)
 
 

@@ -24,11 +24,12 @@ class Reserves:
 
     def for_vanished(self, candidate: Candidate) -> Candidate | None:
         """A reserve of ``candidate``'s GPU model when one is left (the plan wanted that model measured), else the
-        last one left."""
+        best one left by prior. (It used to be the last one left, the worst prior: seen renting an A100 at
+        several times the vanished RTX 4090's price, which then screened the knobs at that price.)"""
         for index, reserve in enumerate(self._left):
-            if reserve.offer.gpu_name == candidate.offer.gpu_name or index == len(self._left) - 1:
+            if reserve.offer.gpu_name == candidate.offer.gpu_name:
                 return self._left.pop(index)
-        return None
+        return self._left.pop(0) if self._left else None
 
     async def for_passed_over(self, hopeless: Callable[[Candidate], Awaitable[str | None]]) -> Candidate | None:
         """The best reserve by prior that ``hopeless`` does not rule out (it says why it does); those it rules out
