@@ -19,7 +19,7 @@ from vastui.bench.stats import Block, Interval
 from vastui.campaign.candidate import CandidateRun, NotRented
 from vastui.campaign.charges import prior_cost_inputs
 from vastui.campaign.measure import MeasuredBlock
-from vastui.campaign.plan import Candidate, build_plan, first_wave, model_key, render_plan
+from vastui.campaign.plan import FIRST_WAVE_PRIOR_TIE, Candidate, build_plan, first_wave, model_key, render_plan
 from vastui.campaign.slots import Slot
 from vastui.campaign.waves import warmup_units, win_chance
 from vastui.events import BlockMeasured, CandidatePhaseChanged, Event, InstanceRented, Notice
@@ -62,6 +62,31 @@ def test_the_last_place_of_the_first_wave_goes_to_a_second_gpu_model(tmp_path: P
     other = next(c for c in candidates[4:] if c.offer.gpu_name != model)
     wave = first_wave([*same, other], manifest=manifest, calibrated=False)
     assert wave == (same[0].candidate_id, same[1].candidate_id, other.candidate_id)
+
+
+def test_a_later_place_in_the_first_wave_goes_to_the_cheaper_hour_among_tied_priors(tmp_path: Path) -> None:
+    # Every first-wave machine is billed while the knobs are screened: at a prior within FIRST_WAVE_PRIOR_TIE of the
+    # next in rank order, the cheaper hour takes the place; a prior further off, or one short of the SLO, does not.
+    manifest, candidates = _plan(tmp_path)
+    first, second, third = candidates[0], candidates[1], candidates[2]
+    rest = [c for c in candidates[3:] if c.offer.gpu_name != first.offer.gpu_name]
+    assert rest, [c.offer.gpu_name for c in candidates]
+    prior, price = second.prior_cost_per_unit_usd, second.offer.dph_total
+
+    def like(candidate: Candidate, *, tie: float, dph: float, short: bool = False) -> Candidate:
+        return replace(candidate, prior_cost_per_unit_usd=prior * (1.0 + tie), short_of_slo=short,
+                       offer=replace(candidate.offer, dph_total=dph, gpu_name="other model"))
+
+    cheap_tied = like(rest[0], tie=FIRST_WAVE_PRIOR_TIE * 0.9, dph=price / 3)
+    wave = first_wave([first, second, third, cheap_tied], manifest=manifest, calibrated=False)
+    assert wave[0] == first.candidate_id                  # the best prior always first
+    assert wave[1] == cheap_tied.candidate_id             # tied with the second, a third of its price per hour
+    cheap_far = like(rest[0], tie=FIRST_WAVE_PRIOR_TIE * 1.1, dph=price / 3)
+    wave = first_wave([first, second, third, cheap_far], manifest=manifest, calibrated=False)
+    assert wave[:2] == (first.candidate_id, second.candidate_id)
+    cheap_short = like(rest[0], tie=0.0, dph=price / 3, short=True)
+    wave = first_wave([first, second, third, cheap_short], manifest=manifest, calibrated=False)
+    assert cheap_short.candidate_id not in wave[:2]
 
 
 def test_the_plan_states_the_first_wave_and_what_the_waves_expect(tmp_path: Path) -> None:
