@@ -80,7 +80,9 @@ FAULTS: dict[str, Callable[[random.Random], Knobs]] = {
     "wrong_output": _rate("wrong_output_rate", 0.15, 0.35),
     "search_quota": _quota,
     "redirect": _rate("redirect_rate", 0.02, 0.08),
-    "outage": lambda rng: {"outage_after_n": rng.randint(20, 300), "outage_s": round(rng.uniform(1.0, 3.0), 2)},
+    # an outage from a request a fast campaign reaches: one makes about 90 (they were drawn up to 300 until the first
+    # wave went to the cheaper hour, and one campaign's outage, at request 177, never came)
+    "outage": lambda rng: {"outage_after_n": rng.randint(20, 80), "outage_s": round(rng.uniform(1.0, 3.0), 2)},
 }
 FAULT_KINDS = (*FAULTS, *DISTURBANCES)
 # Instance faults share one roll per create (Chaos.draw_instance_fault): their rates must add up to at most 1.
