@@ -475,7 +475,7 @@ def first_wave(candidates: Sequence[Candidate], *, manifest: Manifest, calibrate
             tie = pick.prior_cost_per_unit_usd * (1.0 + FIRST_WAVE_PRIOR_TIE)
             ties = [c for c in eligible
                     if c.prior_cost_per_unit_usd <= tie and (pick.short_of_slo or not c.short_of_slo)]
-            pick = min(ties, key=lambda c: c.offer.dph_total, default=pick)
+            pick = min(ties, key=lambda c: c.offer.dph_total)   # ties holds pick itself
         chosen.append(pick)
         left.remove(pick)
     return tuple(c.candidate_id for c in chosen)

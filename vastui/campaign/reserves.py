@@ -24,8 +24,7 @@ class Reserves:
 
     def for_vanished(self, candidate: Candidate) -> Candidate | None:
         """A reserve of ``candidate``'s GPU model when one is left (the plan wanted that model measured), else the
-        best one left by prior. (It used to be the last one left, the worst prior: seen renting an A100 at
-        several times the vanished RTX 4090's price, which then screened the knobs at that price.)"""
+        best one left by prior (the next-best offer the plan knows; docs/method.md, Waves)."""
         for index, reserve in enumerate(self._left):
             if reserve.offer.gpu_name == candidate.offer.gpu_name:
                 return self._left.pop(index)
