@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from vastui.bench.attribution import DATA_WAIT_SHARE_MAX, Bottleneck
 from vastui.bench.cost import cost_per_accepted_unit
-from vastui.bench.stats import Interval, latency_plausible
+from vastui.bench.stats import Interval, Verdict, latency_plausible, latency_verdict
 from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, TuningStep, judge_ab, plan_ab_pairs, plan_tuning
 from vastui.campaign.candidate import CandidateContext, CandidateRun
 from vastui.campaign.charges import measured_cost_inputs
@@ -293,6 +293,8 @@ class _PairedTrial:
         self._open()
         tries = self.own.played + target   # a pair cut short is played again, a bounded number of times
         while self.correct and (len(self.a_values) < target or self.in_flight > 0):
+            if self._over_ceiling_clearly():
+                break   # rejected whatever the other pairs say: they are not waited for (docs/method.md, Tune)
             if len(self.a_values) + self.in_flight < target or self.spare_fits(self.own.pair_estimate_s()):
                 if self.own.played >= tries:
                     break   # judged on what it has (too few pairs: not enough evidence)
@@ -300,6 +302,18 @@ class _PairedTrial:
             else:
                 self.landed.clear()
                 await self.landed.wait()
+
+    def _over_ceiling_clearly(self) -> bool:
+        """Whether this instance's own steps at the change already break the latency SLO beyond doubt: the
+        percentile is over the ceiling at the stats' confidence (``latency_verdict``) and so is the median step, so
+        no more pairs could make the change a profile production may run. Only a rejection is taken early; an
+        acceptance still waits for its pairs, so the early look adds no chance of keeping a change that gains
+        nothing."""
+        ceiling = self.ctx.manifest.slo.latency
+        steps = self.own.b_latencies
+        if ceiling is None or not steps or statistics.median(steps) <= ceiling.max_ms:
+            return False
+        return latency_verdict(steps, percentile_q=ceiling.percentile, max_ms=ceiling.max_ms) is Verdict.VIOLATED
 
     def _open(self) -> None:
         self.is_open = True
@@ -347,8 +361,8 @@ class _PairedTrial:
         lost: dict[Arm, float | None] = {}
         waits: list[float] = []
         for arm in player.next_order():
-            if not keep_going():
-                return _PairEnd.DROPPED
+            if not keep_going() or not self.is_open:
+                return _PairEnd.DROPPED   # (judged meanwhile: its other arm would be billed for nothing)
             variant = player.base if arm is Arm.BASELINE else player.change
             started = ctx.clock.now()
             done = await short_run(ctx, player.run, player.conn, variant)
