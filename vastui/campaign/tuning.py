@@ -254,7 +254,8 @@ class _PairedTrial:
         above the minimum, its interval still reaching below zero: a noisy host) and ``room_for`` says the deadline
         allows as many again, those too, judged once more over all of them. Two looks, not one per pair: each extra
         look would raise the chance of keeping a change that gains nothing. A change whose steps break the latency
-        SLO, or whose output failed, gets no second look: no number of pairs makes it a profile production runs;
+        SLO, or whose output failed, gets no second look: no number of pairs makes it a profile production runs
+        (one whose own first pair already breaks it clearly is judged then: ``_over_ceiling_clearly``);
         nor does one whose pairs already find N units clearly dearer with it (the cost vetoes a clearer speed)."""
         tuning = self.ctx.manifest.tuning
         try:
