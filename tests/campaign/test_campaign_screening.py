@@ -634,6 +634,76 @@ def test_steps_over_the_latency_ceiling_that_waited_for_input_are_raced_again_at
             ("b", EliminationReason.SLO)], (wait, step_ms, widens_input)
 
 
+def _input_race(*, gain: float, wait: float, step_ms: float = 1000.0, on_cost: bool = False,
+                ) -> tuple[Race, RaceStep]:
+    """b at 55 units/s against a's 60, at one price, its blocks' steps waiting ``wait`` of their time for input,
+    armed with more loaders measured (by the screening, on other machines) to gain up to ``gain`` (0: never
+    tried), worth a run on cost by its pooled median when ``on_cost``; steps of ``step_ms`` against a 5 s
+    ceiling (p90)."""
+    cost = CostInputs(price_per_hour_usd=0.5, startup_s=60.0, warmup_s=10.0)
+    race = Race([RaceCandidate("a", cost), RaceCandidate("b", cost)], units=20_000,
+                slo=Slo(latency=LatencyCeiling(percentile=90.0, max_ms=5000.0)),
+                measure=MeasureRule(min_blocks=3, winner_min_blocks=3, run_cv_prior=0.0), resamples=400)
+    race.may_lift("b", gain, on_cost=on_cost, widens_input=True)
+    for theta in (60.0, 61.0, 59.0, 60.0):
+        race.add_block("a", replace(_block(theta), latencies_ms=(1000.0,) * 10), data_wait_share=0.0)
+    for theta in (55.0, 56.0, 54.0, 55.0):
+        race.add_block("b", replace(_block(theta), latencies_ms=(step_ms,) * 10), data_wait_share=wait)
+    return race, race.decide()
+
+
+def test_more_loaders_the_screening_never_tried_lift_a_machine_whose_own_steps_wait_for_input() -> None:
+    """The screener's steps never waited, so 8 loaders were never tried (armed with no measured gain). A machine
+    whose own steps wait 30 % of their time may gain up to +43 % from them: over the ceiling, it is held for the
+    lift; dearer than the leader, it is held on cost (its wait says the change may pay, though nothing was
+    measured to). Steps that hardly wait (2 %) lift nothing either way."""
+    race, step = _input_race(gain=0.0, wait=0.3, step_ms=6000.0)
+    assert step.lifted == ("b",) and step.eliminated == () and race.lifted_for("b") is LiftReason.LATENCY
+    race, step = _input_race(gain=0.0, wait=0.3)
+    assert step.lifted == ("b",) and step.eliminated == () and race.lifted_for("b") is LiftReason.COST
+    for step_ms in (6000.0, 1000.0):
+        _race_, step = _input_race(gain=0.0, wait=0.02, step_ms=step_ms)
+        assert step.lifted == () and [e.candidate_id for e in step.eliminated] == ["b"], step_ms
+
+
+def test_a_loaders_lift_reaches_as_far_as_the_machines_own_wait_for_input_not_the_pooled_gain() -> None:
+    """Pooled pairs gained +150 % [0 %, +290 %] from more loaders on some other host's input path: a machine whose
+    steps never wait gains nothing from them, and is not held for them on cost (it would pay a run for nothing);
+    the same pooled median on a machine whose steps wait 30 % of their time lifts it; and a pooled reach of only
+    +5 % lifts it over the latency ceiling, as far as its own wait says (+43 %)."""
+    _race_, step = _input_race(gain=2.9, wait=0.0, on_cost=True)
+    assert step.lifted == () and [(e.candidate_id, e.reason) for e in step.eliminated] == [
+        ("b", EliminationReason.COST)]
+    race, step = _input_race(gain=2.9, wait=0.3, on_cost=True)
+    assert step.lifted == ("b",) and race.lifted_for("b") is LiftReason.COST
+    race, step = _input_race(gain=0.05, wait=0.3, step_ms=6000.0)
+    assert step.lifted == ("b",) and race.lifted_for("b") is LiftReason.LATENCY
+
+
+def test_more_loaders_the_screening_never_tried_are_the_lift_left_to_a_machine_raced_at_the_screened_profile(
+        tmp_path: Path) -> None:
+    """bf16 and batch 256 kept, 8 loaders never tried (the screener's steps did not wait): a candidate raced at
+    4 loaders is offered 8 as a lift with no measured gain (its reach is its own wait, the race's to judge),
+    worth a run on cost; none once the screening tried 8 loaders and found them clearly flat, and none for a
+    candidate already at 8."""
+    manifest, candidates = _candidates(tmp_path)
+    start = first_profile(candidates[0], manifest)
+    bf16 = start.with_value(Knob.PRECISION, "bf16")
+    kept = [_trial(Knob.PRECISION, start, "bf16", gain=(0.5, 0.3, 0.6), accepted=True),
+            _trial(Knob.BATCH_SIZE, bf16, 256, gain=(0.1, 0.05, 0.15), accepted=True)]
+    screening, other, _start = _screened(tmp_path, kept)
+    raced = screening.profile_for(_with_ram(other, 48_000.0))
+    assert raced.loaders == 4
+    lift = screening.lift_for(_with_ram(other, 48_000.0), raced=raced)
+    assert lift is not None and lift.knob is Knob.LOADERS and lift.value == 8 and lift.gain is None
+    assert lift.profile == raced.with_value(Knob.LOADERS, 8) and lift.on_cost and lift.reach == 0.0
+    assert "loaders -> 8, not tried by the screening" in lift.describe()
+    flat, _big = _bf16_then_batch_256_then_loaders(tmp_path, loaders_gain=(0.0, -0.01, 0.01))
+    settled, other, _start = _screened(tmp_path, flat)
+    assert settled.lift_for(_with_ram(other, 48_000.0), raced=settled.profile_for(_with_ram(other, 48_000.0))) is None
+    assert screening.lift_for(_with_ram(other, 48_000.0), raced=raced.with_value(Knob.LOADERS, 8)) is None
+
+
 def test_a_cheap_candidate_left_undecided_under_the_floor_at_its_last_block_is_lifted() -> None:
     """Its median under the floor, its interval across it: not eliminated, never certified, so a dearer certified
     rival would be chosen. Lifted once it has all its blocks (not before), and only while it would be chosen."""
@@ -686,7 +756,8 @@ def test_a_precision_the_screening_left_open_lifts_a_candidate_and_is_not_tried_
     assert raced.precision == "fp32"
     lift = screening.lift_for(other, raced=raced)
     assert lift is not None and lift.knob is Knob.PRECISION and lift.value == "bf16"
-    assert lift.profile == raced.with_value(Knob.PRECISION, "bf16") and lift.gain.high == 0.5
+    assert lift.profile == raced.with_value(Knob.PRECISION, "bf16") and lift.gain is not None
+    assert lift.gain.high == 0.5
     assert "precision -> bf16, left open by the screening (gain +24.5% [-1.0%, +50.0%])" in lift.describe()
     screening.lift(other.candidate_id, lift, why="short of the floor")
     assert screening.profile_for(other) == lift.profile
@@ -813,7 +884,8 @@ def test_a_smaller_gpu_short_of_the_floor_may_be_lifted_to_a_batch_between_its_o
     assert raced.batch_size == 64                                         # 256 is not known to fit 16 GB
     lift = screening.lift_for(small, raced=raced)
     assert lift is not None and lift.knob is Knob.BATCH_SIZE and lift.value == 128
-    assert lift.profile == raced.with_value(Knob.BATCH_SIZE, 128) and lift.gain.high == 0.097 and lift.on_cost
+    assert lift.profile == raced.with_value(Knob.BATCH_SIZE, 128) and lift.gain is not None and lift.on_cost
+    assert lift.gain.high == 0.097
     screening.lift(small.candidate_id, lift, why="short of the floor")
     assert screening.profile_for(small).batch_size == 128
     assert screening.lift_for(small, raced=lift.profile) is None          # once

@@ -19,7 +19,7 @@ import pytest
 
 from tests.campaign.campaign_support import fast_manifest
 from tests.fakes import FakeClock
-from vastui.bench.attribution import Bottleneck
+from vastui.bench.attribution import Bottleneck, input_gain_bound
 from vastui.bench.manifest import Manifest, load_manifest
 from vastui.bench.stats import Block, Interval
 from vastui.bench.tuning import AbVerdict, Knob, Profile, TuningStep
@@ -40,7 +40,6 @@ from vastui.campaign.tuning import (
     TrialPool,
     TuningStop,
     TuningTrial,
-    input_gain_bound,
     tune,
     value_order,
 )

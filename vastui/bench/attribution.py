@@ -36,6 +36,15 @@ MEMORY_BANDWIDTH_BUSY_PCT = 70.0
 COMPUTE_BOUND_GPU_ACTIVITY_PCT = 85.0
 
 
+def input_gain_bound(wait_share: float) -> float:
+    """The most any widening of the input path (more loaders) can gain when a step waits for input
+    ``wait_share`` of its time: the wait gone entirely, a step takes ``1 - wait_share`` of its time, so throughput
+    rises by at most ``wait_share / (1 - wait_share)``. Loaders feed the GPU; a GPU that never waits for them runs
+    no faster with more (docs/method.md, "More loaders are bounded by the wait they remove")."""
+    share = min(max(wait_share, 0.0), 1.0)
+    return math.inf if share >= 1.0 else share / (1.0 - share)
+
+
 class Bottleneck(StrEnum):
     THROTTLED = "throttled"
     STARTUP_DOMINATED = "startup_dominated"

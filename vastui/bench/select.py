@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from vastui.bench.attribution import DATA_WAIT_SHARE_MAX
+from vastui.bench.attribution import DATA_WAIT_SHARE_MAX, input_gain_bound
 from vastui.bench.cost import CostInputs, break_even_units, cost_curve, cost_interval
 from vastui.bench.manifest import MeasureRule, Slo
 from vastui.bench.runs import observed_run_cv, run_aware_distribution, runs_of
@@ -50,6 +50,9 @@ from vastui.bench.tuning import plan_ab_pairs as plan_ab_pairs  # re-exported: A
 # Candidates whose costs are within 3 % are practically equal: telling them apart costs more than the difference.
 INDIFFERENCE = 0.03
 SLO_EDGE_CAP = 2          # a candidate at the SLO's edge measures to twice max_blocks (Race.at_slo_edge)
+# A lift's reach from a machine's own wait for input (``Race._input_reach``) reads the wait as at most this share: a
+# step that waited nearly all its time would otherwise promise an unbounded gain (x20 at most).
+INPUT_WAIT_CAP = 0.95
 
 
 class EliminationReason(StrEnum):
@@ -207,10 +210,34 @@ class Race:
         ``RaceStep.lifted`` (once), for the caller to race it at that change (docs/method.md, Screening). With
         ``on_cost`` (the change's point gain is worth having), the same when its cost is what would eliminate it
         (``could_lift_on_cost``). With ``widens_input`` (more loaders), steps that broke the latency ceiling while
-        they waited for input may come under it there (``_steps_may_shorten``)."""
+        they waited for input may come under it there (``_steps_may_shorten``), and its reach is the candidate's
+        own once its blocks say how long their steps waited for input (``_reach``)."""
         entry = self._entries[candidate_id]
         entry.lift, entry.lift_on_cost = gain, on_cost and gain is not None
         entry.lift_widens_input = widens_input and gain is not None
+
+    def _input_reach(self, entry: _Entry) -> float | None:
+        """For a lift that widens the input path (more loaders): the most it could raise this machine's
+        throughput, from the share of time its own blocks' steps waited for input (median; ``input_gain_bound``:
+        more loaders gain at most the wait they remove); None when it does not widen the input path or the blocks
+        do not say."""
+        if not entry.lift_widens_input or not entry.waits:
+            return None
+        return input_gain_bound(min(median(entry.waits), INPUT_WAIT_CAP))
+
+    def _reach(self, entry: _Entry, gain: float | None) -> float | None:
+        """The most the armed lift could raise ``entry``'s throughput: ``gain`` (what the screening measured on
+        other machines), or for more loaders the candidate's own bound (``_input_reach``), which supersedes it
+        either way: a screener whose steps never waited leaves more loaders untried (``gain`` 0) or measured at a
+        few percent while a machine with a slower input path gains tens of percent from them, and pooled pairs
+        that gained +290 % on one host's input path promise nothing to a machine whose steps never wait."""
+        own = self._input_reach(entry)
+        return gain if gain is None or own is None else own
+
+    def _waits_for_input(self, entry: _Entry) -> bool:
+        """Whether the armed lift widens the input path and the candidate's steps waited for input (median share
+        over ``DATA_WAIT_SHARE_MAX``): worth a run on cost too, where its reach could undercut the leader."""
+        return entry.lift_widens_input and bool(entry.waits) and median(entry.waits) > DATA_WAIT_SHARE_MAX
 
     def could_lift(self, candidate_id: str, *, gain: float | None) -> bool:
         """Whether ``candidate_id``, with its minimum evidence, falls short of the SLO on its throughput floor alone
@@ -223,7 +250,8 @@ class Race:
         them under it (``_steps_may_shorten``), and with the gain it could undercut the leader."""
         entry = self._entries[candidate_id]
         floor = self.slo.throughput_min_units_per_s
-        if gain is None or len(entry.blocks) < self.rule_of(candidate_id).min_blocks:
+        gain = self._reach(entry, gain)
+        if gain is None or gain <= 0.0 or len(entry.blocks) < self.rule_of(candidate_id).min_blocks:
             return False
         throughput = self._throughput(entry)
         if self._latency_broken(entry):
@@ -285,6 +313,7 @@ class Race:
         cheapest at the change (more loaders on its slow input path, say) is never measured there."""
         entry = self._entries[candidate_id]
         leader = self._leader([cid for cid in self.active if self._eligible(cid)])
+        gain = self._reach(entry, gain)
         if (gain is None or gain <= 0.0 or leader is None or leader == candidate_id
                 or len(entry.blocks) < self.rule_of(candidate_id).min_blocks
                 or (self._latency_broken(entry) and not self._steps_may_shorten(entry))):
@@ -558,7 +587,9 @@ class Race:
                 # leave the decision nothing certified to choose. The certified one stays until the leader is.
                 continue
             entry = self._entries[cid]
-            if entry.lift_on_cost and self.could_lift_on_cost(cid, gain=entry.lift, level=level):
+            # worth a run on cost: the change's own gain, or its own steps' wait for input, says it may pay
+            on_cost = entry.lift_on_cost or self._waits_for_input(entry)
+            if on_cost and self.could_lift_on_cost(cid, gain=entry.lift, level=level):
                 entry.lift, entry.lift_on_cost, entry.held, entry.lifted_for = None, False, True, LiftReason.COST
                 lifted.append(cid)
                 continue

@@ -158,7 +158,7 @@ class Lift:
     knob: Knob
     value: int | str
     profile: Profile
-    gain: Interval
+    gain: Interval | None   # None: more loaders the screening never tried (its screener's steps did not wait)
     # worth a run to save the candidate from a cost elimination too (``Race.could_lift_on_cost``): its own pairs
     # in the trial gained more than ``min_gain`` at the median, or (it played none) the pooled pairs did
     on_cost: bool = False
@@ -168,10 +168,15 @@ class Lift:
     @property
     def reach(self) -> float:
         """The most the change could raise the candidate's throughput (a fraction): the pooled gain's upper bound,
-        or its own pairs' median gain where that is higher (a machine whose input path the change widens)."""
-        return self.gain.high if self.own is None else max(self.gain.high, self.own)
+        or its own pairs' median gain where that is higher (a machine whose input path the change widens); 0 for
+        loaders never tried, whose reach is the candidate's own wait for input (``Race.may_lift``)."""
+        pooled = 0.0 if self.gain is None else self.gain.high
+        return pooled if self.own is None else max(pooled, self.own)
 
     def describe(self) -> str:
+        if self.gain is None:
+            return (f"{self.knob} -> {self.value}, not tried by the screening (its screener's steps did not wait "
+                    f"for input; this machine's did)")
         mine = "" if self.own is None else f"; its own pairs {self.own:+.1%}"
         return (f"{self.knob} -> {self.value}, left open by the screening (gain {self.gain.point:+.1%} "
                 f"[{self.gain.low:+.1%}, {self.gain.high:+.1%}]{mine})")
@@ -368,6 +373,11 @@ class Screening:
                 continue
             for value in step.values:
                 gain = self.outcome.open_gain(step.knob, value)
+                if gain is None and step.knob is Knob.LOADERS and best is None:
+                    lift = self._untried_loaders(raced=raced, values=step.values)
+                    if lift is not None:
+                        best = lift
+                    continue
                 if gain is None or gain.high <= 0.0:
                     continue
                 own = self.outcome.own_gain(step.knob, value, candidate.candidate_id)
@@ -376,6 +386,21 @@ class Screening:
                 if best is None or lift.reach > best.reach:
                     best = lift
         return best
+
+    def _untried_loaders(self, *, raced: Profile, values: Sequence[int | str]) -> Lift | None:
+        """More loaders than the raced profile's that the screening never tried (its screener's steps did not wait
+        for input, so they could not gain there): the most of ``values``, with no measured gain. Its reach is the
+        candidate's own: the share of time its blocks' steps wait for input bounds what a wider input path can
+        gain (``Race.may_lift``), so it lifts only a machine whose steps do wait (an RTX 4080S over the latency
+        ceiling at 4 loaders, its steps waiting 40 % of their time, cheapest of its market at 8, in the decision
+        benchmark). Worth a run on cost too, where that bound says so."""
+        if not isinstance(raced.loaders, int):
+            return None
+        value = max((v for v in values if isinstance(v, int) and v > raced.loaders
+                     and self.outcome is not None and self.outcome.open_gain(Knob.LOADERS, v) is None), default=None)
+        if value is None:
+            return None
+        return Lift(Knob.LOADERS, value, raced.with_value(Knob.LOADERS, value), None, on_cost=True)
 
     def _batch_lift(self, candidate: Candidate, *, raced: Profile,
                     values: Sequence[int | str]) -> Lift | None:

@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from vastui.bench.attribution import DATA_WAIT_SHARE_MAX, Bottleneck
+from vastui.bench.attribution import DATA_WAIT_SHARE_MAX, Bottleneck, input_gain_bound
 from vastui.bench.cost import cost_per_accepted_unit
 from vastui.bench.stats import Interval, Verdict, latency_plausible, latency_verdict
 from vastui.bench.tuning import AbVerdict, Arm, Knob, Profile, TuningStep, judge_ab, plan_ab_pairs, plan_tuning
@@ -160,15 +160,6 @@ def value_order(knob: Knob, values: Sequence[int | str], current: int | str | No
     numbers = [v for v in values if isinstance(v, int)]
     return [*sorted((v for v in numbers if v > current), reverse=True),
             *sorted((v for v in numbers if v < current), reverse=True)]
-
-
-def input_gain_bound(wait_share: float) -> float:
-    """The most any widening of the input path (more loaders) can gain when a step waits for input
-    ``wait_share`` of its time: the wait gone entirely, a step takes ``1 - wait_share`` of its time, so throughput
-    rises by at most ``wait_share / (1 - wait_share)``. Loaders feed the GPU; a GPU that never waits for them runs
-    no faster with more (docs/method.md, "More loaders are bounded by the wait they remove")."""
-    share = min(max(wait_share, 0.0), 1.0)
-    return math.inf if share >= 1.0 else share / (1.0 - share)
 
 
 def _above(value: int | str, current: int | str | None) -> bool:
