@@ -187,6 +187,30 @@ async def test_a_scheduling_failure_creates_a_stopped_instance_when_cancel_unava
     assert charges.storage_usd > 0 and charges.gpu_usd == 0.0
 
 
+async def test_an_offer_asked_again_after_a_refused_create_draws_its_scheduling_afresh() -> None:
+    # api-notes (cancel_unavail): the refusal is about the machine's resources at that moment, and each ask draws
+    # afresh. A refused create creates nothing, so asked again with no create between it has the same next
+    # instance id: its draw must not be the first one's replayed (every refused offer was refused again).
+    clock = FakeClock()
+    market = _market(clock, Realism(cancel_unavail=True), LifecycleOdds(scheduling_failure=0.5))
+    body = {"image": "pytorch/pytorch", "disk": 10, "runtype": "ssh", "cancel_unavail": True}
+    refused, placed_later = 0, 0
+    for machine in [m for m in market.world.machines if not market.is_rented(m) and m.disk_space_gb >= 10]:
+        request = CreateRequest.from_body({**body, "label": f"vastui-{CAMPAIGN}-c1-{machine.offer_id}"})
+        for ask in range(2):
+            try:
+                instance = await market.create_instance(machine.offer_id, request)
+            except MarketError as error:
+                assert ask == 0 or "could not be scheduled" in error.msg
+                refused += ask == 0
+                continue
+            placed_later += ask == 1 and instance.id > 0
+            break
+    assert refused >= 5, "the odds of a half refuse some first asks"
+    assert placed_later >= 1, "a second ask must be able to succeed where the first was refused"
+    assert placed_later < refused, "...and be refused again sometimes: the same odds, drawn afresh"
+
+
 async def test_the_client_asks_for_cancel_unavail_so_a_failed_schedule_rents_nothing() -> None:
     # vast-ai/docs create-instance reference and the CLI's help: vastui sends cancel_unavail true (api-notes §3.4)
     clock = FakeClock()

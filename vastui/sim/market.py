@@ -108,6 +108,7 @@ class Market:
         self._destroyed: dict[int, InstanceState] = {}
         self._pulled: set[tuple[int, str]] = set()
         self._next_id = first_instance_id   # a later market (sim/redraw.py) goes on past an earlier one's ids
+        self._refused: dict[int, int] = {}  # offer id -> creates scheduling refused on it (each ask draws afresh)
         self._results = LogResults()
         self._lock = asyncio.Lock()
         self._closed = False
@@ -317,7 +318,10 @@ class Market:
         fate = draw_fate(seed=self.world.seed, instance_id=self._next_id, offer_id=offer_id,
                          machine_id=machine.machine_id,
                          odds=self.lifecycle_odds, lifecycle=self.realism.lifecycle_turns,
-                         scheduling_failures=self.realism.cancel_unavail)
+                         scheduling_failures=self.realism.cancel_unavail,
+                         refused_before=self._refused.get(offer_id, 0))
+        if fate.scheduling_fails:
+            self._refused[offer_id] = self._refused.get(offer_id, 0) + 1
         if fate.scheduling_fails and request.cancel_unavail:
             raise MarketError(400, "scheduling_failed",
                               f"Offer {offer_id} could not be scheduled: {SCHEDULING_FAILURE} (cancel_unavail).")

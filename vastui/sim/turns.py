@@ -62,12 +62,15 @@ def runtime_broken(*, seed: int, machine_id: int, odds: LifecycleOdds) -> bool:
 
 
 def draw_fate(*, seed: int, instance_id: int, offer_id: int, machine_id: int, odds: LifecycleOdds, lifecycle: bool,
-              scheduling_failures: bool) -> Fate:
+              scheduling_failures: bool, refused_before: int = 0) -> Fate:
     """The fate of one rental: ``lifecycle`` switches the transient turns on, ``scheduling_failures`` the failures.
 
-    The rental is part of the seed of its own turns: a create refused for want of free resources draws afresh when
-    it is tried again. A broken runtime is the machine's (``runtime_broken``) and fails every rental on it."""
-    rng = random.Random(f"{seed}:{instance_id}:{offer_id}:lifecycle")
+    The rental is part of the seed of its own turns, and so is how many creates on this offer scheduling refused
+    before (``refused_before``): a refused create creates nothing, so the next instance id is the same when the
+    offer is asked again with no create between, and the ask must still draw afresh. A broken runtime is the
+    machine's (``runtime_broken``) and fails every rental on it."""
+    again = f":{refused_before}" if refused_before else ""   # (a first ask draws as it always did)
+    rng = random.Random(f"{seed}:{instance_id}:{offer_id}:lifecycle{again}")
     rolls = [rng.random() for _ in range(5)]   # the fifth was the runtime's die: kept so the others stay as drawn
     spans = [rng.uniform(*odds.scheduling_s), rng.uniform(*odds.unknown_after_s), rng.uniform(*odds.unknown_s)]
     fails = scheduling_failures and rolls[1] < odds.scheduling_failure
