@@ -158,7 +158,7 @@ class Lift:
     knob: Knob
     value: int | str
     profile: Profile
-    gain: Interval | None   # None: more loaders the screening never tried (its screener's steps did not wait)
+    gain: Interval | None   # None: more loaders the screening never tried (``Screening._untried_loaders``)
     # worth a run to save the candidate from a cost elimination too (``Race.could_lift_on_cost``): its own pairs
     # in the trial gained more than ``min_gain`` at the median, or (it played none) the pooled pairs did
     on_cost: bool = False
@@ -175,8 +175,8 @@ class Lift:
 
     def describe(self) -> str:
         if self.gain is None:
-            return (f"{self.knob} -> {self.value}, not tried by the screening (its screener's steps did not wait "
-                    f"for input; this machine's did)")
+            return (f"{self.knob} -> {self.value}, not tried by the screening (as far as this machine's own wait "
+                    f"for input says it may gain)")
         mine = "" if self.own is None else f"; its own pairs {self.own:+.1%}"
         return (f"{self.knob} -> {self.value}, left open by the screening (gain {self.gain.point:+.1%} "
                 f"[{self.gain.low:+.1%}, {self.gain.high:+.1%}]{mine})")
@@ -388,8 +388,9 @@ class Screening:
         return best
 
     def _untried_loaders(self, *, raced: Profile, values: Sequence[int | str]) -> Lift | None:
-        """More loaders than the raced profile's that the screening never tried (its screener's steps did not wait
-        for input, so they could not gain there): the most of ``values``, with no measured gain. Its reach is the
+        """More loaders than the raced profile's that the screening never tried (mostly because its screener's steps
+        did not wait for input, so they could not gain there; or its time ran out first): the most of ``values``,
+        with no measured gain. Its reach is the
         candidate's own: the share of time its blocks' steps wait for input bounds what a wider input path can
         gain (``Race.may_lift``), so it lifts only a machine whose steps do wait (an RTX 4080S over the latency
         ceiling at 4 loaders, its steps waiting 40 % of their time, cheapest of its market at 8, in the decision
