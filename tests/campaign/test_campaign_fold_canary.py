@@ -255,12 +255,18 @@ async def test_an_abort_during_a_folded_canary_closes_the_run_it_had_opened(tmp_
     interrupted, as one that finds it measuring does."""
     async with open_demo(seed=3, time_scale=300.0, data_dir=tmp_path / "data",
                          manifest_path=_manifest(tmp_path / "m", fold=True)) as demo:
-        events: list[Event] = []
-        demo.services.bus.listen(events.append)
+        canary_seen = asyncio.Event()
+
+        def on_event(event: Event) -> None:
+            # The abort goes in on the loop's next turn after the first canary step is reported, not after a poll:
+            # on a busy machine a poll's few wall milliseconds are minutes of scaled time, and the canary is over.
+            if isinstance(event, ProgressReported) and event.purpose == "canary" and not canary_seen.is_set():
+                canary_seen.set()
+                asyncio.get_running_loop().call_soon(handle.abort, "operator pressed q")   # a listener must not publish
+
+        demo.services.bus.listen(on_event)
         handle = demo.start(plan_approved=True)
-        await until(lambda: any(isinstance(e, ProgressReported) and e.purpose == "canary" for e in events),
-                    "a folded canary under way")
-        handle.abort("operator pressed q")
+        await until(canary_seen.is_set, "a folded canary under way")
         result = await handle.result()
         state = handle.snapshot()
         open_runs = await demo.services.store.open_runs(campaign_id=handle.campaign_id)
