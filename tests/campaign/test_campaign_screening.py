@@ -15,7 +15,7 @@ import pytest
 from benchmarks.decision_quality import true_cost
 from tests.campaign.campaign_support import fast_manifest
 from tests.fakes import FakeClock
-from vastui.bench.attribution import Bottleneck
+from vastui.bench.attribution import Bottleneck, input_gain_bound
 from vastui.bench.cost import CostInputs
 from vastui.bench.manifest import LatencyCeiling, Manifest, MeasureRule, Slo, load_manifest
 from vastui.bench.receipt import render_markdown
@@ -614,41 +614,41 @@ def test_steps_over_the_latency_ceiling_that_waited_for_input_are_raced_again_at
     and named as lifted for an open loaders change, not eliminated on the SLO. Eliminated as before when the open
     change is not the input path, when the steps hardly waited, or when even the wait taken out leaves them over
     the ceiling."""
-    def raced(*, wait: float, step_ms: float, widens_input: bool) -> tuple[Race, RaceStep]:
+    def raced(*, wait: float, step_ms: float, widening: float | None) -> tuple[Race, RaceStep]:
         cost = CostInputs(price_per_hour_usd=0.5, startup_s=60.0, warmup_s=10.0)
         race = Race([RaceCandidate("a", cost), RaceCandidate("b", cost)], units=20_000,
                     slo=Slo(latency=LatencyCeiling(percentile=90.0, max_ms=5000.0)),
                     measure=MeasureRule(min_blocks=3, winner_min_blocks=3, run_cv_prior=0.0), resamples=400)
-        race.may_lift("b", 0.5, widens_input=widens_input)
+        race.may_lift("b", 0.5, widening=widening)
         for theta in (60.0, 61.0, 59.0, 60.0):
             race.add_block("a", replace(_block(theta), latencies_ms=(1000.0,) * 10), data_wait_share=0.0)
         for theta in (55.0, 56.0, 54.0, 55.0):
             race.add_block("b", replace(_block(theta), latencies_ms=(step_ms,) * 10), data_wait_share=wait)
         return race, race.decide()
 
-    race, step = raced(wait=0.3, step_ms=6000.0, widens_input=True)
+    race, step = raced(wait=0.3, step_ms=6000.0, widening=2.0)
     assert step.lifted == ("b",) and step.eliminated == () and race.lifted_for("b") is LiftReason.LATENCY
-    for wait, step_ms, widens_input in ((0.3, 6000.0, False), (0.02, 6000.0, True), (0.3, 9000.0, True)):
-        _race_, step = raced(wait=wait, step_ms=step_ms, widens_input=widens_input)
+    for wait, step_ms, widening in ((0.3, 6000.0, None), (0.02, 6000.0, 2.0), (0.3, 9000.0, 2.0)):
+        _race_, step = raced(wait=wait, step_ms=step_ms, widening=widening)
         assert step.lifted == () and [(e.candidate_id, e.reason) for e in step.eliminated] == [
-            ("b", EliminationReason.SLO)], (wait, step_ms, widens_input)
+            ("b", EliminationReason.SLO)], (wait, step_ms, widening)
 
 
 def _input_race(*, gain: float, wait: float, step_ms: float = 1000.0, on_cost: bool = False,
-                ) -> tuple[Race, RaceStep]:
-    """b at 55 units/s against a's 60, at one price, its blocks' steps waiting ``wait`` of their time for input,
-    armed with more loaders measured (by the screening, on other machines) to gain up to ``gain`` (0: never
-    tried), worth a run on cost by its pooled median when ``on_cost``; steps of ``step_ms`` against a 5 s
-    ceiling (p90)."""
+                widening: float = 2.0, b_theta: float = 55.0) -> tuple[Race, RaceStep]:
+    """b at ``b_theta`` (about 55) units/s against a's 60, at one price, its blocks' steps waiting ``wait`` of their
+    time for input, armed with ``widening`` times the loaders, measured (by the screening, on other machines) to
+    gain up to ``gain`` (0: never tried), worth a run on cost by its pooled median when ``on_cost``; steps of
+    ``step_ms`` against a 5 s ceiling (p90)."""
     cost = CostInputs(price_per_hour_usd=0.5, startup_s=60.0, warmup_s=10.0)
     race = Race([RaceCandidate("a", cost), RaceCandidate("b", cost)], units=20_000,
                 slo=Slo(latency=LatencyCeiling(percentile=90.0, max_ms=5000.0)),
                 measure=MeasureRule(min_blocks=3, winner_min_blocks=3, run_cv_prior=0.0), resamples=400)
-    race.may_lift("b", gain, on_cost=on_cost, widens_input=True)
+    race.may_lift("b", gain, on_cost=on_cost, widening=widening)
     for theta in (60.0, 61.0, 59.0, 60.0):
         race.add_block("a", replace(_block(theta), latencies_ms=(1000.0,) * 10), data_wait_share=0.0)
-    for theta in (55.0, 56.0, 54.0, 55.0):
-        race.add_block("b", replace(_block(theta), latencies_ms=(step_ms,) * 10), data_wait_share=wait)
+    for spread in (0.0, 1.0, -1.0, 0.0):
+        race.add_block("b", replace(_block(b_theta + spread), latencies_ms=(step_ms,) * 10), data_wait_share=wait)
     return race, race.decide()
 
 
@@ -680,11 +680,25 @@ def test_a_loaders_lift_reaches_as_far_as_the_machines_own_wait_for_input_not_th
     assert step.lifted == ("b",) and race.lifted_for("b") is LiftReason.LATENCY
 
 
+def test_more_loaders_reach_no_further_than_their_number_however_long_the_steps_waited() -> None:
+    """b at 25 units/s against a's 60 at one price, its steps waiting 69 % of their time for input: the wait gone,
+    it would run at 81 (+223 %), but twice the loaders prepare input at most twice as fast (50 units/s, still
+    dearer than a): eliminated on cost, not raced again for nothing. Four times the loaders could reach the wait's
+    bound: held for them."""
+    assert input_gain_bound(0.69) == pytest.approx(2.226, abs=1e-3)
+    assert input_gain_bound(0.69, widening=2.0) == 1.0 and input_gain_bound(0.2, widening=2.0) == pytest.approx(0.25)
+    _race_, step = _input_race(gain=0.0, wait=0.69, b_theta=25.0, widening=2.0)
+    assert step.lifted == () and [(e.candidate_id, e.reason) for e in step.eliminated] == [
+        ("b", EliminationReason.COST)]
+    race, step = _input_race(gain=0.0, wait=0.69, b_theta=25.0, widening=4.0)
+    assert step.lifted == ("b",) and race.lifted_for("b") is LiftReason.COST
+
+
 def test_more_loaders_the_screening_never_tried_are_the_lift_left_to_a_machine_raced_at_the_screened_profile(
         tmp_path: Path) -> None:
     """bf16 and batch 256 kept, 8 loaders never tried (the screener's steps did not wait): a candidate raced at
-    4 loaders is offered 8 as a lift with no measured gain (its reach is its own wait, the race's to judge),
-    worth a run on cost; none once the screening tried 8 loaders and found them clearly flat, and none for a
+    4 loaders is offered 8 as a lift with no measured gain (its reach is its own wait and twice the loaders, the
+    race's to judge, on cost too by its own rule); none once the screening tried 8 loaders and found them clearly flat, and none for a
     candidate already at 8."""
     manifest, candidates = _candidates(tmp_path)
     start = first_profile(candidates[0], manifest)
@@ -696,7 +710,8 @@ def test_more_loaders_the_screening_never_tried_are_the_lift_left_to_a_machine_r
     assert raced.loaders == 4
     lift = screening.lift_for(_with_ram(other, 48_000.0), raced=raced)
     assert lift is not None and lift.knob is Knob.LOADERS and lift.value == 8 and lift.gain is None
-    assert lift.profile == raced.with_value(Knob.LOADERS, 8) and lift.on_cost and lift.reach == 0.0
+    assert lift.profile == raced.with_value(Knob.LOADERS, 8) and not lift.on_cost and lift.reach == 0.0
+    assert lift.widening == 2.0
     assert "loaders -> 8, not tried by the screening" in lift.describe()
     flat, _big = _bf16_then_batch_256_then_loaders(tmp_path, loaders_gain=(0.0, -0.01, 0.01))
     settled, other, _start = _screened(tmp_path, flat)

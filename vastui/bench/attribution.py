@@ -36,13 +36,16 @@ MEMORY_BANDWIDTH_BUSY_PCT = 70.0
 COMPUTE_BOUND_GPU_ACTIVITY_PCT = 85.0
 
 
-def input_gain_bound(wait_share: float) -> float:
+def input_gain_bound(wait_share: float, *, widening: float = math.inf) -> float:
     """The most any widening of the input path (more loaders) can gain when a step waits for input
     ``wait_share`` of its time: the wait gone entirely, a step takes ``1 - wait_share`` of its time, so throughput
     rises by at most ``wait_share / (1 - wait_share)``. Loaders feed the GPU; a GPU that never waits for them runs
-    no faster with more (docs/method.md, "More loaders are bounded by the wait they remove")."""
+    no faster with more (docs/method.md, "More loaders are bounded by the wait they remove"). And ``widening``
+    times as many loaders (8 where there were 4: 2) prepare input at most that many times as fast, each loader
+    its own batches, so the gain is at most ``widening - 1`` however long the steps waited."""
     share = min(max(wait_share, 0.0), 1.0)
-    return math.inf if share >= 1.0 else share / (1.0 - share)
+    removed = math.inf if share >= 1.0 else share / (1.0 - share)
+    return min(removed, max(widening - 1.0, 0.0))
 
 
 class Bottleneck(StrEnum):

@@ -145,7 +145,7 @@ class _Entry:
     earlier: list[Block] = field(default_factory=list)      # blocks at an earlier profile, out of the race
     lift: float | None = None                               # the most an open change could raise it (``may_lift``)
     lift_on_cost: bool = False                              # ... and it may save it from a cost elimination too
-    lift_widens_input: bool = False                         # ... and widens the input path (more loaders)
+    lift_widening: float | None = None                      # ... and widens the input path: n/m loaders
     waits: list[float] = field(default_factory=list)        # each block's share of time waiting for input
     lifted_for: LiftReason | None = None                    # why it was last held for a lift
 
@@ -203,27 +203,27 @@ class Race:
         self._entries[candidate_id].held = False
 
     def may_lift(self, candidate_id: str, gain: float | None, *, on_cost: bool = False,
-                 widens_input: bool = False) -> None:
+                 widening: float | None = None) -> None:
         """A change left open (its measured gain straddles zero) could raise ``candidate_id``'s throughput by up to
         ``gain`` (a fraction; None: no such change). While this stands, a candidate whose evidence falls short of
         the SLO's throughput floor by less than that (``could_lift``) is not eliminated: it is held and named in
         ``RaceStep.lifted`` (once), for the caller to race it at that change (docs/method.md, Screening). With
         ``on_cost`` (the change's point gain is worth having), the same when its cost is what would eliminate it
-        (``could_lift_on_cost``). With ``widens_input`` (more loaders), steps that broke the latency ceiling while
-        they waited for input may come under it there (``_steps_may_shorten``), and its reach is the candidate's
-        own once its blocks say how long their steps waited for input (``_reach``)."""
+        (``could_lift_on_cost``). With ``widening`` (more loaders: n where it ran m, n/m), steps that broke the
+        latency ceiling while they waited for input may come under it there (``_steps_may_shorten``), and its
+        reach is the candidate's own once its blocks say how long their steps waited for input (``_reach``)."""
         entry = self._entries[candidate_id]
         entry.lift, entry.lift_on_cost = gain, on_cost and gain is not None
-        entry.lift_widens_input = widens_input and gain is not None
+        entry.lift_widening = widening if gain is not None else None
 
     def _input_reach(self, entry: _Entry) -> float | None:
         """For a lift that widens the input path (more loaders): the most it could raise this machine's
         throughput, from the share of time its own blocks' steps waited for input (median; ``input_gain_bound``:
-        more loaders gain at most the wait they remove); None when it does not widen the input path or the blocks
-        do not say."""
-        if not entry.lift_widens_input or not entry.waits:
+        more loaders gain at most the wait they remove, and n where there were m at most n/m - 1); None when it
+        does not widen the input path or the blocks do not say."""
+        if entry.lift_widening is None or not entry.waits:
             return None
-        return input_gain_bound(min(median(entry.waits), INPUT_WAIT_CAP))
+        return input_gain_bound(min(median(entry.waits), INPUT_WAIT_CAP), widening=entry.lift_widening)
 
     def _reach(self, entry: _Entry, gain: float | None) -> float | None:
         """The most the armed lift could raise ``entry``'s throughput: ``gain`` (what the screening measured on
@@ -237,7 +237,7 @@ class Race:
     def _waits_for_input(self, entry: _Entry) -> bool:
         """Whether the armed lift widens the input path and the candidate's steps waited for input (median share
         over ``DATA_WAIT_SHARE_MAX``): worth a run on cost too, where its reach could undercut the leader."""
-        return entry.lift_widens_input and bool(entry.waits) and median(entry.waits) > DATA_WAIT_SHARE_MAX
+        return entry.lift_widening is not None and bool(entry.waits) and median(entry.waits) > DATA_WAIT_SHARE_MAX
 
     def could_lift(self, candidate_id: str, *, gain: float | None) -> bool:
         """Whether ``candidate_id``, with its minimum evidence, falls short of the SLO on its throughput floor alone
@@ -277,18 +277,18 @@ class Race:
                                max_ms=self.slo.latency.max_ms) is Verdict.VIOLATED
 
     def _steps_may_shorten(self, entry: _Entry) -> bool:
-        """Whether a wider input path (``may_lift``'s ``widens_input``) may bring steps that broke the latency
+        """Whether a wider input path (``may_lift``'s ``widening``) may bring steps that broke the latency
         ceiling under it: its blocks' steps waited for input (median share over ``DATA_WAIT_SHARE_MAX``) and,
         that wait taken out of each, the percentile would be under the ceiling. Seen in the decision benchmark:
         an RTX 4080S over the ceiling at batch 256 with 4 loaders, its steps waiting for input, was the cheapest
         machine of its market at 8."""
         ceiling = self.slo.latency
-        if ceiling is None or not entry.lift_widens_input or not entry.waits:
+        if ceiling is None or not self._waits_for_input(entry):
             return False
         wait = median(entry.waits)
         latencies = [ms * (1.0 - wait) for block in entry.blocks for ms in block.latencies_ms]
-        return wait > DATA_WAIT_SHARE_MAX and latency_verdict(
-            latencies, percentile_q=ceiling.percentile, max_ms=ceiling.max_ms) is not Verdict.VIOLATED
+        return latency_verdict(latencies, percentile_q=ceiling.percentile,
+                               max_ms=ceiling.max_ms) is not Verdict.VIOLATED
 
     def _could_undercut(self, candidate_id: str, *, gain: float, confidence: float) -> bool:
         """Whether ``candidate_id``'s cost's lower bound with its throughput raised by ``gain`` (each bootstrap draw
@@ -334,7 +334,7 @@ class Race:
         entry.blocks = []
         entry.candidate = replace(entry.candidate, history=(), rule=None)
         entry.held = False
-        entry.lift, entry.lift_on_cost, entry.lift_widens_input, entry.waits = None, False, False, []
+        entry.lift, entry.lift_on_cost, entry.lift_widening, entry.waits = None, False, None, []
         for cache in (self._costs, self._thetas_cache):
             for key in [key for key in cache if key[0] == candidate_id]:
                 del cache[key]

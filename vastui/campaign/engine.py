@@ -24,7 +24,7 @@ from vastui.bench.receipt import PassedOver
 from vastui.bench.select import Decision, EliminationReason, Race, RaceEnd
 from vastui.bench.stats import Interval
 from vastui.bench.tuned import TunedEvidence, decide_with_tuned_evidence
-from vastui.bench.tuning import Knob, Profile
+from vastui.bench.tuning import Profile
 from vastui.campaign.blame import BadHostMark, Halt, HaltReason, WorkloadJudge
 from vastui.campaign.candidate import (
     BAD_HOST_TTL_S,
@@ -735,7 +735,7 @@ class CampaignEngine:
         lift = slot.lift
         self.state.race.may_lift(slot.cid, None if lift is None else lift.reach,
                                  on_cost=lift is not None and lift.on_cost,
-                                 widens_input=lift is not None and lift.knob is Knob.LOADERS)
+                                 widening=None if lift is None else lift.widening)
 
     async def _tune(self, slot: Slot, conn: HostConnection, variant: Profile) -> None:
         """One variable at a time on the leader's own instance, inside its deadline."""

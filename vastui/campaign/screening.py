@@ -14,6 +14,7 @@ again, and its re-verified hosts keep their earlier runs at that profile (docs/m
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -163,6 +164,7 @@ class Lift:
     # in the trial gained more than ``min_gain`` at the median, or (it played none) the pooled pairs did
     on_cost: bool = False
     own: float | None = None   # the median gain of the candidate's own pairs in that trial (None: it played none)
+    widening: float | None = None   # more loaders: n where it was raced with m, n / m (None: another knob)
     why: str = ""   # once applied (``Screening.lift``): the candidate's shortfall, in words, for the receipt
 
     @property
@@ -186,6 +188,16 @@ class Lift:
 # question of this GPU's memory (lifted only between the batch a GPU is known to hold and the screened one:
 # ``Screening._batch_lift``), and more GPUs another price.
 LIFTING_KNOBS = (Knob.PRECISION, Knob.LOADERS)
+
+
+def _widening(raced: Profile, knob: Knob, value: int | str) -> float | None:
+    """How many times as many loaders ``value`` is as the raced profile's (``Lift.widening``); infinite where a
+    count is not a number; None for a knob that does not widen the input path."""
+    if knob is not Knob.LOADERS:
+        return None
+    if isinstance(value, int) and isinstance(raced.loaders, int) and raced.loaders > 0:
+        return value / raced.loaders
+    return math.inf
 
 
 def _has_more(gpu_ram_mb: float | None, than_mb: float | None) -> bool:
@@ -382,7 +394,8 @@ class Screening:
                     continue
                 own = self.outcome.own_gain(step.knob, value, candidate.candidate_id)
                 worth = (gain.point if own is None else own) > self.manifest.tuning.min_gain
-                lift = Lift(step.knob, value, raced.with_value(step.knob, value), gain, on_cost=worth, own=own)
+                lift = Lift(step.knob, value, raced.with_value(step.knob, value), gain, on_cost=worth, own=own,
+                            widening=_widening(raced, step.knob, value))
                 if best is None or lift.reach > best.reach:
                     best = lift
         return best
@@ -390,18 +403,20 @@ class Screening:
     def _untried_loaders(self, *, raced: Profile, values: Sequence[int | str]) -> Lift | None:
         """More loaders than the raced profile's that the screening never tried (mostly because its screener's steps
         did not wait for input, so they could not gain there; or its time ran out first): the most of ``values``,
-        with no measured gain. Its reach is the
-        candidate's own: the share of time its blocks' steps wait for input bounds what a wider input path can
-        gain (``Race.may_lift``), so it lifts only a machine whose steps do wait (an RTX 4080S over the latency
-        ceiling at 4 loaders, its steps waiting 40 % of their time, cheapest of its market at 8, in the decision
-        benchmark). Worth a run on cost too, where that bound says so."""
-        if not isinstance(raced.loaders, int):
+        with no measured gain. Its reach is the candidate's own: the share of time its blocks' steps wait for input
+        bounds what a wider input path can gain, and so does the number of loaders (``Race.may_lift``), so it lifts
+        only a machine whose steps do wait (an RTX 4080S over the latency ceiling at 4 loaders, its steps waiting
+        40 % of their time, cheapest of its market at 8, in the decision benchmark). Not armed on cost by itself:
+        the race's own rule says when that wait makes it worth a run on cost (``Race._waits_for_input``)."""
+        outcome = self.outcome
+        if outcome is None or not isinstance(raced.loaders, int):
             return None
         value = max((v for v in values if isinstance(v, int) and v > raced.loaders
-                     and self.outcome is not None and self.outcome.open_gain(Knob.LOADERS, v) is None), default=None)
+                     and outcome.open_gain(Knob.LOADERS, v) is None), default=None)
         if value is None:
             return None
-        return Lift(Knob.LOADERS, value, raced.with_value(Knob.LOADERS, value), None, on_cost=True)
+        return Lift(Knob.LOADERS, value, raced.with_value(Knob.LOADERS, value), None,
+                    widening=_widening(raced, Knob.LOADERS, value))
 
     def _batch_lift(self, candidate: Candidate, *, raced: Profile,
                     values: Sequence[int | str]) -> Lift | None:
