@@ -872,6 +872,61 @@ def _waiting_at_bf16(share: float) -> Callable[[int, str, int], float]:
     return wait
 
 
+async def test_a_compute_change_starved_where_more_loaders_alone_cannot_pay_is_joined_with_them_next(
+        tmp_path: Path) -> None:
+    """At fp32 one loader keeps up (the race's steps never waited), so more loaders alone are bounded out. bf16
+    alone gains 3 %, its steps waiting for input three quarters of their time; batch 128 at that one loader would
+    starve the same way. bf16 with four loaders is tried next (+100 %, kept), before the batch; the batch is then
+    judged where production would run it (bf16, four loaders: flat) and no trim takes it back out of a joint
+    change. Before, batch 128 was tried at fp32 and one loader, then rode in the joint change and was trimmed."""
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32", "bf16"), batch_sizes=(64, 128),
+                                                loaders=(1, 4)))
+
+    def speed(batch: int, precision: str, loaders: int) -> float:
+        if precision == "fp32":
+            return 1.0
+        return 2.0 if loaders >= 4 else 1.03
+
+    def wait(batch: int, precision: str, loaders: int) -> float:
+        return 0.75 if precision == "bf16" and loaders < 4 else 0.0
+
+    host = ScriptedHost(clock, profile_speed=speed, profile_wait=wait, bf16_gains=(0.10, -0.08, 0.09, -0.07, 0.06))
+    run = _raced_blocks(_leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0), waits=(0.0, 0.0))
+    outcome = await _tune_from(manifest, clock, host, run,
+                               Profile(batch_size=64, precision="fp32", loaders=1, gpu_count=1))
+    judged = [(t.knob, t.baseline, t.value, t.verdict.accepted) for t in outcome.trials]
+    assert judged == [("precision", "fp32", "bf16", False), ("loaders+precision", "1/fp32", "4/bf16", True),
+                      ("batch_size", "64", "128", False)], judged
+    assert outcome.trials[2].base == Profile(batch_size=64, precision="bf16", loaders=4, gpu_count=1)
+    assert (outcome.profile.batch_size, outcome.profile.precision, outcome.profile.loaders) == (64, "bf16", 4)
+    [line] = outcome.not_tried
+    assert line.startswith("loaders 1 -> 4: not tried"), line
+
+
+async def test_a_kept_compute_change_whose_steps_wait_for_input_moves_the_input_path_up(tmp_path: Path) -> None:
+    """bf16 is kept (+50 %), and its steps wait for their four loaders a fifth of their time: eight loaders are
+    tried next (+20 % more), before the batch, which is judged at the profile with the wider input path. Without
+    the wait, the bottleneck's order stands (the batch next; the loaders then bounded out, the steps never waiting)."""
+    manifest, clock = _tuning_manifest(tmp_path), FakeClock(NOW)
+    manifest = replace(manifest, tuning=replace(manifest.tuning, precisions=("fp32", "bf16"), batch_sizes=(64, 128),
+                                                loaders=(4, 8)))
+
+    def speed(batch: int, precision: str, loaders: int) -> float:
+        return 1.0 if precision == "fp32" else (1.8 if loaders >= 8 else 1.5)
+
+    bases = []
+    for bf16_wait, order in ((0.2, ["precision", "loaders", "batch_size"]), (0.0, ["precision", "batch_size"])):
+        host = ScriptedHost(clock, profile_speed=speed, profile_wait=_waiting_at_bf16(bf16_wait))
+        run = _raced_blocks(_leader(manifest, clock, work_left_s=100_000.0, canary_s=40.0), waits=(0.1, 0.1))
+        outcome = await _tune(manifest, clock, host, run)
+        described = [t.describe() for t in outcome.trials]
+        assert [t.knob for t in outcome.trials] == order, (bf16_wait, described)
+        assert outcome.trials[0].verdict.accepted and outcome.trials[1].verdict.accepted == (bf16_wait > 0), described
+        bases.append(next(t.base for t in outcome.trials if t.knob == "batch_size"))
+    assert [(b.precision, b.loaders) for b in bases if b is not None] == [("bf16", 8), ("bf16", 4)]
+
+
 async def test_the_wait_that_bounds_the_loaders_is_the_kept_profiles(tmp_path: Path) -> None:
     """The race's blocks never waited, but bf16 (kept, +50 %) makes the steps wait 20 % for input: the loaders
     are judged at bf16's wait, so they are tried; with bf16's steps not waiting either, they are not."""

@@ -651,6 +651,7 @@ class TuningSearch:
         self.steps = list(steps if steps is not None else plan_tuning(
             ctx.manifest.tuning, bottleneck=bottleneck, baseline=start, max_gpus=run.candidate.offer.num_gpus))
         self.joint_tried = len(self.steps) < 2   # one knob alone has nothing to be joined with
+        self.joints: list[dict[Knob, int | str]] = []   # the joint changes tried (each once)
         self.waited: list[TuningStep] = []   # compute knobs that gained nothing, perhaps for want of input: again after
         self.retried: set[Knob] = set()      # an accepted input-path change (once each)
         self.hopeful: dict[Knob, int | str] = {}   # unproven gains: knob -> the value that may have gained
@@ -671,8 +672,9 @@ class TuningSearch:
                 stop = await self._step(self.steps.pop(0))
             else:
                 joint = _joint_change(self.best, self.hopeful) if not self.joint_tried else None
-                if joint is None:
+                if joint is None or joint in self.joints:
                     break
+                self.joint_tried = True
                 stop = await self._joint(joint)
             if stop is not None:
                 return stop
@@ -680,7 +682,7 @@ class TuningSearch:
 
     async def _joint(self, joint: dict[Knob, int | str]) -> TuningOutcome | None:
         """The knobs that might have gained, tried together; the outcome when tuning must stop."""
-        self.joint_tried = True
+        self.joints.append(dict(joint))
         knobs = sorted(joint, key=str)
         change = _on_gpus(_with_values(self.best, joint), self.best)
         got = await self._trial("+".join(str(k) for k in knobs),
@@ -722,7 +724,7 @@ class TuningSearch:
 
     async def _step(self, step: TuningStep) -> TuningOutcome | None:
         """One knob's values, from the likeliest (``value_order``); the outcome when tuning must stop."""
-        flat = starved = False
+        flat = starved = bounded = False
         was = self.best.value(step.knob)
         for value in value_order(step.knob, step.values, was):
             if value == self.best.value(step.knob):
@@ -732,6 +734,7 @@ class TuningSearch:
             if (step.knob, value) in self.over_ceiling:
                 continue   # its steps broke the latency ceiling, none of their time waiting for input: they would again
             if step.knob is Knob.LOADERS and _above(value, was) and self._input_bounded(str(was), str(value)):
+                bounded = True
                 continue
             change = _on_gpus(self.best.with_value(step.knob, value), self.best)
             # A smaller batch is slower in steady state and warms up sooner: like a trim (``_trim``), it is judged
@@ -746,6 +749,12 @@ class TuningSearch:
             verdict = got
             if verdict.accepted:
                 self._keep(step.knob, change, verdict)
+                if step.knob in COMPUTE_KNOBS and self.wait is not None and self.wait > DATA_WAIT_SHARE_MAX:
+                    # Kept, and its steps now wait for input (on the machine that waited most, as the loaders'
+                    # bound reads it): the input path is tried next (stable sort), as a compute knob tried at this
+                    # input path would be judged starved (seen: two batch trials of 12 pairs each after bf16, one
+                    # flat and one +4 %, before four loaders gained 12 %).
+                    self.steps.sort(key=lambda s: s.knob is not Knob.LOADERS)
                 if step.knob is Knob.BATCH_SIZE:
                     break   # the largest batch that clearly helps (larger ones were tried first)
                 continue
@@ -786,6 +795,14 @@ class TuningSearch:
             self.steps.sort(key=lambda s: s.knob is not Knob.LOADERS)
             if step.knob not in self.retried and any(s.knob is Knob.LOADERS for s in self.steps):
                 self.waited.append(step)
+        if bounded and Knob.LOADERS in self.hopeful:
+            # More loaders alone cannot pay (the steps at ``best`` hardly wait for input), yet a compute change's
+            # steps waited for them: only together can the two pay, and any other compute knob tried at this
+            # narrow input path would starve the same way (seen: a batch trial of 10 pairs flat for want of input,
+            # then a trim of 8 to take it back out of the joint change). The joint trial goes next.
+            joint = _joint_change(self.best, self.hopeful)
+            if joint is not None and Knob.LOADERS in joint and joint not in self.joints:
+                return await self._joint(joint)
         return None
 
     def _input_bounded(self, was: str, value: str) -> bool:
