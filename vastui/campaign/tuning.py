@@ -631,8 +631,10 @@ async def tune(ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *
 
 class TuningSearch:
     """Try each allowed knob from the bottleneck's order (the input path moved up when a compute knob gains
-    nothing); keep what clearly helps; then the knobs that might have helped, together (they may only pay jointly);
-    stop when time runs out. One search per tuned candidate; its state is what the steps share."""
+    nothing, or its steps wait for input; a starved compute knob joined with the loaders at once where they cannot
+    pay alone); keep what clearly helps; then the knobs that might have helped, together (they may only pay
+    jointly); stop when time runs out. One search per tuned candidate; its state is what the steps share
+    (docs/method.md, Tune one variable at a time)."""
 
     def __init__(self, ctx: CandidateContext, run: CandidateRun, conn: HostConnection, *, start: Profile,
                  bottleneck: Bottleneck, time_left_s: Callable[[], float],
